@@ -1,0 +1,69 @@
+"""The API registry: api keys, names, and each API's request/response declarations."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+
+from .messages import PAIRS
+from .schema import Message
+
+
+class ApiKey(IntEnum):
+    """Kafka's api keys (``org.apache.kafka.common.protocol.ApiKeys``), those minikafka knows."""
+
+    PRODUCE = 0
+    FETCH = 1
+    LIST_OFFSETS = 2
+    METADATA = 3
+    OFFSET_COMMIT = 8
+    OFFSET_FETCH = 9
+    FIND_COORDINATOR = 10
+    JOIN_GROUP = 11
+    HEARTBEAT = 12
+    LEAVE_GROUP = 13
+    SYNC_GROUP = 14
+    DESCRIBE_GROUPS = 15
+    LIST_GROUPS = 16
+    API_VERSIONS = 18
+    CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
+    DELETE_RECORDS = 21
+    INIT_PRODUCER_ID = 22
+    OFFSET_FOR_LEADER_EPOCH = 23
+    DESCRIBE_CONFIGS = 32
+    CREATE_PARTITIONS = 37
+    DELETE_GROUPS = 42
+    DESCRIBE_CLUSTER = 60
+
+
+@dataclass(frozen=True)
+class Api:
+    """One API: its key, its request and response declarations, its version range."""
+
+    key: ApiKey
+    request: Message
+    response: Message
+
+    @property
+    def name(self) -> str:
+        return self.request.name.removesuffix("Request")
+
+    @property
+    def min_version(self) -> int:
+        return self.request.min_version
+
+    @property
+    def max_version(self) -> int:
+        return self.request.max_version
+
+    def is_flexible(self, version: int) -> bool:
+        return self.request.is_flexible(version)
+
+
+APIS: dict[int, Api] = {}
+for _req, _resp in PAIRS:
+    assert _req.api_key == _resp.api_key
+    assert (_req.min_version, _req.max_version) == (_resp.min_version, _resp.max_version)
+    APIS[_req.api_key] = Api(ApiKey(_req.api_key), _req, _resp)
+del _req, _resp

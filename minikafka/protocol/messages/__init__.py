@@ -1,0 +1,51 @@
+"""Message declarations, one module per API (request and response together)."""
+
+from .api_versions import ApiVersionsRequest, ApiVersionsResponse
+from .create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
+from .create_topics import CreateTopicsRequest, CreateTopicsResponse
+from .delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
+from .delete_records import DeleteRecordsRequest, DeleteRecordsResponse
+from .delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
+from .describe_cluster import DescribeClusterRequest, DescribeClusterResponse
+from .describe_configs import DescribeConfigsRequest, DescribeConfigsResponse
+from .describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
+from .fetch import FetchRequest, FetchResponse
+from .find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
+from .heartbeat import HeartbeatRequest, HeartbeatResponse
+from .init_producer_id import InitProducerIdRequest, InitProducerIdResponse
+from .join_group import JoinGroupRequest, JoinGroupResponse
+from .leave_group import LeaveGroupRequest, LeaveGroupResponse
+from .list_groups import ListGroupsRequest, ListGroupsResponse
+from .list_offsets import ListOffsetsRequest, ListOffsetsResponse
+from .metadata import MetadataRequest, MetadataResponse
+from .offset_commit import OffsetCommitRequest, OffsetCommitResponse
+from .offset_fetch import OffsetFetchRequest, OffsetFetchResponse
+from .offset_for_leader_epoch import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
+from .produce import ProduceRequest, ProduceResponse
+from .sync_group import SyncGroupRequest, SyncGroupResponse
+
+PAIRS = [
+    (ApiVersionsRequest, ApiVersionsResponse),
+    (CreatePartitionsRequest, CreatePartitionsResponse),
+    (CreateTopicsRequest, CreateTopicsResponse),
+    (DeleteGroupsRequest, DeleteGroupsResponse),
+    (DeleteRecordsRequest, DeleteRecordsResponse),
+    (DeleteTopicsRequest, DeleteTopicsResponse),
+    (DescribeClusterRequest, DescribeClusterResponse),
+    (DescribeConfigsRequest, DescribeConfigsResponse),
+    (DescribeGroupsRequest, DescribeGroupsResponse),
+    (FetchRequest, FetchResponse),
+    (FindCoordinatorRequest, FindCoordinatorResponse),
+    (HeartbeatRequest, HeartbeatResponse),
+    (InitProducerIdRequest, InitProducerIdResponse),
+    (JoinGroupRequest, JoinGroupResponse),
+    (LeaveGroupRequest, LeaveGroupResponse),
+    (ListGroupsRequest, ListGroupsResponse),
+    (ListOffsetsRequest, ListOffsetsResponse),
+    (MetadataRequest, MetadataResponse),
+    (OffsetCommitRequest, OffsetCommitResponse),
+    (OffsetFetchRequest, OffsetFetchResponse),
+    (OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse),
+    (ProduceRequest, ProduceResponse),
+    (SyncGroupRequest, SyncGroupResponse),
+]

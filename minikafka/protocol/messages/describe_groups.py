@@ -1,0 +1,28 @@
+"""DescribeGroups (api key 15): requests and responses, versions 0-5."""
+
+from ..schema import Message, f
+
+DescribeGroupsRequest = Message('DescribeGroupsRequest', 15, "0-5", '5+', [
+    f('groups', '[]string'),
+    f('include_authorized_operations', 'bool', '3+'),
+])
+
+DescribeGroupsResponse = Message('DescribeGroupsResponse', 15, "0-5", '5+', [
+    f('throttle_time_ms', 'int32', '1+'),
+    f('groups', [
+        f('error_code', 'int16'),
+        f('group_id', 'string'),
+        f('group_state', 'string'),
+        f('protocol_type', 'string'),
+        f('protocol_data', 'string'),
+        f('members', [
+            f('member_id', 'string'),
+            f('group_instance_id', 'string', '4+', nullable='4+', default=None),
+            f('client_id', 'string'),
+            f('client_host', 'string'),
+            f('member_metadata', 'bytes'),
+            f('member_assignment', 'bytes'),
+        ]),
+        f('authorized_operations', 'int32', '3+', default=-2147483648),
+    ]),
+])

@@ -1,0 +1,48 @@
+"""OffsetFetch (api key 9): requests and responses, versions 0-8."""
+
+from ..schema import Message, f
+
+OffsetFetchRequest = Message('OffsetFetchRequest', 9, "0-8", '6+', [
+    f('group_id', 'string', '0-7'),
+    f('topics', [
+        f('name', 'string', '0-7'),
+        f('partition_indexes', '[]int32', '0-7'),
+    ], '0-7', nullable='2-7'),
+    f('groups', [
+        f('group_id', 'string', '8+'),
+        f('topics', [
+            f('name', 'string', '8+'),
+            f('partition_indexes', '[]int32', '8+'),
+        ], '8+', nullable='8+'),
+    ], '8+'),
+    f('require_stable', 'bool', '7+', default=False),
+])
+
+OffsetFetchResponse = Message('OffsetFetchResponse', 9, "0-8", '6+', [
+    f('throttle_time_ms', 'int32', '3+'),
+    f('topics', [
+        f('name', 'string', '0-7'),
+        f('partitions', [
+            f('partition_index', 'int32', '0-7'),
+            f('committed_offset', 'int64', '0-7'),
+            f('committed_leader_epoch', 'int32', '5-7', default=-1),
+            f('metadata', 'string', '0-7', nullable='0-7'),
+            f('error_code', 'int16', '0-7'),
+        ], '0-7'),
+    ], '0-7'),
+    f('error_code', 'int16', '2-7', default=0),
+    f('groups', [
+        f('group_id', 'string', '8+'),
+        f('topics', [
+            f('name', 'string', '8+'),
+            f('partitions', [
+                f('partition_index', 'int32', '8+'),
+                f('committed_offset', 'int64', '8+'),
+                f('committed_leader_epoch', 'int32', '8+', default=-1),
+                f('metadata', 'string', '8+', nullable='8+'),
+                f('error_code', 'int16', '8+'),
+            ], '8+'),
+        ], '8+'),
+        f('error_code', 'int16', '8+', default=0),
+    ], '8+'),
+])

@@ -1,0 +1,298 @@
+"""Kafka's primitive wire types as `construct` constructs.
+
+Models the type system of Kafka's message generator (``Type`` in
+``org.apache.kafka.common.protocol.types``): fixed-width big-endian integers,
+unsigned varints, the classic (int16/int32 length) and compact (KIP-482,
+unsigned-varint length + 1) encodings of strings, bytes and arrays, UUIDs, and
+structs closed by a tagged-fields section in flexible versions.
+
+Every class is an ordinary ``construct.Construct``; the schema layer composes
+them per message version.  Null is encoded as length -1 (classic) or 0
+(compact).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from construct import (
+    Construct,
+    Container,
+    Flag,
+    Float64b,
+    Int8sb,
+    Int16sb,
+    Int16ub,
+    Int32sb,
+    Int32ub,
+    Int64sb,
+    ListContainer,
+    StreamError,
+    stream_read,
+    stream_write,
+)
+
+__all__ = [
+    "INT8", "INT16", "UINT16", "INT32", "UINT32", "INT64", "FLOAT64", "BOOL",
+    "UVarInt", "VarIntZigZag", "KString", "KBytes", "KArray", "KUuid", "KStruct",
+    "read_uvarint", "write_uvarint", "uvarint_size",
+]
+
+INT8 = Int8sb
+INT16 = Int16sb
+UINT16 = Int16ub
+INT32 = Int32sb
+UINT32 = Int32ub
+INT64 = Int64sb
+FLOAT64 = Float64b
+BOOL = Flag
+
+ZERO_UUID = uuid.UUID(int=0)
+
+
+def read_uvarint(stream: Any, path: str = "") -> int:
+    """Read one unsigned LEB128 varint (Kafka's ``UNSIGNED_VARINT``)."""
+    result = 0
+    shift = 0
+    while True:
+        b = stream_read(stream, 1, path)[0]
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result
+        shift += 7
+        if shift > 35 + 28:
+            raise StreamError("varint too long", path=path)
+
+
+def write_uvarint(value: int) -> bytes:
+    """Encode ``value`` (>= 0) as an unsigned LEB128 varint."""
+    if value < 0:
+        raise ValueError(f"unsigned varint cannot hold {value}")
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def uvarint_size(value: int) -> int:
+    """Bytes needed for ``value`` as an unsigned varint."""
+    n = 1
+    while value > 0x7F:
+        value >>= 7
+        n += 1
+    return n
+
+
+class UVarInt(Construct):
+    """Unsigned varint (KIP-482 ``UNSIGNED_VARINT``)."""
+
+    def _parse(self, stream, context, path):
+        return read_uvarint(stream, path)
+
+    def _build(self, obj, stream, context, path):
+        b = write_uvarint(obj)
+        stream_write(stream, b, len(b), path)
+        return obj
+
+
+class VarIntZigZag(Construct):
+    """Signed zig-zag varint (``VARINT``/``VARLONG``), used inside records."""
+
+    def _parse(self, stream, context, path):
+        v = read_uvarint(stream, path)
+        return (v >> 1) ^ -(v & 1)
+
+    def _build(self, obj, stream, context, path):
+        b = write_uvarint((obj << 1) ^ (obj >> 63))
+        stream_write(stream, b, len(b), path)
+        return obj
+
+
+class _Sized(Construct):
+    """Shared length-prefix handling for strings, bytes and arrays."""
+
+    def __init__(self, compact: bool, nullable: bool):
+        super().__init__()
+        self.compact = compact
+        self.nullable = nullable
+        self.flagbuildnone = nullable
+
+    def _read_len(self, stream, path, width: int) -> int:
+        if self.compact:
+            return read_uvarint(stream, path) - 1
+        raw = stream_read(stream, width, path)
+        return int.from_bytes(raw, "big", signed=True)
+
+    def _write_len(self, n: int, stream, path, width: int) -> None:
+        if self.compact:
+            b = write_uvarint(n + 1)
+            stream_write(stream, b, len(b), path)
+        else:
+            stream_write(stream, n.to_bytes(width, "big", signed=True), width, path)
+
+    def _null(self, path):
+        if not self.nullable:
+            raise StreamError("null value in a non-nullable field", path=path)
+        return None
+
+
+class KString(_Sized):
+    """STRING / NULLABLE_STRING / COMPACT_STRING / COMPACT_NULLABLE_STRING (UTF-8)."""
+
+    def _parse(self, stream, context, path):
+        n = self._read_len(stream, path, 2)
+        if n < 0:
+            return self._null(path)
+        return stream_read(stream, n, path).decode("utf-8")
+
+    def _build(self, obj, stream, context, path):
+        if obj is None:
+            self._null(path)
+            self._write_len(-1, stream, path, 2)
+            return obj
+        data = obj.encode("utf-8")
+        self._write_len(len(data), stream, path, 2)
+        stream_write(stream, data, len(data), path)
+        return obj
+
+
+class KBytes(_Sized):
+    """BYTES / NULLABLE_BYTES / COMPACT_BYTES / RECORDS (int32 or varint length)."""
+
+    def _parse(self, stream, context, path):
+        n = self._read_len(stream, path, 4)
+        if n < 0:
+            return self._null(path)
+        return stream_read(stream, n, path)
+
+    def _build(self, obj, stream, context, path):
+        if obj is None:
+            self._null(path)
+            self._write_len(-1, stream, path, 4)
+            return obj
+        n = len(obj) if not isinstance(obj, memoryview) else obj.nbytes
+        self._write_len(n, stream, path, 4)
+        stream_write(stream, bytes(obj) if isinstance(obj, memoryview) else obj, n, path)
+        return obj
+
+
+class KArray(_Sized):
+    """ARRAY / COMPACT_ARRAY of ``subcon`` (int32 or varint count, -1/0 for null)."""
+
+    def __init__(self, subcon: Construct, compact: bool, nullable: bool):
+        super().__init__(compact, nullable)
+        self.subcon = subcon
+
+    def _parse(self, stream, context, path):
+        n = self._read_len(stream, path, 4)
+        if n < 0:
+            return self._null(path)
+        sub = self.subcon._parsereport
+        return ListContainer([sub(stream, context, path) for _ in range(n)])
+
+    def _build(self, obj, stream, context, path):
+        if obj is None:
+            self._null(path)
+            self._write_len(-1, stream, path, 4)
+            return obj
+        self._write_len(len(obj), stream, path, 4)
+        build = self.subcon._build
+        for item in obj:
+            build(item, stream, context, path)
+        return obj
+
+
+class KUuid(Construct):
+    """UUID: 16 raw bytes, as ``uuid.UUID``."""
+
+    def _parse(self, stream, context, path):
+        return uuid.UUID(bytes=stream_read(stream, 16, path))
+
+    def _build(self, obj, stream, context, path):
+        if obj is None:
+            obj = ZERO_UUID
+        if isinstance(obj, (bytes, bytearray)):
+            obj = uuid.UUID(bytes=bytes(obj))
+        stream_write(stream, obj.bytes, 16, path)
+        return obj
+
+    def _sizeof(self, context, path):
+        return 16
+
+
+class KStruct(Construct):
+    """A struct of named fields, closed by tagged fields in flexible versions.
+
+    ``fields`` are ``(name, construct, default)`` in wire order; missing values
+    are built from their default.  ``tagged`` maps tag number to
+    ``(name, construct, default)``: such a field is written only when its value
+    differs from the default, read when present, and unknown tags are skipped
+    (kept raw under ``_unknown_tags`` so a round trip preserves them).
+    ``flexible`` says whether the tagged-fields section exists at all.
+    """
+
+    def __init__(self, fields, tagged=None, flexible=False):
+        super().__init__()
+        self.fields = list(fields)
+        self.tagged = dict(tagged or {})
+        self.flexible = flexible
+        self.flagbuildnone = True
+
+    def _parse(self, stream, context, path):
+        obj = Container()
+        for name, sub, _default in self.fields:
+            obj[name] = sub._parsereport(stream, context, path)
+        if self.flexible:
+            for name, _sub, default in self.tagged.values():
+                obj[name] = default() if callable(default) else default
+            count = read_uvarint(stream, path)
+            unknown = None
+            for _ in range(count):
+                tag = read_uvarint(stream, path)
+                size = read_uvarint(stream, path)
+                raw = stream_read(stream, size, path)
+                known = self.tagged.get(tag)
+                if known is None:
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = raw
+                else:
+                    obj[known[0]] = known[1].parse(raw)
+            if unknown:
+                obj["_unknown_tags"] = unknown
+        return obj
+
+    def _build(self, obj, stream, context, path):
+        if obj is None:
+            obj = {}
+        get = obj.get
+        for name, sub, default in self.fields:
+            value = get(name, _MISSING)
+            if value is _MISSING:
+                value = default() if callable(default) else default
+            sub._build(value, stream, context, path)
+        if self.flexible:
+            entries = []
+            for tag, (name, sub, default) in self.tagged.items():
+                value = get(name, _MISSING)
+                dv = default() if callable(default) else default
+                if value is _MISSING or value == dv:
+                    continue
+                entries.append((tag, sub.build(value)))
+            unknown = get("_unknown_tags")
+            if unknown:
+                entries.extend(unknown.items())
+            entries.sort(key=lambda e: e[0])
+            b = write_uvarint(len(entries))
+            stream_write(stream, b, len(b), path)
+            for tag, raw in entries:
+                b = write_uvarint(tag) + write_uvarint(len(raw))
+                stream_write(stream, b, len(b), path)
+                stream_write(stream, raw, len(raw), path)
+        return obj
+
+
+_MISSING = object()
