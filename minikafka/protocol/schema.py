@@ -194,15 +194,17 @@ def _type_construct(fl: Field, version: int, flexible: bool) -> Construct:
 def _struct_construct(fields: list[Field], version: int, flexible: bool) -> T.KStruct:
     regular = []
     tagged = {}
+    absent = []
     for fl in fields:
         if not fl.present(version):
+            absent.append((fl.name, fl.default_factory()))
             continue
         sub = _type_construct(fl, version, flexible)
         if flexible and fl.is_tagged(version):
             tagged[fl.tag] = (fl.name, sub, fl.default_factory())
         else:
             regular.append((fl.name, sub, fl.default_factory()))
-    return T.KStruct(regular, dict(sorted(tagged.items())), flexible)
+    return T.KStruct(regular, dict(sorted(tagged.items())), flexible, absent)
 
 
 class Message:

@@ -232,17 +232,22 @@ class KStruct(Construct):
     differs from the default, read when present, and unknown tags are skipped
     (kept raw under ``_unknown_tags`` so a round trip preserves them).
     ``flexible`` says whether the tagged-fields section exists at all.
+    ``absent`` lists ``(name, default)`` of fields the version does not carry:
+    they read back as their default, as in Kafka's generated message classes.
     """
 
-    def __init__(self, fields, tagged=None, flexible=False):
+    def __init__(self, fields, tagged=None, flexible=False, absent=()):
         super().__init__()
         self.fields = list(fields)
         self.tagged = dict(tagged or {})
         self.flexible = flexible
+        self.absent = list(absent)
         self.flagbuildnone = True
 
     def _parse(self, stream, context, path):
         obj = Container()
+        for name, default in self.absent:
+            obj[name] = default() if callable(default) else default
         for name, sub, _default in self.fields:
             obj[name] = sub._parsereport(stream, context, path)
         if self.flexible:

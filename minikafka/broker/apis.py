@@ -1,0 +1,117 @@
+"""Request dispatch (Kafka's ``KafkaApis``): header parsing, version checks, handler lookup.
+
+``KafkaApis.handle`` takes one request frame (without its size prefix) and
+returns the response frame payload, or ``None`` when no response is due
+(acks=0 produce).  It raises :class:`CloseConnection` where Kafka would close
+the connection (unknown api key, unsupported version of an api other than
+ApiVersions, a body that does not parse).  It never touches a socket.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
+
+from ..protocol.api import APIS, ApiKey
+from ..protocol.errors import ErrorCode
+from ..protocol.headers import (
+    encode_response_header,
+    parse_request_header_prefix,
+    response_header_version,
+    skip_header_tags,
+)
+from .request import RequestContext
+
+if TYPE_CHECKING:
+    from .broker import Broker
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[["Broker", RequestContext, Any], Awaitable[dict | None]]
+HANDLERS: dict[int, Handler] = {}
+
+
+def handles(key: ApiKey) -> Callable[[Handler], Handler]:
+    """Register ``fn`` as the handler of api ``key``."""
+
+    def deco(fn: Handler) -> Handler:
+        HANDLERS[int(key)] = fn
+        return fn
+
+    return deco
+
+
+class CloseConnection(Exception):
+    """The request cannot be answered; Kafka would close the connection."""
+
+
+def supported_api_versions() -> list[dict]:
+    """The ApiVersions list: every api with a handler, and its version range."""
+    return [
+        {"api_key": k, "min_version": APIS[k].min_version, "max_version": APIS[k].max_version}
+        for k in sorted(HANDLERS)
+        if k in APIS
+    ]
+
+
+class KafkaApis:
+    """Turns request frames into response frames for one broker."""
+
+    def __init__(self, broker: "Broker") -> None:
+        from . import handlers  # noqa: F401  (registers every handler)
+
+        self.broker = broker
+
+    def parse(self, frame: bytes | memoryview, connection_id: str, peer: str = "") -> tuple[RequestContext, Any]:
+        """Parse header and body; raise CloseConnection or return (ctx, request)."""
+        try:
+            hdr = parse_request_header_prefix(frame)
+        except Exception as exc:  # too short for a header
+            raise CloseConnection(f"malformed request header ({exc})") from None
+        ctx = RequestContext(
+            api_key=hdr.api_key,
+            api_version=hdr.api_version,
+            correlation_id=hdr.correlation_id,
+            client_id=hdr.client_id,
+            connection_id=connection_id,
+            peer=peer,
+            received_ns=time.monotonic_ns(),
+            request_size=len(frame),
+        )
+        api = APIS.get(hdr.api_key)
+        if api is None or hdr.api_key not in HANDLERS:
+            raise CloseConnection(f"unknown api key {hdr.api_key}")
+        version = hdr.api_version
+        if not api.request.supports(version):
+            if hdr.api_key == ApiKey.API_VERSIONS:
+                return ctx, None  # answered with UNSUPPORTED_VERSION in a v0 body
+            raise CloseConnection(
+                f"unsupported version {version} of {api.name} (supported {api.min_version}-{api.max_version})"
+            )
+        try:
+            off = hdr.body_offset
+            if api.is_flexible(version):
+                off = skip_header_tags(frame, off)
+            body = frame[off:]
+            req = api.request.parse(body, version)
+        except Exception as exc:
+            raise CloseConnection(f"malformed {api.name} v{version} request: {exc}") from None
+        return ctx, req
+
+    async def handle(self, ctx: RequestContext, req: Any) -> bytes | None:
+        """Run the handler and encode its response (header + body)."""
+        api = APIS[ctx.api_key]
+        version = ctx.api_version
+        if req is None and ctx.api_key == ApiKey.API_VERSIONS:
+            # Unknown ApiVersions version: error 35 in a v0 body (KIP-511).
+            body = APIS[ApiKey.API_VERSIONS].response.build(
+                {"error_code": ErrorCode.UNSUPPORTED_VERSION, "api_keys": supported_api_versions()}, 0
+            )
+            return encode_response_header(ctx.correlation_id, 0) + body
+        resp = await HANDLERS[ctx.api_key](self.broker, ctx, req)
+        if resp is None:
+            return None
+        flexible = api.is_flexible(version)
+        header = encode_response_header(ctx.correlation_id, response_header_version(ctx.api_key, flexible))
+        return header + api.response.build(resp, version)

@@ -1,0 +1,169 @@
+"""Broker configuration: Kafka ``server.properties`` keys that apply to minikafka.
+
+Models ``kafka.server.KafkaConfig`` for the subset minikafka implements.  Keys
+are Kafka's (dotted); :meth:`BrokerConfig.from_properties` reads a
+``server.properties`` file and warns about keys it ignores.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+_HOUR_MS = 3600 * 1000
+
+
+@dataclass
+class BrokerConfig:
+    """The settings of one broker, with Kafka's defaults."""
+
+    host: str = "127.0.0.1"
+    port: int = 9092
+    node_id: int = 0
+    data_dir: Path | None = None
+    advertised_host: str | None = None
+    cluster_id: str = "minikafka-cluster-0000"
+    num_partitions: int = 1
+    auto_create_topics_enable: bool = True
+    default_replication_factor: int = 1
+    delete_topic_enable: bool = True
+    message_max_bytes: int = 1048588
+    socket_request_max_bytes: int = 104857600
+    log_segment_bytes: int = 1 << 30
+    log_retention_ms: int = 168 * _HOUR_MS
+    log_retention_bytes: int = -1
+    log_retention_check_interval_ms: int = 300000
+    log_roll_ms: int = 168 * _HOUR_MS
+    log_index_interval_bytes: int = 4096
+    log_message_timestamp_type: str = "CreateTime"
+    offsets_retention_minutes: int = 10080
+    group_initial_rebalance_delay_ms: int = 3000
+    group_min_session_timeout_ms: int = 6000
+    group_max_session_timeout_ms: int = 1800000
+    group_max_size: int = 2147483647
+    min_insync_replicas: int = 1
+    transactional_id_expiration_ms: int = 604800000
+    producer_id_expiration_ms: int = 86400000
+    fetch_max_bytes: int = 57671680
+    extra: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def advertised(self) -> str:
+        """The host name clients are told to connect to."""
+        if self.advertised_host:
+            return self.advertised_host
+        return "localhost" if self.host in ("0.0.0.0", "::", "") else self.host
+
+    # Kafka key -> attribute, for the keys that map one to one.
+    KEYS = {
+        "broker.id": "node_id",
+        "node.id": "node_id",
+        "num.partitions": "num_partitions",
+        "auto.create.topics.enable": "auto_create_topics_enable",
+        "default.replication.factor": "default_replication_factor",
+        "delete.topic.enable": "delete_topic_enable",
+        "message.max.bytes": "message_max_bytes",
+        "socket.request.max.bytes": "socket_request_max_bytes",
+        "log.segment.bytes": "log_segment_bytes",
+        "log.retention.ms": "log_retention_ms",
+        "log.retention.bytes": "log_retention_bytes",
+        "log.retention.check.interval.ms": "log_retention_check_interval_ms",
+        "log.roll.ms": "log_roll_ms",
+        "log.index.interval.bytes": "log_index_interval_bytes",
+        "log.message.timestamp.type": "log_message_timestamp_type",
+        "log.dirs": "data_dir",
+        "log.dir": "data_dir",
+        "offsets.retention.minutes": "offsets_retention_minutes",
+        "group.initial.rebalance.delay.ms": "group_initial_rebalance_delay_ms",
+        "group.min.session.timeout.ms": "group_min_session_timeout_ms",
+        "group.max.session.timeout.ms": "group_max_session_timeout_ms",
+        "group.max.size": "group_max_size",
+        "min.insync.replicas": "min_insync_replicas",
+        "fetch.max.bytes": "fetch_max_bytes",
+        "cluster.id": "cluster_id",
+    }
+    # Units Kafka also accepts for retention: hours and minutes.
+    _RETENTION_UNITS = {"log.retention.hours": _HOUR_MS, "log.retention.minutes": 60000}
+
+    def set(self, key: str, value: str) -> None:
+        """Apply one ``server.properties`` entry."""
+        if key in self._RETENTION_UNITS:
+            self.log_retention_ms = int(value) * self._RETENTION_UNITS[key]
+            return
+        if key == "listeners":
+            # PLAINTEXT://host:port (first listener only)
+            hostport = value.split(",")[0].split("://")[-1]
+            host, _, port = hostport.rpartition(":")
+            if host:
+                self.host = host
+            self.port = int(port)
+            return
+        if key == "advertised.listeners":
+            hostport = value.split(",")[0].split("://")[-1]
+            self.advertised_host = hostport.rpartition(":")[0] or None
+            return
+        attr = self.KEYS.get(key)
+        if attr is None:
+            self.extra[key] = value
+            log.info("config key %s is not used by minikafka; kept as given", key)
+            return
+        current = getattr(self, attr)
+        setattr(self, attr, _coerce(value, current, attr))
+
+    @classmethod
+    def from_properties(cls, path: str | Path, **overrides: Any) -> "BrokerConfig":
+        """Read a Kafka ``server.properties`` file, then apply ``overrides``."""
+        cfg = cls()
+        for key, value in read_properties(path).items():
+            cfg.set(key, value)
+        for k, v in overrides.items():
+            if v is not None:
+                setattr(cfg, k, v)
+        return cfg
+
+    def topic_defaults(self) -> dict[str, str]:
+        """Broker-level defaults for topic configs, under the topic config names."""
+        return {
+            "segment.bytes": str(self.log_segment_bytes),
+            "retention.ms": str(self.log_retention_ms),
+            "retention.bytes": str(self.log_retention_bytes),
+            "segment.ms": str(self.log_roll_ms),
+            "index.interval.bytes": str(self.log_index_interval_bytes),
+            "message.timestamp.type": self.log_message_timestamp_type,
+            "max.message.bytes": str(self.message_max_bytes),
+            "min.insync.replicas": str(self.min_insync_replicas),
+            "cleanup.policy": "delete",
+            "compression.type": "producer",
+        }
+
+
+def _coerce(value: str, current: Any, attr: str) -> Any:
+    if attr == "data_dir":
+        return Path(value.split(",")[0])
+    if isinstance(current, bool):
+        return value.strip().lower() == "true"
+    if isinstance(current, int):
+        return int(value)
+    return value
+
+
+def read_properties(path: str | Path) -> dict[str, str]:
+    """Parse a Java ``.properties`` file (``key=value`` or ``key: value``, # and ! comments)."""
+    out: dict[str, str] = {}
+    for raw in Path(path).read_text().splitlines():
+        line = raw.strip()
+        if not line or line[0] in "#!":
+            continue
+        for sep in ("=", ":"):
+            if sep in line:
+                k, v = line.split(sep, 1)
+                out[k.strip()] = v.strip()
+                break
+    return out
+
+
+CONFIG_FIELDS = {f.name for f in fields(BrokerConfig)}

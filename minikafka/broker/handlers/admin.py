@@ -1,0 +1,228 @@
+"""Topic administration: CreateTopics (19), DeleteTopics (20), CreatePartitions (37),
+DescribeConfigs (32), DescribeCluster (60) and DeleteRecords (21)."""
+
+from __future__ import annotations
+
+import logging
+
+from ...protocol.api import ApiKey
+from ...protocol.errors import ErrorCode
+from ..apis import handles
+from ..log import OffsetOutOfRangeError
+from ..metadata import MetadataError
+from .common import ALL_CLUSTER_OPERATIONS, UNREQUESTED_OPERATIONS
+
+log = logging.getLogger(__name__)
+
+# Topic configs minikafka accepts (Kafka's names); others get INVALID_CONFIG.
+TOPIC_CONFIGS = {
+    "cleanup.policy", "compression.type", "delete.retention.ms", "file.delete.delay.ms",
+    "flush.messages", "flush.ms", "index.interval.bytes", "max.compaction.lag.ms",
+    "max.message.bytes", "message.timestamp.type", "message.timestamp.difference.max.ms",
+    "message.timestamp.before.max.ms", "message.timestamp.after.max.ms",
+    "min.cleanable.dirty.ratio", "min.compaction.lag.ms", "min.insync.replicas", "preallocate",
+    "retention.bytes", "retention.ms", "segment.bytes", "segment.index.bytes", "segment.jitter.ms",
+    "segment.ms", "unclean.leader.election.enable", "message.downconversion.enable",
+    "leader.replication.throttled.replicas", "follower.replication.throttled.replicas",
+}
+RESOURCE_TOPIC = 2
+RESOURCE_BROKER = 4
+SOURCE_DYNAMIC_TOPIC = 1
+SOURCE_STATIC_BROKER = 4
+SOURCE_DEFAULT = 5
+
+
+def _configs_of(entries) -> dict[str, str]:
+    out = {}
+    for c in entries or []:
+        if c.name not in TOPIC_CONFIGS:
+            raise MetadataError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {c.name}")
+        out[c.name] = c.value
+    return out
+
+
+@handles(ApiKey.CREATE_TOPICS)
+async def handle_create_topics(broker, ctx, req) -> dict:
+    results = []
+    seen: set[str] = set()
+    for t in req.topics:
+        entry = {"name": t.name, "error_code": 0, "error_message": None}
+        try:
+            if t.name in seen:
+                raise MetadataError(ErrorCode.INVALID_REQUEST, "Found multiple entries for this topic.")
+            seen.add(t.name)
+            configs = _configs_of(t.configs)
+            assignments = {a.partition_index: list(a.broker_ids) for a in t.assignments} or None
+            nparts = t.num_partitions if t.num_partitions != -1 else broker.config.num_partitions
+            rf = t.replication_factor if t.replication_factor != -1 else broker.config.default_replication_factor
+            if assignments and (t.num_partitions != -1 or t.replication_factor != -1):
+                raise MetadataError(
+                    ErrorCode.INVALID_REQUEST,
+                    "Both numPartitions or replicationFactor and replicasAssignments were set.",
+                )
+            if req.validate_only:
+                broker.metadata.check_new_topic(t.name, nparts, rf, assignments)
+                topic = None
+            else:
+                topic = broker.create_topic(t.name, nparts, rf, configs, assignments)
+            entry.update(
+                topic_id=topic.topic_id if topic else None,
+                num_partitions=len(assignments) if assignments else nparts,
+                replication_factor=len(next(iter(assignments.values()))) if assignments else rf,
+                configs=[
+                    {"name": k, "value": v, "read_only": False, "config_source": SOURCE_DYNAMIC_TOPIC,
+                     "is_sensitive": False}
+                    for k, v in configs.items()
+                ],
+            )
+        except MetadataError as exc:
+            entry.update(error_code=exc.code, error_message=exc.message)
+        results.append(entry)
+    return {"throttle_time_ms": 0, "topics": results}
+
+
+@handles(ApiKey.DELETE_TOPICS)
+async def handle_delete_topics(broker, ctx, req) -> dict:
+    if ctx.api_version >= 6:
+        wanted = [(t.name, t.topic_id) for t in req.topics]
+    else:
+        wanted = [(n, None) for n in req.topic_names]
+    responses = []
+    for name, topic_id in wanted:
+        topic = broker.metadata.get_topic(name) if name else broker.metadata.get_topic_by_id(topic_id)
+        entry = {"name": name, "topic_id": topic_id, "error_code": 0}
+        if topic is None:
+            entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_ID if name is None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        elif not broker.config.delete_topic_enable:
+            entry["error_code"] = ErrorCode.TOPIC_DELETION_DISABLED
+        else:
+            entry.update(name=topic.name, topic_id=topic.topic_id)
+            broker.delete_topic(topic.name)
+        responses.append(entry)
+    return {"throttle_time_ms": 0, "responses": responses}
+
+
+@handles(ApiKey.CREATE_PARTITIONS)
+async def handle_create_partitions(broker, ctx, req) -> dict:
+    results = []
+    for t in req.topics:
+        entry = {"name": t.name, "error_code": 0, "error_message": None}
+        try:
+            assignments = [list(a.broker_ids) for a in t.assignments] if t.assignments else None
+            topic = broker.metadata.get_topic(t.name)
+            if topic is None:
+                raise MetadataError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The topic does not exist.")
+            if t.count <= topic.num_partitions:
+                raise MetadataError(
+                    ErrorCode.INVALID_PARTITIONS,
+                    f"Topic currently has {topic.num_partitions} partitions, which is higher than or equal to "
+                    f"the requested {t.count}.",
+                )
+            if not req.validate_only:
+                broker.add_partitions(t.name, t.count, assignments)
+        except MetadataError as exc:
+            entry.update(error_code=exc.code, error_message=exc.message)
+        results.append(entry)
+    return {"throttle_time_ms": 0, "results": results}
+
+
+def _config_entry(name: str, value: str | None, source: int, version: int) -> dict:
+    return {
+        "name": name,
+        "value": value,
+        "read_only": False,
+        "is_default": source == SOURCE_DEFAULT,
+        "config_source": source,
+        "is_sensitive": False,
+        "synonyms": [],
+        "config_type": 0,
+        "documentation": None,
+    }
+
+
+@handles(ApiKey.DESCRIBE_CONFIGS)
+async def handle_describe_configs(broker, ctx, req) -> dict:
+    results = []
+    defaults = broker.config.topic_defaults()
+    for r in req.resources:
+        entry = {"error_code": 0, "error_message": None, "resource_type": r.resource_type,
+                 "resource_name": r.resource_name, "configs": []}
+        keys = set(r.configuration_keys) if r.configuration_keys else None
+        if r.resource_type == RESOURCE_TOPIC:
+            topic = broker.metadata.get_topic(r.resource_name)
+            if topic is None:
+                entry.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                             error_message=f"Topic {r.resource_name} does not exist")
+            else:
+                merged = {**defaults, **topic.configs}
+                for name in sorted(merged):
+                    if keys is None or name in keys:
+                        source = SOURCE_DYNAMIC_TOPIC if name in topic.configs else SOURCE_DEFAULT
+                        entry["configs"].append(_config_entry(name, merged[name], source, ctx.api_version))
+        elif r.resource_type == RESOURCE_BROKER:
+            if r.resource_name not in ("", str(broker.node_id)):
+                entry.update(error_code=ErrorCode.INVALID_REQUEST,
+                             error_message=f"Unexpected broker id {r.resource_name}")
+            else:
+                cfg = broker.config
+                values = {
+                    "broker.id": str(broker.node_id),
+                    "num.partitions": str(cfg.num_partitions),
+                    "auto.create.topics.enable": str(cfg.auto_create_topics_enable).lower(),
+                    "default.replication.factor": str(cfg.default_replication_factor),
+                    "message.max.bytes": str(cfg.message_max_bytes),
+                    "socket.request.max.bytes": str(cfg.socket_request_max_bytes),
+                    "log.segment.bytes": str(cfg.log_segment_bytes),
+                    "log.retention.ms": str(cfg.log_retention_ms),
+                    "log.retention.bytes": str(cfg.log_retention_bytes),
+                    "delete.topic.enable": str(cfg.delete_topic_enable).lower(),
+                    "min.insync.replicas": str(cfg.min_insync_replicas),
+                }
+                for name in sorted(values):
+                    if keys is None or name in keys:
+                        entry["configs"].append(_config_entry(name, values[name], SOURCE_STATIC_BROKER,
+                                                              ctx.api_version))
+        else:
+            entry.update(error_code=ErrorCode.INVALID_REQUEST,
+                         error_message=f"Unsupported resource type {r.resource_type}")
+        results.append(entry)
+    return {"throttle_time_ms": 0, "results": results}
+
+
+@handles(ApiKey.DESCRIBE_CLUSTER)
+async def handle_describe_cluster(broker, ctx, req) -> dict:
+    return {
+        "throttle_time_ms": 0,
+        "error_code": 0,
+        "endpoint_type": req.endpoint_type if ctx.api_version >= 1 else 1,
+        "cluster_id": broker.config.cluster_id,
+        "controller_id": broker.controller_id(),
+        "brokers": [
+            {"broker_id": nid, "host": host, "port": port, "rack": rack}
+            for nid, host, port, rack in broker.brokers()
+        ],
+        "cluster_authorized_operations": (
+            ALL_CLUSTER_OPERATIONS if req.include_cluster_authorized_operations else UNREQUESTED_OPERATIONS
+        ),
+    }
+
+
+@handles(ApiKey.DELETE_RECORDS)
+async def handle_delete_records(broker, ctx, req) -> dict:
+    topics = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            part = broker.replica_manager.get(t.name, p.partition_index)
+            entry = {"partition_index": p.partition_index, "low_watermark": -1, "error_code": 0}
+            if part is None:
+                entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                offset = part.log.high_watermark if p.offset == -1 else p.offset
+                try:
+                    entry["low_watermark"] = part.log.delete_records_before(offset)
+                except OffsetOutOfRangeError:
+                    entry["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
+            parts.append(entry)
+        topics.append({"name": t.name, "partitions": parts})
+    return {"throttle_time_ms": 0, "topics": topics}

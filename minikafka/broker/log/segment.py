@@ -1,0 +1,460 @@
+"""Log segments (Kafka's ``LogSegment``), in memory and on disk.
+
+Per-batch metadata, deliberately asymmetric:
+
+* ``MemorySegment`` keeps the batches themselves (the caller's ``bytearray``s, no
+  copy) plus parallel ``array``s of base offset, start position and running max
+  timestamp, so every lookup (offset, byte budget, high watermark, timestamp) is
+  a ``bisect`` and a read is a list of zero-copy ``memoryview``s. The table costs
+  32 bytes per batch, small next to the batch bytes it describes.
+* ``FileSegment`` keeps *no* per-batch table, only Kafka's sparse offset/time
+  indexes (one entry per ``index.interval.bytes``), so memory stays bounded
+  (~3 MB per GiB of log) however small the batches are. A read is one index
+  bisect, one ``os.pread`` of about ``index.interval.bytes`` to find the batch
+  holding the target offset, and one ``os.pread`` of up to ``max_bytes`` whose
+  batch headers are walked in memory to cut at the byte budget / high watermark.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from array import array
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from ._batch import (
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    BatchHeader,
+    InvalidRecordError,
+    _QI,
+    crc_ok,
+    parse_header,
+)
+from .index import IndexCorruptError, OffsetIndex, TimeIndex
+
+log = logging.getLogger(__name__)
+
+_SCAN_CHUNK = 64 * 1024
+_READ_PIECE = 4 * 1024 * 1024
+_RECOVERY_CHUNK = 8 * 1024 * 1024
+
+#: (batch, base_offset, last_offset, max_timestamp) as prepared by ``Log``
+BatchMeta = tuple[bytes | bytearray | memoryview, int, int, int]
+
+
+def segment_file_name(base_offset: int, suffix: str) -> str:
+    return f"{base_offset:020d}{suffix}"
+
+
+class Segment:
+    """State common to both segment kinds (Kafka ``LogSegment`` fields)."""
+
+    base_offset: int
+    next_offset: int  # offset after the last batch in this segment
+    size: int  # bytes
+    max_timestamp: int  # Kafka maxTimestampSoFar, -1 if none
+    offset_of_max_timestamp: int  # base offset of the batch holding it
+    rolling_timestamp: int  # first batch's maxTimestamp (Kafka rollingBasedTimestamp) or -1
+    created_ms: int
+    last_modified_ms: int
+
+    def __init__(self, base_offset: int, now_ms: int) -> None:
+        self.base_offset = base_offset
+        self.next_offset = base_offset
+        self.size = 0
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = -1
+        self.rolling_timestamp = -1
+        self.created_ms = now_ms
+        self.last_modified_ms = now_ms
+
+    @property
+    def largest_timestamp(self) -> int:
+        """Kafka ``LogSegment.largestTimestamp``: max record timestamp, else mtime."""
+        return self.max_timestamp if self.max_timestamp >= 0 else self.last_modified_ms
+
+    def _track(self, base: int, last: int, max_ts: int, size: int) -> None:
+        if max_ts > self.max_timestamp:
+            self.max_timestamp = max_ts
+            self.offset_of_max_timestamp = base
+        if self.rolling_timestamp < 0:
+            self.rolling_timestamp = max_ts
+        self.next_offset = last + 1
+        self.size += size
+
+    # interface --------------------------------------------------------------------------
+    def append(self, batches: Sequence[BatchMeta], now_ms: int) -> None:
+        raise NotImplementedError
+
+    def read(
+        self, offset: int, max_bytes: int, max_offset: int | None, min_one_batch: bool
+    ) -> tuple[list[bytes | memoryview], int, bool]:
+        """``(chunks, size, reached_segment_end)`` of whole batches from the one holding *offset*."""
+        raise NotImplementedError
+
+    def batch_at(self, offset: int) -> bytes | memoryview | None:
+        raise NotImplementedError
+
+    def first_batch_with_timestamp(self, timestamp: int, min_offset: int) -> bytes | memoryview | None:
+        """First batch with maxTimestamp >= *timestamp* and last offset >= *min_offset*."""
+        raise NotImplementedError
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop the batch holding *offset* and everything after it."""
+        raise NotImplementedError
+
+    def on_become_inactive(self) -> None:
+        pass
+
+    def flush(self, fsync: bool = False) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def delete(self) -> None:
+        pass
+
+
+class MemorySegment(Segment):
+    """In-memory segment: batches in a list with parallel ``array`` columns."""
+
+    def __init__(self, base_offset: int, now_ms: int) -> None:
+        super().__init__(base_offset, now_ms)
+        self.batches: list[bytes | bytearray] = []
+        self.offsets = array("q")  # base offset of each batch
+        self.positions = array("q", [0])  # start position of each batch, plus the end
+        self.max_ts = array("q")  # maxTimestamp of each batch
+        self.prefix_max_ts = array("q")  # running max, for bisect by timestamp
+
+    def append(self, batches: Sequence[BatchMeta], now_ms: int) -> None:
+        running = self.prefix_max_ts[-1] if self.prefix_max_ts else -1
+        for batch, base, last, max_ts in batches:
+            n = len(batch)
+            self.batches.append(batch)  # type: ignore[arg-type]
+            self.offsets.append(base)
+            self.positions.append(self.positions[-1] + n)
+            self.max_ts.append(max_ts)
+            running = max(running, max_ts)
+            self.prefix_max_ts.append(running)
+            self._track(base, last, max_ts, n)
+        self.last_modified_ms = now_ms
+
+    def read(
+        self, offset: int, max_bytes: int, max_offset: int | None, min_one_batch: bool
+    ) -> tuple[list[bytes | memoryview], int, bool]:
+        n = len(self.batches)
+        i = bisect_right(self.offsets, offset) - 1
+        if i < 0:
+            i = 0
+        j_max = n if max_offset is None else bisect_left(self.offsets, max_offset, i, n)
+        if j_max <= i:
+            return [], 0, False
+        start = self.positions[i]
+        j = min(bisect_right(self.positions, start + max_bytes, i, j_max + 1) - 1, j_max)
+        if j <= i:
+            if not min_one_batch:
+                return [], 0, False
+            j = i + 1
+        chunks: list[bytes | memoryview] = list(map(memoryview, self.batches[i:j]))
+        return chunks, self.positions[j] - start, j == n
+
+    def batch_at(self, offset: int) -> bytes | memoryview | None:
+        i = bisect_right(self.offsets, offset) - 1
+        if i < 0 or offset >= self.next_offset:
+            return None
+        return memoryview(self.batches[i])
+
+    def first_batch_with_timestamp(self, timestamp: int, min_offset: int) -> bytes | memoryview | None:
+        i = bisect_left(self.prefix_max_ts, timestamp)
+        lo = max(bisect_right(self.offsets, min_offset) - 1, 0)
+        for k in range(max(i, lo), len(self.batches)):
+            if self.max_ts[k] >= timestamp:
+                return memoryview(self.batches[k])
+        return None
+
+    def truncate_to(self, offset: int) -> None:
+        if offset >= self.next_offset:
+            return
+        i = max(bisect_right(self.offsets, offset) - 1, 0)
+        if i < len(self.offsets):
+            self.next_offset = self.offsets[i]
+        del self.batches[i:]
+        del self.offsets[i:]
+        del self.positions[i + 1 :]
+        del self.max_ts[i:]
+        del self.prefix_max_ts[i:]
+        self.size = self.positions[-1]
+        self.max_timestamp = self.offset_of_max_timestamp = -1
+        for k, ts in enumerate(self.max_ts):
+            if ts > self.max_timestamp:
+                self.max_timestamp, self.offset_of_max_timestamp = ts, self.offsets[k]
+        if not self.batches:
+            self.rolling_timestamp = -1
+
+
+class FileSegment(Segment):
+    """On-disk segment: ``.log`` + sparse ``.index`` / ``.timeindex`` (Kafka layout)."""
+
+    def __init__(self, directory: Path, base_offset: int, index_interval_bytes: int, now_ms: int) -> None:
+        super().__init__(base_offset, now_ms)
+        self.directory = directory
+        self.path = directory / segment_file_name(base_offset, ".log")
+        self.index_interval_bytes = index_interval_bytes
+        self.offset_index = OffsetIndex(base_offset, directory / segment_file_name(base_offset, ".index"))
+        self.time_index = TimeIndex(base_offset, directory / segment_file_name(base_offset, ".timeindex"))
+        self.bytes_since_last_index = 0
+        self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        self.size = os.fstat(self._fd).st_size
+
+    # -- loading / recovery ---------------------------------------------------------------
+    def load_inactive(self, next_offset: int) -> None:
+        """Load indexes of a closed segment; raise ``IndexCorruptError`` if they look wrong
+        (Kafka ``LogSegment.sanityCheck``)."""
+        self.offset_index.load()
+        self.time_index.load()
+        rel_limit = next_offset - self.base_offset
+        if self.offset_index.pos and self.offset_index.pos[-1] >= self.size:
+            raise IndexCorruptError(f"{self.offset_index.path}: position beyond log size")
+        if self.offset_index.rel and self.offset_index.rel[-1] >= rel_limit:
+            raise IndexCorruptError(f"{self.offset_index.path}: offset beyond next segment")
+        if self.size > 0 and not self.time_index.ts:
+            raise IndexCorruptError(f"{self.time_index.path}: empty for a non-empty segment")
+        if self.time_index.rel and self.time_index.rel[-1] >= rel_limit:
+            raise IndexCorruptError(f"{self.time_index.path}: offset beyond next segment")
+        self.next_offset = next_offset
+        if self.time_index.ts:
+            self.max_timestamp = self.time_index.ts[-1]
+            self.offset_of_max_timestamp = self.base_offset + self.time_index.rel[-1]
+        self.last_modified_ms = int(os.stat(self.path).st_mtime * 1000)
+
+    def recover(self, check_crc: bool = True, on_batch=None) -> int:
+        """Scan every batch, validate it, truncate at the first bad one, rebuild both
+        indexes (Kafka ``LogSegment.recover``). Returns the number of bytes truncated."""
+        file_size = os.fstat(self._fd).st_size
+        self.offset_index.clear()
+        self.time_index.clear()
+        self.size = 0
+        self.next_offset = self.base_offset
+        self.max_timestamp = self.offset_of_max_timestamp = self.rolling_timestamp = -1
+        self.bytes_since_last_index = 0
+        pos = 0
+        buf: bytes = b""
+        buf_pos = 0
+        expected = self.base_offset
+        reason = ""
+        while pos < file_size:
+            off = pos - buf_pos
+            if off + HEADER_SIZE > len(buf):
+                buf = os.pread(self._fd, min(_RECOVERY_CHUNK, file_size - pos), pos)
+                buf_pos, off = pos, 0
+                if len(buf) < HEADER_SIZE:
+                    reason = "truncated header"
+                    break
+            h = parse_header(buf, off)
+            size = h.batch_length + LOG_OVERHEAD
+            if h.magic != 2 or h.batch_length < HEADER_SIZE - LOG_OVERHEAD or h.last_offset_delta < 0:
+                reason = "bad header"
+                break
+            if pos + size > file_size:
+                reason = "truncated batch"
+                break
+            if h.base_offset < expected or h.base_offset + h.last_offset_delta - self.base_offset > 0x7FFFFFFF:
+                reason = f"offset {h.base_offset} out of order (expected >= {expected})"
+                break
+            if check_crc:
+                if off + size > len(buf):
+                    buf = os.pread(self._fd, max(_RECOVERY_CHUNK, size), pos)
+                    buf_pos, off = pos, 0
+                if not crc_ok(buf, off, size, h.crc):
+                    reason = "CRC mismatch"
+                    break
+            self._index_batch(pos, h.base_offset, h.max_timestamp, size)
+            self._track(h.base_offset, h.base_offset + h.last_offset_delta, h.max_timestamp, size)
+            if on_batch is not None:
+                on_batch(h)
+            expected = h.base_offset + h.last_offset_delta + 1
+            pos += size
+        truncated = file_size - pos
+        if truncated:
+            log.warning("%s: %s at position %d, truncating %d bytes", self.path, reason, pos, truncated)
+            os.ftruncate(self._fd, pos)
+        self.offset_index.rewrite()
+        self.time_index.rewrite()
+        self.last_modified_ms = int(os.stat(self.path).st_mtime * 1000)
+        return truncated
+
+    # -- writing --------------------------------------------------------------------------
+    def _index_batch(self, pos: int, base: int, max_ts: int, size: int) -> tuple[bytes, bytes]:
+        idx = tidx = b""
+        if self.bytes_since_last_index > self.index_interval_bytes:
+            idx = self.offset_index.append(base, pos)
+            ts, ts_off = (max_ts, base) if max_ts > self.max_timestamp else (
+                self.max_timestamp, self.offset_of_max_timestamp)
+            tidx = self.time_index.maybe_append(ts, ts_off)
+            self.bytes_since_last_index = 0
+        self.bytes_since_last_index += size
+        return idx, tidx
+
+    def append(self, batches: Sequence[BatchMeta], now_ms: int) -> None:
+        self.offset_index.open_for_append()
+        self.time_index.open_for_append()
+        idx_out: list[bytes] = []
+        tidx_out: list[bytes] = []
+        data: list[bytes | bytearray | memoryview] = []
+        for batch, base, last, max_ts in batches:
+            n = len(batch)
+            idx, tidx = self._index_batch(self.size, base, max_ts, n)
+            if idx:
+                idx_out.append(idx)
+            if tidx:
+                tidx_out.append(tidx)
+            self._track(base, last, max_ts, n)
+            data.append(batch)
+        _write_all(self._fd, data)
+        if idx_out:
+            self.offset_index.write(b"".join(idx_out))
+        if tidx_out:
+            self.time_index.write(b"".join(tidx_out))
+        self.last_modified_ms = now_ms
+
+    def on_become_inactive(self) -> None:
+        """Write the final time index entry (Kafka ``onBecomeInactiveSegment``)."""
+        if self.max_timestamp >= 0:
+            self.time_index.open_for_append()
+            self.time_index.write(self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp))
+        self.offset_index.close()
+        self.time_index.close()
+
+    # -- reading --------------------------------------------------------------------------
+    def _iter_headers(self, pos: int) -> Iterator[tuple[int, BatchHeader]]:
+        end = self.size
+        buf: bytes = b""
+        buf_pos = pos
+        want = _SCAN_CHUNK
+        while pos < end:
+            off = pos - buf_pos
+            if off + HEADER_SIZE > len(buf):
+                buf = os.pread(self._fd, min(want, end - pos), pos)
+                buf_pos, off = pos, 0
+                if len(buf) < HEADER_SIZE:
+                    raise InvalidRecordError(f"{self.path}: truncated header at {pos}")
+            h = parse_header(buf, off)
+            yield pos, h
+            size = h.batch_length + LOG_OVERHEAD
+            if size <= 0:
+                raise InvalidRecordError(f"{self.path}: bad batch length at {pos}")
+            want = 4096 if size > 16384 else _SCAN_CHUNK
+            pos += size
+
+    def _find(self, offset: int) -> tuple[int, BatchHeader] | None:
+        _, pos = self.offset_index.lookup(offset)
+        for p, h in self._iter_headers(pos):
+            if h.base_offset + h.last_offset_delta >= offset:
+                return p, h
+        return None
+
+    def read(
+        self, offset: int, max_bytes: int, max_offset: int | None, min_one_batch: bool
+    ) -> tuple[list[bytes | memoryview], int, bool]:
+        found = self._find(offset)
+        if found is None:
+            return [], 0, True
+        start, h = found
+        if max_offset is not None and h.base_offset >= max_offset:
+            return [], 0, False
+        first_size = h.batch_length + LOG_OVERHEAD
+        if first_size > max_bytes:
+            if not min_one_batch:
+                return [], 0, False
+            data = os.pread(self._fd, first_size, start)
+            return [data], first_size, start + first_size >= self.size
+        # Read in pieces of <= _READ_PIECE so large fetches reuse heap memory instead of
+        # faulting in a fresh mmap every call; each piece is cut at a batch boundary.
+        chunks: list[bytes | memoryview] = []
+        pos, remaining, total = start, min(max_bytes, self.size - start), 0
+        while remaining >= LOG_OVERHEAD:
+            want = min(remaining, _READ_PIECE)
+            data = os.pread(self._fd, want, pos)
+            p, end, stop = 0, len(data), False
+            while p + LOG_OVERHEAD <= end:
+                base, length = _QI.unpack_from(data, p)
+                size = length + LOG_OVERHEAD
+                if max_offset is not None and base >= max_offset:
+                    stop = True
+                elif p + size > end:
+                    if p == 0 and size <= remaining:  # a single batch larger than a piece
+                        data = os.pread(self._fd, size, pos)
+                        p = end = want = size
+                    else:
+                        stop = p + size > remaining  # would not fit the byte budget
+                if stop or p + size > end:
+                    break
+                p += size
+            if p:
+                chunks.append(data if p == end else memoryview(data)[:p])
+                pos += p
+                total += p
+            if stop or p == 0 or want >= remaining:
+                break
+            remaining -= p
+        return chunks, total, start + total >= self.size
+
+    def batch_at(self, offset: int) -> bytes | None:
+        found = self._find(offset)
+        if found is None:
+            return None
+        pos, h = found
+        return os.pread(self._fd, h.batch_length + LOG_OVERHEAD, pos)
+
+    def first_batch_with_timestamp(self, timestamp: int, min_offset: int) -> bytes | None:
+        start_offset = max(self.time_index.lookup_before(timestamp), min_offset)
+        _, pos = self.offset_index.lookup(start_offset)
+        for p, h in self._iter_headers(pos):
+            if h.max_timestamp >= timestamp and h.base_offset + h.last_offset_delta >= min_offset:
+                return os.pread(self._fd, h.batch_length + LOG_OVERHEAD, p)
+        return None
+
+    def truncate_to(self, offset: int) -> None:
+        if offset >= self.next_offset:
+            return
+        found = self._find(offset)
+        if found is not None:
+            os.ftruncate(self._fd, found[0])
+        self.recover(check_crc=False)
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def flush(self, fsync: bool = False) -> None:
+        if fsync:
+            os.fsync(self._fd)
+
+    def close(self) -> None:
+        self.offset_index.close()
+        self.time_index.close()
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def delete(self) -> None:
+        self.close()
+        for p in (self.path, self.offset_index.path, self.time_index.path):
+            if p is not None:
+                p.unlink(missing_ok=True)
+
+
+_IOV_MAX = 1024
+
+
+def _write_all(fd: int, data: list[bytes | bytearray | memoryview]) -> None:
+    """``writev`` everything, coping with short writes."""
+    for i in range(0, len(data), _IOV_MAX):
+        part = data[i : i + _IOV_MAX]
+        total = sum(len(b) for b in part)
+        written = os.writev(fd, part)
+        if written < total:  # rare: fall back to a plain loop for the remainder
+            blob = memoryview(b"".join(part))[written:]
+            while blob:
+                blob = blob[os.write(fd, blob) :]

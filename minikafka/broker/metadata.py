@@ -1,0 +1,247 @@
+"""Cluster metadata: topics, their ids, partition counts, leader epochs and configs.
+
+Models what Kafka keeps in its controller quorum and serves from each
+broker's ``MetadataCache``.  Deliberate difference: a single in-process store
+(persisted as one JSON file in the data dir) instead of a replicated metadata
+log; the multi-broker cluster issue shares one instance between brokers.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..protocol.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
+MAX_TOPIC_NAME = 249
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+
+class MetadataError(Exception):
+    """A metadata operation failed with a Kafka error code."""
+
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def validate_topic_name(name: str) -> None:
+    """Kafka's ``Topic.validate``: length, legal characters, not '.' or '..'."""
+    if not name or name in (".", ".."):
+        raise MetadataError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"topic name {name!r} is illegal")
+    if len(name) > MAX_TOPIC_NAME:
+        raise MetadataError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"topic name is longer than {MAX_TOPIC_NAME}")
+    if not _LEGAL_TOPIC.match(name):
+        raise MetadataError(
+            ErrorCode.INVALID_TOPIC_EXCEPTION,
+            f"topic name {name!r} contains characters other than ASCII alphanumerics, '.', '_' and '-'",
+        )
+
+
+@dataclass
+class PartitionMetadata:
+    """One partition's leadership state."""
+
+    partition: int
+    leader: int
+    leader_epoch: int = 0
+    replicas: list[int] = field(default_factory=list)
+    isr: list[int] = field(default_factory=list)
+
+
+@dataclass
+class TopicMetadata:
+    """A topic as the cluster knows it."""
+
+    name: str
+    topic_id: uuid.UUID
+    partitions: list[PartitionMetadata]
+    configs: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def num_partitions(self) -> int:
+        return len(self.partitions)
+
+    @property
+    def replication_factor(self) -> int:
+        return len(self.partitions[0].replicas) if self.partitions else 0
+
+    @property
+    def is_internal(self) -> bool:
+        return self.name in INTERNAL_TOPICS
+
+    def to_json(self) -> dict:
+        return {
+            "name": self.name,
+            "topic_id": str(self.topic_id),
+            "configs": self.configs,
+            "partitions": [p.__dict__ for p in self.partitions],
+        }
+
+    @classmethod
+    def from_json(cls, d: dict) -> "TopicMetadata":
+        return cls(
+            name=d["name"],
+            topic_id=uuid.UUID(d["topic_id"]),
+            configs=dict(d.get("configs", {})),
+            partitions=[PartitionMetadata(**p) for p in d["partitions"]],
+        )
+
+
+class ClusterMetadata:
+    """The topic registry, persisted to ``<data_dir>/cluster-metadata.json`` when a data dir is set."""
+
+    FILE = "cluster-metadata.json"
+
+    def __init__(self, broker_ids: list[int], data_dir: Path | None = None) -> None:
+        self.broker_ids = list(broker_ids)
+        self.data_dir = data_dir
+        self.topics: dict[str, TopicMetadata] = {}
+        self.by_id: dict[uuid.UUID, TopicMetadata] = {}
+        if data_dir is not None:
+            self._load()
+
+    # -- persistence -------------------------------------------------------
+    def _load(self) -> None:
+        assert self.data_dir is not None
+        path = self.data_dir / self.FILE
+        if not path.exists():
+            return
+        data = json.loads(path.read_text())
+        for d in data.get("topics", []):
+            t = TopicMetadata.from_json(d)
+            self.topics[t.name] = t
+            self.by_id[t.topic_id] = t
+        log.info("loaded metadata for %d topics from %s", len(self.topics), path)
+
+    def persist(self) -> None:
+        """Write the registry atomically (write a temp file, then rename)."""
+        if self.data_dir is None:
+            return
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        path = self.data_dir / self.FILE
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"topics": [t.to_json() for t in self.topics.values()]}, indent=1))
+        os.replace(tmp, path)
+
+    # -- queries -----------------------------------------------------------
+    def get_topic(self, name: str) -> TopicMetadata | None:
+        return self.topics.get(name)
+
+    def get_topic_by_id(self, topic_id: uuid.UUID) -> TopicMetadata | None:
+        return self.by_id.get(topic_id)
+
+    # -- changes -----------------------------------------------------------
+    def _assign(self, start: int, count: int, rf: int) -> list[list[int]]:
+        """Round-robin replica assignment (Kafka's rack-unaware assignment, without the random start)."""
+        n = len(self.broker_ids)
+        out = []
+        for p in range(start, start + count):
+            first = p % n
+            out.append([self.broker_ids[(first + i) % n] for i in range(rf)])
+        return out
+
+    def check_new_topic(
+        self, name: str, num_partitions: int, replication_factor: int, assignments: dict[int, list[int]] | None
+    ) -> None:
+        """Raise MetadataError if the topic cannot be created as asked."""
+        validate_topic_name(name)
+        if name in self.topics:
+            raise MetadataError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        if assignments:
+            if sorted(assignments) != list(range(len(assignments))):
+                raise MetadataError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "partitions must be numbered 0..n-1")
+            for replicas in assignments.values():
+                if not replicas or len(set(replicas)) != len(replicas) or any(
+                    b not in self.broker_ids for b in replicas
+                ):
+                    raise MetadataError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"invalid replicas {replicas}")
+            return
+        if num_partitions <= 0:
+            raise MetadataError(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
+        if replication_factor <= 0:
+            raise MetadataError(ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0.")
+        if replication_factor > len(self.broker_ids):
+            raise MetadataError(
+                ErrorCode.INVALID_REPLICATION_FACTOR,
+                f"Unable to replicate the partition {replication_factor} time(s): "
+                f"The target replication factor of {replication_factor} cannot be reached because only "
+                f"{len(self.broker_ids)} broker(s) are registered.",
+            )
+
+    def create_topic(
+        self,
+        name: str,
+        num_partitions: int,
+        replication_factor: int,
+        configs: dict[str, str] | None = None,
+        assignments: dict[int, list[int]] | None = None,
+    ) -> TopicMetadata:
+        self.check_new_topic(name, num_partitions, replication_factor, assignments)
+        if assignments:
+            replica_lists = [assignments[p] for p in sorted(assignments)]
+        else:
+            replica_lists = self._assign(0, num_partitions, replication_factor)
+        topic = TopicMetadata(
+            name=name,
+            topic_id=uuid.uuid4(),
+            partitions=[
+                PartitionMetadata(partition=i, leader=r[0], leader_epoch=0, replicas=list(r), isr=list(r))
+                for i, r in enumerate(replica_lists)
+            ],
+            configs=dict(configs or {}),
+        )
+        self.topics[name] = topic
+        self.by_id[topic.topic_id] = topic
+        self.persist()
+        log.info("created topic %s with %d partitions (id %s)", name, num_partitions, topic.topic_id)
+        return topic
+
+    def delete_topic(self, name: str) -> TopicMetadata:
+        topic = self.topics.pop(name, None)
+        if topic is None:
+            raise MetadataError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
+        self.by_id.pop(topic.topic_id, None)
+        self.persist()
+        log.info("deleted topic %s", name)
+        return topic
+
+    def add_partitions(self, name: str, new_total: int, assignments: list[list[int]] | None = None) -> TopicMetadata:
+        topic = self.topics.get(name)
+        if topic is None:
+            raise MetadataError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
+        current = topic.num_partitions
+        if new_total < current:
+            raise MetadataError(
+                ErrorCode.INVALID_PARTITIONS,
+                f"Topic currently has {current} partitions, which is higher than the requested {new_total}.",
+            )
+        if new_total == current:
+            raise MetadataError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partitions.")
+        rf = topic.replication_factor
+        if assignments:
+            if len(assignments) != new_total - current:
+                raise MetadataError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "assignment count does not match")
+            lists = assignments
+        else:
+            lists = self._assign(current, new_total - current, rf)
+        for i, r in enumerate(lists):
+            topic.partitions.append(
+                PartitionMetadata(partition=current + i, leader=r[0], replicas=list(r), isr=list(r))
+            )
+        self.persist()
+        return topic
+
+    def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        topic = self.topics[name]
+        topic.configs.update(configs)
+        self.persist()

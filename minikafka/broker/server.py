@@ -1,0 +1,131 @@
+"""The Trio TCP front end (Kafka's ``SocketServer``: Acceptor + Processor).
+
+One task per connection reads size-prefixed frames, hands each to
+:class:`~minikafka.broker.apis.KafkaApis` and writes the response before it
+reads the next request, as Kafka does by muting a channel while a request is
+in flight; pipelined requests simply wait in the receive buffer, so responses
+go out in request order.  A frame over ``socket.request.max.bytes``, an
+unknown api key, an unsupported version or a body that does not parse closes
+that connection with one log line; other connections carry on.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from typing import TYPE_CHECKING
+
+import trio
+
+from .apis import CloseConnection, KafkaApis
+
+if TYPE_CHECKING:
+    from .broker import Broker
+
+log = logging.getLogger(__name__)
+
+_RECV_SIZE = 256 * 1024
+_ids = itertools.count(1)
+
+
+class FrameReader:
+    """Reads Kafka size-prefixed frames from a trio socket with few copies.
+
+    Small frames are cut from a shared receive buffer; a large frame gets its
+    own ``bytearray`` that the socket fills directly (``recv_into``).
+    """
+
+    def __init__(self, sock: trio.socket.SocketType, max_size: int) -> None:
+        self.sock = sock
+        self.max_size = max_size
+        self.buf = bytearray()
+
+    async def _fill(self) -> bool:
+        data = await self.sock.recv(_RECV_SIZE)
+        if not data:
+            return False
+        self.buf += data
+        return True
+
+    async def read_frame(self) -> bytearray | None:
+        """The next frame's payload, or None at a clean end of stream."""
+        while len(self.buf) < 4:
+            if not await self._fill():
+                if self.buf:
+                    raise CloseConnection("connection closed mid-frame")
+                return None
+        size = int.from_bytes(self.buf[:4], "big", signed=True)
+        if size < 0 or size > self.max_size:
+            raise CloseConnection(
+                f"frame of {size} bytes exceeds socket.request.max.bytes={self.max_size}"
+            )
+        have = len(self.buf) - 4
+        if have >= size:
+            frame = self.buf[4:4 + size]
+            del self.buf[:4 + size]
+            return frame
+        frame = bytearray(size)
+        view = memoryview(frame)
+        view[:have] = self.buf[4:]
+        self.buf.clear()
+        pos = have
+        while pos < size:
+            n = await self.sock.recv_into(view[pos:], size - pos)
+            if n == 0:
+                raise CloseConnection("connection closed mid-frame")
+            pos += n
+        return frame
+
+
+class SocketServer:
+    """Accepts connections and runs one request loop per connection."""
+
+    def __init__(self, broker: "Broker") -> None:
+        self.broker = broker
+        self.apis = KafkaApis(broker)
+        self.connections: dict[str, trio.SocketStream] = {}
+        self.listeners: list[trio.SocketListener] = []
+
+    async def serve(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        cfg = self.broker.config
+        self.listeners = await trio.open_tcp_listeners(cfg.port, host=cfg.host)
+        bound = self.listeners[0].socket.getsockname()[1]
+        if cfg.port == 0:
+            cfg.port = bound
+        log.info("broker %d listening on %s:%d", cfg.node_id, cfg.host, bound)
+        task_status.started(bound)
+        await trio.serve_listeners(self.handle_connection, self.listeners)
+
+    async def handle_connection(self, stream: trio.SocketStream) -> None:
+        sock = stream.socket
+        try:
+            sock.setsockopt(trio.socket.IPPROTO_TCP, trio.socket.TCP_NODELAY, 1)
+            peername = sock.getpeername()
+            peer = f"{peername[0]}:{peername[1]}"
+        except OSError:
+            peer = "?"
+        conn_id = f"{self.broker.config.node_id}-{next(_ids)}"
+        self.connections[conn_id] = stream
+        reader = FrameReader(sock, self.broker.config.socket_request_max_bytes)
+        apis = self.apis
+        try:
+            while True:
+                frame = await reader.read_frame()
+                if frame is None:
+                    break
+                ctx, req = apis.parse(frame, conn_id, peer)
+                response = await apis.handle(ctx, req)
+                if response is not None:
+                    await stream.send_all(len(response).to_bytes(4, "big") + response)
+                self.broker.on_request_done(ctx, frame, response)
+        except CloseConnection as exc:
+            log.warning("closing connection %s from %s: %s", conn_id, peer, exc)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError) as exc:
+            log.info("connection %s from %s dropped: %s", conn_id, peer, exc)
+        except Exception:
+            log.exception("closing connection %s from %s after an internal error", conn_id, peer)
+        finally:
+            self.connections.pop(conn_id, None)
+            self.broker.on_connection_closed(conn_id)
+            with trio.CancelScope(shield=True):
+                await stream.aclose()

@@ -1,0 +1,86 @@
+"""Command line: ``minikafka serve`` runs a broker (more subcommands come with later features)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+import trio
+
+from .broker.config import BrokerConfig
+
+log = logging.getLogger("minikafka")
+
+
+def _serve_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("serve", help="run a Kafka-protocol broker")
+    p.add_argument("--host", default=None, help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=None, help="port to listen on (default 9092; 0 = any free port)")
+    p.add_argument("--node-id", type=int, default=None, help="broker id (default 0)")
+    p.add_argument("--data-dir", type=Path, default=None,
+                   help="directory for logs and state (default: none, everything in memory)")
+    p.add_argument("--config", type=Path, default=None, metavar="FILE",
+                   help="a Kafka server.properties file (keys that apply: num.partitions, "
+                        "auto.create.topics.enable, message.max.bytes, log.segment.bytes, log.retention.* ...)")
+    p.add_argument("--advertised-host", default=None, help="host name returned to clients in metadata")
+    p.add_argument("-o", "--override", action="append", default=[], metavar="KEY=VALUE",
+                   help="set one server.properties key (repeatable)")
+    p.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+
+
+def build_config(args: argparse.Namespace) -> BrokerConfig:
+    """Config file first, then -o overrides, then explicit flags."""
+    cfg = BrokerConfig.from_properties(args.config) if args.config else BrokerConfig()
+    for item in args.override:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"--override expects KEY=VALUE, got {item!r}")
+        cfg.set(key.strip(), value.strip())
+    if args.host is not None:
+        cfg.host = args.host
+    if args.port is not None:
+        cfg.port = args.port
+    if args.node_id is not None:
+        cfg.node_id = args.node_id
+    if args.data_dir is not None:
+        cfg.data_dir = args.data_dir
+    if args.advertised_host is not None:
+        cfg.advertised_host = args.advertised_host
+    return cfg
+
+
+async def _serve(cfg: BrokerConfig) -> None:
+    from .broker.broker import Broker
+
+    broker = Broker(cfg)
+    async with trio.open_nursery() as nursery:
+        port = await nursery.start(broker.run)
+        where = f"data dir {cfg.data_dir}" if cfg.data_dir else "in-memory storage"
+        print(f"minikafka broker {cfg.node_id} ready on {cfg.host}:{port} ({where}); Ctrl-C stops it",
+              flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="minikafka", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    _serve_parser(sub)
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=getattr(logging, str(args.log_level).upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    if args.command == "serve":
+        cfg = build_config(args)
+        try:
+            trio.run(_serve, cfg)
+        except KeyboardInterrupt:
+            print("minikafka: stopped", file=sys.stderr)
+        return 0
+    parser.error(f"unknown command {args.command}")
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

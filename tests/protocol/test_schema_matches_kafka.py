@@ -1,0 +1,236 @@
+"""Every declaration in minikafka.protocol matches Apache Kafka's JSON schema, version by version.
+
+For each message (both directions of every API in ``APIS``, plus the request and
+response headers) and each version we support, the fields present in that
+version must match Kafka's in order, name, type, nullability, tagging,
+flexibility and default.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from kafka_json import (
+    PRIMITIVE_TYPES,
+    in_versions,
+    java_decode_int,
+    load_schema,
+    shared_dir,
+    snake_case,
+    version_bounds,
+)
+from minikafka.protocol.api import APIS
+from minikafka.protocol.headers import RequestHeader, ResponseHeader
+from minikafka.protocol.schema import Field, Message, VersionRange
+
+SHARED = shared_dir()
+if SHARED is None:
+    pytest.skip("shared/kafka-protocol is not available", allow_module_level=True)
+MESSAGES_DIR = SHARED / "kafka-protocol" / "messages"
+
+_INT_TYPES = {"int8", "int16", "uint16", "int32", "uint32", "int64"}
+
+ALL_MESSAGES: list[Message] = [RequestHeader, ResponseHeader]
+for _api in APIS.values():
+    ALL_MESSAGES += [_api.request, _api.response]
+
+CASES = [
+    pytest.param(msg, v, id=f"{msg.name}-v{v}")
+    for msg in ALL_MESSAGES
+    for v in range(msg.min_version, msg.max_version + 1)
+]
+
+_schema_cache: dict[str, dict[str, Any]] = {}
+
+
+def kafka_schema(name: str) -> dict[str, Any]:
+    """The parsed Kafka JSON schema for message ``name`` (cached)."""
+    if name not in _schema_cache:
+        _schema_cache[name] = load_schema(MESSAGES_DIR, name)
+    return _schema_cache[name]
+
+
+def kafka_kind(jf: dict[str, Any]) -> tuple[str, str | None]:
+    """Classify a JSON field: ("prim", t), ("array", t), ("array_struct", None) or ("struct", None)."""
+    t = jf["type"]
+    if t.startswith("[]"):
+        inner = t[2:]
+        return ("array", inner) if inner in PRIMITIVE_TYPES else ("array_struct", None)
+    return ("prim", t) if t in PRIMITIVE_TYPES else ("struct", None)
+
+
+def our_kind(fl: Field) -> tuple[str, str | None]:
+    """Classify one of our fields the same way as :func:`kafka_kind`."""
+    if fl.is_array_of_structs:
+        return ("array_struct", None)
+    if fl.is_struct:
+        return ("struct", None)
+    assert isinstance(fl.type, str)
+    if fl.type.startswith("[]"):
+        return ("array", fl.type[2:])
+    return ("prim", fl.type)
+
+
+def kafka_default(jf: dict[str, Any], prim: str) -> Any:
+    """The value Kafka's generated code reads for an absent field of primitive type ``prim``."""
+    raw = jf.get("default")
+    if raw is not None and not isinstance(raw, str):
+        raw = str(raw).lower()  # a few schemas give bare JSON numbers/booleans
+    if prim in _INT_TYPES:
+        return 0 if raw in (None, "") else java_decode_int(raw)
+    if prim == "bool":
+        return False if raw is None else raw.strip() == "true"
+    if prim == "float64":
+        return 0.0 if raw is None else float(raw)
+    if prim == "string":
+        if raw is None:
+            return ""
+        return None if raw == "null" else raw
+    if prim == "bytes":
+        return b""
+    if prim == "records":
+        return None
+    raise KeyError(prim)
+
+
+def sub_fields(jf: dict[str, Any], common: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The JSON sub-fields of a struct-typed field (inline or from ``commonStructs``)."""
+    if "fields" in jf:
+        return jf["fields"]
+    return common[jf["type"].removeprefix("[]")]
+
+
+def compare_fields(
+    ours: list[Field],
+    theirs: list[dict[str, Any]],
+    version: int,
+    path: str,
+    common: dict[str, list[dict[str, Any]]],
+) -> list[str]:
+    """All differences between our fields and Kafka's at ``version``, as readable strings."""
+    errors: list[str] = []
+    our_present = [fl for fl in ours if fl.present(version)]
+    their_present = [jf for jf in theirs if in_versions(jf.get("versions"), version)]
+    our_names = [fl.name for fl in our_present]
+    their_names = [snake_case(jf["name"]) for jf in their_present]
+    if our_names != their_names:
+        return [f"{path}: fields {our_names} != Kafka's {their_names}"]
+    for fl, jf in zip(our_present, their_present):
+        where = f"{path}.{fl.name}"
+        kind = our_kind(fl)
+        if kind != kafka_kind(jf):
+            errors.append(f"{where}: type {kind} != Kafka's {jf['type']!r}")
+            continue
+        nullable = in_versions(jf.get("nullableVersions"), version)
+        if fl.is_nullable(version) != nullable:
+            errors.append(f"{where}: nullable {fl.is_nullable(version)} != Kafka's {nullable}")
+        tagged = in_versions(jf.get("taggedVersions"), version)
+        if fl.is_tagged(version) != tagged:
+            errors.append(f"{where}: tagged {fl.is_tagged(version)} != Kafka's {tagged}")
+        elif tagged and fl.tag != jf.get("tag"):
+            errors.append(f"{where}: tag {fl.tag} != Kafka's {jf.get('tag')}")
+        field_flex = jf.get("flexibleVersions")
+        if field_flex not in (None, "none"):
+            errors.append(f"{where}: unexpected field flexibleVersions {field_flex!r}")
+        if (fl.flexible is not False) != (field_flex != "none"):
+            errors.append(f"{where}: flexible {fl.flexible} != Kafka's {field_flex!r}")
+        if kind[0] == "prim" and kind[1] != "uuid":
+            expected = kafka_default(jf, kind[1])
+            got = fl.default_factory()
+            # Without a JSON default Kafka reads "" for an absent string; reading null
+            # instead is accepted when the field is nullable (RequestHeader.client_id).
+            lenient = "default" not in jf and got is None and nullable
+            if not lenient and (got != expected or type(got) is not type(expected)):
+                errors.append(f"{where}: default {got!r} != Kafka's {expected!r}")
+        if kind[0] in ("array_struct", "struct"):
+            errors += compare_fields(fl.subfields, sub_fields(jf, common), version, where, common)
+    return errors
+
+
+@pytest.mark.parametrize("msg,version", CASES)
+def test_fields_match_kafka(msg: Message, version: int) -> None:
+    """Fields present at ``version``: same order, names, types, nullability, tags, defaults."""
+    schema = kafka_schema(msg.name)
+    common = {s["name"]: s["fields"] for s in schema.get("commonStructs", [])}
+    errors = compare_fields(msg.fields, schema["fields"], version, msg.name, common)
+    assert errors == []
+
+
+@pytest.mark.parametrize("msg,version", CASES)
+def test_flexible_versions_match_kafka(msg: Message, version: int) -> None:
+    """The message is flexible at ``version`` exactly when Kafka's flexibleVersions says so."""
+    schema = kafka_schema(msg.name)
+    assert msg.is_flexible(version) == in_versions(schema.get("flexibleVersions"), version)
+
+
+@pytest.mark.parametrize("msg", ALL_MESSAGES, ids=lambda m: m.name)
+def test_message_identity_matches_kafka(msg: Message) -> None:
+    """API key, kind and our version range lie within Kafka's validVersions."""
+    schema = kafka_schema(msg.name)
+    lo, hi = version_bounds(schema["validVersions"])
+    assert lo <= msg.min_version and (hi is None or msg.max_version <= hi)
+    if schema["type"] == "header":
+        assert msg.api_key == -1
+    else:
+        assert schema["type"] == ("request" if msg.name.endswith("Request") else "response")
+        assert msg.api_key == schema["apiKey"]
+
+
+def test_snake_case() -> None:
+    """The CamelCase -> snake_case mapping used above."""
+    assert snake_case("ThrottleTimeMs") == "throttle_time_ms"
+    assert snake_case("TopicId") == "topic_id"
+    assert snake_case("ZkMigrationReady") == "zk_migration_ready"
+    assert snake_case("IsrNodes") == "isr_nodes"
+
+
+def test_java_decode_int() -> None:
+    """Kafka's default strings decode like Java's Long.decode."""
+    assert java_decode_int("-1") == -1
+    assert java_decode_int("0x7fffffff") == 2**31 - 1
+    assert java_decode_int("-2147483648") == -(2**31)
+    assert java_decode_int("0") == 0
+    assert java_decode_int("010") == 8
+
+
+def _fetch_request_fields(version: int) -> tuple[list[Field], list[dict[str, Any]]]:
+    """Our FetchRequest fields and Kafka's JSON fields (for the checker's self-test)."""
+    from minikafka.protocol.messages.fetch import FetchRequest
+
+    return list(FetchRequest.fields), kafka_schema("FetchRequest")["fields"]
+
+
+@pytest.mark.parametrize(
+    "change,needle",
+    [
+        ({"name": "replica"}, "fields"),
+        ({"type": "int64"}, "type"),
+        ({"nullable": VersionRange(0, None)}, "nullable"),
+        ({"default": -2, "has_default": True}, "default"),
+        ({"tag": 5, "tagged": VersionRange(12, None)}, "tagged"),
+        ({"flexible": False}, "flexible"),
+    ],
+)
+def test_checker_detects_mismatches(change: dict[str, Any], needle: str) -> None:
+    """The comparison is not vacuous: a mutated FetchRequest.replica_id is reported."""
+    ours, theirs = _fetch_request_fields(12)
+    assert compare_fields(ours, theirs, 12, "FetchRequest", {}) == []
+    idx = next(i for i, fl in enumerate(ours) if fl.name == "replica_id")
+    ours[idx] = dataclasses.replace(ours[idx], **change)
+    errors = compare_fields(ours, theirs, 12, "FetchRequest", {})
+    assert len(errors) == 1 and needle in errors[0]
+
+
+def test_checker_detects_nested_mismatch() -> None:
+    """A difference inside an array of structs is reported with its path."""
+    ours, theirs = _fetch_request_fields(7)
+    idx = next(i for i, fl in enumerate(ours) if fl.name == "topics")
+    topics = ours[idx]
+    subs = [dataclasses.replace(fl, type="int32") if fl.name == "topic" else fl
+            for fl in topics.subfields]
+    ours[idx] = dataclasses.replace(topics, type=subs)
+    errors = compare_fields(ours, theirs, 7, "FetchRequest", {})
+    assert errors == ["FetchRequest.topics.topic: type ('prim', 'int32') != Kafka's 'string'"]
