@@ -31,7 +31,7 @@ class Broker:
     """A single Kafka broker."""
 
     def __init__(self, config: BrokerConfig, metadata: ClusterMetadata | None = None) -> None:
-        from .group_coordinator import GroupCoordinator
+        from .groups import GroupCoordinator
 
         self.config = config
         self.node_id = config.node_id

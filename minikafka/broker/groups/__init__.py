@@ -1,0 +1,25 @@
+"""Kafka's classic consumer group protocol: coordinator, group state, offsets log.
+
+* :mod:`.coordinator`: :class:`GroupCoordinator` (Kafka's ``GroupCoordinator``).
+* :mod:`.metadata`: :class:`GroupMetadata`, :class:`MemberMetadata` and results.
+* :mod:`.offset_log`: the ``__consumer_offsets/offsets.log`` persistence.
+"""
+
+from .coordinator import GroupCoordinator
+from .metadata import (
+    GroupMetadata,
+    GroupOverview,
+    GroupState,
+    GroupSummary,
+    JoinResult,
+    MemberMetadata,
+    MemberSummary,
+    OffsetAndMetadata,
+    SyncResult,
+)
+from .offset_log import OffsetLog
+
+__all__ = [
+    "GroupCoordinator", "GroupMetadata", "GroupOverview", "GroupState", "GroupSummary", "JoinResult",
+    "MemberMetadata", "MemberSummary", "OffsetAndMetadata", "OffsetLog", "SyncResult",
+]

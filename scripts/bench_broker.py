@@ -1,0 +1,141 @@
+"""Broker throughput benchmark: confluent-kafka produces then consumes N messages.
+
+The broker runs as its own process (``python -m minikafka serve``), so the
+client and the broker each get a core.  Prints, per message size: produce and
+consume MB/s and messages/s; then the broker's start-up time (spawn to first
+accepted connection), idle RSS and peak RSS.  ``--profile`` runs the broker
+under cProfile and prints where its time went.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pstats
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_broker(port: int, profile_to: str | None, data_dir: str | None) -> tuple[subprocess.Popen, float]:
+    cmd = [sys.executable]
+    if profile_to:
+        cmd += ["-m", "cProfile", "-o", profile_to]
+    cmd += ["-m", "minikafka", "serve", "--port", str(port), "--log-level", "WARNING"]
+    if data_dir:
+        cmd += ["--data-dir", data_dir]
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.05).close()
+            return proc, time.perf_counter() - t0
+        except OSError:
+            if proc.poll() is not None:
+                raise SystemExit("broker exited during start-up")
+            time.sleep(0.002)
+
+
+def peak_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def produce(bootstrap: str, topic: str, n: int, size: int, partitions: int) -> float:
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "batch.size": 1000000,
+                  "queue.buffering.max.kbytes": 1048576, "queue.buffering.max.messages": 1000000,
+                  "acks": "1"})
+    payload = os.urandom(size)
+    t0 = time.perf_counter()
+    for i in range(n):
+        while True:
+            try:
+                p.produce(topic, payload, partition=i % partitions)
+                break
+            except BufferError:
+                p.poll(0.001)
+    left = p.flush(120)
+    elapsed = time.perf_counter() - t0
+    if left:
+        raise SystemExit(f"{left} messages not delivered")
+    return elapsed
+
+
+def consume(bootstrap: str, topic: str, n: int, partitions: int) -> float:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False,
+                  "fetch.max.bytes": 52428800, "max.partition.fetch.bytes": 10485760,
+                  "queued.max.messages.kbytes": 1048576})
+    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    got = 0
+    t0 = time.perf_counter()
+    while got < n:
+        msgs = c.consume(num_messages=100000, timeout=5)
+        if not msgs:
+            raise SystemExit(f"consumer stalled at {got}/{n}")
+        got += sum(1 for m in msgs if m.error() is None)
+    elapsed = time.perf_counter() - t0
+    c.close()
+    return elapsed
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--messages", type=int, default=0, help="messages per size (default: 2M of 100 B, 500k of 1 KiB)")
+    ap.add_argument("--partitions", type=int, default=1)
+    ap.add_argument("--data-dir", action="store_true", help="broker with a data dir instead of in-memory")
+    ap.add_argument("--profile", action="store_true", help="run the broker under cProfile and print a profile")
+    args = ap.parse_args()
+
+    port = free_port()
+    bootstrap = f"127.0.0.1:{port}"
+    prof = tempfile.mktemp(suffix=".prof") if args.profile else None
+    tmp = tempfile.TemporaryDirectory() if args.data_dir else None
+    proc, startup = start_broker(port, prof, tmp.name if tmp else None)
+    time.sleep(0.5)
+    idle_rss = psutil.Process(proc.pid).memory_info().rss / 2**20
+    import confluent_kafka
+
+    print(f"client: confluent-kafka {confluent_kafka.version()[0]}, librdkafka {confluent_kafka.libversion()[0]}")
+    print(f"broker: {'data dir' if args.data_dir else 'in memory'}, {args.partitions} partition(s)"
+          f"{', under cProfile' if prof else ''}")
+    print(f"{'size':>6} {'messages':>9} {'produce MB/s':>13} {'msgs/s':>10} {'consume MB/s':>13} {'msgs/s':>10}")
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    try:
+        for size, default_n in ((100, 2_000_000), (1024, 500_000)):
+            n = args.messages or default_n
+            topic = f"bench-{size}"
+            admin.create_topics([NewTopic(topic, args.partitions, 1)])[topic].result(10)
+            tp = produce(bootstrap, topic, n, size, args.partitions)
+            tc = consume(bootstrap, topic, n, args.partitions)
+            mb = n * size / 1e6
+            print(f"{size:>6} {n:>9} {mb / tp:>13.1f} {n / tp:>10.0f} {mb / tc:>13.1f} {n / tc:>10.0f}")
+        print(f"broker start-up to accepting connections: {startup * 1000:.0f} ms")
+        print(f"broker idle RSS: {idle_rss:.1f} MB; peak RSS: {peak_rss_mb(proc.pid):.1f} MB")
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(30)
+        if tmp:
+            tmp.cleanup()
+    if prof:
+        print("\nbroker profile (top 25 by own time):")
+        pstats.Stats(prof).sort_stats("tottime").print_stats(25)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,49 @@
+"""Shared fixtures: brokers started by the tests themselves."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import AsyncIterator, Iterator
+
+import pytest
+
+from minikafka.broker.broker import Broker, serve_broker
+from minikafka.broker.config import BrokerConfig
+from minikafka.client.connection import KafkaConnection
+from minikafka.testing import BrokerThread
+
+
+@pytest.fixture
+async def broker() -> AsyncIterator[Broker]:
+    """An in-memory broker on the test's own Trio loop (port chosen by the OS)."""
+    async with serve_broker(BrokerConfig(port=0, group_initial_rebalance_delay_ms=0)) as b:
+        yield b
+
+
+@pytest.fixture
+async def conn(broker: Broker) -> AsyncIterator[KafkaConnection]:
+    """A raw protocol connection to ``broker``."""
+    c = await KafkaConnection.connect("127.0.0.1", broker.port, client_id="raw-test")
+    try:
+        yield c
+    finally:
+        await c.aclose()
+
+
+@pytest.fixture
+def broker_thread() -> Iterator[BrokerThread]:
+    """An in-memory broker on a background thread, for synchronous real clients."""
+    with BrokerThread(BrokerConfig(port=0, group_initial_rebalance_delay_ms=0)) as b:
+        yield b
+
+
+@pytest.fixture
+def persistent_broker_thread(tmp_path: Path) -> Iterator[BrokerThread]:
+    """A broker with a data dir, on a background thread."""
+    with BrokerThread(BrokerConfig(port=0, data_dir=tmp_path / "data", group_initial_rebalance_delay_ms=0)) as b:
+        yield b
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    logging.getLogger("kafka").setLevel(logging.WARNING)
