@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
 from pathlib import Path
 
@@ -52,14 +53,20 @@ def build_config(args: argparse.Namespace) -> BrokerConfig:
 
 
 async def _serve(cfg: BrokerConfig) -> None:
+    """Run the broker until SIGINT/SIGTERM, then shut it down cleanly."""
     from .broker.broker import Broker
 
     broker = Broker(cfg)
-    async with trio.open_nursery() as nursery:
-        port = await nursery.start(broker.run)
-        where = f"data dir {cfg.data_dir}" if cfg.data_dir else "in-memory storage"
-        print(f"minikafka broker {cfg.node_id} ready on {cfg.host}:{port} ({where}); Ctrl-C stops it",
-              flush=True)
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with trio.open_nursery() as nursery:
+            port = await nursery.start(broker.run)
+            where = f"data dir {cfg.data_dir}" if cfg.data_dir else "in-memory storage"
+            print(f"minikafka broker {cfg.node_id} ready on {cfg.host}:{port} ({where}); Ctrl-C stops it",
+                  flush=True)
+            async for signum in signals:
+                log.info("received %s, shutting down", signal.Signals(signum).name)
+                nursery.cancel_scope.cancel()
+                break
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -73,10 +80,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     if args.command == "serve":
         cfg = build_config(args)
-        try:
-            trio.run(_serve, cfg)
-        except KeyboardInterrupt:
-            print("minikafka: stopped", file=sys.stderr)
+        trio.run(_serve, cfg)
+        print("minikafka: stopped", file=sys.stderr)
         return 0
     parser.error(f"unknown command {args.command}")
     return 2

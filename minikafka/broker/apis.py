@@ -1,7 +1,9 @@
 """Request dispatch (Kafka's ``KafkaApis``): header parsing, version checks, handler lookup.
 
-``KafkaApis.handle`` takes one request frame (without its size prefix) and
-returns the response frame payload, or ``None`` when no response is due
+``KafkaApis.parse`` reads one request frame (without its size prefix);
+``KafkaApis.handle`` returns the response frame payload as a list of buffers
+(record batches are passed by reference, never copied), or ``None`` when no
+response is due
 (acks=0 produce).  It raises :class:`CloseConnection` where Kafka would close
 the connection (unknown api key, unsupported version of an api other than
 ApiVersions, a body that does not parse).  It never touches a socket.
@@ -93,14 +95,13 @@ class KafkaApis:
             off = hdr.body_offset
             if api.is_flexible(version):
                 off = skip_header_tags(frame, off)
-            body = frame[off:]
-            req = api.request.parse(body, version)
+            req = api.request.parse(memoryview(frame)[off:], version)
         except Exception as exc:
             raise CloseConnection(f"malformed {api.name} v{version} request: {exc}") from None
         return ctx, req
 
-    async def handle(self, ctx: RequestContext, req: Any) -> bytes | None:
-        """Run the handler and encode its response (header + body)."""
+    async def handle(self, ctx: RequestContext, req: Any) -> list | None:
+        """Run the handler and encode its response: a list of buffers (header first), or None."""
         api = APIS[ctx.api_key]
         version = ctx.api_version
         if req is None and ctx.api_key == ApiKey.API_VERSIONS:
@@ -108,10 +109,12 @@ class KafkaApis:
             body = APIS[ApiKey.API_VERSIONS].response.build(
                 {"error_code": ErrorCode.UNSUPPORTED_VERSION, "api_keys": supported_api_versions()}, 0
             )
-            return encode_response_header(ctx.correlation_id, 0) + body
+            return [encode_response_header(ctx.correlation_id, 0), body]
         resp = await HANDLERS[ctx.api_key](self.broker, ctx, req)
         if resp is None:
             return None
         flexible = api.is_flexible(version)
         header = encode_response_header(ctx.correlation_id, response_header_version(ctx.api_key, flexible))
-        return header + api.response.build(resp, version)
+        segments = api.response.build_segments(resp, version)
+        segments.insert(0, header)
+        return segments

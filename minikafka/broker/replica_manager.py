@@ -95,11 +95,18 @@ class ReplicaManager:
         return self.partitions.get((topic, index))
 
     # -- append ------------------------------------------------------------
-    def append_records(self, part: Partition, records: bytes | None, now_ms: int, max_message_bytes: int) -> ProduceResult:
-        """Validate and append one partition's produce data (Kafka's ``appendToLocalLog``)."""
+    def append_records(
+        self, part: Partition, records: bytes | memoryview | None, now_ms: int, max_message_bytes: int
+    ) -> ProduceResult:
+        """Validate and append one partition's produce data (Kafka's ``appendToLocalLog``).
+
+        ``records`` is normally a writable memoryview into the request frame; the
+        batches are stamped with offsets in place and stored without copying.
+        """
         if not records:
             return ProduceResult(ErrorCode.CORRUPT_MESSAGE, message="empty records")
-        buf = bytearray(records)
+        writable = isinstance(records, memoryview) and not records.readonly
+        buf = records if writable else bytearray(records)
         batches: list[bytearray] = []
         try:
             for header, view in iter_batches(buf, produce=True):
@@ -128,7 +135,7 @@ class ReplicaManager:
                         return ProduceResult(ErrorCode.NONE, d.first_offset, -1, lg.log_start_offset)
                     return ProduceResult(ErrorCode.DUPLICATE_SEQUENCE_NUMBER)
             to_append.append((header, view))
-        info = lg.append_as_leader([bytearray(v) for _, v in to_append], part.leader_epoch, now_ms)
+        info = lg.append_as_leader([v for _, v in to_append], part.leader_epoch, now_ms)
         offset = info.first_offset
         for header, _ in to_append:
             if header.producer_id >= 0 and header.base_sequence >= 0:

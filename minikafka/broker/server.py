@@ -66,7 +66,8 @@ class FrameReader:
             return frame
         frame = bytearray(size)
         view = memoryview(frame)
-        view[:have] = self.buf[4:]
+        with memoryview(self.buf) as pending:
+            view[:have] = pending[4:]
         self.buf.clear()
         pos = have
         while pos < size:
@@ -75,6 +76,34 @@ class FrameReader:
                 raise CloseConnection("connection closed mid-frame")
             pos += n
         return frame
+
+
+_IOV_MAX = 1024
+_COALESCE = 64 * 1024
+
+
+async def send_frame(sock: trio.socket.SocketType, segments: list) -> None:
+    """Send a size-prefixed frame made of ``segments`` (scatter-gather, no joining of large buffers)."""
+    total = sum(s.nbytes if isinstance(s, memoryview) else len(s) for s in segments)
+    prefix = total.to_bytes(4, "big")
+    if total <= _COALESCE:
+        data = memoryview(prefix + b"".join(segments))
+        while data:
+            n = await sock.send(data)
+            data = data[n:]
+        return
+    views = [memoryview(prefix)] + [memoryview(s).cast("B") for s in segments if len(s)]
+    i = 0
+    while i < len(views):
+        n = await sock.sendmsg(views[i:i + _IOV_MAX])
+        while n:
+            first = views[i]
+            if n >= first.nbytes:
+                n -= first.nbytes
+                i += 1
+            else:
+                views[i] = first[n:]
+                n = 0
 
 
 class SocketServer:
@@ -116,7 +145,7 @@ class SocketServer:
                 ctx, req = apis.parse(frame, conn_id, peer)
                 response = await apis.handle(ctx, req)
                 if response is not None:
-                    await stream.send_all(len(response).to_bytes(4, "big") + response)
+                    await send_frame(sock, response)
                 self.broker.on_request_done(ctx, frame, response)
         except CloseConnection as exc:
             log.warning("closing connection %s from %s: %s", conn_id, peer, exc)

@@ -187,7 +187,7 @@ def _type_construct(fl: Field, version: int, flexible: bool) -> Construct:
     if t == "string":
         return T.KString(flexible, nullable)
     if t in ("bytes", "records"):
-        return T.KBytes(flexible, nullable or t == "records")
+        return T.KBytes(flexible, nullable or t == "records", records=t == "records")
     return _PRIMITIVES[t]
 
 
@@ -246,14 +246,24 @@ class Message:
             self._cache[version] = c
         return c
 
-    def parse(self, data: bytes | memoryview, version: int) -> Any:
-        return self.construct(version).parse(bytes(data) if isinstance(data, memoryview) else data)
+    def parse(self, data: bytes | bytearray | memoryview, version: int) -> Any:
+        """Parse one body; ``records`` fields come back as zero-copy memoryviews of ``data``.
+
+        Trailing bytes after the body are ignored, as Kafka's generated readers do.
+        """
+        return self.construct(version).parse_stream(T.ViewReader(data))
 
     def parse_stream(self, stream: Any, version: int) -> Any:
         return self.construct(version).parse_stream(stream)
 
     def build(self, obj: Any, version: int) -> bytes:
         return self.construct(version).build(obj)
+
+    def build_segments(self, obj: Any, version: int) -> list:
+        """Build into a list of buffers, passing large ``records`` chunks through uncopied."""
+        out = T.SegmentedWriter()
+        self.construct(version).build_stream(obj, out)
+        return out.getsegments()
 
     def default(self) -> dict:
         """A dict with every field at its default (any version)."""

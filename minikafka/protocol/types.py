@@ -36,7 +36,7 @@ from construct import (
 __all__ = [
     "INT8", "INT16", "UINT16", "INT32", "UINT32", "INT64", "FLOAT64", "BOOL",
     "UVarInt", "VarIntZigZag", "KString", "KBytes", "KArray", "KUuid", "KStruct",
-    "read_uvarint", "write_uvarint", "uvarint_size",
+    "read_uvarint", "write_uvarint", "uvarint_size", "ViewReader", "SegmentedWriter",
 ]
 
 INT8 = Int8sb
@@ -56,7 +56,10 @@ def read_uvarint(stream: Any, path: str = "") -> int:
     result = 0
     shift = 0
     while True:
-        b = stream_read(stream, 1, path)[0]
+        b = stream.read(1)
+        if not b:
+            raise StreamError("stream ended inside a varint", path=path)
+        b = b[0]
         result |= (b & 0x7F) << shift
         if not b & 0x80:
             return result
@@ -146,7 +149,7 @@ class KString(_Sized):
         n = self._read_len(stream, path, 2)
         if n < 0:
             return self._null(path)
-        return stream_read(stream, n, path).decode("utf-8")
+        return str(stream_read(stream, n, path), "utf-8")
 
     def _build(self, obj, stream, context, path):
         if obj is None:
@@ -160,23 +163,109 @@ class KString(_Sized):
 
 
 class KBytes(_Sized):
-    """BYTES / NULLABLE_BYTES / COMPACT_BYTES / RECORDS (int32 or varint length)."""
+    """BYTES / NULLABLE_BYTES / COMPACT_BYTES / RECORDS (int32 or varint length).
+
+    A ``records`` field is the hot path: parsed from a :class:`ViewReader` it
+    is a zero-copy ``memoryview`` of the frame, and it may be built from a
+    list of chunks (stored batches) that a :class:`SegmentedWriter` passes
+    through without copying.
+    """
+
+    def __init__(self, compact: bool, nullable: bool, records: bool = False):
+        super().__init__(compact, nullable)
+        self.records = records
 
     def _parse(self, stream, context, path):
         n = self._read_len(stream, path, 4)
         if n < 0:
             return self._null(path)
-        return stream_read(stream, n, path)
+        data = stream_read(stream, n, path)
+        if self.records or type(data) is bytes:
+            return data
+        return bytes(data)
 
     def _build(self, obj, stream, context, path):
         if obj is None:
             self._null(path)
             self._write_len(-1, stream, path, 4)
             return obj
-        n = len(obj) if not isinstance(obj, memoryview) else obj.nbytes
-        self._write_len(n, stream, path, 4)
-        stream_write(stream, bytes(obj) if isinstance(obj, memoryview) else obj, n, path)
+        if isinstance(obj, (list, tuple)):
+            n = sum(_nbytes(c) for c in obj)
+            self._write_len(n, stream, path, 4)
+            for chunk in obj:
+                stream.write(chunk)
+            return obj
+        self._write_len(_nbytes(obj), stream, path, 4)
+        stream.write(obj)
         return obj
+
+
+def _nbytes(buf) -> int:
+    return buf.nbytes if isinstance(buf, memoryview) else len(buf)
+
+
+class ViewReader:
+    """A read-only stream over a buffer whose ``read`` returns zero-copy memoryview slices."""
+
+    __slots__ = ("view", "pos")
+
+    def __init__(self, data) -> None:
+        self.view = memoryview(data).cast("B") if not isinstance(data, bytes) else memoryview(data)
+        self.pos = 0
+
+    def read(self, n: int = -1):
+        start = self.pos
+        end = len(self.view) if n < 0 else min(start + n, len(self.view))
+        self.pos = end
+        return self.view[start:end]
+
+    def tell(self) -> int:
+        return self.pos
+
+    def seek(self, pos: int, whence: int = 0) -> int:
+        self.pos = pos if whence == 0 else (self.pos + pos if whence == 1 else len(self.view) + pos)
+        return self.pos
+
+    def remaining(self) -> int:
+        return len(self.view) - self.pos
+
+
+class SegmentedWriter:
+    """A write-only stream that keeps large buffers by reference (scatter-gather output).
+
+    Small writes are coalesced into a bytearray; a buffer of ``threshold`` bytes
+    or more becomes its own segment, so record batches reach ``sendmsg``
+    without being copied.
+    """
+
+    __slots__ = ("segments", "buf", "threshold", "size")
+
+    def __init__(self, threshold: int = 16384) -> None:
+        self.segments: list = []
+        self.buf = bytearray()
+        self.threshold = threshold
+        self.size = 0
+
+    def write(self, data) -> int:
+        n = _nbytes(data)
+        if n >= self.threshold:
+            if self.buf:
+                self.segments.append(self.buf)
+                self.buf = bytearray()
+            self.segments.append(data)
+        else:
+            self.buf += data
+        self.size += n
+        return len(data)
+
+    def tell(self) -> int:
+        return self.size
+
+    def getsegments(self) -> list:
+        if self.buf:
+            self.segments.append(self.buf)
+            self.buf = bytearray()
+        return self.segments
 
 
 class KArray(_Sized):
@@ -209,7 +298,7 @@ class KUuid(Construct):
     """UUID: 16 raw bytes, as ``uuid.UUID``."""
 
     def _parse(self, stream, context, path):
-        return uuid.UUID(bytes=stream_read(stream, 16, path))
+        return uuid.UUID(bytes=bytes(stream_read(stream, 16, path)))
 
     def _build(self, obj, stream, context, path):
         if obj is None:
@@ -258,7 +347,7 @@ class KStruct(Construct):
             for _ in range(count):
                 tag = read_uvarint(stream, path)
                 size = read_uvarint(stream, path)
-                raw = stream_read(stream, size, path)
+                raw = bytes(stream_read(stream, size, path))
                 known = self.tagged.get(tag)
                 if known is None:
                     if unknown is None:

@@ -10,6 +10,7 @@ import random
 import shutil
 import subprocess
 import time
+import warnings
 from dataclasses import dataclass
 from typing import Callable, Iterable, TypeVar
 
@@ -106,17 +107,13 @@ def _version_str(v) -> str:
     return v[0] if isinstance(v, tuple) else str(v)
 
 
-# kafka-python 3 loads its protocol schemas with importlib.resources' legacy API.
-IGNORE_KAFKA_PYTHON_WARNINGS = [
-    pytest.mark.filterwarnings("ignore:open_text is deprecated:DeprecationWarning"),
-    pytest.mark.filterwarnings("ignore:read_text is deprecated:DeprecationWarning"),
-]
-
-
 def client_versions() -> dict[str, str]:
     """Versions of every real client these tests drive."""
     import confluent_kafka
-    import kafka
+
+    with warnings.catch_warnings():  # kafka-python 3 loads its schemas with importlib.resources' legacy API
+        warnings.simplefilter("ignore", DeprecationWarning)
+        import kafka
 
     return {
         "confluent-kafka": _version_str(confluent_kafka.version()),

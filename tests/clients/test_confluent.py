@@ -14,7 +14,6 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from clients_common import (
     CODECS,
-    IGNORE_KAFKA_PYTHON_WARNINGS,
     Msg,
     by_partition,
     client_versions,
@@ -24,7 +23,7 @@ from clients_common import (
     wait_for,
 )
 
-pytestmark = [pytest.mark.clients, pytest.mark.usefixtures("report_client_versions"), *IGNORE_KAFKA_PYTHON_WARNINGS]
+pytestmark = [pytest.mark.clients, pytest.mark.usefixtures("report_client_versions")]
 
 
 # -- helpers ------------------------------------------------------------------------------

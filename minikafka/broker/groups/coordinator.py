@@ -240,7 +240,8 @@ class GroupCoordinator:
         if err is not None:
             reply.set(JoinResult(member_id, err))
             return
-        if not (self.config.group_min_session_timeout_ms <= session_timeout_ms <= self.config.group_max_session_timeout_ms):
+        cfg = self.config
+        if not cfg.group_min_session_timeout_ms <= session_timeout_ms <= cfg.group_max_session_timeout_ms:
             reply.set(JoinResult(member_id, E.INVALID_SESSION_TIMEOUT))
             return
         is_unknown = member_id == UNKNOWN_MEMBER_ID
@@ -274,7 +275,8 @@ class GroupCoordinator:
         if group.state in (S.EMPTY, S.DEAD):
             return True
         if group.state == S.PREPARING_REBALANCE:
-            return (group.has(member_id) and group.get(member_id).is_awaiting_join) or group.num_awaiting_join < max_size
+            rejoining = group.has(member_id) and group.get(member_id).is_awaiting_join
+            return rejoining or group.num_awaiting_join < max_size
         return group.has(member_id) or group.size < max_size
 
     def _do_new_member_join(
@@ -377,7 +379,9 @@ class GroupCoordinator:
             members=group.current_member_metadata() if include_members else [],
         )
 
-    def _validate_current_member(self, group: GroupMetadata, member_id: str, group_instance_id: str | None) -> ErrorCode | None:
+    def _validate_current_member(
+        self, group: GroupMetadata, member_id: str, group_instance_id: str | None
+    ) -> ErrorCode | None:
         """Kafka's ``validateCurrentMember``: static id maps to ``member_id`` and the member exists."""
         if group_instance_id is not None:
             current = group.current_static_member_id(group_instance_id)
@@ -422,7 +426,8 @@ class GroupCoordinator:
         group.update_member(member, protocols, rebalance_timeout_ms, session_timeout_ms, reply)
         if group.state == S.STABLE:
             if group.protocol_name == group.select_protocol():
-                log.info("static member %s rejoined Stable group %s without a rebalance", group_instance_id, group.group_id)
+                log.info("static member %s rejoined Stable group %s without a rebalance",
+                         group_instance_id, group.group_id)
                 if support_skipping_assignment:
                     # v9+: the leader learns it leads, but skips the assignor while Stable.
                     is_leader = group.is_leader(new_member_id)
@@ -460,7 +465,7 @@ class GroupCoordinator:
             group.join_initial = False
             group.join_deadline = self._deadline(group.rebalance_timeout_ms)
         group.transition_to(S.PREPARING_REBALANCE, self._now_ms())
-        log.info("preparing to rebalance group %s with old generation %d (reason: %s)",
+        log.info("preparing to rebalance group %s with old generation %d (%s)",
                  group.group_id, group.generation_id, reason)
         self._schedule(group.join_deadline)
         self._try_complete_join(group)
@@ -580,7 +585,7 @@ class GroupCoordinator:
             member.heartbeat_deadline = None
             return
         log.info("member %s in group %s has failed (session timeout), removing it", member.member_id, group.group_id)
-        self._remove_member_and_update_group(group, member, f"removing member {member.member_id} on heartbeat expiration")
+        self._remove_member_and_update_group(group, member, f"member {member.member_id} session expired")
 
     # ----------------------------------------------------------- SyncGroup
 
@@ -706,7 +711,7 @@ class GroupCoordinator:
             else:
                 err = self._validate_current_member(group, member_id, instance_id)
                 if err is None:
-                    log.info("member %s leaves group %s (reason: %s)", member_id, group_id, reason)
+                    log.info("member %s leaves group %s (reason: %s)", member_id, group_id, reason or "not provided")
                     self._remove_member_and_update_group(group, group.get(member_id), why)
                     err = E.NONE
                 out.append((member_id, instance_id, err))
@@ -758,7 +763,9 @@ class GroupCoordinator:
             return E.UNKNOWN_MEMBER_ID  # only members may commit to a group with members
         return None
 
-    def _store_offsets(self, group: GroupMetadata, offsets: dict[TopicPartition, OffsetAndMetadata]) -> dict[TopicPartition, ErrorCode]:
+    def _store_offsets(
+        self, group: GroupMetadata, offsets: dict[TopicPartition, OffsetAndMetadata]
+    ) -> dict[TopicPartition, ErrorCode]:
         out: dict[TopicPartition, ErrorCode] = {}
         records = []
         for tp, om in offsets.items():
