@@ -80,7 +80,11 @@ def kp_poll_until(consumer: KafkaConsumer, done, timeout: float = 20) -> list:
     got: list = []
 
     def step() -> bool:
-        for recs in consumer.poll(timeout_ms=100).values():
+        # poll() returns as soon as records arrive; a long timeout matters only while joining:
+        # kafka-python 3.0.12 can lose a JoinGroup/SyncGroup round trip that completes after
+        # a poll() timed out mid-join (the assignment is never applied, heartbeats stay off
+        # and the member's session expires).
+        for recs in consumer.poll(timeout_ms=1000).values():
             got.extend(recs)
         return done(got)
 

@@ -149,7 +149,10 @@ def test_balanced_consumer_group_resumes(broker_thread) -> None:
     kcat("-P", "-b", bs, "-t", "kc-group", "-p", "1", input=b"d\ne\n")
 
     def group_run() -> list[str]:
-        out = kcat("-b", bs, "-G", "kc-g", "-o", "beginning", "-e", "-q", "-f", "%p:%s\n",
+        # Not "-o beginning": with -G, kcat's rebalance callback assigns every partition at
+        # that offset, overriding the committed ones. auto.offset.reset only applies to
+        # partitions without a committed offset.
+        out = kcat("-b", bs, "-G", "kc-g", "-X", "auto.offset.reset=earliest", "-e", "-q", "-f", "%p:%s\n",
                    "-X", "session.timeout.ms=6000", "-X", "heartbeat.interval.ms=200", "kc-group")
         return out.decode().splitlines()
 

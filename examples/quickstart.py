@@ -1,0 +1,45 @@
+"""Produce and consume with confluent-kafka against a running minikafka broker.
+
+    scripts/serve &                     # broker on localhost:9092
+    .venv/bin/python examples/quickstart.py [bootstrap]
+"""
+
+from __future__ import annotations
+
+import sys
+import uuid
+
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+
+def main(bootstrap: str = "localhost:9092") -> None:
+    topic = f"quickstart-{uuid.uuid4().hex[:6]}"
+    AdminClient({"bootstrap.servers": bootstrap}).create_topics([NewTopic(topic, 3, 1)])[topic].result(10)
+
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "compression.type": "zstd"})
+    for i in range(10):
+        producer.produce(topic, key=f"key-{i % 3}", value=f"message {i}", headers={"n": str(i)})
+    producer.flush(10)
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "quickstart",
+                         "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    seen = 0
+    while seen < 10:
+        msg = consumer.poll(5)
+        if msg is None:
+            break
+        if msg.error():
+            print("error:", msg.error())
+            continue
+        seen += 1
+        print(f"{msg.topic()}[{msg.partition()}]@{msg.offset()} key={msg.key()!r} value={msg.value()!r} "
+              f"headers={msg.headers()}")
+    consumer.commit(asynchronous=False)
+    consumer.close()
+    print(f"consumed {seen} messages")
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])
