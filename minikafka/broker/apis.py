@@ -95,6 +95,7 @@ class KafkaApis:
             off = hdr.body_offset
             if api.is_flexible(version):
                 off = skip_header_tags(frame, off)
+            ctx.body_size = len(frame) - off
             req = api.request.parse(memoryview(frame)[off:], version)
         except Exception as exc:
             raise CloseConnection(f"malformed {api.name} v{version} request: {exc}") from None

@@ -11,11 +11,12 @@ from __future__ import annotations
 import logging
 import time
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, AsyncIterator
+from typing import TYPE_CHECKING, AsyncIterator, Callable
 
 import trio
 
 from .config import BrokerConfig
+from .fetch_session import FetchManager, FetchSessionCache
 from .metadata import ClusterMetadata, TopicMetadata
 from .producer_state import ProducerIdManager
 from .replica_manager import ReplicaManager
@@ -41,9 +42,13 @@ class Broker:
         self.replica_manager = ReplicaManager(self)
         self.producer_ids = ProducerIdManager()
         self.group_coordinator = GroupCoordinator(config, config.data_dir)
+        self.fetch_manager = FetchManager(FetchSessionCache(
+            config.max_incremental_fetch_session_cache_slots, config.min_incremental_fetch_session_eviction_ms))
         self.server = SocketServer(self)
         self.started_at = time.time()
         self.request_count = 0
+        # Callables fn(ctx, frame, response_segments) run after each request is answered.
+        self.request_observers: list[Callable[["RequestContext", bytes | bytearray, list | None], None]] = []
 
     @property
     def port(self) -> int:
@@ -115,8 +120,10 @@ class Broker:
         self.replica_manager.ensure_partitions(topic)
 
     # -- hooks from the socket server ---------------------------------------
-    def on_request_done(self, ctx: "RequestContext", frame: bytes | bytearray, response: bytes | None) -> None:
+    def on_request_done(self, ctx: "RequestContext", frame: bytes | bytearray, response: list | None) -> None:
         self.request_count += 1
+        for observe in self.request_observers:
+            observe(ctx, frame, response)
 
     def on_connection_closed(self, connection_id: str) -> None:
         pass

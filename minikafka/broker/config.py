@@ -49,6 +49,8 @@ class BrokerConfig:
     transactional_id_expiration_ms: int = 604800000
     producer_id_expiration_ms: int = 86400000
     fetch_max_bytes: int = 57671680
+    max_incremental_fetch_session_cache_slots: int = 1000
+    min_incremental_fetch_session_eviction_ms: int = 120000
     extra: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -84,6 +86,8 @@ class BrokerConfig:
         "group.max.size": "group_max_size",
         "min.insync.replicas": "min_insync_replicas",
         "fetch.max.bytes": "fetch_max_bytes",
+        "max.incremental.fetch.session.cache.slots": "max_incremental_fetch_session_cache_slots",
+        "min.incremental.fetch.session.eviction.ms": "min_incremental_fetch_session_eviction_ms",
         "cluster.id": "cluster_id",
     }
     # Units Kafka also accepts for retention: hours and minutes.

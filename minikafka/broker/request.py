@@ -24,5 +24,6 @@ class RequestContext:
     listener: str = "PLAINTEXT"
     received_ns: int = 0
     request_size: int = 0
+    body_size: int = 0
     throttle_time_ms: int = 0
     notes: dict = field(default_factory=dict)

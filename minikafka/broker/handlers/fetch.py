@@ -1,89 +1,136 @@
-"""Fetch (1): read stored batches as opaque bytes, with a long poll woken by produce.
+"""Fetch (1): stored batches as opaque bytes, fetch sessions (KIP-227), and a long poll.
 
-Sessionless for now: every fetch is answered as a full fetch with session id
-0 (the fetch-sessions issue adds KIP-227).  Like Kafka's ``DelayedFetch``, a
-fetch that has fewer than ``min_bytes`` waits up to ``max_wait_ms`` and
-completes early when an append brings enough data or a partition has an error.
+The request picks a fetch context (:mod:`minikafka.broker.fetch_session`):
+sessionless, full (creating a session), incremental (only what changed) or a
+session error.  Like Kafka's ``DelayedFetch``, a fetch with fewer than
+``min_bytes`` waits up to ``max_wait_ms`` and completes early when an append
+brings enough data or a partition has an error.
 """
 
 from __future__ import annotations
+
+from collections import OrderedDict
 
 import trio
 
 from ...protocol.api import ApiKey
 from ...protocol.errors import ErrorCode
 from ..apis import handles
+from ..fetch_session import FetchContext, PartitionKey, PartitionRequest
 from ..log import OffsetOutOfRangeError
 from .common import check_leader_epoch
 
 
-def _resolve(broker, version: int, t) -> tuple[ErrorCode, object]:
+def _topic_key(broker, version: int, t) -> tuple:
+    """(topic_id, topic name or None) of a request topic, resolving ids at v13+."""
     if version >= 13:
         topic = broker.metadata.get_topic_by_id(t.topic_id)
-        return (ErrorCode.NONE, topic) if topic else (ErrorCode.UNKNOWN_TOPIC_ID, None)
+        return t.topic_id, topic.name if topic else None
     topic = broker.metadata.get_topic(t.topic)
-    return (ErrorCode.NONE, topic) if topic else (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
+    return (topic.topic_id if topic else None), t.topic
 
 
-def read_partitions(broker, req, version: int) -> tuple[list[dict], int, bool]:
-    """One pass over the requested partitions: (responses, bytes read, any error)."""
+def request_partitions(broker, req, version: int):
+    """The request's partitions and forgotten partitions, keyed as fetch sessions key them."""
+    fetch_data: OrderedDict[PartitionKey, PartitionRequest] = OrderedDict()
+    for t in req.topics:
+        topic_id, name = _topic_key(broker, version, t)
+        if version >= 13:
+            name_key = None  # sessions at v13+ are keyed by topic id alone
+        else:
+            topic_id, name_key = None, name
+        for p in t.partitions:
+            fetch_data[PartitionKey(topic_id if version >= 13 else None, name_key, p.partition)] = PartitionRequest(
+                p.fetch_offset, p.partition_max_bytes, p.log_start_offset, p.current_leader_epoch,
+                p.last_fetched_epoch)
+    to_forget = []
+    for t in req.forgotten_topics_data if version >= 7 else []:
+        for p in t.partitions:
+            if version >= 13:
+                to_forget.append(PartitionKey(t.topic_id, None, p))
+            else:
+                to_forget.append(PartitionKey(None, t.topic, p))
+    return fetch_data, to_forget
+
+
+def read_partitions(broker, fctx: FetchContext, req, version: int):
+    """One pass over the context's partitions: (per-partition response data, bytes read, any error)."""
     rm = broker.replica_manager
     limit = min(req.max_bytes, broker.config.fetch_max_bytes)
     is_follower = req.replica_id >= 0
     total = 0
     any_error = False
-    responses = []
-    for t in req.topics:
-        code, topic = _resolve(broker, version, t)
-        parts = []
-        for p in t.partitions:
-            entry = {"partition_index": p.partition, "records": b""}
-            part = rm.get(topic.name, p.partition) if topic is not None else None
-            if part is None:
-                entry.update(error_code=code or ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, high_watermark=-1)
-                any_error = True
-                parts.append(entry)
-                continue
-            lg = part.log
-            entry.update(high_watermark=lg.high_watermark, last_stable_offset=lg.high_watermark,
-                         log_start_offset=lg.log_start_offset)
-            err = check_leader_epoch(part, p.current_leader_epoch)
-            if err:
-                entry["error_code"] = err
-                any_error = True
-                parts.append(entry)
-                continue
-            max_offset = lg.log_end_offset if is_follower else lg.high_watermark
-            try:
-                data = lg.read(
-                    p.fetch_offset,
-                    min(p.partition_max_bytes, max(limit - total, 0)),
-                    max_offset=max_offset,
-                    min_one_batch=total == 0,
-                )
-            except OffsetOutOfRangeError:
-                entry["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
-                any_error = True
-                parts.append(entry)
-                continue
-            if data.size:
-                entry["records"] = data.chunks  # stored batches, sent by reference
-                total += data.size
-            entry["error_code"] = 0
-            parts.append(entry)
-        responses.append({"topic": t.topic if version < 13 else "", "topic_id": t.topic_id, "partitions": parts})
-    return responses, total, any_error
+    data: OrderedDict[PartitionKey, dict] = OrderedDict()
+    for key, preq in fctx.partitions():
+        entry: dict = {"partition_index": key.partition, "records": b"", "_size": 0}
+        data[key] = entry
+        if version >= 13:
+            topic = broker.metadata.get_topic_by_id(key.topic_id)
+            name = topic.name if topic else None
+            missing = ErrorCode.UNKNOWN_TOPIC_ID
+        else:
+            name = key.topic
+            missing = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        part = rm.get(name, key.partition) if name is not None else None
+        if part is None:
+            entry.update(error_code=missing if name is None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                         high_watermark=-1)
+            any_error = True
+            continue
+        lg = part.log
+        entry.update(high_watermark=lg.high_watermark, last_stable_offset=lg.high_watermark,
+                     log_start_offset=lg.log_start_offset, error_code=0)
+        err = check_leader_epoch(part, preq.current_leader_epoch)
+        if err:
+            entry["error_code"] = err
+            any_error = True
+            continue
+        max_offset = lg.log_end_offset if is_follower else lg.high_watermark
+        try:
+            got = lg.read(preq.fetch_offset, min(preq.max_bytes, max(limit - total, 0)),
+                          max_offset=max_offset, min_one_batch=total == 0)
+        except OffsetOutOfRangeError:
+            entry["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
+            any_error = True
+            continue
+        if got.size:
+            entry["records"] = got.chunks  # stored batches, sent by reference
+            entry["_size"] = got.size
+            total += got.size
+    return data, total, any_error
+
+
+def group_by_topic(broker, version: int, data: "OrderedDict[PartitionKey, dict]") -> list[dict]:
+    """Consecutive partitions of one topic share a topic entry (as Kafka's FetchResponse.of builds it)."""
+    responses: list[dict] = []
+    prev = None
+    for key, entry in data.items():
+        ident = key.topic_id if version >= 13 else key.topic
+        if prev is None or ident != prev:
+            responses.append({"topic": key.topic or "", "topic_id": key.topic_id, "partitions": []})
+            prev = ident
+        responses[-1]["partitions"].append(entry)
+    return responses
 
 
 @handles(ApiKey.FETCH)
 async def handle_fetch(broker, ctx, req) -> dict:
     version = ctx.api_version
+    fetch_data, to_forget = request_partitions(broker, req, version)
+    fctx = broker.fetch_manager.new_context(version, req.session_id, req.session_epoch, req.replica_id >= 0,
+                                            fetch_data, to_forget)
+    ctx.notes["fetch_context"] = fctx.kind
+    if fctx.error:
+        return {"throttle_time_ms": 0, "error_code": fctx.error, "session_id": 0, "responses": []}
     deadline = trio.current_time() + max(req.max_wait_ms, 0) / 1000
     rm = broker.replica_manager
     while True:
-        responses, total, any_error = read_partitions(broker, req, version)
+        data, total, any_error = read_partitions(broker, fctx, req, version)
         if total >= req.min_bytes or any_error or trio.current_time() >= deadline:
             break
         with trio.move_on_at(deadline):
             await rm.wait_for_append()
-    return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
+    session_id, selected = fctx.update_and_generate_response(data)
+    ctx.notes["fetch_session_id"] = session_id
+    return {"throttle_time_ms": 0, "error_code": 0, "session_id": session_id,
+            "responses": group_by_topic(broker, version, selected)}

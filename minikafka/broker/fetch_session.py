@@ -1,0 +1,426 @@
+"""Incremental fetch sessions (KIP-227): the broker-side session cache and fetch contexts.
+
+Models Kafka's ``kafka.server.FetchSession`` family:
+
+* :class:`CachedPartition` and :class:`FetchSession`: what a session remembers
+  per partition (the fetch position the client last sent, and the high
+  watermark / log start offset / last stable offset it was last told).
+* :class:`FetchSessionCache`: at most ``max.incremental.fetch.session.cache.slots``
+  sessions; a new session may evict first a stale one (unused for
+  ``min.incremental.fetch.session.eviction.ms``), else the least valuable one
+  by (privileged, size), followers being privileged and bigger sessions more
+  valuable.  When nothing can be evicted the fetch is served sessionless.
+* :class:`FetchManager` with the contexts Kafka's ``FetchManager.newContext``
+  returns: :class:`SessionErrorContext`, :class:`SessionlessFetchContext`,
+  :class:`FullFetchContext` and :class:`IncrementalFetchContext`.
+
+Deliberate differences: one event loop, so no locking; eviction candidates
+are found by a scan (the cache holds at most a few thousand sessions) instead
+of Kafka's two sorted maps, with the same order.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+import uuid
+from collections import OrderedDict, deque
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, NamedTuple
+
+from ..protocol.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+INVALID_SESSION_ID = 0
+INITIAL_EPOCH = 0
+FINAL_EPOCH = -1
+
+
+def next_epoch(epoch: int) -> int:
+    """Kafka's ``FetchMetadata.nextEpoch``: 0 -> 1, wraps from int32 max to 1."""
+    if epoch < 0:
+        return FINAL_EPOCH
+    return 1 if epoch == 0x7FFFFFFF else epoch + 1
+
+
+class PartitionKey(NamedTuple):
+    """A fetched partition: by topic id (v13+) or by name; ``topic`` may be None for an unknown id."""
+
+    topic_id: uuid.UUID | None
+    topic: str | None
+    partition: int
+
+
+@dataclass(slots=True)
+class PartitionRequest:
+    """The per-partition fields of a fetch request."""
+
+    fetch_offset: int
+    max_bytes: int
+    log_start_offset: int = -1
+    current_leader_epoch: int = -1
+    last_fetched_epoch: int = -1
+
+
+@dataclass(slots=True)
+class CachedPartition:
+    """A partition in a fetch session (Kafka's ``CachedPartition``)."""
+
+    key: PartitionKey
+    fetch_offset: int
+    max_bytes: int
+    fetcher_log_start_offset: int = -1
+    current_leader_epoch: int = -1
+    last_fetched_epoch: int = -1
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    local_log_start_offset: int = -1
+
+    def request(self) -> PartitionRequest:
+        return PartitionRequest(self.fetch_offset, self.max_bytes, self.fetcher_log_start_offset,
+                                self.current_leader_epoch, self.last_fetched_epoch)
+
+    def update_request_params(self, req: PartitionRequest) -> None:
+        self.fetch_offset = req.fetch_offset
+        self.max_bytes = req.max_bytes
+        self.fetcher_log_start_offset = req.log_start_offset
+        self.current_leader_epoch = req.current_leader_epoch
+        self.last_fetched_epoch = req.last_fetched_epoch
+
+    def maybe_update_response_data(self, resp: dict, update: bool) -> bool:
+        """Whether an incremental response must carry this partition (and remember what it says).
+
+        New records, a changed high watermark / last stable offset / log start
+        offset, or an error; after an error the cached high watermark is reset so
+        the partition is re-sent once the error clears.
+        """
+        must = resp.get("_size", 0) > 0
+        hw = resp.get("high_watermark", -1)
+        if hw != self.high_watermark:
+            must = True
+            if update:
+                self.high_watermark = hw
+        lso = resp.get("last_stable_offset", -1)
+        if lso != self.last_stable_offset:
+            must = True
+            if update:
+                self.last_stable_offset = lso
+        lso_start = resp.get("log_start_offset", -1)
+        if lso_start != self.local_log_start_offset:
+            must = True
+            if update:
+                self.local_log_start_offset = lso_start
+        if resp.get("error_code", 0):
+            must = True
+            if update:
+                self.high_watermark = -1
+        return must
+
+
+@dataclass
+class FetchSession:
+    """One incremental fetch session (Kafka's ``FetchSession``)."""
+
+    id: int
+    privileged: bool
+    partitions: "OrderedDict[PartitionKey, CachedPartition]"
+    uses_topic_ids: bool
+    creation_ms: int
+    last_used_ms: int
+    epoch: int
+    cached_size: int = -1
+
+    def size(self) -> int:
+        return len(self.partitions)
+
+    def eviction_key(self) -> tuple[bool, int, int]:
+        """Kafka's ``EvictableKey``: (privileged, size, id); smaller is evicted first."""
+        return (self.privileged, self.cached_size, self.id)
+
+    def update(
+        self, fetch_data: "OrderedDict[PartitionKey, PartitionRequest]", to_forget: Iterable[PartitionKey]
+    ) -> tuple[list[PartitionKey], list[PartitionKey], list[PartitionKey]]:
+        """Merge an incremental request: returns (added, updated, removed)."""
+        added, updated, removed = [], [], []
+        for key, req in fetch_data.items():
+            cached = self.partitions.get(key)
+            if cached is None:
+                self.partitions[key] = CachedPartition(key, req.fetch_offset, req.max_bytes, req.log_start_offset,
+                                                       req.current_leader_epoch, req.last_fetched_epoch)
+                added.append(key)
+            else:
+                cached.update_request_params(req)
+                updated.append(key)
+        for key in to_forget:
+            if self.partitions.pop(key, None) is not None:
+                removed.append(key)
+        return added, updated, removed
+
+
+class Meter:
+    """A counter with a one-minute rate, like the Yammer meters behind Kafka's ``*PerSec`` metrics."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.count = 0
+        self.clock = clock
+        self._events: deque[float] = deque()
+
+    def mark(self, n: int = 1) -> None:
+        self.count += n
+        now = self.clock()
+        self._events.append(now)
+        while self._events and self._events[0] < now - 60:
+            self._events.popleft()
+
+    @property
+    def one_minute_rate(self) -> float:
+        now = self.clock()
+        while self._events and self._events[0] < now - 60:
+            self._events.popleft()
+        return len(self._events) / 60.0
+
+
+class FetchSessionCache:
+    """The bounded set of incremental fetch sessions on one broker."""
+
+    def __init__(self, max_entries: int = 1000, eviction_ms: int = 120000,
+                 clock_ms: Callable[[], int] = lambda: int(time.monotonic() * 1000)) -> None:
+        self.max_entries = max_entries
+        self.eviction_ms = eviction_ms
+        self.clock_ms = clock_ms
+        self.sessions: dict[int, FetchSession] = {}
+        self.num_partitions = 0
+        self.eviction_meter = Meter()
+        self._rng = random.Random()
+
+    # -- metrics, with Kafka's names -------------------------------------------
+    @property
+    def num_incremental_fetch_sessions(self) -> int:
+        return len(self.sessions)
+
+    @property
+    def num_incremental_fetch_partitions_cached(self) -> int:
+        return self.num_partitions
+
+    @property
+    def evictions(self) -> int:
+        return self.eviction_meter.count
+
+    def metrics(self) -> dict[str, float]:
+        return {
+            "kafka.server:type=FetchSessionCache,name=NumIncrementalFetchSessions": len(self.sessions),
+            "kafka.server:type=FetchSessionCache,name=NumIncrementalFetchPartitionsCached": self.num_partitions,
+            "kafka.server:type=FetchSessionCache,name=IncrementalFetchSessionEvictionsPerSec":
+                self.eviction_meter.one_minute_rate,
+            "kafka.server:type=FetchSessionCache,name=IncrementalFetchSessionEvictionsTotal":
+                self.eviction_meter.count,
+        }
+
+    # -- lookups and updates --------------------------------------------------
+    def get(self, session_id: int) -> FetchSession | None:
+        return self.sessions.get(session_id)
+
+    def _new_session_id(self) -> int:
+        while True:
+            sid = self._rng.randint(1, 0x7FFFFFFF)
+            if sid not in self.sessions:
+                return sid
+
+    def touch(self, session: FetchSession, now_ms: int) -> None:
+        """Record a use of ``session`` and its (possibly changed) size."""
+        if session.id in self.sessions:
+            self.num_partitions -= max(session.cached_size, 0)
+            session.cached_size = session.size()
+            self.num_partitions += session.cached_size
+        session.last_used_ms = now_ms
+
+    def remove(self, session_or_id: FetchSession | int) -> FetchSession | None:
+        sid = session_or_id if isinstance(session_or_id, int) else session_or_id.id
+        session = self.sessions.pop(sid, None)
+        if session is not None:
+            self.num_partitions -= max(session.cached_size, 0)
+        return session
+
+    def maybe_create_session(
+        self,
+        now_ms: int,
+        privileged: bool,
+        size: int,
+        uses_topic_ids: bool,
+        create_partitions: Callable[[], "OrderedDict[PartitionKey, CachedPartition]"],
+    ) -> int:
+        """Create a session if there is room (evicting if allowed); the new id, or 0."""
+        if len(self.sessions) < self.max_entries or self._try_evict(privileged, (privileged, size, 0), now_ms):
+            partitions = create_partitions()
+            session = FetchSession(self._new_session_id(), privileged, partitions, uses_topic_ids,
+                                   now_ms, now_ms, next_epoch(INITIAL_EPOCH))
+            self.sessions[session.id] = session
+            self.touch(session, now_ms)
+            log.debug("created fetch session %d with %d partitions", session.id, session.size())
+            return session.id
+        log.debug("no fetch session slot for a %s session of %d partitions",
+                  "privileged" if privileged else "unprivileged", size)
+        return INVALID_SESSION_ID
+
+    def _try_evict(self, privileged: bool, key: tuple[bool, int, int], now_ms: int) -> bool:
+        """Kafka's ``tryEvict``: a stale session first, else one less valuable than ``key``."""
+        if not self.sessions:
+            return False
+        oldest = min(self.sessions.values(), key=lambda s: (s.last_used_ms, s.id))
+        if now_ms - oldest.last_used_ms > self.eviction_ms:
+            log.info("evicting stale fetch session %d", oldest.id)
+            self.remove(oldest)
+            self.eviction_meter.mark()
+            return True
+        weakest = min(self.sessions.values(), key=FetchSession.eviction_key)
+        if key > weakest.eviction_key():
+            log.info("evicting fetch session %d (privileged=%s, size=%d) for a more valuable one",
+                     weakest.id, weakest.privileged, weakest.cached_size)
+            self.remove(weakest)
+            self.eviction_meter.mark()
+            return True
+        return False
+
+
+# -- fetch contexts ------------------------------------------------------------
+
+@dataclass
+class FetchContext:
+    """What a fetch request reads and how its response is shaped."""
+
+    error: ErrorCode = ErrorCode.NONE
+    session_id: int = INVALID_SESSION_ID
+    is_incremental: bool = False
+    kind: str = "sessionless"
+
+    def partitions(self) -> list[tuple[PartitionKey, PartitionRequest]]:
+        return []
+
+    def update_and_generate_response(
+        self, data: "OrderedDict[PartitionKey, dict]"
+    ) -> tuple[int, "OrderedDict[PartitionKey, dict]"]:
+        """(response session id, partitions to put in the response)."""
+        return self.session_id, data
+
+
+@dataclass
+class SessionErrorContext(FetchContext):
+    """A session error: a top-level error code, no partitions."""
+
+    kind: str = "error"
+
+
+@dataclass
+class SessionlessFetchContext(FetchContext):
+    """A full fetch outside any session (epoch -1, or pre-v7, or no cache slot)."""
+
+    fetch_data: "OrderedDict[PartitionKey, PartitionRequest]" = field(default_factory=OrderedDict)
+
+    def partitions(self) -> list[tuple[PartitionKey, PartitionRequest]]:
+        return list(self.fetch_data.items())
+
+    def update_and_generate_response(self, data):
+        return INVALID_SESSION_ID, data
+
+
+@dataclass
+class FullFetchContext(FetchContext):
+    """A full fetch that tries to create a new session from what it returns."""
+
+    fetch_data: "OrderedDict[PartitionKey, PartitionRequest]" = field(default_factory=OrderedDict)
+    cache: FetchSessionCache | None = None
+    privileged: bool = False
+    uses_topic_ids: bool = False
+    kind: str = "full"
+
+    def partitions(self) -> list[tuple[PartitionKey, PartitionRequest]]:
+        return list(self.fetch_data.items())
+
+    def update_and_generate_response(self, data):
+        assert self.cache is not None
+
+        def create() -> "OrderedDict[PartitionKey, CachedPartition]":
+            cached: OrderedDict[PartitionKey, CachedPartition] = OrderedDict()
+            for key, resp in data.items():
+                req = self.fetch_data[key]
+                cp = CachedPartition(key, req.fetch_offset, req.max_bytes, req.log_start_offset,
+                                     req.current_leader_epoch, req.last_fetched_epoch)
+                cp.maybe_update_response_data(resp, True)
+                cached[key] = cp
+            return cached
+
+        self.session_id = self.cache.maybe_create_session(
+            self.cache.clock_ms(), self.privileged, len(data), self.uses_topic_ids, create)
+        return self.session_id, data
+
+
+@dataclass
+class IncrementalFetchContext(FetchContext):
+    """A fetch within an existing session: reads every session partition, answers with the changed ones."""
+
+    session: FetchSession | None = None
+    is_incremental: bool = True
+    kind: str = "incremental"
+
+    def partitions(self) -> list[tuple[PartitionKey, PartitionRequest]]:
+        assert self.session is not None
+        return [(k, cp.request()) for k, cp in self.session.partitions.items()]
+
+    def update_and_generate_response(self, data):
+        session = self.session
+        assert session is not None
+        selected: OrderedDict[PartitionKey, dict] = OrderedDict()
+        for key, resp in data.items():
+            cp = session.partitions.get(key)
+            if cp is not None and cp.maybe_update_response_data(resp, True):
+                selected[key] = resp
+                # Partitions that made it into the response move to the end, so a size
+                # limit cannot starve the ones after them (Kafka does the same).
+                session.partitions.move_to_end(key)
+        return session.id, selected
+
+
+class FetchManager:
+    """Picks the fetch context for each Fetch request (Kafka's ``FetchManager.newContext``)."""
+
+    def __init__(self, cache: FetchSessionCache) -> None:
+        self.cache = cache
+
+    def new_context(
+        self,
+        version: int,
+        session_id: int,
+        epoch: int,
+        is_follower: bool,
+        fetch_data: "OrderedDict[PartitionKey, PartitionRequest]",
+        to_forget: list[PartitionKey],
+    ) -> FetchContext:
+        uses_topic_ids = version >= 13
+        if version < 7:
+            return SessionlessFetchContext(fetch_data=fetch_data)
+        if epoch in (INITIAL_EPOCH, FINAL_EPOCH):
+            if session_id != INVALID_SESSION_ID:
+                # Any session named in a full fetch request is closed.
+                if self.cache.remove(session_id) is not None:
+                    log.debug("closed fetch session %d", session_id)
+            if epoch == FINAL_EPOCH:
+                return SessionlessFetchContext(fetch_data=fetch_data)
+            return FullFetchContext(fetch_data=fetch_data, cache=self.cache, privileged=is_follower,
+                                    uses_topic_ids=uses_topic_ids)
+        session = self.cache.get(session_id)
+        if session is None:
+            return SessionErrorContext(error=ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
+        if session.epoch != epoch:
+            return SessionErrorContext(error=ErrorCode.INVALID_FETCH_SESSION_EPOCH)
+        if session.uses_topic_ids != uses_topic_ids:
+            return SessionErrorContext(error=ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR)
+        session.update(fetch_data, to_forget)
+        if not session.partitions:
+            log.debug("closing fetch session %d: no partitions left", session.id)
+            self.cache.remove(session)
+            return SessionlessFetchContext(fetch_data=fetch_data)
+        self.cache.touch(session, self.cache.clock_ms())
+        session.epoch = next_epoch(session.epoch)
+        return IncrementalFetchContext(session=session, session_id=session.id)
