@@ -2,7 +2,9 @@
 
 The broker runs as its own process (``python -m minikafka serve``), so the
 client and the broker each get a core.  Prints, per message size: produce and
-consume MB/s and messages/s; then the broker's start-up time (spawn to first
+consume MB/s and messages/s, with the broker process's CPU use over each
+phase (well under 100% means the client, not the broker, set the pace);
+then the broker's start-up time (spawn to first
 accepted connection), idle RSS and peak RSS.  ``--profile`` runs the broker
 under cProfile and prints where its time went.
 """
@@ -80,7 +82,8 @@ def produce(bootstrap: str, topic: str, n: int, size: int, partitions: int) -> f
 def consume(bootstrap: str, topic: str, n: int, partitions: int) -> float:
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False,
                   "fetch.max.bytes": 52428800, "max.partition.fetch.bytes": 10485760,
-                  "queued.max.messages.kbytes": 1048576})
+                  "queued.max.messages.kbytes": 1048576, "queued.min.messages": 2000000,
+                  "fetch.queue.backoff.ms": 5})
     c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     got = 0
     t0 = time.perf_counter()
@@ -88,7 +91,9 @@ def consume(bootstrap: str, topic: str, n: int, partitions: int) -> float:
         msgs = c.consume(num_messages=100000, timeout=5)
         if not msgs:
             raise SystemExit(f"consumer stalled at {got}/{n}")
-        got += sum(1 for m in msgs if m.error() is None)
+        got += len(msgs)
+        if msgs[-1].error() is not None:
+            raise SystemExit(f"consumer error: {msgs[-1].error()}")
     elapsed = time.perf_counter() - t0
     c.close()
     return elapsed
@@ -114,17 +119,28 @@ def main() -> None:
     print(f"client: confluent-kafka {confluent_kafka.version()[0]}, librdkafka {confluent_kafka.libversion()[0]}")
     print(f"broker: {'data dir' if args.data_dir else 'in memory'}, {args.partitions} partition(s)"
           f"{', under cProfile' if prof else ''}")
-    print(f"{'size':>6} {'messages':>9} {'produce MB/s':>13} {'msgs/s':>10} {'consume MB/s':>13} {'msgs/s':>10}")
+    print(f"{'size':>6} {'messages':>9} {'produce MB/s':>13} {'msgs/s':>10} {'broker CPU':>10} "
+          f"{'consume MB/s':>13} {'msgs/s':>10} {'broker CPU':>10}")
+    broker_proc = psutil.Process(proc.pid)
+
+    def cpu() -> float:
+        t = broker_proc.cpu_times()
+        return t.user + t.system
+
     admin = AdminClient({"bootstrap.servers": bootstrap})
     try:
         for size, default_n in ((100, 2_000_000), (1024, 500_000)):
             n = args.messages or default_n
             topic = f"bench-{size}"
             admin.create_topics([NewTopic(topic, args.partitions, 1)])[topic].result(10)
+            c0 = cpu()
             tp = produce(bootstrap, topic, n, size, args.partitions)
+            c1 = cpu()
             tc = consume(bootstrap, topic, n, args.partitions)
+            c2 = cpu()
             mb = n * size / 1e6
-            print(f"{size:>6} {n:>9} {mb / tp:>13.1f} {n / tp:>10.0f} {mb / tc:>13.1f} {n / tc:>10.0f}")
+            print(f"{size:>6} {n:>9} {mb / tp:>13.1f} {n / tp:>10.0f} {(c1 - c0) / tp:>9.0%} "
+                  f"{mb / tc:>13.1f} {n / tc:>10.0f} {(c2 - c1) / tc:>9.0%}")
         print(f"broker start-up to accepting connections: {startup * 1000:.0f} ms")
         print(f"broker idle RSS: {idle_rss:.1f} MB; peak RSS: {peak_rss_mb(proc.pid):.1f} MB")
     finally:

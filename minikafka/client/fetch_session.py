@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar, Iterable, Mapping, NamedTuple
 
 from ..protocol.errors import ErrorCode
@@ -365,11 +365,9 @@ class FetchSessionHandler:
         if error:
             log.info("node %d was unable to process the fetch request with %s: %s", self.node,
                      self.next_metadata, _error_name(error))
-            if not self.use_sessions:
-                pass
-            elif error == ErrorCode.FETCH_SESSION_ID_NOT_FOUND:
-                self.next_metadata = FetchMetadata.INITIAL
-            else:
+            if error == ErrorCode.FETCH_SESSION_ID_NOT_FOUND:
+                self._reset_initial()
+            elif self.use_sessions:
                 self.next_metadata = self.next_metadata.next_close_existing_attempt_new()
             return False
         tps = list(self.response_data(response, version))

@@ -7,6 +7,7 @@ name is unique across the tree).
 from __future__ import annotations
 
 import random
+import re
 import shutil
 import subprocess
 import time
@@ -100,7 +101,8 @@ def kcat_version() -> str:
     if KCAT is None:
         return "kcat not installed"
     out = subprocess.run([KCAT, "-V"], capture_output=True, text=True, timeout=10).stdout
-    return " ".join(line.strip() for line in out.splitlines() if line.startswith("Version"))
+    m = re.search(r"Version (\S+) .*?librdkafka (\S+)", out)
+    return f"{m.group(1)} (librdkafka {m.group(2)})" if m else out.strip()
 
 
 def _version_str(v) -> str:
@@ -126,7 +128,7 @@ def client_versions() -> dict[str, str]:
 _reported = False
 
 
-@pytest.fixture(scope="session", autouse=False)
+@pytest.fixture(scope="session")
 def report_client_versions(request: pytest.FixtureRequest, record_testsuite_property) -> dict[str, str]:
     """Write the client versions to the terminal once per session (and to junit xml)."""
     global _reported
