@@ -48,10 +48,18 @@ class CloseConnection(Exception):
     """The request cannot be answered; Kafka would close the connection."""
 
 
+# Advertised minimum versions that differ from what is parsed.  Kafka 4.0 dropped
+# Produce v0-2 but still advertises v0 (KAFKA-18659): librdkafka before 2.10 only
+# compresses with gzip/snappy/lz4 when the broker claims Produce v0.  Requests
+# below the parsed minimum still close the connection.
+ADVERTISED_MIN_VERSION = {ApiKey.PRODUCE: 0}
+
+
 def supported_api_versions() -> list[dict]:
     """The ApiVersions list: every api with a handler, and its version range."""
     return [
-        {"api_key": k, "min_version": APIS[k].min_version, "max_version": APIS[k].max_version}
+        {"api_key": k, "min_version": ADVERTISED_MIN_VERSION.get(k, APIS[k].min_version),
+         "max_version": APIS[k].max_version}
         for k in sorted(HANDLERS)
         if k in APIS
     ]

@@ -120,7 +120,7 @@ def test_snappy_produce_and_consume(broker_thread) -> None:
     produce_snappy(bs, "kc-snappy")
     headers = stored_batch_headers(broker_thread, "kc-snappy", 0)
     assert sum(h.record_count for h in headers) == len(SNAPPY_LINES)
-    assert all(h.compression in (0, CODECS["snappy"]) for h in headers)
+    assert all(h.compression == CODECS["snappy"] for h in headers)
 
     out = kcat("-C", "-b", bs, "-t", "kc-snappy", "-o", "beginning", "-e", "-q", "-f", "%k:%s\n")
     assert out.decode().splitlines() == SNAPPY_LINES
@@ -129,10 +129,6 @@ def test_snappy_produce_and_consume(broker_thread) -> None:
     assert out.decode().splitlines() == ["2997 k2997", "2998 k2998", "2999 k2999"]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "broker bug: ApiVersions advertises Produce 3-9; librdkafka < 2.10 (kcat's builtin 2.0.2) then "
-    "decides gzip/snappy/lz4 are unsupported and silently sends uncompressed batches. Kafka 4.0 "
-    "advertises Produce 0-N for this reason (KAFKA-18659, librdkafka#4956) while rejecting v0-2."))
 def test_snappy_batches_are_stored_compressed(broker_thread) -> None:
     produce_snappy(broker_thread.bootstrap, "kc-snappy-stored")
     headers = stored_batch_headers(broker_thread, "kc-snappy-stored", 0)
