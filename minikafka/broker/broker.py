@@ -47,6 +47,7 @@ class Broker:
         self.server = SocketServer(self)
         self.started_at = time.time()
         self.request_count = 0
+        self.request_stats: dict[int, list[int]] = {}  # api key -> [requests, request bytes, response bytes]
         # Callables fn(ctx, frame, response_segments) run after each request is answered.
         self.request_observers: list[Callable[["RequestContext", bytes | bytearray, list | None], None]] = []
 
@@ -122,8 +123,27 @@ class Broker:
     # -- hooks from the socket server ---------------------------------------
     def on_request_done(self, ctx: "RequestContext", frame: bytes | bytearray, response: list | None) -> None:
         self.request_count += 1
+        stats = self.request_stats.get(ctx.api_key)
+        if stats is None:
+            stats = self.request_stats[ctx.api_key] = [0, 0, 0]
+        stats[0] += 1
+        stats[1] += len(frame) + 4
+        if response is not None:
+            stats[2] += 4 + sum(len(s) if not isinstance(s, memoryview) else s.nbytes for s in response)
         for observe in self.request_observers:
             observe(ctx, frame, response)
+
+    def metrics(self) -> dict[str, float]:
+        """A snapshot of the broker's metrics under Kafka's JMX-style names."""
+        from ..protocol.api import APIS
+
+        out: dict[str, float] = dict(self.fetch_manager.cache.metrics())
+        for key, (count, req_bytes, resp_bytes) in sorted(self.request_stats.items()):
+            name = APIS[key].name if key in APIS else str(key)
+            out[f"kafka.network:type=RequestMetrics,name=RequestsTotal,request={name}"] = count
+            out[f"kafka.network:type=RequestMetrics,name=RequestBytesTotal,request={name}"] = req_bytes
+            out[f"kafka.network:type=RequestMetrics,name=ResponseBytesTotal,request={name}"] = resp_bytes
+        return out
 
     def on_connection_closed(self, connection_id: str) -> None:
         pass

@@ -240,3 +240,14 @@ async def test_sessions_at_every_session_version(broker, conn, version):
     assert r.session_id > 0
     r = await fetch(conn, r.session_id, 1, [], version=version)
     assert r.error_code == 0 and returned(r) == {}
+
+
+async def test_metrics_use_kafka_names(broker, conn):
+    await create(conn, "m", 3)
+    r = await fetch(conn, 0, 0, [{"topic": "m", "partitions": [part(0), part(1), part(2)]}])
+    await fetch(conn, r.session_id, 1, [])
+    m = broker.metrics()
+    assert m["kafka.server:type=FetchSessionCache,name=NumIncrementalFetchSessions"] == 1
+    assert m["kafka.server:type=FetchSessionCache,name=NumIncrementalFetchPartitionsCached"] == 3
+    assert m["kafka.server:type=FetchSessionCache,name=IncrementalFetchSessionEvictionsPerSec"] == 0
+    assert m["kafka.network:type=RequestMetrics,name=RequestsTotal,request=Fetch"] == 2

@@ -86,3 +86,23 @@ async def test_deleted_topic_stays_deleted(tmp_path):
     assert not list(tmp_path.rglob("tmp-0"))
     async with await _restart(tmp_path) as b:
         assert b.metadata.get_topic("tmp") is None
+
+
+async def test_retention_loop_deletes_old_segments(tmp_path):
+    import trio
+
+    cfg = BrokerConfig(port=0, data_dir=tmp_path, log_retention_check_interval_ms=50,
+                       log_segment_bytes=1024, log_retention_bytes=2048)
+    async with serve_broker(cfg) as b:
+        async with await KafkaConnection.connect("127.0.0.1", b.port) as c:
+            await create(c, "ret")
+            for i in range(20):
+                await produce(c, "ret", batch([b"%03d" % i + b"x" * 300]))
+            lg = b.replica_manager.get("ret", 0).log
+            assert lg.log_start_offset == 0 and lg.num_segments > 3
+            with trio.fail_after(5):
+                while lg.log_start_offset == 0:
+                    await trio.sleep(0.05)
+            assert lg.size_in_bytes <= 2048 + 1024
+            part = await fetch(c, "ret", lg.log_start_offset)
+            assert part.log_start_offset == lg.log_start_offset and values(part.records)[-1].startswith(b"019")

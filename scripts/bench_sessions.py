@@ -1,0 +1,250 @@
+"""Fetch-session benchmark: a 1000-partition consumer-style fetcher, sessionless vs sessions.
+
+    scripts/bench sessions [--seconds 10] [--partitions 1000] [--version 12]
+
+The broker runs as its own process (``python -m minikafka serve``).  For each
+scenario -- ``idle`` (nothing produced) and ``trickle`` (a producer sends one
+small record every ~10 ms to a random partition with raw Produce requests) --
+and each mode -- ``sessionless`` (session id 0, epoch -1: every fetch names
+every partition) and ``sessions`` (KIP-227 incremental fetches through
+:class:`~minikafka.client.fetch_session.FetchSessionHandler`) -- one fetcher
+(replica_id -1, max_wait_ms 500, min_bytes 1) fetches a fresh topic for a fixed
+time.  Prints fetches/s, fetch request and response bytes/s (whole frames, size
+prefix included) and the broker's CPU time per fetch (user + system of the
+broker process over the run / fetches; in ``trickle`` this includes handling
+the produce requests), then the sessionless/sessions ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import random
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+
+import psutil
+import trio
+
+from minikafka.client.connection import KafkaConnection
+from minikafka.client.fetch_session import FetchSessionHandler, PartitionData
+from minikafka.protocol.api import ApiKey
+from minikafka.protocol.records import Record, build_batch, iter_batches
+
+log = logging.getLogger(__name__)
+
+MAX_WAIT_MS = 500  # the consumer's fetch.max.wait.ms default
+MIN_BYTES = 1
+MAX_BYTES = 52428800  # fetch.max.bytes
+PARTITION_MAX_BYTES = 1048576  # max.partition.fetch.bytes
+PRODUCE_INTERVAL = 0.010
+
+
+@dataclass
+class RunResult:
+    scenario: str
+    mode: str
+    seconds: float
+    fetches: int = 0
+    incremental: int = 0
+    request_bytes: int = 0
+    response_bytes: int = 0
+    records: int = 0
+    produced: int = 0
+    broker_cpu: float = 0.0
+
+    @property
+    def fetches_per_s(self) -> float:
+        return self.fetches / self.seconds
+
+    @property
+    def request_bytes_per_s(self) -> float:
+        return self.request_bytes / self.seconds
+
+    @property
+    def response_bytes_per_s(self) -> float:
+        return self.response_bytes / self.seconds
+
+    @property
+    def cpu_ms_per_fetch(self) -> float:
+        return 1000 * self.broker_cpu / self.fetches if self.fetches else float("nan")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_broker(port: int) -> subprocess.Popen:
+    proc = subprocess.Popen([sys.executable, "-m", "minikafka", "serve", "--port", str(port),
+                             "--log-level", "WARNING"], stdout=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.05).close()
+            return proc
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit("broker did not start")
+            time.sleep(0.01)
+
+
+def broker_cpu(proc: psutil.Process) -> float:
+    t = proc.cpu_times()
+    return t.user + t.system
+
+
+async def create_topic(conn: KafkaConnection, name: str, partitions: int) -> uuid.UUID:
+    resp = await conn.request(ApiKey.CREATE_TOPICS, 7, {
+        "topics": [{"name": name, "num_partitions": partitions, "replication_factor": 1}], "timeout_ms": 10000})
+    t = resp.topics[0]
+    if t.error_code:
+        raise SystemExit(f"CreateTopics {name}: error {t.error_code}")
+    return t.topic_id
+
+
+async def producer(port: int, topic: str, partitions: int, counter: list[int]) -> None:
+    """One small record every ~10 ms to a random partition (acks=1)."""
+    rnd = random.Random(1)
+    async with await KafkaConnection.connect("127.0.0.1", port, client_id="bench-producer") as conn:
+        n = 0
+        while True:
+            batch = build_batch([Record(offset_delta=0, key=None, value=b"trickle-%08d" % n)])
+            resp = await conn.request(ApiKey.PRODUCE, 8, {
+                "acks": 1, "timeout_ms": 1000,
+                "topic_data": [{"name": topic, "partition_data": [
+                    {"index": rnd.randrange(partitions), "records": batch}]}]})
+            err = resp.responses[0].partition_responses[0].error_code
+            if err:
+                raise RuntimeError(f"produce error {err}")
+            n += 1
+            counter[0] = n
+            await trio.sleep(PRODUCE_INTERVAL)
+
+
+async def fetcher(conn: KafkaConnection, handler: FetchSessionHandler, topic: str, topic_id: uuid.UUID,
+                  partitions: int, version: int, result: RunResult) -> None:
+    """Fetch every partition in a loop, advancing positions past the records received."""
+    positions = [0] * partitions
+    while True:
+        builder = handler.new_builder()
+        for p in range(partitions):
+            data = PartitionData(topic, topic_id, p, positions[p], -1, PARTITION_MAX_BYTES)
+            builder.add(data.tp, data)
+        data = builder.build()
+        body = data.to_request(version, replica_id=-1, max_wait_ms=MAX_WAIT_MS, min_bytes=MIN_BYTES,
+                               max_bytes=MAX_BYTES)
+        corr = next(conn._corr)
+        payload = conn.encode_request(ApiKey.FETCH, version, body, corr)
+        await conn.send_raw(payload)
+        frame = await conn.receive_frame()
+        if frame is None:
+            raise ConnectionError("broker closed the connection")
+        got, resp = conn.decode_response(ApiKey.FETCH, version, frame)
+        assert got == corr
+        result.fetches += 1
+        result.incremental += not data.is_full
+        result.request_bytes += 4 + len(payload)
+        result.response_bytes += 4 + len(frame)
+        if not handler.handle_response(resp, version):
+            log.warning("fetch response not processed (error %s)", resp.error_code)
+            continue
+        for tp, part in handler.response_data(resp, version).items():
+            if part.error_code:
+                raise RuntimeError(f"fetch error {part.error_code} on {tp}")
+            if part.records:
+                for h, _ in iter_batches(bytes(part.records), check_crc=False):
+                    positions[tp.partition] = h.base_offset + h.last_offset_delta + 1
+                    result.records += h.record_count
+
+
+async def run(port: int, proc: psutil.Process, scenario: str, mode: str, seconds: float, partitions: int,
+              version: int) -> RunResult:
+    topic = f"bench-{scenario}-{mode}"
+    result = RunResult(scenario, mode, seconds)
+    async with await KafkaConnection.connect("127.0.0.1", port, client_id=f"bench-{mode}") as conn:
+        topic_id = await create_topic(conn, topic, partitions)
+        handler = FetchSessionHandler(0, use_sessions=(mode == "sessions"))
+        produced = [0]
+        cpu0 = broker_cpu(proc)
+        t0 = time.perf_counter()
+        with trio.move_on_after(seconds):
+            async with trio.open_nursery() as nursery:
+                if scenario == "trickle":
+                    nursery.start_soon(producer, port, topic, partitions, produced)
+                nursery.start_soon(fetcher, conn, handler, topic, topic_id, partitions, version, result)
+        result.seconds = time.perf_counter() - t0
+        result.broker_cpu = broker_cpu(proc) - cpu0
+        result.produced = produced[0]
+    return result
+
+
+def _bytes(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if abs(n) < 1024 or unit == "GB":
+            return f"{n:7.1f} {unit}"
+        n /= 1024
+    return ""
+
+
+def report(results: list[RunResult]) -> None:
+    print(f"\n{'scenario':8s} {'mode':11s} {'fetches/s':>9s} {'incr.':>6s} {'request/s':>12s} "
+          f"{'response/s':>12s} {'cpu ms/fetch':>12s} {'records':>8s}")
+    for r in results:
+        print(f"{r.scenario:8s} {r.mode:11s} {r.fetches_per_s:9.1f} {r.incremental:6d} "
+              f"{_bytes(r.request_bytes_per_s):>10s}/s {_bytes(r.response_bytes_per_s):>10s}/s "
+              f"{r.cpu_ms_per_fetch:12.3f} {r.records:>4d}/{r.produced:<4d}")
+    print("\nratios sessionless / sessions:")
+    by = {(r.scenario, r.mode): r for r in results}
+    for scenario in dict.fromkeys(r.scenario for r in results):
+        a, b = by.get((scenario, "sessionless")), by.get((scenario, "sessions"))
+        if a is None or b is None:
+            continue
+        def ratio(x: float, y: float) -> str:
+            return f"{x / y:8.1f}x" if y else "     inf"
+        print(f"  {scenario:8s} fetches/s {ratio(a.fetches_per_s, b.fetches_per_s)}  "
+              f"request bytes/s {ratio(a.request_bytes_per_s, b.request_bytes_per_s)}  "
+              f"response bytes/s {ratio(a.response_bytes_per_s, b.response_bytes_per_s)}  "
+              f"broker cpu/fetch {ratio(a.cpu_ms_per_fetch, b.cpu_ms_per_fetch)}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seconds", type=float, default=10, help="duration of each run (default 10)")
+    ap.add_argument("--partitions", type=int, default=1000)
+    ap.add_argument("--version", type=int, default=12, choices=range(7, 14), metavar="7-13",
+                    help="Fetch version (default 12)")
+    ap.add_argument("--scenarios", default="idle,trickle")
+    ap.add_argument("--modes", default="sessionless,sessions")
+    args = ap.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    port = free_port()
+    popen = start_broker(port)
+    proc = psutil.Process(popen.pid)
+    results = []
+    try:
+        print(f"broker pid {popen.pid} on port {port}; {args.partitions} partitions, Fetch v{args.version}, "
+              f"max_wait_ms {MAX_WAIT_MS}, min_bytes {MIN_BYTES}, {args.seconds:g} s per run")
+        for scenario in args.scenarios.split(","):
+            for mode in args.modes.split(","):
+                r = trio.run(run, port, proc, scenario, mode, args.seconds, args.partitions, args.version)
+                print(f"  {scenario}/{mode}: {r.fetches} fetches ({r.incremental} incremental), "
+                      f"{r.records} records of {r.produced} produced", flush=True)
+                results.append(r)
+    finally:
+        popen.send_signal(signal.SIGINT)
+        try:
+            popen.wait(10)
+        except subprocess.TimeoutExpired:
+            popen.kill()
+    report(results)
+
+
+if __name__ == "__main__":
+    main()
