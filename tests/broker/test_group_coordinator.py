@@ -18,7 +18,7 @@ import trio
 
 from minikafka.broker.apis import HANDLERS
 from minikafka.broker.config import BrokerConfig
-from minikafka.broker.group_coordinator import GroupCoordinator, GroupState
+from minikafka.broker.groups import GroupCoordinator, GroupState
 from minikafka.broker.handlers import groups as _group_handlers  # noqa: F401  (registers the handlers)
 from minikafka.broker.request import RequestContext
 from minikafka.protocol.api import APIS, ApiKey
