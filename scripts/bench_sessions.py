@@ -19,14 +19,16 @@ from __future__ import annotations
 
 import argparse
 import logging
+import multiprocessing
 import random
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import psutil
 import trio
@@ -57,6 +59,16 @@ class RunResult:
     records: int = 0
     produced: int = 0
     broker_cpu: float = 0.0
+    request_sizes: list[int] = field(default_factory=list)
+    response_sizes: list[int] = field(default_factory=list)
+
+    @property
+    def median_request(self) -> float:
+        return statistics.median(self.request_sizes) if self.request_sizes else float("nan")
+
+    @property
+    def median_response(self) -> float:
+        return statistics.median(self.response_sizes) if self.response_sizes else float("nan")
 
     @property
     def fetches_per_s(self) -> float:
@@ -109,12 +121,14 @@ async def create_topic(conn: KafkaConnection, name: str, partitions: int) -> uui
     return t.topic_id
 
 
-async def producer(port: int, topic: str, partitions: int, counter: list[int]) -> None:
-    """One small record every ~10 ms to a random partition (acks=1)."""
+async def producer(port: int, topic: str, partitions: int, counter, stop) -> None:
+    """One small record every ~10 ms (on a fixed schedule) to a random partition, acks=1,
+    until ``stop`` is set; ``counter.value`` counts them."""
     rnd = random.Random(1)
     async with await KafkaConnection.connect("127.0.0.1", port, client_id="bench-producer") as conn:
         n = 0
-        while True:
+        start = trio.current_time()
+        while not stop.is_set():
             batch = build_batch([Record(offset_delta=0, key=None, value=b"trickle-%08d" % n)])
             resp = await conn.request(ApiKey.PRODUCE, 8, {
                 "acks": 1, "timeout_ms": 1000,
@@ -124,8 +138,13 @@ async def producer(port: int, topic: str, partitions: int, counter: list[int]) -
             if err:
                 raise RuntimeError(f"produce error {err}")
             n += 1
-            counter[0] = n
-            await trio.sleep(PRODUCE_INTERVAL)
+            counter.value = n
+            await trio.sleep_until(start + n * PRODUCE_INTERVAL)
+
+
+def producer_process(port: int, topic: str, partitions: int, counter, stop) -> None:
+    """The trickle producer in its own process, so the fetcher's CPU use cannot starve it."""
+    trio.run(producer, port, topic, partitions, counter, stop)
 
 
 async def fetcher(conn: KafkaConnection, handler: FetchSessionHandler, topic: str, topic_id: uuid.UUID,
@@ -152,6 +171,8 @@ async def fetcher(conn: KafkaConnection, handler: FetchSessionHandler, topic: st
         result.incremental += not data.is_full
         result.request_bytes += 4 + len(payload)
         result.response_bytes += 4 + len(frame)
+        result.request_sizes.append(4 + len(payload))
+        result.response_sizes.append(4 + len(frame))
         if not handler.handle_response(resp, version):
             log.warning("fetch response not processed (error %s)", resp.error_code)
             continue
@@ -164,24 +185,45 @@ async def fetcher(conn: KafkaConnection, handler: FetchSessionHandler, topic: st
                     result.records += h.record_count
 
 
-async def run(port: int, proc: psutil.Process, scenario: str, mode: str, seconds: float, partitions: int,
-              version: int) -> RunResult:
+async def _create(port: int, topic: str, partitions: int) -> uuid.UUID:
+    async with await KafkaConnection.connect("127.0.0.1", port, client_id="bench-admin") as conn:
+        return await create_topic(conn, topic, partitions)
+
+
+async def _fetch_for(port: int, handler: FetchSessionHandler, topic: str, topic_id: uuid.UUID, partitions: int,
+                     version: int, seconds: float, result: RunResult) -> None:
+    async with await KafkaConnection.connect("127.0.0.1", port, client_id=f"bench-{result.mode}") as conn:
+        with trio.move_on_after(seconds):
+            await fetcher(conn, handler, topic, topic_id, partitions, version, result)
+
+
+def run(port: int, proc: psutil.Process, scenario: str, mode: str, seconds: float, partitions: int,
+        version: int) -> RunResult:
+    """One scenario/mode on a fresh topic: the fetcher for ``seconds`` (and the producer, for trickle)."""
     topic = f"bench-{scenario}-{mode}"
     result = RunResult(scenario, mode, seconds)
-    async with await KafkaConnection.connect("127.0.0.1", port, client_id=f"bench-{mode}") as conn:
-        topic_id = await create_topic(conn, topic, partitions)
-        handler = FetchSessionHandler(0, use_sessions=(mode == "sessions"))
-        produced = [0]
+    topic_id = trio.run(_create, port, topic, partitions)
+    handler = FetchSessionHandler(0, use_sessions=(mode == "sessions"))
+    produced = multiprocessing.Value("q", 0)
+    stop = multiprocessing.Event()
+    prod = None
+    if scenario == "trickle":
+        prod = multiprocessing.Process(target=producer_process, args=(port, topic, partitions, produced, stop),
+                                       daemon=True)
+        prod.start()
+    try:
         cpu0 = broker_cpu(proc)
         t0 = time.perf_counter()
-        with trio.move_on_after(seconds):
-            async with trio.open_nursery() as nursery:
-                if scenario == "trickle":
-                    nursery.start_soon(producer, port, topic, partitions, produced)
-                nursery.start_soon(fetcher, conn, handler, topic, topic_id, partitions, version, result)
+        trio.run(_fetch_for, port, handler, topic, topic_id, partitions, version, seconds, result)
         result.seconds = time.perf_counter() - t0
         result.broker_cpu = broker_cpu(proc) - cpu0
-        result.produced = produced[0]
+    finally:
+        if prod is not None:
+            stop.set()
+            prod.join(5)
+            if prod.is_alive():
+                prod.terminate()
+    result.produced = produced.value
     return result
 
 
@@ -195,11 +237,14 @@ def _bytes(n: float) -> str:
 
 def report(results: list[RunResult]) -> None:
     print(f"\n{'scenario':8s} {'mode':11s} {'fetches/s':>9s} {'incr.':>6s} {'request/s':>12s} "
-          f"{'response/s':>12s} {'cpu ms/fetch':>12s} {'records':>8s}")
+          f"{'response/s':>12s} {'median req':>10s} {'median resp':>11s} {'cpu ms/fetch':>12s} {'records':>9s}")
     for r in results:
         print(f"{r.scenario:8s} {r.mode:11s} {r.fetches_per_s:9.1f} {r.incremental:6d} "
               f"{_bytes(r.request_bytes_per_s):>10s}/s {_bytes(r.response_bytes_per_s):>10s}/s "
+              f"{r.median_request:8.0f} B {r.median_response:9.0f} B "
               f"{r.cpu_ms_per_fetch:12.3f} {r.records:>4d}/{r.produced:<4d}")
+    print("(bytes are whole frames with the size prefix; totals include the first, full fetch of a "
+          "session; trickle CPU includes handling the produce requests)")
     print("\nratios sessionless / sessions:")
     by = {(r.scenario, r.mode): r for r in results}
     for scenario in dict.fromkeys(r.scenario for r in results):
@@ -211,6 +256,7 @@ def report(results: list[RunResult]) -> None:
         print(f"  {scenario:8s} fetches/s {ratio(a.fetches_per_s, b.fetches_per_s)}  "
               f"request bytes/s {ratio(a.request_bytes_per_s, b.request_bytes_per_s)}  "
               f"response bytes/s {ratio(a.response_bytes_per_s, b.response_bytes_per_s)}  "
+              f"median request {ratio(a.median_request, b.median_request)}  "
               f"broker cpu/fetch {ratio(a.cpu_ms_per_fetch, b.cpu_ms_per_fetch)}")
 
 
@@ -233,7 +279,7 @@ def main() -> None:
               f"max_wait_ms {MAX_WAIT_MS}, min_bytes {MIN_BYTES}, {args.seconds:g} s per run")
         for scenario in args.scenarios.split(","):
             for mode in args.modes.split(","):
-                r = trio.run(run, port, proc, scenario, mode, args.seconds, args.partitions, args.version)
+                r = run(port, proc, scenario, mode, args.seconds, args.partitions, args.version)
                 print(f"  {scenario}/{mode}: {r.fetches} fetches ({r.incremental} incremental), "
                       f"{r.records} records of {r.produced} produced", flush=True)
                 results.append(r)

@@ -144,9 +144,11 @@ class SocketServer:
                     break
                 ctx, req = apis.parse(frame, conn_id, peer)
                 response = await apis.handle(ctx, req)
+                # Accounted before the response leaves, so a client that reads the
+                # broker's metrics after its response always sees its own request.
+                self.broker.on_request_done(ctx, frame, response)
                 if response is not None:
                     await send_frame(sock, response)
-                self.broker.on_request_done(ctx, frame, response)
         except CloseConnection as exc:
             log.warning("closing connection %s from %s: %s", conn_id, peer, exc)
         except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError) as exc:

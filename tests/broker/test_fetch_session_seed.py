@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import trio
 
 from minikafka.broker.broker import Broker
 from minikafka.client.connection import KafkaConnection
@@ -75,6 +76,14 @@ def _observe(into: list[Seen]):
     return observe
 
 
+async def settled(seen: list, n: int, timeout: float = 5) -> list:
+    """Wait until the observer saw ``n`` fetches (it runs after the response is sent)."""
+    with trio.fail_after(timeout):
+        while len(seen) < n:
+            await trio.sleep(0.001)
+    return seen
+
+
 @pytest.fixture
 async def seeded(broker: Broker) -> Broker:
     broker.create_topic(seed.TOPIC, seed.TOPIC_PARTITIONS)
@@ -87,6 +96,7 @@ async def test_seed_sessions(seeded: Broker, conn: KafkaConnection):
     cache = seeded.fetch_manager.cache
 
     v6 = await seed.run_fetcher(conn, FetchSessionHandler(0), version=6, fetches=3)
+    await settled(seen, 3)
     assert [s.body_size for s in seen] == [12031] * 3
     assert [r.body_size for r in v6] == [12031] * 3
     assert all(s.request_partitions == 500 and s.response_partitions == 500 for s in seen)
@@ -95,6 +105,7 @@ async def test_seed_sessions(seeded: Broker, conn: KafkaConnection):
     seen.clear()
     handler = FetchSessionHandler(0)
     v7 = await seed.run_fetcher(conn, handler, version=7, fetches=6)
+    await settled(seen, 6)
     assert [s.body_size for s in seen] == [12043] + [33] * 5
     assert [r.body_size for r in v7] == [12043] + [33] * 5
     assert all(r.ok for r in v7)
@@ -125,6 +136,7 @@ async def test_seed_sessionless_stays_full(seeded: Broker, conn: KafkaConnection
     seen: list[Seen] = []
     seeded.request_observers.append(_observe(seen))
     rounds = await seed.run_fetcher(conn, FetchSessionHandler(0, use_sessions=False), version=version, fetches=4)
+    await settled(seen, 4)
     assert [s.body_size for s in seen] == [size] * 4
     assert all(r.full and r.ok for r in rounds)
     assert all(s.request_partitions == 500 and s.response_partitions == 500 for s in seen)

@@ -86,6 +86,8 @@ def read_partitions(broker, fctx: FetchContext, req, version: int):
             any_error = True
             continue
         max_offset = lg.log_end_offset if is_follower else lg.high_watermark
+        if preq.fetch_offset == max_offset and preq.fetch_offset >= lg.log_start_offset:
+            continue  # caught up: nothing to read (the common case of an idle partition)
         try:
             got = lg.read(preq.fetch_offset, min(preq.max_bytes, max(limit - total, 0)),
                           max_offset=max_offset, min_one_batch=total == 0)
