@@ -11,11 +11,13 @@ import re
 import shutil
 import subprocess
 import time
+import uuid
 import warnings
 from dataclasses import dataclass
 from typing import Callable, Iterable, TypeVar
 
 import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from minikafka.protocol.records import RecordBatchHeader, iter_batches
 from minikafka.testing import BrokerThread
@@ -95,6 +97,89 @@ def stored_batch_headers(b: BrokerThread, topic: str, partition: int) -> list[Re
         return [h for chunk in info.chunks for h, _ in iter_batches(bytes(chunk))]
 
     return b.call(read)
+
+
+# -- confluent-kafka helpers (used by the confluent-kafka and the cross-client tests) --------
+
+def ck_to_msg(m) -> Msg:
+    return Msg(m.partition(), m.key(), m.value(), tuple(m.headers() or ()))
+
+
+def ck_produce_all(producer: Producer, topic: str, msgs: list[Msg]) -> list[tuple[int, int]]:
+    """Produce ``msgs`` in order; return their delivery reports' ``(partition, offset)``, in produce order."""
+    reports: list[tuple[int, int] | None] = [None] * len(msgs)
+    errors: list[str] = []
+
+    def report(i: int):
+        def cb(err, m) -> None:
+            if err is not None:
+                errors.append(f"message {i}: {err}")
+            else:
+                reports[i] = (m.partition(), m.offset())
+        return cb
+
+    for i, m in enumerate(msgs):
+        while True:
+            try:
+                producer.produce(topic, value=m.value, key=m.key, headers=list(m.headers), partition=m.partition,
+                                 on_delivery=report(i))
+                break
+            except BufferError:  # local queue full: let deliveries drain
+                producer.poll(0.1)
+        producer.poll(0)
+    remaining = producer.flush(30)
+    assert remaining == 0, f"{remaining} messages not delivered"
+    assert not errors, errors[:5]
+    assert all(r is not None for r in reports)
+    return reports  # type: ignore[return-value]
+
+
+def ck_read_all(bootstrap: str, topic: str, partitions: int, expected: int, timeout: float = 30) -> list:
+    """Read every partition of ``topic`` from the beginning to its end (no group membership)."""
+    c = Consumer({
+        "bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4().hex[:8]}",
+        "enable.auto.commit": False, "enable.partition.eof": True,
+        "fetch.wait.max.ms": 100,
+    })
+    try:
+        c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        got = []
+        eof: set[int] = set()
+        deadline = time.monotonic() + timeout
+        while not (len(eof) == partitions and len(got) >= expected):
+            assert time.monotonic() < deadline, f"read {len(got)}/{expected} messages, eof on {sorted(eof)}"
+            for m in c.consume(500, 0.2):
+                if m.error():
+                    if m.error().code() == KafkaError._PARTITION_EOF:
+                        eof.add(m.partition())
+                        continue
+                    raise KafkaException(m.error())
+                eof.discard(m.partition())
+                got.append(m)
+        return got
+    finally:
+        c.close()
+
+
+def delivered(msgs: Iterable, offset: int) -> set[int]:
+    """Partitions among the confluent-kafka messages ``msgs`` that delivered ``offset``."""
+    return {m.partition() for m in msgs if m.offset() == offset}
+
+
+def ck_poll_until(consumer: Consumer, done: Callable[[list], bool], what: str) -> list:
+    """Poll ``consumer`` (error-free messages only), collecting messages, until
+    ``done(messages)``; return them."""
+    got: list = []
+
+    def step() -> bool:
+        m = consumer.poll(0.05)
+        if m is not None:
+            assert m.error() is None, m.error()
+            got.append(m)
+        return done(got)
+
+    wait_for(step, what=what)
+    return got
 
 
 def kcat_version() -> str:

@@ -5,23 +5,15 @@ committed-offset resumption."""
 from __future__ import annotations
 
 import time
-import uuid
 
 import confluent_kafka
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
-from clients_common import (
-    CODECS,
-    Msg,
-    by_partition,
-    client_versions,
-    make_messages,
-    report_client_versions,  # noqa: F401  (session fixture, used via pytestmark)
-    stored_batch_headers,
-    wait_for,
-)
+from clients_common import CODECS, Msg, by_partition, client_versions, make_messages, stored_batch_headers, wait_for
+from clients_common import ck_poll_until, ck_produce_all, ck_read_all, ck_to_msg, delivered
+from clients_common import report_client_versions  # noqa: F401  (session fixture, used via pytestmark)
 
 pytestmark = [pytest.mark.clients, pytest.mark.usefixtures("report_client_versions")]
 
@@ -36,66 +28,6 @@ def create_topic(bootstrap: str, name: str, partitions: int, **configs: str) -> 
     a = admin(bootstrap)  # keep the handle alive until the future resolves
     futures = a.create_topics([NewTopic(name, partitions, 1, config=configs)], operation_timeout=5)
     futures[name].result(timeout=10)
-
-
-def to_msg(m) -> Msg:
-    return Msg(m.partition(), m.key(), m.value(), tuple(m.headers() or ()))
-
-
-def produce_all(producer: Producer, topic: str, msgs: list[Msg]) -> list[tuple[int, int]]:
-    """Produce ``msgs`` in order; return their delivery reports' ``(partition, offset)``, in produce order."""
-    reports: list[tuple[int, int] | None] = [None] * len(msgs)
-    errors: list[str] = []
-
-    def report(i: int):
-        def cb(err, m) -> None:
-            if err is not None:
-                errors.append(f"message {i}: {err}")
-            else:
-                reports[i] = (m.partition(), m.offset())
-        return cb
-
-    for i, m in enumerate(msgs):
-        while True:
-            try:
-                producer.produce(topic, value=m.value, key=m.key, headers=list(m.headers), partition=m.partition,
-                                 on_delivery=report(i))
-                break
-            except BufferError:  # local queue full: let deliveries drain
-                producer.poll(0.1)
-        producer.poll(0)
-    remaining = producer.flush(30)
-    assert remaining == 0, f"{remaining} messages not delivered"
-    assert not errors, errors[:5]
-    assert all(r is not None for r in reports)
-    return reports  # type: ignore[return-value]
-
-
-def read_all(bootstrap: str, topic: str, partitions: int, expected: int, timeout: float = 30) -> list:
-    """Read every partition of ``topic`` from the beginning to its end (no group membership)."""
-    c = Consumer({
-        "bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4().hex[:8]}",
-        "enable.auto.commit": False, "enable.partition.eof": True,
-        "fetch.wait.max.ms": 100,
-    })
-    try:
-        c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
-        got = []
-        eof: set[int] = set()
-        deadline = time.monotonic() + timeout
-        while not (len(eof) == partitions and len(got) >= expected):
-            assert time.monotonic() < deadline, f"read {len(got)}/{expected} messages, eof on {sorted(eof)}"
-            for m in c.consume(500, 0.2):
-                if m.error():
-                    if m.error().code() == KafkaError._PARTITION_EOF:
-                        eof.add(m.partition())
-                        continue
-                    raise KafkaException(m.error())
-                eof.discard(m.partition())
-                got.append(m)
-        return got
-    finally:
-        c.close()
 
 
 def group_consumer(bootstrap: str, group: str, name: str, **extra) -> Consumer:
@@ -185,7 +117,7 @@ def test_idempotent_compressed_producer_exactly_once(broker_thread, codec: str) 
         "bootstrap.servers": bs, "enable.idempotence": True, "compression.type": codec,
         "linger.ms": 20, "batch.num.messages": 400, "acks": "all",
     })
-    reports = produce_all(p, topic, msgs)
+    reports = ck_produce_all(p, topic, msgs)
 
     # Delivery reports: each partition's offsets are 0..n-1 in produce order.
     per_part: dict[int, list[int]] = {}
@@ -209,9 +141,9 @@ def test_idempotent_compressed_producer_exactly_once(broker_thread, codec: str) 
         assert all(h.compression in (0, CODECS[codec]) for h in headers)
 
     # Consumed back: every message exactly once, same key/value/headers, per-partition order.
-    got = read_all(bs, topic, partitions, len(msgs))
+    got = ck_read_all(bs, topic, partitions, len(msgs))
     assert len(got) == len(msgs)
-    got_parts = by_partition(to_msg(m) for m in got)
+    got_parts = by_partition(ck_to_msg(m) for m in got)
     for part in range(partitions):
         assert got_parts[part] == expected[part], f"partition {part} differs"
         offsets = [m.offset() for m in got if m.partition() == part]
@@ -225,10 +157,10 @@ def test_acks_all_delivery_reports(broker_thread) -> None:
     p = Producer({"bootstrap.servers": bs, "acks": "all", "linger.ms": 0, "enable.idempotence": False})
 
     first = [Msg(0, b"k%d" % i, b"first-%d" % i, ()) for i in range(5)]
-    assert produce_all(p, topic, first) == [(0, i) for i in range(5)]
+    assert ck_produce_all(p, topic, first) == [(0, i) for i in range(5)]
 
     second = [Msg(i % 2, b"k%d" % i, b"second-%d" % i, (("n", b"%d" % i),)) for i in range(14)]
-    reports = produce_all(p, topic, second)
+    reports = ck_produce_all(p, topic, second)
     assert [off for part, off in reports if part == 0] == list(range(5, 12))
     assert [off for part, off in reports if part == 1] == list(range(0, 7))
 
@@ -247,7 +179,7 @@ def test_acks_all_delivery_reports(broker_thread) -> None:
         assert c.get_watermark_offsets(TopicPartition(topic, 1), timeout=10) == (0, 8)
     finally:
         c.close()
-    got = read_all(bs, topic, 2, 20)
+    got = ck_read_all(bs, topic, 2, 20)
     assert [m.value() for m in got if m.partition() == 0] == [m.value for m in first] + [
         m.value for m in second if m.partition == 0]
 
@@ -295,7 +227,7 @@ def test_consumer_group_rebalance_and_resume(broker_thread) -> None:
         # Produce 10 per partition; each member consumes its own partitions and commits
         # up to offset 5 (committed offset 6); offsets 6..9 are consumed but not committed.
         msgs = [Msg(i % partitions, b"k%d" % i, b"v%d" % i, (("i", b"%d" % i),)) for i in range(40)]
-        produce_all(Producer({"bootstrap.servers": bs, "acks": "all"}), topic, msgs)
+        ck_produce_all(Producer({"bootstrap.servers": bs, "acks": "all"}), topic, msgs)
         got: dict[str, list] = {"c1": [], "c2": []}
 
         def consume_shared() -> bool:
@@ -316,25 +248,14 @@ def test_consumer_group_rebalance_and_resume(broker_thread) -> None:
         expected = by_partition(msgs)
         for name in ("c1", "c2"):
             for part in owned[name]:
-                assert [to_msg(m) for m in got[name] if m.partition() == part] == expected[part]
+                assert [ck_to_msg(m) for m in got[name] if m.partition() == part] == expected[part]
         committed = c1.committed([TopicPartition(topic, p) for p in sorted(all_parts)], timeout=10)
         assert [(tp.partition, tp.offset, tp.error) for tp in committed] == [(p, 6, None) for p in sorted(all_parts)]
 
         # c2 leaves: c1 gets every partition and resumes c2's from the committed offset 6.
         c2.close()
-        after: list = []
-
-        def c1_took_over() -> bool:
-            m = c1.poll(0.05)
-            if m is not None:
-                assert m.error() is None, m.error()
-                after.append(m)
-            if parts_of(c1) != all_parts:
-                return False
-            done = {m.partition() for m in after if m.offset() == 9}
-            return owned["c2"] <= done
-
-        wait_for(c1_took_over, what="c1 to take over c2's partitions")
+        after = ck_poll_until(c1, lambda got: parts_of(c1) == all_parts and owned["c2"] <= delivered(got, 9),
+                              what="c1 to take over c2's partitions")
         # Eager ("range") protocol: every rebalance revokes everything, then assigns.
         full = sorted(all_parts)
         assert [e[1:] for e in events if e[0] == "c1"] == [
@@ -350,26 +271,17 @@ def test_consumer_group_rebalance_and_resume(broker_thread) -> None:
         assert all(tp.error is None for tp in result)
         c1.close()
         more = [Msg(i % partitions, b"k%d" % i, b"v%d" % i, (("i", b"%d" % i),)) for i in range(40, 48)]
-        produce_all(Producer({"bootstrap.servers": bs, "acks": "all"}), topic, more)
+        ck_produce_all(Producer({"bootstrap.servers": bs, "acks": "all"}), topic, more)
 
         # A brand-new member resumes at 8 (auto.offset.reset=earliest would show 0 otherwise).
         c3 = group_consumer(bs, group, "c3")
         c3.subscribe([topic], **listeners("c3"))
-        fresh: list = []
-
-        def c3_caught_up() -> bool:
-            m = c3.poll(0.05)
-            if m is not None:
-                assert m.error() is None, m.error()
-                fresh.append(m)
-            return {m.partition() for m in fresh if m.offset() == 11} == all_parts
-
-        wait_for(c3_caught_up, what="c3 to consume up to offset 11")
+        fresh = ck_poll_until(c3, lambda got: delivered(got, 11) == all_parts, what="c3 to consume up to offset 11")
         assert parts_of(c3) == all_parts
         expected = by_partition(msgs + more)
         for part in all_parts:
             assert [m.offset() for m in fresh if m.partition() == part] == [8, 9, 10, 11]
-            assert [to_msg(m) for m in fresh if m.partition() == part] == expected[part][8:]
+            assert [ck_to_msg(m) for m in fresh if m.partition() == part] == expected[part][8:]
         committed = c3.committed([TopicPartition(topic, p) for p in sorted(all_parts)], timeout=10)
         assert [tp.offset for tp in committed] == [8] * partitions
     finally:
@@ -387,7 +299,7 @@ def test_committed_offsets_survive_restart(persistent_broker_thread) -> None:
     topic, group = "durable", "durable-group"
     create_topic(b.bootstrap, topic, 2)
     msgs = [Msg(i % 2, b"k%d" % i, b"v%d" % i, ()) for i in range(20)]
-    produce_all(Producer({"bootstrap.servers": b.bootstrap, "acks": "all"}), topic, msgs)
+    ck_produce_all(Producer({"bootstrap.servers": b.bootstrap, "acks": "all"}), topic, msgs)
 
     c = group_consumer(b.bootstrap, group, "before")
     c.subscribe([topic])
@@ -401,16 +313,8 @@ def test_committed_offsets_survive_restart(persistent_broker_thread) -> None:
 
     c = group_consumer(b.bootstrap, group, "after")
     c.subscribe([topic])
-    got: list = []
     try:
-        def caught_up() -> bool:
-            m = c.poll(0.05)
-            if m is not None:
-                assert m.error() is None, m.error()
-                got.append(m)
-            return {m.partition() for m in got if m.offset() == 9} == {0, 1}
-
-        wait_for(caught_up, what="consumption after restart")
+        got = ck_poll_until(c, lambda got: delivered(got, 9) == {0, 1}, what="consumption after restart")
         assert [m.offset() for m in got if m.partition() == 0] == list(range(4, 10))
         assert [m.offset() for m in got if m.partition() == 1] == list(range(7, 10))
         assert [m.value() for m in got if m.partition() == 1] == [b"v%d" % i for i in (15, 17, 19)]

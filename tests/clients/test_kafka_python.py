@@ -3,8 +3,6 @@ groups with committed offsets), and cross-client traffic with confluent-kafka.""
 
 from __future__ import annotations
 
-import time
-import uuid
 import warnings
 
 import pytest
@@ -13,22 +11,14 @@ with warnings.catch_warnings():  # kafka-python 3 loads its schemas with importl
     warnings.simplefilter("ignore", DeprecationWarning)
     import kafka
 import kafka.errors as Errors
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer
-from confluent_kafka import TopicPartition as CTopicPartition
+from confluent_kafka import Consumer, Producer
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import ConfigResource, ConfigResourceType
 from kafka.structs import OffsetAndMetadata
 
-from clients_common import (
-    CODECS,
-    Msg,
-    by_partition,
-    client_versions,
-    make_messages,
-    report_client_versions,  # noqa: F401  (session fixture, used via pytestmark)
-    stored_batch_headers,
-    wait_for,
-)
+from clients_common import CODECS, Msg, by_partition, client_versions, make_messages, stored_batch_headers, wait_for
+from clients_common import ck_poll_until, ck_produce_all, ck_read_all, ck_to_msg, delivered
+from clients_common import report_client_versions  # noqa: F401  (session fixture, used via pytestmark)
 
 pytestmark = [pytest.mark.clients, pytest.mark.usefixtures("report_client_versions")]
 
@@ -62,6 +52,16 @@ def kp_send_all(producer: KafkaProducer, topic: str, msgs: list[Msg]) -> list[tu
         md = f.get(timeout=10)
         out.append((md.partition, md.offset))
     return out
+
+
+def kp_create_and_send(bootstrap: str, topic: str, partitions: int, msgs: list[Msg]) -> list[tuple[int, int]]:
+    """Create ``topic``, send ``msgs`` with a fresh `kp_producer` (closed afterwards); the acks."""
+    kp_create(bootstrap, topic, partitions)
+    p = kp_producer(bootstrap)
+    try:
+        return kp_send_all(p, topic, msgs)
+    finally:
+        p.close()
 
 
 def kp_to_msg(r) -> Msg:
@@ -107,44 +107,6 @@ def kp_read_all(bootstrap: str, topic: str, partitions: int, expected: int) -> l
         return got
     finally:
         c.close()
-
-
-def ck_read_all(bootstrap: str, topic: str, partitions: int, expected: int, timeout: float = 20) -> list:
-    """Read the whole topic with confluent-kafka (assign, no group membership)."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"r-{uuid.uuid4().hex[:8]}",
-                  "enable.auto.commit": False, "enable.partition.eof": True, "fetch.wait.max.ms": 100})
-    try:
-        c.assign([CTopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
-        got, eof = [], set()
-        deadline = time.monotonic() + timeout
-        while not (len(eof) == partitions and len(got) >= expected):
-            assert time.monotonic() < deadline, f"read {len(got)}/{expected}"
-            for m in c.consume(500, 0.2):
-                if m.error():
-                    if m.error().code() == KafkaError._PARTITION_EOF:
-                        eof.add(m.partition())
-                        continue
-                    raise KafkaException(m.error())
-                eof.discard(m.partition())
-                got.append(m)
-        return got
-    finally:
-        c.close()
-
-
-def ck_to_msg(m) -> Msg:
-    return Msg(m.partition(), m.key(), m.value(), tuple(m.headers() or ()))
-
-
-def ck_produce_all(bootstrap: str, topic: str, msgs: list[Msg], **conf) -> None:
-    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", **conf})
-    errors: list = []
-    for m in msgs:
-        p.produce(topic, value=m.value, key=m.key, headers=list(m.headers), partition=m.partition,
-                  on_delivery=lambda err, _m: err and errors.append(err))
-        p.poll(0)
-    assert p.flush(30) == 0
-    assert not errors, errors[:3]
 
 
 # -- kafka-python -------------------------------------------------------------------------
@@ -208,13 +170,8 @@ def test_admin_create_list_describe_delete(broker_thread) -> None:
 def test_gzip_producer_acks_all_with_headers(broker_thread) -> None:
     bs = broker_thread.bootstrap
     topic, partitions = "kp-gzip", 3
-    kp_create(bs, topic, partitions)
     msgs = make_messages(900, partitions, seed=7, tag="kp")
-    p = kp_producer(bs)
-    try:
-        reports = kp_send_all(p, topic, msgs)
-    finally:
-        p.close()
+    reports = kp_create_and_send(bs, topic, partitions, msgs)
     expected = by_partition(msgs)
     for part in range(partitions):
         assert [off for pt, off in reports if pt == part] == list(range(len(expected[part])))
@@ -289,8 +246,8 @@ def test_confluent_to_kafka_python(broker_thread, compression: str) -> None:
     topic, partitions = f"x-ck-kp-{compression}", 3
     kp_create(bs, topic, partitions)
     msgs = make_messages(600, partitions, seed=11, tag="ck")
-    ck_produce_all(bs, topic, msgs, **{"compression.type": compression, "enable.idempotence": True,
-                                       "linger.ms": 5})
+    ck_produce_all(Producer({"bootstrap.servers": bs, "acks": "all", "compression.type": compression,
+                             "enable.idempotence": True, "linger.ms": 5}), topic, msgs)
     for part in range(partitions):
         assert {h.compression for h in stored_batch_headers(broker_thread, topic, part)} == {CODECS[compression]}
     got = kp_read_all(bs, topic, partitions, len(msgs))
@@ -303,14 +260,9 @@ def test_confluent_to_kafka_python(broker_thread, compression: str) -> None:
 def test_kafka_python_to_confluent(broker_thread) -> None:
     bs = broker_thread.bootstrap
     topic, partitions = "x-kp-ck", 3
-    kp_create(bs, topic, partitions)
     msgs = make_messages(600, partitions, seed=12, tag="kp")
-    p = kp_producer(bs)
-    try:
-        kp_send_all(p, topic, msgs)
-    finally:
-        p.close()
-    got = ck_read_all(bs, topic, partitions, len(msgs))
+    kp_create_and_send(bs, topic, partitions, msgs)
+    got = ck_read_all(bs, topic, partitions, len(msgs), timeout=20)
     assert len(got) == len(msgs)
     got_parts, expected = by_partition(ck_to_msg(m) for m in got), by_partition(msgs)
     for part in range(partitions):
@@ -324,7 +276,7 @@ def test_group_offsets_shared_across_clients(broker_thread) -> None:
     topic, group, partitions = "x-group", "x-group", 2
     kp_create(bs, topic, partitions)
     msgs = [Msg(i % partitions, b"k%d" % i, b"v%d" % i, ()) for i in range(20)]
-    ck_produce_all(bs, topic, msgs)
+    ck_produce_all(Producer({"bootstrap.servers": bs, "acks": "all"}), topic, msgs)
 
     kc = kp_group_consumer(bs, group)
     try:
@@ -340,16 +292,7 @@ def test_group_offsets_shared_across_clients(broker_thread) -> None:
                    "fetch.wait.max.ms": 100})
     try:
         cc.subscribe([topic])
-        got: list = []
-
-        def caught_up() -> bool:
-            m = cc.poll(0.05)
-            if m is not None:
-                assert m.error() is None, m.error()
-                got.append(m)
-            return {m.partition() for m in got if m.offset() == 9} == {0, 1}
-
-        wait_for(caught_up, what="confluent consumer to catch up")
+        got = ck_poll_until(cc, lambda got: delivered(got, 9) == {0, 1}, what="confluent consumer to catch up")
         assert [m.offset() for m in got if m.partition() == 0] == list(range(3, 10))
         assert [m.offset() for m in got if m.partition() == 1] == [8, 9]
         assert [m.value() for m in got if m.partition() == 1] == [b"v17", b"v19"]

@@ -5,7 +5,8 @@ OffsetIndex/TimeIndex, ``epoch`` ~ LeaderEpochFileCache, ``LogManager`` ~
 LogManager. See each module for where it deliberately differs.
 """
 
-from ._batch import CorruptRecordError, InvalidRecordError
+from minikafka.protocol.records import CorruptRecordError, InvalidRecordError
+
 from .epoch import LeaderEpochFileCache
 from .manager import LogManager
 from .unified import FetchDataInfo, Log, LogAppendInfo, LogConfig, OffsetOutOfRangeError

@@ -11,6 +11,8 @@ Differences from Kafka, deliberately:
   the target.
 * File format is Kafka's: big-endian ``int32 relativeOffset, int32 position``
   (``.index``) and ``int64 timestamp, int32 relativeOffset`` (``.timeindex``).
+* `SparseIndex` (Kafka ``AbstractIndex``) holds the file and the two columns;
+  each subclass states its entry format, its columns and its lookups.
 """
 
 from __future__ import annotations
@@ -21,9 +23,8 @@ import sys
 from array import array
 from bisect import bisect_left, bisect_right
 from pathlib import Path
+from typing import ClassVar
 
-_OFFSET_ENTRY = struct.Struct(">ii")
-_TIME_ENTRY = struct.Struct(">qi")
 _LITTLE = sys.byteorder == "little"
 
 
@@ -31,33 +32,51 @@ class IndexCorruptError(Exception):
     """Index file failed its sanity check; the caller rebuilds it from the log."""
 
 
-class OffsetIndex:
-    """Sparse ``relative offset -> file position`` map of one segment."""
+class SparseIndex:
+    """Entries of two fixed-size fields kept as two parallel ``array`` columns and
+    persisted as an append-only file of big-endian entries (Kafka ``AbstractIndex``).
 
-    __slots__ = ("base_offset", "path", "rel", "pos", "_fd")
+    A subclass names its ``ENTRY`` struct and its ``COLUMNS``: for each field the
+    attribute holding the column, its ``array`` typecode and whether the column must
+    be strictly increasing on load (else non-decreasing).
+    """
+
+    __slots__ = ("base_offset", "path", "_fd")
+
+    ENTRY: ClassVar[struct.Struct]
+    COLUMNS: ClassVar[tuple[tuple[str, str, bool], tuple[str, str, bool]]]
 
     def __init__(self, base_offset: int, path: Path | None) -> None:
         self.base_offset = base_offset
         self.path = path
-        self.rel = array("i")
-        self.pos = array("i")
         self._fd: int | None = None
+        for name, typecode, _ in self.COLUMNS:
+            setattr(self, name, array(typecode))
+
+    def _columns(self) -> tuple[array, array]:
+        (a, _, _), (b, _, _) = self.COLUMNS
+        return getattr(self, a), getattr(self, b)
 
     # -- persistence ------------------------------------------------------------------
+    def _decode(self, data: bytes) -> tuple[array, array]:
+        """Both columns of a file's bytes (its size is a multiple of the entry size)."""
+        (_, ta, _), (_, tb, _) = self.COLUMNS
+        fa, fb = tuple(zip(*self.ENTRY.iter_unpack(data))) or ((), ())
+        return array(ta, fa), array(tb, fb)
+
     def load(self) -> None:
         assert self.path is not None
         data = self.path.read_bytes() if self.path.exists() else b""
-        if len(data) % 8:
-            raise IndexCorruptError(f"{self.path}: size {len(data)} not a multiple of 8")
-        both = array("i")
-        both.frombytes(data)
-        if _LITTLE:
-            both.byteswap()
-        self.rel = both[0::2]
-        self.pos = both[1::2]
-        for i in range(1, len(self.rel)):
-            if self.rel[i] <= self.rel[i - 1] or self.pos[i] <= self.pos[i - 1]:
-                raise IndexCorruptError(f"{self.path}: entries not increasing at {i}")
+        size = self.ENTRY.size
+        if len(data) % size:
+            raise IndexCorruptError(f"{self.path}: size {len(data)} not a multiple of {size}")
+        cols = self._decode(data)
+        for col, (_, _, strict) in zip(cols, self.COLUMNS):
+            for i in range(1, len(col)):
+                if col[i] < col[i - 1] or (strict and col[i] == col[i - 1]):
+                    raise IndexCorruptError(f"{self.path}: entries not increasing at {i}")
+        for (name, _, _), col in zip(self.COLUMNS, cols):
+            setattr(self, name, col)
 
     def open_for_append(self) -> None:
         if self.path is not None and self._fd is None:
@@ -68,10 +87,8 @@ class OffsetIndex:
         if self.path is None:
             return
         self.close()
-        data = bytearray()
-        for r, p in zip(self.rel, self.pos):
-            data += _OFFSET_ENTRY.pack(r, p)
-        tmp = self.path.with_suffix(".index.tmp")
+        data = b"".join(map(self.ENTRY.pack, *self._columns()))
+        tmp = self.path.with_name(self.path.name + ".tmp")
         tmp.write_bytes(data)
         os.replace(tmp, self.path)
 
@@ -81,16 +98,41 @@ class OffsetIndex:
             self._fd = None
 
     # -- operations -------------------------------------------------------------------
+    def write(self, data: bytes) -> None:
+        """Append encoded entries (as returned by the subclass's append) to the file."""
+        if self._fd is not None and data:
+            os.write(self._fd, data)
+
+    def _truncate_from(self, i: int) -> None:
+        for col in self._columns():
+            del col[i:]
+
+    def clear(self) -> None:
+        self._truncate_from(0)
+
+
+class OffsetIndex(SparseIndex):
+    """Sparse ``relative offset -> file position`` map of one segment."""
+
+    __slots__ = ("rel", "pos")
+
+    ENTRY = struct.Struct(">ii")
+    COLUMNS = (("rel", "i", True), ("pos", "i", True))
+
+    def _decode(self, data: bytes) -> tuple[array, array]:
+        # Both fields are int32: one array, byte-swapped and split (much faster than unpacking).
+        both = array("i")
+        both.frombytes(data)
+        if _LITTLE:
+            both.byteswap()
+        return both[0::2], both[1::2]
+
     def append(self, offset: int, position: int) -> bytes:
         """Add an entry; returns its encoding for the caller to write in one go."""
         rel = offset - self.base_offset
         self.rel.append(rel)
         self.pos.append(position)
-        return _OFFSET_ENTRY.pack(rel, position)
-
-    def write(self, data: bytes) -> None:
-        if self._fd is not None and data:
-            os.write(self._fd, data)
+        return self.ENTRY.pack(rel, position)
 
     def lookup(self, offset: int) -> tuple[int, int]:
         """``(offset, position)`` of the last entry with offset <= target, else (base, 0)."""
@@ -100,57 +142,16 @@ class OffsetIndex:
         return self.base_offset + self.rel[i], self.pos[i]
 
     def truncate_to_position(self, size: int) -> None:
-        i = bisect_left(self.pos, size)
-        del self.rel[i:]
-        del self.pos[i:]
-
-    def clear(self) -> None:
-        del self.rel[:]
-        del self.pos[:]
+        self._truncate_from(bisect_left(self.pos, size))
 
 
-class TimeIndex:
+class TimeIndex(SparseIndex):
     """Sparse ``max timestamp so far -> relative offset`` map of one segment."""
 
-    __slots__ = ("base_offset", "path", "ts", "rel", "_fd")
+    __slots__ = ("ts", "rel")
 
-    def __init__(self, base_offset: int, path: Path | None) -> None:
-        self.base_offset = base_offset
-        self.path = path
-        self.ts = array("q")
-        self.rel = array("i")
-        self._fd: int | None = None
-
-    def load(self) -> None:
-        assert self.path is not None
-        data = self.path.read_bytes() if self.path.exists() else b""
-        if len(data) % 12:
-            raise IndexCorruptError(f"{self.path}: size {len(data)} not a multiple of 12")
-        ts, rel = array("q"), array("i")
-        for t, r in _TIME_ENTRY.iter_unpack(data):
-            if ts and (t <= ts[-1] or r < rel[-1]):
-                raise IndexCorruptError(f"{self.path}: entries not increasing")
-            ts.append(t)
-            rel.append(r)
-        self.ts, self.rel = ts, rel
-
-    def open_for_append(self) -> None:
-        if self.path is not None and self._fd is None:
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-
-    def rewrite(self) -> None:
-        if self.path is None:
-            return
-        self.close()
-        data = b"".join(_TIME_ENTRY.pack(t, r) for t, r in zip(self.ts, self.rel))
-        tmp = self.path.with_suffix(".timeindex.tmp")
-        tmp.write_bytes(data)
-        os.replace(tmp, self.path)
-
-    def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+    ENTRY = struct.Struct(">qi")
+    COLUMNS = (("ts", "q", True), ("rel", "i", False))
 
     @property
     def last_timestamp(self) -> int:
@@ -163,11 +164,7 @@ class TimeIndex:
         rel = offset - self.base_offset
         self.ts.append(timestamp)
         self.rel.append(rel)
-        return _TIME_ENTRY.pack(timestamp, rel)
-
-    def write(self, data: bytes) -> None:
-        if self._fd is not None and data:
-            os.write(self._fd, data)
+        return self.ENTRY.pack(timestamp, rel)
 
     def lookup_before(self, timestamp: int) -> int:
         """Offset of the last entry whose timestamp is < target (batches up to it are older)."""
@@ -175,10 +172,4 @@ class TimeIndex:
         return self.base_offset if i < 0 else self.base_offset + self.rel[i]
 
     def truncate_to_offset(self, offset: int) -> None:
-        i = bisect_left(self.rel, offset - self.base_offset)
-        del self.ts[i:]
-        del self.rel[i:]
-
-    def clear(self) -> None:
-        del self.ts[:]
-        del self.rel[:]
+        self._truncate_from(bisect_left(self.rel, offset - self.base_offset))

@@ -19,20 +19,21 @@ from __future__ import annotations
 
 import logging
 import os
+import struct
 from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from ._batch import (
-    HEADER_SIZE,
+from minikafka.protocol.records import (
+    BATCH_HEADER_SIZE,
     LOG_OVERHEAD,
-    BatchHeader,
     InvalidRecordError,
-    _QI,
-    crc_ok,
-    parse_header,
+    RecordBatchHeader,
+    read_header,
+    recover_batches,
 )
+
 from .index import IndexCorruptError, OffsetIndex, TimeIndex
 
 log = logging.getLogger(__name__)
@@ -40,6 +41,7 @@ log = logging.getLogger(__name__)
 _SCAN_CHUNK = 64 * 1024
 _READ_PIECE = 4 * 1024 * 1024
 _RECOVERY_CHUNK = 8 * 1024 * 1024
+_BASE_OFFSET_AND_LENGTH = struct.Struct(">qi")  # the LOG_OVERHEAD prefix of a batch
 
 #: (batch, base_offset, last_offset, max_timestamp) as prepared by ``Log``
 BatchMeta = tuple[bytes | bytearray | memoryview, int, int, int]
@@ -242,42 +244,41 @@ class FileSegment(Segment):
         self.max_timestamp = self.offset_of_max_timestamp = self.rolling_timestamp = -1
         self.bytes_since_last_index = 0
         pos = 0
-        buf: bytes = b""
-        buf_pos = 0
         expected = self.base_offset
         reason = ""
-        while pos < file_size:
-            off = pos - buf_pos
-            if off + HEADER_SIZE > len(buf):
-                buf = os.pread(self._fd, min(_RECOVERY_CHUNK, file_size - pos), pos)
-                buf_pos, off = pos, 0
-                if len(buf) < HEADER_SIZE:
-                    reason = "truncated header"
+        want = _RECOVERY_CHUNK
+        while pos < file_size and not reason:
+            # Validate a chunk of whole batches (records.recover_batches); a batch cut by the
+            # chunk's end is read again at the start of the next chunk.
+            chunk_pos = pos
+            chunk = os.pread(self._fd, min(want, file_size - pos), pos)
+            want = _RECOVERY_CHUNK
+            scan = recover_batches(chunk, check_crc=check_crc)
+            for p, h in scan.batches:
+                if h.last_offset_delta < 0:
+                    reason = f"negative lastOffsetDelta {h.last_offset_delta}"
                     break
-            h = parse_header(buf, off)
-            size = h.batch_length + LOG_OVERHEAD
-            if h.magic != 2 or h.batch_length < HEADER_SIZE - LOG_OVERHEAD or h.last_offset_delta < 0:
-                reason = "bad header"
-                break
-            if pos + size > file_size:
-                reason = "truncated batch"
-                break
-            if h.base_offset < expected or h.base_offset + h.last_offset_delta - self.base_offset > 0x7FFFFFFF:
-                reason = f"offset {h.base_offset} out of order (expected >= {expected})"
-                break
-            if check_crc:
-                if off + size > len(buf):
-                    buf = os.pread(self._fd, max(_RECOVERY_CHUNK, size), pos)
-                    buf_pos, off = pos, 0
-                if not crc_ok(buf, off, size, h.crc):
-                    reason = "CRC mismatch"
+                if h.base_offset < expected or h.last_offset - self.base_offset > 0x7FFFFFFF:
+                    reason = f"offset {h.base_offset} out of order (expected >= {expected})"
                     break
-            self._index_batch(pos, h.base_offset, h.max_timestamp, size)
-            self._track(h.base_offset, h.base_offset + h.last_offset_delta, h.max_timestamp, size)
-            if on_batch is not None:
-                on_batch(h)
-            expected = h.base_offset + h.last_offset_delta + 1
-            pos += size
+                size = h.size  # pos == chunk_pos + p: the batches are contiguous
+                self._index_batch(pos, h.base_offset, h.max_timestamp, size)
+                self._track(h.base_offset, h.last_offset, h.max_timestamp, size)
+                if on_batch is not None:
+                    on_batch(h)
+                expected = h.last_offset + 1
+                pos += size
+            if reason or scan.error is None:
+                continue
+            if chunk_pos + len(chunk) < file_size:  # the chunk stops short of the file's end
+                if scan.valid_bytes:
+                    continue
+                # Nothing valid at the chunk's start: a batch larger than the chunk?
+                size = read_header(chunk).size if len(chunk) >= BATCH_HEADER_SIZE else BATCH_HEADER_SIZE
+                if len(chunk) < size <= file_size - pos:
+                    want = size
+                    continue
+            reason = str(scan.error)
         truncated = file_size - pos
         if truncated:
             log.warning("%s: %s at position %d, truncating %d bytes", self.path, reason, pos, truncated)
@@ -330,30 +331,30 @@ class FileSegment(Segment):
         self.time_index.close()
 
     # -- reading --------------------------------------------------------------------------
-    def _iter_headers(self, pos: int) -> Iterator[tuple[int, BatchHeader]]:
+    def _iter_headers(self, pos: int) -> Iterator[tuple[int, RecordBatchHeader]]:
         end = self.size
         buf: bytes = b""
         buf_pos = pos
         want = _SCAN_CHUNK
         while pos < end:
             off = pos - buf_pos
-            if off + HEADER_SIZE > len(buf):
+            if off + BATCH_HEADER_SIZE > len(buf):
                 buf = os.pread(self._fd, min(want, end - pos), pos)
                 buf_pos, off = pos, 0
-                if len(buf) < HEADER_SIZE:
+                if len(buf) < BATCH_HEADER_SIZE:
                     raise InvalidRecordError(f"{self.path}: truncated header at {pos}")
-            h = parse_header(buf, off)
+            h = read_header(buf, off)
             yield pos, h
-            size = h.batch_length + LOG_OVERHEAD
+            size = h.size
             if size <= 0:
                 raise InvalidRecordError(f"{self.path}: bad batch length at {pos}")
             want = 4096 if size > 16384 else _SCAN_CHUNK
             pos += size
 
-    def _find(self, offset: int) -> tuple[int, BatchHeader] | None:
+    def _find(self, offset: int) -> tuple[int, RecordBatchHeader] | None:
         _, pos = self.offset_index.lookup(offset)
         for p, h in self._iter_headers(pos):
-            if h.base_offset + h.last_offset_delta >= offset:
+            if h.last_offset >= offset:
                 return p, h
         return None
 
@@ -366,7 +367,7 @@ class FileSegment(Segment):
         start, h = found
         if max_offset is not None and h.base_offset >= max_offset:
             return [], 0, False
-        first_size = h.batch_length + LOG_OVERHEAD
+        first_size = h.size
         if first_size > max_bytes:
             if not min_one_batch:
                 return [], 0, False
@@ -381,7 +382,7 @@ class FileSegment(Segment):
             data = os.pread(self._fd, want, pos)
             p, end, stop = 0, len(data), False
             while p + LOG_OVERHEAD <= end:
-                base, length = _QI.unpack_from(data, p)
+                base, length = _BASE_OFFSET_AND_LENGTH.unpack_from(data, p)
                 size = length + LOG_OVERHEAD
                 if max_offset is not None and base >= max_offset:
                     stop = True
@@ -408,14 +409,14 @@ class FileSegment(Segment):
         if found is None:
             return None
         pos, h = found
-        return os.pread(self._fd, h.batch_length + LOG_OVERHEAD, pos)
+        return os.pread(self._fd, h.size, pos)
 
     def first_batch_with_timestamp(self, timestamp: int, min_offset: int) -> bytes | None:
         start_offset = max(self.time_index.lookup_before(timestamp), min_offset)
         _, pos = self.offset_index.lookup(start_offset)
         for p, h in self._iter_headers(pos):
-            if h.max_timestamp >= timestamp and h.base_offset + h.last_offset_delta >= min_offset:
-                return os.pread(self._fd, h.batch_length + LOG_OVERHEAD, p)
+            if h.max_timestamp >= timestamp and h.last_offset >= min_offset:
+                return os.pread(self._fd, h.size, p)
         return None
 
     def truncate_to(self, offset: int) -> None:

@@ -26,18 +26,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ._batch import (
-    HEADER,
-    HEADER_SIZE,
+from minikafka.protocol.records import (
+    BATCH_HEADER,
+    BATCH_HEADER_SIZE,
     LOG_OVERHEAD,
-    BatchHeader,
+    MAGIC,
+    ConsumerRecord,
+    CorruptRecordError,
     InvalidRecordError,
-    parse_header,
-    record_offsets_and_timestamps,
-    set_base_offset_and_epoch,
-    set_log_append_time,
-    split_batches,
+    RecordBatchHeader,
+    assign_offsets,
+    decode_records,
+    iter_batches,
+    read_header,
 )
+
 from .epoch import CHECKPOINT_FILE, LeaderEpochFileCache
 from .index import IndexCorruptError
 from .segment import BatchMeta, FileSegment, MemorySegment, Segment
@@ -45,6 +48,7 @@ from .segment import BatchMeta, FileSegment, MemorySegment, Segment
 log = logging.getLogger(__name__)
 
 OFFSETS_CHECKPOINT_FILE = "partition-offsets-checkpoint"
+_unpack_header = BATCH_HEADER.unpack_from
 _MAX_REL_OFFSET = 0x7FFFFFFF
 
 
@@ -88,6 +92,15 @@ class FetchDataInfo:
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def _decode_or_none(batch: bytes | memoryview) -> list[ConsumerRecord] | None:
+    """The batch's records, or None when they cannot be decoded (the caller then
+    falls back to batch granularity)."""
+    try:
+        return decode_records(batch, check_crc=False)
+    except CorruptRecordError:
+        return None
 
 
 class Log:
@@ -239,7 +252,7 @@ class Log:
             self.high_watermark = ckpt_hw
         log.info("%r: loaded", self)
 
-    def _on_recovered_batch(self, h: BatchHeader) -> None:
+    def _on_recovered_batch(self, h: RecordBatchHeader) -> None:
         if h.partition_leader_epoch >= 0:
             self.epoch_cache.assign(h.partition_leader_epoch, h.base_offset)
 
@@ -275,16 +288,20 @@ class Log:
         (Kafka ``LogValidator`` for uncompressed/compressed v2 without recompression).
         Raises ``CorruptRecordError`` (nothing stored) if a batch header is invalid.
         """
+        # The caller validated each batch (records.iter_batches(produce=True)); this is only the
+        # cheap structural re-check that keeps the append atomic, on raw BATCH_HEADER tuples
+        # because it is the produce hot path (validate_batch costs ~3x as much per batch).
         headers = []
         for b in batches:
-            if len(b) < HEADER_SIZE:
+            size = len(b)
+            if size < BATCH_HEADER_SIZE:
                 raise InvalidRecordError("batch shorter than its header")
-            h = HEADER.unpack_from(b)
-            if h[3] != 2 or h[1] + LOG_OVERHEAD != len(b) or h[6] < 0:
+            h = _unpack_header(b)
+            if h[3] != MAGIC or h[1] + LOG_OVERHEAD != size or h[6] < 0:
                 raise InvalidRecordError(f"invalid batch header (magic={h[3]}, length={h[1]}, "
-                                         f"size={len(b)}, lastOffsetDelta={h[6]})")
+                                         f"size={size}, lastOffsetDelta={h[6]})")
             headers.append(h)
-        log_append = self.config.message_timestamp_type == "LogAppendTime"
+        append_time = now_ms if self.config.message_timestamp_type == "LogAppendTime" else None
         first = next_offset = self.log_end_offset
         if leader_epoch >= 0 and leader_epoch != self.epoch_cache.latest_epoch():
             self.epoch_cache.assign(leader_epoch, first)
@@ -292,26 +309,22 @@ class Log:
         max_ts = -1
         offset_of_max = first
         num_records = 0
+        assign = assign_offsets
         for b, h in zip(batches, headers):
-            set_base_offset_and_epoch(b, next_offset, leader_epoch)
-            if log_append:
-                set_log_append_time(b, now_ms)
-                ts = now_ms
-            else:
-                ts = h[8]
-            last = next_offset + h[6]
+            end = assign(b, next_offset, leader_epoch, append_time)
+            ts = h[8] if append_time is None else append_time  # maxTimestamp
             if ts > max_ts:
                 max_ts, offset_of_max = ts, next_offset
-            metas.append((b, next_offset, last, ts))
-            num_records += h[12]
-            next_offset = last + 1
+            metas.append((b, next_offset, end - 1, ts))
+            num_records += h[12]  # recordCount
+            next_offset = end
         self._store(metas, now_ms)
         return LogAppendInfo(
             first_offset=first,
             last_offset=next_offset - 1,
             max_timestamp=max_ts,
             offset_of_max_timestamp=offset_of_max,
-            log_append_time=now_ms if log_append else -1,
+            log_append_time=-1 if append_time is None else append_time,
             log_start_offset=self.log_start_offset,
             num_records=num_records,
         )
@@ -325,12 +338,14 @@ class Log:
         max_ts, offset_of_max, num_records = -1, -1, 0
         first = -1
         epochs: list[tuple[int, int]] = []
-        for pos, h in split_batches(mv):
+        for h, view in iter_batches(mv, check_crc=False):
+            if h.last_offset_delta < 0:
+                raise InvalidRecordError(f"negative lastOffsetDelta {h.last_offset_delta}")
             if h.base_offset < expected:
                 raise InvalidRecordError(f"non-monotonic offset {h.base_offset}, expected >= {expected}")
             if first < 0:
                 first = h.base_offset
-            metas.append((bytes(mv[pos : pos + h.size]), h.base_offset, h.last_offset, h.max_timestamp))
+            metas.append((bytes(view), h.base_offset, h.last_offset, h.max_timestamp))
             if h.max_timestamp > max_ts:
                 max_ts, offset_of_max = h.max_timestamp, h.base_offset
             num_records += h.record_count
@@ -418,12 +433,12 @@ class Log:
             batch = seg.first_batch_with_timestamp(timestamp, self.log_start_offset)
             if batch is None:
                 continue
-            h = parse_header(batch)
-            recs = record_offsets_and_timestamps(batch)
+            h = read_header(batch)
+            recs = _decode_or_none(batch)
             if recs is not None:
-                for off, ts in recs:
-                    if ts >= timestamp and off >= self.log_start_offset:
-                        return off, ts, h.partition_leader_epoch
+                for r in recs:
+                    if r.timestamp >= timestamp and r.offset >= self.log_start_offset:
+                        return r.offset, r.timestamp, h.partition_leader_epoch
             return max(h.base_offset, self.log_start_offset), h.max_timestamp, h.partition_leader_epoch
         return None
 
@@ -439,11 +454,11 @@ class Log:
         ts, off = best.max_timestamp, best.offset_of_max_timestamp
         batch = best.batch_at(off)
         if batch is not None:
-            recs = record_offsets_and_timestamps(batch)
+            recs = _decode_or_none(batch)
             if recs is not None:
-                for o, t in recs:
-                    if t == ts:
-                        return ts, o
+                for r in recs:
+                    if r.timestamp == ts:
+                        return ts, r.offset
         return ts, off
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
