@@ -28,7 +28,27 @@ def _serve_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--advertised-host", default=None, help="host name returned to clients in metadata")
     p.add_argument("-o", "--override", action="append", default=[], metavar="KEY=VALUE",
                    help="set one server.properties key (repeatable)")
+    p.add_argument("--quota", action="append", default=[], metavar="ENTITY:KEY=VALUE[,KEY=VALUE]",
+                   help="a client quota at start-up, e.g. 'client-id=app1:producer_byte_rate=1048576' or "
+                        "'user=alice,client-id=<default>:consumer_byte_rate=2e6,request_percentage=50' "
+                        "(repeatable; change them at run time with `minikafka quotas alter`)")
     p.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+
+
+def _quotas_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("quotas", help="describe or alter client quotas on a running broker (any Kafka broker)")
+    qsub = p.add_subparsers(dest="quota_command", required=True)
+    d = qsub.add_parser("describe", help="list client quotas (DescribeClientQuotas)")
+    d.add_argument("--bootstrap", default="localhost:9092", help="host:port of a broker")
+    d.add_argument("--entity", default=None,
+                   help="filter: user=U and/or client-id=C (<default> for the default entity); none = all")
+    a = qsub.add_parser("alter", help="set or remove client quotas (AlterClientQuotas)")
+    a.add_argument("--bootstrap", default="localhost:9092", help="host:port of a broker")
+    a.add_argument("--entity", required=True, help="user=U and/or client-id=C (<default> for defaults)")
+    a.add_argument("--add", action="append", default=[], metavar="KEY=VALUE",
+                   help="producer_byte_rate, consumer_byte_rate or request_percentage (repeatable)")
+    a.add_argument("--delete", action="append", default=[], metavar="KEY", help="a quota key to remove")
+    a.add_argument("--validate-only", action="store_true")
 
 
 def build_config(args: argparse.Namespace) -> BrokerConfig:
@@ -49,6 +69,14 @@ def build_config(args: argparse.Namespace) -> BrokerConfig:
         cfg.data_dir = args.data_dir
     if args.advertised_host is not None:
         cfg.advertised_host = args.advertised_host
+    for spec in getattr(args, "quota", []):
+        from .broker.quota.entity import parse_quota_spec
+
+        try:
+            parse_quota_spec(spec)
+        except ValueError as exc:
+            raise SystemExit(str(exc)) from None
+        cfg.client_quotas.append(spec)
     return cfg
 
 
@@ -73,9 +101,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="minikafka", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     _serve_parser(sub)
+    _quotas_parser(sub)
     args = parser.parse_args(argv)
     logging.basicConfig(
-        level=getattr(logging, str(args.log_level).upper(), logging.INFO),
+        level=getattr(logging, str(getattr(args, "log_level", "WARNING")).upper(), logging.INFO),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     if args.command == "serve":
@@ -83,6 +112,10 @@ def main(argv: list[str] | None = None) -> int:
         trio.run(_serve, cfg)
         print("minikafka: stopped", file=sys.stderr)
         return 0
+    if args.command == "quotas":
+        from .client.quotas_cli import run_quotas_command
+
+        return run_quotas_command(args)
     parser.error(f"unknown command {args.command}")
     return 2
 

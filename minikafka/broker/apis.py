@@ -109,6 +109,16 @@ class KafkaApis:
             raise CloseConnection(f"malformed {api.name} v{version} request: {exc}") from None
         return ctx, req
 
+    def _apply_request_quota(self, ctx: RequestContext, handler_ns: int) -> None:
+        """Charge the handler's run time to the request quota; remember the longest throttle."""
+        quotas = self.broker.quotas
+        if not ctx.exempt_request_quota and not ctx.notes.get("request_quota_done"):
+            ctx.throttle("Request", quotas.request.maybe_record_request_time(
+                ctx.user, ctx.quota_client_id, handler_ns))
+        if ctx.throttle_time_ms:
+            quotas.by_type(ctx.throttle_quota).record_throttle(ctx.user, ctx.quota_client_id,
+                                                               ctx.throttle_time_ms)
+
     async def handle(self, ctx: RequestContext, req: Any) -> list | None:
         """Run the handler and encode its response: a list of buffers (header first), or None."""
         api = APIS[ctx.api_key]
@@ -119,9 +129,14 @@ class KafkaApis:
                 {"error_code": ErrorCode.UNSUPPORTED_VERSION, "api_keys": supported_api_versions()}, 0
             )
             return [encode_response_header(ctx.correlation_id, 0), body]
-        resp = await HANDLERS[ctx.api_key](self.broker, ctx, req)
+        broker = self.broker
+        started_ns = ctx.notes["task_ns_start"] = broker.task_time.task_ns()
+        resp = await HANDLERS[ctx.api_key](broker, ctx, req)
+        self._apply_request_quota(ctx, broker.task_time.task_ns() - started_ns)
         if resp is None:
             return None
+        if ctx.throttle_time_ms and "throttle_time_ms" in resp:
+            resp["throttle_time_ms"] = max(resp["throttle_time_ms"], ctx.throttle_time_ms)
         flexible = api.is_flexible(version)
         header = encode_response_header(ctx.correlation_id, response_header_version(ctx.api_key, flexible))
         segments = api.response.build_segments(resp, version)

@@ -16,7 +16,11 @@ from typing import TYPE_CHECKING, AsyncIterator, Callable
 import trio
 
 from .config import BrokerConfig
+from ..metrics import MetricConfig, Metrics
 from .fetch_session import FetchManager, FetchSessionCache
+from .quota import QuotaConfigs, QuotaManagers
+from .quota.entity import parse_quota_spec
+from .task_time import TaskTimeInstrument
 from .metadata import ClusterMetadata, TopicMetadata
 from .producer_state import ProducerIdManager
 from .replica_manager import ReplicaManager
@@ -42,6 +46,17 @@ class Broker:
         self.replica_manager = ReplicaManager(self)
         self.producer_ids = ProducerIdManager()
         self.group_coordinator = GroupCoordinator(config, config.data_dir)
+        self.metrics_registry = Metrics(MetricConfig(samples=config.quota_window_num,
+                                                     time_window_ms=config.quota_window_size_seconds * 1000))
+        self.quota_configs = QuotaConfigs()
+        for spec in config.client_quotas:
+            entity, values = parse_quota_spec(spec)
+            for key, value in values.items():
+                self.quota_configs.set(entity, key, value)
+        self.quotas = QuotaManagers(self.quota_configs, self.metrics_registry,
+                                    window_num=config.quota_window_num,
+                                    window_size_s=config.quota_window_size_seconds)
+        self.task_time = TaskTimeInstrument()
         self.fetch_manager = FetchManager(FetchSessionCache(
             config.max_incremental_fetch_session_cache_slots, config.min_incremental_fetch_session_eviction_ms))
         self.server = SocketServer(self)
@@ -66,14 +81,21 @@ class Broker:
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Load state, start serving, run until cancelled, then close cleanly."""
         self.replica_manager.load()
+        trio.lowlevel.add_instrument(self.task_time)
         try:
             async with trio.open_nursery() as nursery:
                 self.nursery = nursery
                 nursery.start_soon(self.group_coordinator.run)
+                nursery.start_soon(self.quotas.reaper.run)
                 nursery.start_soon(self._retention_loop)
                 port = await nursery.start(self.server.serve)
                 task_status.started(port)
         finally:
+            self.quotas.reaper.release_all()
+            try:
+                trio.lowlevel.remove_instrument(self.task_time)
+            except (KeyError, ValueError):
+                pass
             self.close()
 
     def close(self) -> None:
@@ -138,6 +160,7 @@ class Broker:
         from ..protocol.api import APIS
 
         out: dict[str, float] = dict(self.fetch_manager.cache.metrics())
+        out.update(self.metrics_registry.snapshot())
         for key, (count, req_bytes, resp_bytes) in sorted(self.request_stats.items()):
             name = APIS[key].name if key in APIS else str(key)
             out[f"kafka.network:type=RequestMetrics,name=RequestsTotal,request={name}"] = count

@@ -51,6 +51,11 @@ class BrokerConfig:
     fetch_max_bytes: int = 57671680
     max_incremental_fetch_session_cache_slots: int = 1000
     min_incremental_fetch_session_eviction_ms: int = 120000
+    quota_window_num: int = 11
+    quota_window_size_seconds: int = 1
+    # Client quotas set at start-up: "ENTITY:key=value[,key=value]" with ENTITY like
+    # "client-id=app1", "user=alice,client-id=<default>" (see minikafka.broker.quota).
+    client_quotas: list[str] = field(default_factory=list)
     extra: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -89,6 +94,8 @@ class BrokerConfig:
         "max.incremental.fetch.session.cache.slots": "max_incremental_fetch_session_cache_slots",
         "min.incremental.fetch.session.eviction.ms": "min_incremental_fetch_session_eviction_ms",
         "cluster.id": "cluster_id",
+        "quota.window.num": "quota_window_num",
+        "quota.window.size.seconds": "quota_window_size_seconds",
     }
     # Units Kafka also accepts for retention: hours and minutes.
     _RETENTION_UNITS = {"log.retention.hours": _HOUR_MS, "log.retention.minutes": 60000}
@@ -105,6 +112,14 @@ class BrokerConfig:
             if host:
                 self.host = host
             self.port = int(port)
+            return
+        if key == "client.quotas":
+            self.client_quotas.extend(q.strip() for q in value.split(";") if q.strip())
+            return
+        if key in ("quota.producer.default", "quota.consumer.default"):
+            # Kafka's pre-3.0 static defaults: a /clients/<default> quota.
+            kind = "producer_byte_rate" if "producer" in key else "consumer_byte_rate"
+            self.client_quotas.append(f"client-id=<default>:{kind}={value}")
             return
         if key == "advertised.listeners":
             hostport = value.split(",")[0].split("://")[-1]

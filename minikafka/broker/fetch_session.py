@@ -304,6 +304,14 @@ class FetchContext:
         """(response session id, partitions to put in the response)."""
         return self.session_id, data
 
+    def peek_response(self, data: "OrderedDict[PartitionKey, dict]") -> "OrderedDict[PartitionKey, dict]":
+        """The partitions a response would carry, without touching session state (for sizing)."""
+        return data
+
+    def throttled_session_id(self) -> int:
+        """The session id of the empty response a throttled fetch gets (Kafka's getThrottledResponse)."""
+        return INVALID_SESSION_ID
+
 
 @dataclass
 class SessionErrorContext(FetchContext):
@@ -367,6 +375,18 @@ class IncrementalFetchContext(FetchContext):
     def partitions(self) -> list[tuple[PartitionKey, PartitionRequest]]:
         assert self.session is not None
         return [(k, cp.request()) for k, cp in self.session.partitions.items()]
+
+    def peek_response(self, data):
+        session = self.session
+        assert session is not None
+        return OrderedDict(
+            (key, resp) for key, resp in data.items()
+            if (cp := session.partitions.get(key)) is not None and cp.maybe_update_response_data(resp, False)
+        )
+
+    def throttled_session_id(self) -> int:
+        assert self.session is not None
+        return self.session.id
 
     def update_and_generate_response(self, data):
         session = self.session

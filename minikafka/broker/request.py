@@ -26,4 +26,21 @@ class RequestContext:
     request_size: int = 0
     body_size: int = 0
     throttle_time_ms: int = 0
+    throttle_quota: str = ""  # which quota type ("Produce", "Fetch", "Request") set throttle_time_ms
+    exempt_request_quota: bool = False
     notes: dict = field(default_factory=dict)
+
+    @property
+    def user(self) -> str:
+        """The principal's name, as quotas see it (``ANONYMOUS`` without authentication)."""
+        return self.principal.partition(":")[2] or self.principal
+
+    @property
+    def quota_client_id(self) -> str:
+        return self.client_id or ""
+
+    def throttle(self, quota_type: str, throttle_ms: int) -> None:
+        """Keep the longest throttle any quota asked for, and which quota it was."""
+        if throttle_ms > self.throttle_time_ms:
+            self.throttle_time_ms = throttle_ms
+            self.throttle_quota = quota_type

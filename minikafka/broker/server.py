@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from .apis import CloseConnection, KafkaApis
+from .quota import client_throttles_itself
 
 if TYPE_CHECKING:
     from .broker import Broker
@@ -125,6 +126,24 @@ class SocketServer:
         task_status.started(bound)
         await trio.serve_listeners(self.handle_connection, self.listeners)
 
+    async def _send_throttled(self, sock: trio.socket.SocketType, ctx, response: list | None) -> None:
+        """KIP-219: answer at once, then mute the connection for the throttle time.
+
+        Versions whose clients do not back off on throttle_time_ms get their
+        response held for the throttle time instead (the pre-KIP-219 behaviour).
+        """
+        quotas = self.broker.quotas
+        channel = quotas.reaper.add(ctx.connection_id, ctx.throttle_quota, ctx.throttle_time_ms)
+        early = client_throttles_itself(ctx.api_key, ctx.api_version)
+        if early and response is not None:
+            await send_frame(sock, response)
+        try:
+            await channel.released.wait()  # muted: nothing is read from this connection meanwhile
+        finally:
+            quotas.by_type(ctx.throttle_quota).on_unmuted()
+        if not early and response is not None:
+            await send_frame(sock, response)
+
     async def handle_connection(self, stream: trio.SocketStream) -> None:
         sock = stream.socket
         try:
@@ -147,7 +166,9 @@ class SocketServer:
                 # Accounted before the response leaves, so a client that reads the
                 # broker's metrics after its response always sees its own request.
                 self.broker.on_request_done(ctx, frame, response)
-                if response is not None:
+                if ctx.throttle_time_ms:
+                    await self._send_throttled(sock, ctx, response)
+                elif response is not None:
                     await send_frame(sock, response)
         except CloseConnection as exc:
             log.warning("closing connection %s from %s: %s", conn_id, peer, exc)

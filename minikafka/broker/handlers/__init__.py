@@ -1,3 +1,3 @@
 """Request handlers, one module per API family; importing this package registers them all."""
 
-from . import admin, api_versions, fetch, groups, list_offsets, metadata, produce, producer_ids  # noqa: F401
+from . import admin, api_versions, fetch, groups, list_offsets, metadata, produce, producer_ids, quotas  # noqa: F401

@@ -15,6 +15,7 @@ import trio
 
 from ...protocol.api import ApiKey
 from ...protocol.errors import ErrorCode
+from ...protocol.messages.fetch import FetchResponse
 from ..apis import handles
 from ..fetch_session import FetchContext, PartitionKey, PartitionRequest
 from ..log import OffsetOutOfRangeError
@@ -53,10 +54,9 @@ def request_partitions(broker, req, version: int):
     return fetch_data, to_forget
 
 
-def read_partitions(broker, fctx: FetchContext, req, version: int):
+def read_partitions(broker, fctx: FetchContext, req, version: int, limit: int):
     """One pass over the context's partitions: (per-partition response data, bytes read, any error)."""
     rm = broker.replica_manager
-    limit = min(req.max_bytes, broker.config.fetch_max_bytes)
     is_follower = req.replica_id >= 0
     total = 0
     any_error = False
@@ -115,23 +115,64 @@ def group_by_topic(broker, version: int, data: "OrderedDict[PartitionKey, dict]"
     return responses
 
 
+def response_size(version: int, body: dict) -> int:
+    """Kafka's ``FetchResponse.sizeOf``: 4 + the size of the response body (records included)."""
+    segments = FetchResponse.build_segments(body, version)
+    return 4 + sum(s.nbytes if isinstance(s, memoryview) else len(s) for s in segments)
+
+
+def _charge_consumer_quotas(broker, ctx, version: int, fctx: FetchContext, data) -> int:
+    """Record a consumer fetch against its byte-rate and request quotas (Kafka's processResponseCallback).
+
+    Returns the throttle time; when throttled, the fetched bytes are un-recorded
+    because the client will get an empty response.
+    """
+    quotas = broker.quotas
+    user, client_id = ctx.user, ctx.quota_client_id
+    body = {"throttle_time_ms": 0, "error_code": 0, "session_id": fctx.session_id,
+            "responses": group_by_topic(broker, version, fctx.peek_response(data))}
+    size = response_size(version, body)
+    handler_ns = broker.task_time.task_ns() - ctx.notes.get("task_ns_start", 0)
+    request_throttle = quotas.request.maybe_record_request_time(user, client_id, handler_ns)
+    ctx.notes["request_quota_done"] = True
+    bandwidth_throttle = quotas.fetch.maybe_record_and_get_throttle_time_ms(user, client_id, size)
+    throttle = max(bandwidth_throttle, request_throttle)
+    if throttle > 0:
+        quotas.fetch.unrecord_quota_sensor(user, client_id, size)
+        ctx.throttle("Fetch" if bandwidth_throttle > request_throttle else "Request", throttle)
+    return throttle
+
+
 @handles(ApiKey.FETCH)
 async def handle_fetch(broker, ctx, req) -> dict:
     version = ctx.api_version
+    is_follower = req.replica_id >= 0
     fetch_data, to_forget = request_partitions(broker, req, version)
-    fctx = broker.fetch_manager.new_context(version, req.session_id, req.session_epoch, req.replica_id >= 0,
+    fctx = broker.fetch_manager.new_context(version, req.session_id, req.session_epoch, is_follower,
                                             fetch_data, to_forget)
     ctx.notes["fetch_context"] = fctx.kind
     if fctx.error:
         return {"throttle_time_ms": 0, "error_code": fctx.error, "session_id": 0, "responses": []}
+    max_bytes = min(req.max_bytes, broker.config.fetch_max_bytes)
+    if not is_follower:
+        # Never ask for more than the quota window can hold: that would guarantee throttling.
+        max_bytes = int(min(max_bytes, broker.quotas.fetch.get_max_value_in_quota_window(
+            ctx.user, ctx.quota_client_id)))
+    min_bytes = min(req.min_bytes, max_bytes)
     deadline = trio.current_time() + max(req.max_wait_ms, 0) / 1000
     rm = broker.replica_manager
     while True:
-        data, total, any_error = read_partitions(broker, fctx, req, version)
-        if total >= req.min_bytes or any_error or trio.current_time() >= deadline:
+        data, total, any_error = read_partitions(broker, fctx, req, version, max_bytes)
+        if total >= min_bytes or any_error or trio.current_time() >= deadline:
             break
         with trio.move_on_at(deadline):
             await rm.wait_for_append()
+    if not is_follower and broker.quotas.fetch.quotas_enabled:
+        throttle = _charge_consumer_quotas(broker, ctx, version, fctx, data)
+        if throttle:
+            # KIP-219: a throttled consumer fetch gets an empty response; the session is left as it was.
+            return {"throttle_time_ms": throttle, "error_code": 0, "session_id": fctx.throttled_session_id(),
+                    "responses": []}
     session_id, selected = fctx.update_and_generate_response(data)
     ctx.notes["fetch_session_id"] = session_id
     return {"throttle_time_ms": 0, "error_code": 0, "session_id": session_id,

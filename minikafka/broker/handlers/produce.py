@@ -49,6 +49,10 @@ async def handle_produce(broker, ctx, req) -> dict | None:
                 }
             )
         responses.append({"name": td.name, "partition_responses": parts})
+    # Produce byte-rate quota on the request size; the request quota is not enforced for acks=0.
+    ctx.throttle("Produce", broker.quotas.produce.maybe_record_and_get_throttle_time_ms(
+        ctx.user, ctx.quota_client_id, ctx.request_size))
+    ctx.exempt_request_quota = acks == 0
     if acks == 0:
-        return None  # acks=0: Kafka sends no response at all
+        return None  # acks=0: Kafka sends no response at all (a throttle still mutes the connection)
     return {"responses": responses, "throttle_time_ms": 0}

@@ -1,11 +1,13 @@
 """Message declarations, one module per API (request and response together)."""
 
+from .alter_client_quotas import AlterClientQuotasRequest, AlterClientQuotasResponse
 from .api_versions import ApiVersionsRequest, ApiVersionsResponse
 from .create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
 from .create_topics import CreateTopicsRequest, CreateTopicsResponse
 from .delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
 from .delete_records import DeleteRecordsRequest, DeleteRecordsResponse
 from .delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
+from .describe_client_quotas import DescribeClientQuotasRequest, DescribeClientQuotasResponse
 from .describe_cluster import DescribeClusterRequest, DescribeClusterResponse
 from .describe_configs import DescribeConfigsRequest, DescribeConfigsResponse
 from .describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
@@ -25,6 +27,8 @@ from .produce import ProduceRequest, ProduceResponse
 from .sync_group import SyncGroupRequest, SyncGroupResponse
 
 PAIRS = [
+    (AlterClientQuotasRequest, AlterClientQuotasResponse),
+    (DescribeClientQuotasRequest, DescribeClientQuotasResponse),
     (ApiVersionsRequest, ApiVersionsResponse),
     (CreatePartitionsRequest, CreatePartitionsResponse),
     (CreateTopicsRequest, CreateTopicsResponse),
