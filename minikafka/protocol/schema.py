@@ -226,6 +226,7 @@ class Message:
         self.flexible_versions = VersionRange.parse(flexible) if flexible else None
         self.fields = list(fields)
         self._cache: dict[int, T.KStruct] = {}
+        self._fast: dict[int, tuple[Callable, Callable]] = {}
 
     def __repr__(self) -> str:
         return f"<Message {self.name} v{self.min_version}-{self.max_version}>"
@@ -246,24 +247,43 @@ class Message:
             self._cache[version] = c
         return c
 
+    def _compiled(self, version: int) -> tuple[Callable, Callable]:
+        fns = self._fast.get(version)
+        if fns is None:
+            from .fastpath import compile_builder, compile_parser
+
+            node = self.construct(version)
+            fns = self._fast[version] = (compile_parser(node), compile_builder(node))
+        return fns
+
     def parse(self, data: bytes | bytearray | memoryview, version: int) -> Any:
         """Parse one body; ``records`` fields come back as zero-copy memoryviews of ``data``.
 
-        Trailing bytes after the body are ignored, as Kafka's generated readers do.
+        Runs the compiled fast path (:mod:`minikafka.protocol.fastpath`); trailing
+        bytes after the body are ignored, as Kafka's generated readers do.
         """
-        return self.construct(version).parse_stream(T.ViewReader(data))
-
-    def parse_stream(self, stream: Any, version: int) -> Any:
-        return self.construct(version).parse_stream(stream)
+        return self._compiled(version)[0](data)
 
     def build(self, obj: Any, version: int) -> bytes:
-        return self.construct(version).build(obj)
+        out = T.SegmentedWriter(1 << 62)
+        self._compiled(version)[1](obj, out)
+        return bytes(out.buf)
 
     def build_segments(self, obj: Any, version: int) -> list:
         """Build into a list of buffers, passing large ``records`` chunks through uncopied."""
         out = T.SegmentedWriter()
-        self.construct(version).build_stream(obj, out)
+        self._compiled(version)[1](obj, out)
         return out.getsegments()
+
+    def parse_construct(self, data: bytes | bytearray | memoryview, version: int) -> Any:
+        """Parse through the construct schema itself (the reference the fast path is tested against)."""
+        return self.construct(version).parse_stream(T.ViewReader(data))
+
+    def build_construct(self, obj: Any, version: int) -> bytes:
+        return self.construct(version).build(obj)
+
+    def parse_stream(self, stream: Any, version: int) -> Any:
+        return self.construct(version).parse_stream(stream)
 
     def default(self) -> dict:
         """A dict with every field at its default (any version)."""
