@@ -1,0 +1,19 @@
+"""minikafka's consumer (Java's ``KafkaConsumer``) on Trio: groups, fetch sessions, lag metrics.
+
+See :mod:`.consumer` for :class:`KafkaConsumer`, :mod:`.fetcher` for the
+fetcher and its bounded chunk queue, :mod:`.coordinator` for the group
+protocol, :mod:`.assignors` for the range and round-robin assignors.
+"""
+
+from ..fetch_session import TopicPartition
+from .assignors import RangeAssignor, RoundRobinAssignor
+from .config import ConsumerConfig
+from .consumer import ConsumerMessage, KafkaConsumer
+from .errors import CommitFailedError, ConsumerError, GroupError, NoOffsetForPartitionError
+from .subscription import OffsetAndMetadata
+
+__all__ = [
+    "KafkaConsumer", "ConsumerConfig", "ConsumerMessage", "TopicPartition", "OffsetAndMetadata",
+    "RangeAssignor", "RoundRobinAssignor", "ConsumerError", "CommitFailedError", "GroupError",
+    "NoOffsetForPartitionError",
+]
