@@ -108,6 +108,17 @@ class BrokerConnection:
     async def request(self, api_key: int, body: dict | None = None, *, version: int | None = None,
                       expect_response: bool = True) -> Any:
         """Send a request and wait for its response (None when none is expected, e.g. acks=0)."""
+        pending = await self.start_request(api_key, body, version=version, expect_response=expect_response)
+        return await pending.wait()
+
+    async def start_request(self, api_key: int, body: dict | None = None, *, version: int | None = None,
+                            expect_response: bool = True) -> "PendingResponse":
+        """Send a request now and return a handle to await its response later.
+
+        Requests are written in the order ``start_request`` is called, so a caller that
+        must keep several requests ordered on the wire (the producer's Sender with
+        idempotence) sends them one after the other and awaits the responses elsewhere.
+        """
         if self.closed or self.conn is None:
             raise KafkaClientError(f"connection to broker {self.node_id} is closed")
         if version is None:
@@ -126,22 +137,12 @@ class BrokerConnection:
                 self._pending.pop(corr, None)
                 self.closed = True
                 raise KafkaClientError(f"send to broker {self.node_id} failed: {exc}") from exc
-        if not expect_response:
-            return None
-        with trio.move_on_after(self.request_timeout_s) as scope:
-            result = await recv.receive()
-        if scope.cancelled_caught:
-            self._pending.pop(corr, None)
-            raise KafkaClientError(f"request {APIS[api_key].name} to broker {self.node_id} timed out",
-                                   ErrorCode.REQUEST_TIMED_OUT)
-        if isinstance(result, BaseException):
-            raise KafkaClientError(f"broker {self.node_id}: {result}") from result
-        throttle = getattr(result, "throttle_time_ms", 0) or 0
-        if throttle > 0:
-            self.throttle_time_ms_total += throttle
-            if _client_throttles_itself(api_key, version):
-                self._throttle_until = max(self._throttle_until, trio.current_time() + throttle / 1000)
-        return result
+        return PendingResponse(self, api_key, version, corr, recv if expect_response else None)
+
+    @property
+    def throttled_until(self) -> float:
+        """Trio time until which KIP-219 throttling keeps this connection quiet."""
+        return self._throttle_until
 
     async def _reader(self) -> None:
         assert self.conn is not None
@@ -182,6 +183,38 @@ class BrokerConnection:
             with trio.CancelScope(shield=True):
                 await self.conn.aclose()
         self._fail_all(ConnectionError("connection closed"))
+
+
+class PendingResponse:
+    """A request already sent on a :class:`BrokerConnection`; ``await wait()`` for its response."""
+
+    def __init__(self, conn: BrokerConnection, api_key: int, version: int, corr: int,
+                 recv: trio.MemoryReceiveChannel | None) -> None:
+        self.conn = conn
+        self.api_key = api_key
+        self.version = version
+        self.corr = corr
+        self._recv = recv
+
+    async def wait(self) -> Any:
+        """The response (None when none is expected); KafkaClientError on timeout or disconnect."""
+        conn = self.conn
+        if self._recv is None:
+            return None
+        with trio.move_on_after(conn.request_timeout_s) as scope:
+            result = await self._recv.receive()
+        if scope.cancelled_caught:
+            conn._pending.pop(self.corr, None)
+            raise KafkaClientError(f"request {APIS[self.api_key].name} to broker {conn.node_id} timed out",
+                                   ErrorCode.REQUEST_TIMED_OUT)
+        if isinstance(result, BaseException):
+            raise KafkaClientError(f"broker {conn.node_id}: {result}") from result
+        throttle = getattr(result, "throttle_time_ms", 0) or 0
+        if throttle > 0:
+            conn.throttle_time_ms_total += throttle
+            if _client_throttles_itself(self.api_key, self.version):
+                conn._throttle_until = max(conn._throttle_until, trio.current_time() + throttle / 1000)
+        return result
 
 
 @dataclass

@@ -1,0 +1,21 @@
+"""minikafka's producer: Kafka's KafkaProducer / RecordAccumulator / BufferPool / Sender on Trio.
+
+Modules: :mod:`.config` (ProducerConfig), :mod:`.partitioner` (murmur2, sticky partitioner),
+:mod:`.buffer_pool` (BufferPool), :mod:`.batch` (ProducerBatch, futures), :mod:`.accumulator`
+(RecordAccumulator), :mod:`.transaction_manager` (idempotence bookkeeping), :mod:`.sender` (Sender),
+:mod:`.metrics` (Java metric names), :mod:`.producer` (KafkaProducer).
+"""
+
+from .batch import FutureRecordMetadata, RecordMetadata
+from .buffer_pool import BufferPool
+from .config import ProducerConfig
+from .errors import (BufferExhaustedError, KafkaProducerError, KafkaTimeoutError, ProducerClosedError,
+                     RecordTooLargeError)
+from .partitioner import BuiltInPartitioner, murmur2, partition_for_key, to_positive
+from .producer import KafkaProducer
+
+__all__ = [
+    "KafkaProducer", "ProducerConfig", "RecordMetadata", "FutureRecordMetadata", "BufferPool",
+    "KafkaProducerError", "KafkaTimeoutError", "BufferExhaustedError", "RecordTooLargeError",
+    "ProducerClosedError", "murmur2", "to_positive", "partition_for_key", "BuiltInPartitioner",
+]

@@ -1,0 +1,39 @@
+"""Producer exceptions (Kafka's ``org.apache.kafka.common.errors`` subset the producer raises)."""
+
+from __future__ import annotations
+
+from ...protocol.errors import ErrorCode
+
+
+class KafkaProducerError(Exception):
+    """A record could not be delivered; ``code`` is the broker's error code when there is one
+    (Kafka's ``ApiException`` family)."""
+
+    def __init__(self, message: str, code: int | None = None, retriable: bool = False) -> None:
+        super().__init__(message)
+        self.code = ErrorCode(code) if code is not None else None
+        self.retriable = retriable
+
+
+class KafkaTimeoutError(KafkaProducerError):
+    """Kafka's ``TimeoutException``: metadata not available within max.block.ms, or a batch
+    expired after delivery.timeout.ms."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, ErrorCode.REQUEST_TIMED_OUT, retriable=True)
+
+
+class BufferExhaustedError(KafkaTimeoutError):
+    """Kafka's ``BufferExhaustedException``: no buffer memory within max.block.ms."""
+
+
+class RecordTooLargeError(KafkaProducerError):
+    """Kafka's ``RecordTooLargeException``: a record larger than max.request.size or buffer.memory."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, ErrorCode.MESSAGE_TOO_LARGE)
+
+
+class ProducerClosedError(KafkaProducerError):
+    """Raised by send() after close(), and for records aborted by a forced close
+    (Kafka's ``IllegalStateException`` / ``KafkaException("Producer is closed forcefully.")``)."""

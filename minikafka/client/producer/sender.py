@@ -1,0 +1,396 @@
+"""The producer's background task (Kafka's ``org.apache.kafka.clients.producer.internals.Sender``).
+
+One Trio task loops like ``Sender.runOnce``/``sendProducerData``: make sure the idempotent
+producer has an id (InitProducerId), ask the accumulator which leaders are ready, keep only nodes
+whose connection is up, not throttled (KIP-219) and below max.in.flight.requests.per.connection,
+drain up to max.request.size per node, expire batches past delivery.timeout.ms, and send one
+ProduceRequest per node (batches grouped by topic).  Requests are written in drain order (so
+sequence numbers reach the broker in order); their responses are awaited by small tasks in the
+producer's nursery, which complete, retry (with retry.backoff.ms, back into the deque in sequence
+order) or fail the batches.
+
+Deliberate differences: no separate NetworkClient poll loop (Trio tasks do the I/O);
+MESSAGE_TOO_LARGE batches are failed, not split; a request timeout does not close the connection.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import TYPE_CHECKING, Any, Callable
+
+import trio
+
+from ...protocol.api import ApiKey
+from ...protocol.errors import ErrorCode
+from ..network import KafkaClientError, NetworkClient, is_retriable
+from .accumulator import RecordAccumulator
+from .batch import ProducerBatch
+from .errors import KafkaProducerError, KafkaTimeoutError, ProducerClosedError
+from .metrics import ProducerMetrics
+from .transaction_manager import TransactionManager
+
+if TYPE_CHECKING:
+    from .config import ProducerConfig
+
+log = logging.getLogger(__name__)
+
+#: errors after which the partition's leader may have moved: refresh metadata
+METADATA_ERRORS = {
+    ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.LEADER_NOT_AVAILABLE,
+    ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.NETWORK_EXCEPTION,
+    ErrorCode.KAFKA_STORAGE_ERROR,
+}
+
+
+class Sender:
+    """Drains the accumulator to the partition leaders and handles the responses."""
+
+    def __init__(self, nc: NetworkClient, accumulator: RecordAccumulator, config: "ProducerConfig",
+                 metrics: ProducerMetrics, txn: TransactionManager | None, clock_ms: Callable[[], float],
+                 nursery: trio.Nursery) -> None:
+        self.nc = nc
+        self.acc = accumulator
+        self.config = config
+        self.metrics = metrics
+        self.txn = txn
+        self.clock_ms = clock_ms
+        self.nursery = nursery
+        self.acks = int(config.acks)  # type: ignore[arg-type]
+        self.guarantee_order = config.max_in_flight_requests_per_connection == 1
+        self.in_flight: dict[int, int] = {}
+        self.in_flight_batches: set[ProducerBatch] = set()
+        self.running = True
+        self.forced = False
+        self.done = trio.Event()
+        self._wakeup = trio.Event()
+        self._connecting: set[int] = set()
+        self._refreshing = False
+        self._last_refresh_ms = -math.inf
+        self._metadata_wanted = False
+
+    # -- control ---------------------------------------------------------------------------------
+    def wakeup(self) -> None:
+        self._wakeup.set()
+
+    def initiate_close(self) -> None:
+        """``initiateClose``: stop accepting, send what is left, then stop."""
+        self.running = False
+        self.acc.close()
+        self.wakeup()
+
+    def force_close(self) -> None:
+        """``forceClose``: stop now and fail everything not yet done."""
+        self.forced = True
+        self.initiate_close()
+
+    @property
+    def total_in_flight(self) -> int:
+        return sum(self.in_flight.values())
+
+    # -- main loop -------------------------------------------------------------------------------
+    async def run(self) -> None:
+        log.debug("sender started")
+        try:
+            while True:
+                if not self.running and (self.forced or not (self.acc.has_undrained() or self.in_flight_batches
+                                                             or self.acc.incomplete)):
+                    break
+                try:
+                    await self.run_once()
+                except trio.Cancelled:
+                    raise
+                except Exception:
+                    log.exception("uncaught error in the producer's sender loop")
+                    await trio.sleep(self.config.retry_backoff_ms / 1000)
+        finally:
+            if self.forced or self.acc.incomplete:
+                err = ProducerClosedError("Producer is closed forcefully.")
+                for b in self.acc.abort_incomplete(err):
+                    if self.txn is not None:
+                        self.txn.remove_in_flight(b)
+            self.done.set()
+            log.debug("sender stopped")
+
+    async def run_once(self) -> None:
+        now = self.clock_ms()
+        txn = self.txn
+        if txn is not None and (not txn.has_producer_id or (txn.epoch_bump_required and not self.in_flight_batches)):
+            if not await self._init_producer_id():
+                await self._poll(self.config.retry_backoff_ms)
+                return
+            now = self.clock_ms()
+        leader_for = self.nc.metadata.leader_for
+        res = self.acc.ready(leader_for, now)
+        poll_ms = res.next_ready_check_delay_ms
+        if res.unknown_leader_topics or self._metadata_wanted or (
+                now - self._last_refresh_ms > self.config.metadata_max_age_ms):
+            poll_ms = min(poll_ms, self._request_metadata_update(now, res.unknown_leader_topics))
+        ready: set[int] = set()
+        for node in res.ready_nodes:
+            wait = self._node_ready(node)
+            if wait == 0:
+                ready.add(node)
+            elif wait is not None:
+                poll_ms = min(poll_ms, wait)
+        if ready:
+            by_node: dict[int, list[tuple[str, int]]] = {}
+            for tp, dq in self.acc.batches.items():
+                if dq:
+                    leader = leader_for(tp[0], tp[1])
+                    if leader in ready:
+                        by_node.setdefault(leader, []).append(tp)
+            drained = self.acc.drain(lambda n: by_node.get(n, []), ready, self.config.max_request_size, now)
+        else:
+            drained = {}
+        if self.guarantee_order:
+            for batches in drained.values():
+                for b in batches:
+                    self.acc.muted.add((b.topic, b.partition))
+        for b in self.acc.expired_batches(now):
+            self._fail_batch(b, KafkaTimeoutError(
+                f"Expiring {b.record_count} record(s) for {b.topic}-{b.partition}:{now - b.created_ms:.0f} ms "
+                f"has passed since batch creation"), now)
+        for node, batches in drained.items():
+            await self._send_produce_request(node, batches, now)
+        if drained:
+            poll_ms = 0
+        else:
+            nxt = self._next_expiry_ms(now)
+            if nxt is not None:
+                poll_ms = min(poll_ms, nxt)
+        await self._poll(poll_ms)
+
+    async def _poll(self, timeout_ms: float) -> None:
+        if timeout_ms <= 0 or self._wakeup.is_set():
+            await trio.lowlevel.checkpoint()
+        else:
+            with trio.move_on_after(min(timeout_ms, 3_600_000) / 1000):
+                await self._wakeup.wait()
+        self._wakeup = trio.Event()
+
+    def _next_expiry_ms(self, now: float) -> float | None:
+        first = None
+        for dq in self.acc.batches.values():
+            if dq:
+                t = dq[0].created_ms
+                if first is None or t < first:
+                    first = t
+        if first is None:
+            return None
+        return max(first + self.config.delivery_timeout_ms - now, 0)
+
+    # -- connections and metadata ----------------------------------------------------------------
+    def _node_ready(self, node: int) -> float | None:
+        """0 when a request can go to ``node`` now; ms to wait if throttled; None if not (yet) possible."""
+        conn = self.nc._connections.get(node)  # noqa: SLF001 - NetworkClient's connection table
+        if conn is None or conn.closed:
+            if node not in self._connecting:
+                self._connecting.add(node)
+                self.nursery.start_soon(self._connect, node)
+            return None
+        if self.in_flight.get(node, 0) >= self.config.max_in_flight_requests_per_connection:
+            return None
+        throttle = conn.throttled_until - trio.current_time()
+        if throttle > 0:
+            return throttle * 1000
+        return 0
+
+    async def _connect(self, node: int) -> None:
+        try:
+            await self.nc.connection(node)
+        except (KafkaClientError, OSError) as exc:
+            log.info("cannot connect to broker %d: %s", node, exc)
+            self._metadata_wanted = True
+            await trio.sleep(self.config.retry_backoff_ms / 1000)
+        finally:
+            self._connecting.discard(node)
+            self.wakeup()
+
+    def _request_metadata_update(self, now: float, topics: set[str]) -> float:
+        """Start a metadata refresh unless one ran within retry.backoff.ms; returns ms until one may run."""
+        if self._refreshing:
+            return math.inf
+        wait = self._last_refresh_ms + self.config.retry_backoff_ms - now
+        if wait > 0:
+            return wait
+        self._refreshing = True
+        self._metadata_wanted = False
+        self._last_refresh_ms = now
+        self.nursery.start_soon(self._refresh_metadata, sorted(topics))
+        return math.inf
+
+    async def _refresh_metadata(self, topics: list[str]) -> None:
+        try:
+            await self.nc.refresh_metadata(topics or None, force=True)
+        except (KafkaClientError, OSError) as exc:
+            log.info("metadata refresh failed: %s", exc)
+        finally:
+            self._refreshing = False
+            self._last_refresh_ms = self.clock_ms()
+            self.wakeup()
+
+    async def _init_producer_id(self) -> bool:
+        """InitProducerId for the idempotent producer (bumping the epoch when asked, KIP-360)."""
+        txn = self.txn
+        assert txn is not None
+        try:
+            conn = await self.nc.any_connection()
+            try:
+                version = conn.pick_version(ApiKey.INIT_PRODUCER_ID)
+            except KafkaClientError:
+                log.warning("broker does not support InitProducerId: idempotence disabled")
+                self.txn = self.acc.txn = None
+                return True
+            bump = txn.has_producer_id and version >= 3
+            body = {"transactional_id": None, "transaction_timeout_ms": 60000,
+                    "producer_id": txn.producer_id if bump else -1,
+                    "producer_epoch": txn.producer_epoch if bump else -1}
+            resp = await conn.request(ApiKey.INIT_PRODUCER_ID, body, version=version)
+        except (KafkaClientError, OSError) as exc:
+            log.info("InitProducerId failed: %s", exc)
+            return False
+        if resp.error_code:
+            log.info("InitProducerId failed: %s", ErrorCode(resp.error_code).name)
+            return False
+        txn.set_producer_id(resp.producer_id, resp.producer_epoch)
+        return True
+
+    # -- produce requests ------------------------------------------------------------------------
+    async def _send_produce_request(self, node: int, batches: list[ProducerBatch], now: float) -> None:
+        topics: dict[str, list[dict[str, Any]]] = {}
+        size = 0
+        records = 0
+        m = self.metrics
+        now_i = int(now)
+        for b in batches:
+            data = b.built
+            assert data is not None
+            topics.setdefault(b.topic, []).append({"index": b.partition, "records": data})
+            size += len(data)
+            records += b.record_count
+            # SenderMetrics.updateProduceRequestMetrics
+            m.queue_time.record(now - b.created_ms, now_i, False)
+            m.batch_size.record(len(data), now_i, False)
+            if b.uncompressed_size:
+                m.compression_rate.record(len(data) / b.uncompressed_size, now_i, False)
+            if b.record_count:
+                m.record_size.record((b.uncompressed_size - 61) / b.record_count, now_i, False)
+            if b.attempts:
+                m.retries.record(b.record_count, now_i, False)
+        m.records_per_request.record(records, now_i, False)
+        body = {"transactional_id": None, "acks": self.acks, "timeout_ms": self.config.request_timeout_ms,
+                "topic_data": [{"name": t, "partition_data": pd} for t, pd in topics.items()]}
+        conn = self.nc._connections.get(node)  # noqa: SLF001
+        self.in_flight[node] = self.in_flight.get(node, 0) + 1
+        self.in_flight_batches.update(batches)
+        try:
+            if conn is None or conn.closed:
+                raise KafkaClientError(f"no connection to broker {node}", ErrorCode.NETWORK_EXCEPTION)
+            pending = await conn.start_request(ApiKey.PRODUCE, body, expect_response=self.acks != 0)
+        except KafkaClientError as exc:
+            self.in_flight[node] -= 1
+            self.in_flight_batches.difference_update(batches)
+            log.info("produce request to broker %d failed: %s", node, exc)
+            self.nc.invalidate(node)
+            for b in batches:
+                self._complete_batch(b, ErrorCode.NETWORK_EXCEPTION, -1, -1, str(exc), self.clock_ms())
+            return
+        m.requests.record(1, now_i, False)
+        m.outgoing_bytes.record(size, now_i, False)
+        if self.acks == 0:
+            self.in_flight[node] -= 1
+            self.in_flight_batches.difference_update(batches)
+            for b in batches:
+                self._complete_batch(b, ErrorCode.NONE, -1, -1, None, now)
+            return
+        self.nursery.start_soon(self._await_response, node, pending, batches, now)
+
+    async def _await_response(self, node: int, pending: Any, batches: list[ProducerBatch], sent_ms: float) -> None:
+        try:
+            resp = await pending.wait()
+        except KafkaClientError as exc:
+            resp = None
+            code = exc.code or ErrorCode.NETWORK_EXCEPTION
+            log.info("produce request to broker %d failed: %s", node, exc)
+            if code != ErrorCode.REQUEST_TIMED_OUT:
+                self.nc.invalidate(node)
+        finally:
+            self.in_flight[node] -= 1
+            self.in_flight_batches.difference_update(batches)
+        now = self.clock_ms()
+        now_i = int(now)
+        m = self.metrics
+        m.request_time.record(now - sent_ms, now_i, False)
+        m.responses.record(1, now_i, False)
+        if resp is None:
+            for b in batches:
+                self._complete_batch(b, code, -1, -1, "request failed", now)
+        else:
+            m.throttle_time.record(resp.throttle_time_ms or 0, now_i, False)
+            parts = {(t.name, p.index): p for t in resp.responses for p in t.partition_responses}
+            for b in batches:
+                p = parts.get((b.topic, b.partition))
+                if p is None:
+                    self._complete_batch(b, ErrorCode.NETWORK_EXCEPTION, -1, -1, "partition missing in response",
+                                         now)
+                else:
+                    self._complete_batch(b, p.error_code, p.base_offset, p.log_append_time_ms, p.error_message, now)
+        self.wakeup()
+
+    # -- completion ------------------------------------------------------------------------------
+    def _complete_batch(self, batch: ProducerBatch, code: int, base_offset: int, log_append_time: int,
+                        message: str | None, now: float) -> None:
+        """``completeBatch``: success, retry, or failure of one batch."""
+        if self.guarantee_order:
+            self.acc.muted.discard((batch.topic, batch.partition))
+        if batch.is_done:
+            return
+        if code == ErrorCode.NONE or code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER:
+            if self.txn is not None:
+                self.txn.handle_completed(batch)
+            batch.complete(base_offset if code == ErrorCode.NONE else -1, log_append_time, None)
+            self.acc.deallocate(batch)
+            return
+        if self._can_retry(batch, code, now):
+            log.debug("retrying %r after %s (attempt %d)", batch, ErrorCode(code).name, batch.attempts + 1)
+            self.acc.reenqueue(batch, now)
+            if code in METADATA_ERRORS:
+                self._metadata_wanted = True
+                self._last_refresh_ms = -math.inf
+            return
+        name = ErrorCode(code).name if code in ErrorCode._value2member_map_ else str(code)
+        if batch.has_reached_delivery_timeout(self.config.delivery_timeout_ms, now):
+            err: KafkaProducerError = KafkaTimeoutError(
+                f"Expiring {batch.record_count} record(s) for {batch.topic}-{batch.partition}: "
+                f"{now - batch.created_ms:.0f} ms has passed since batch creation (last error {name})")
+        else:
+            err = KafkaProducerError(f"{name}: {message or 'produce failed'}", code, is_retriable(code))
+        self._fail_batch(batch, err, now)
+
+    def _can_retry(self, batch: ProducerBatch, code: int, now: float) -> bool:
+        if batch.attempts >= self.config.retries:
+            return False
+        if batch.has_reached_delivery_timeout(self.config.delivery_timeout_ms, now):
+            return False
+        if is_retriable(code) or code == ErrorCode.NETWORK_EXCEPTION:
+            return True
+        txn = self.txn
+        if txn is None:
+            return False
+        if code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER:
+            return txn.can_retry_out_of_order(batch)
+        if code == ErrorCode.UNKNOWN_PRODUCER_ID:
+            txn.epoch_bump_required = True
+            return True
+        if code == ErrorCode.INVALID_PRODUCER_EPOCH and batch.producer_epoch < txn.producer_epoch:
+            return True  # sent before an epoch bump; it will be renumbered
+        return False
+
+    def _fail_batch(self, batch: ProducerBatch, error: BaseException, now: float) -> None:
+        if self.txn is not None:
+            self.txn.handle_failed(batch)
+        self.metrics.errors.record(batch.record_count, int(now), False)
+        log.debug("failing %r: %s", batch, error)
+        batch.complete(-1, -1, error)
+        self.acc.deallocate(batch)
