@@ -66,6 +66,7 @@ class ReplicaManager:
         self.log_manager = LogManager(broker.config.data_dir / "logs" if broker.config.data_dir else None)
         self.partitions: dict[tuple[str, int], Partition] = {}
         self._appended = trio.Event()
+        self.append_generation = 0  # bumped on every append; unchanged means logs are as they were
 
     # -- partitions --------------------------------------------------------
     def load(self) -> None:
@@ -90,6 +91,7 @@ class ReplicaManager:
         for key in [k for k in self.partitions if k[0] == name]:
             del self.partitions[key]
         self.log_manager.delete_topic(name)
+        self.notify_append()  # waiting fetches re-read and report the topic as gone
 
     def get(self, topic: str, index: int) -> Partition | None:
         return self.partitions.get((topic, index))
@@ -152,7 +154,8 @@ class ReplicaManager:
 
     # -- long-poll support -------------------------------------------------
     def notify_append(self) -> None:
-        """Wake every fetch waiting for data."""
+        """Wake every fetch waiting for data (called on appends and other log changes)."""
+        self.append_generation += 1
         self._appended.set()
         self._appended = trio.Event()
 

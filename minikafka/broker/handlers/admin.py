@@ -221,6 +221,7 @@ async def handle_delete_records(broker, ctx, req) -> dict:
                 offset = part.log.high_watermark if p.offset == -1 else p.offset
                 try:
                     entry["low_watermark"] = part.log.delete_records_before(offset)
+                    broker.replica_manager.notify_append()  # waiting fetches see the new log start
                 except OffsetOutOfRangeError:
                     entry["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
             parts.append(entry)

@@ -162,11 +162,14 @@ async def handle_fetch(broker, ctx, req) -> dict:
     deadline = trio.current_time() + max(req.max_wait_ms, 0) / 1000
     rm = broker.replica_manager
     while True:
+        generation = rm.append_generation
         data, total, any_error = read_partitions(broker, fctx, req, version, max_bytes)
         if total >= min_bytes or any_error or trio.current_time() >= deadline:
             break
         with trio.move_on_at(deadline):
             await rm.wait_for_append()
+        if rm.append_generation == generation:
+            break  # timed out and nothing was appended meanwhile: the pass above still holds
     if not is_follower and broker.quotas.fetch.quotas_enabled:
         throttle = _charge_consumer_quotas(broker, ctx, version, fctx, data)
         if throttle:
