@@ -114,3 +114,39 @@ async def test_records_lag_and_lag_max(broker: Broker, conn) -> None:
         assert {"records-lag-max", "fetch-rate", "fetch-latency-avg", "bytes-consumed-rate",
                 "records-consumed-rate", "records-consumed-total"} <= names
         assert c.metric("records-consumed-total") == 1030
+
+
+async def test_fetch_settings_reach_the_wire_and_bound_responses(broker: Broker, conn) -> None:
+    """fetch.min.bytes, fetch.max.wait.ms, fetch.max.bytes and max.partition.fetch.bytes go into every
+    FetchRequest, and responses respect the per-partition limit (KIP-74 aside: at least one batch)."""
+    broker.create_topic("cfg", 2, 1)
+    for p in range(2):
+        for i in range(20):
+            await produce(conn, "cfg", batch([b"x" * 200]), partition=p)
+    requests: list = []
+    api = APIS[ApiKey.FETCH]
+
+    def observe(ctx, frame, response) -> None:
+        if ctx.api_key == ApiKey.FETCH and ctx.client_id == "cfg":
+            hdr = parse_request_header_prefix(frame)
+            off = skip_header_tags(frame, hdr.body_offset) if api.is_flexible(ctx.api_version) else hdr.body_offset
+            req = api.request.parse(memoryview(frame)[off:], ctx.api_version)
+            resp_bytes = sum(s.nbytes if isinstance(s, memoryview) else len(s) for s in response)
+            requests.append((req, resp_bytes))
+
+    broker.request_observers.append(observe)
+    async with KafkaConsumer(bootstrap_servers=boot(broker), client_id="cfg", auto_offset_reset="earliest",
+                             fetch_min_bytes=7, fetch_max_wait_ms=123, fetch_max_bytes=5000,
+                             max_partition_fetch_bytes=1000) as c:
+        c.assign([TopicPartition("cfg", p) for p in range(2)])
+        got = 0
+        with trio.fail_after(10):
+            while got < 40:
+                got += sum(len(v) for v in (await c.poll(200)).values())
+    assert requests
+    for req, resp_bytes in requests:
+        assert (req.min_bytes, req.max_wait_ms, req.max_bytes) == (7, 123, 5000)
+        assert all(p.partition_max_bytes == 1000 for t in req.topics for p in t.partitions)
+        # Each batch here is ~270 bytes: at most 1000 bytes per partition, two partitions, plus overhead.
+        assert resp_bytes < 2 * 1000 + 200
+    assert len(requests) >= 40 * 270 // 2000  # the limits forced several rounds
