@@ -20,6 +20,11 @@ def _serve_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--host", default=None, help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=None, help="port to listen on (default 9092; 0 = any free port)")
     p.add_argument("--node-id", type=int, default=None, help="broker id (default 0)")
+    p.add_argument("--brokers", type=int, default=1, metavar="N",
+                   help="run a cluster of N brokers (ids 0..N-1, ports port..port+N-1, logs in "
+                        "<data-dir>/broker-<id>); type 'stop ID', 'start ID' or 'status' on stdin to stop "
+                        "and restart brokers (SIGUSR1 stops the highest running one, SIGUSR2 restarts "
+                        "the stopped ones) (default 1)")
     p.add_argument("--data-dir", type=Path, default=None,
                    help="directory for logs and state (default: none, everything in memory)")
     p.add_argument("--config", type=Path, default=None, metavar="FILE",
@@ -97,6 +102,91 @@ async def _serve(cfg: BrokerConfig) -> None:
                 break
 
 
+async def _cluster_commands(cluster, stdin: trio.abc.ReceiveStream) -> None:
+    """Read ``stop ID`` / ``start ID`` / ``status`` lines from stdin until it closes."""
+    try:
+        await _read_commands(cluster, stdin)
+    finally:
+        with trio.CancelScope(shield=True):
+            await stdin.aclose()  # FdStream restores the descriptor's blocking mode
+
+
+async def _read_commands(cluster, stdin: trio.abc.ReceiveStream) -> None:
+    buf = b""
+    while True:
+        data = await stdin.receive_some(4096)
+        if not data:
+            return
+        buf += data
+        while b"\n" in buf:
+            line, buf = buf.split(b"\n", 1)
+            words = line.decode(errors="replace").split()
+            try:
+                if len(words) == 2 and words[0] in ("stop", "start") and int(words[1]) in cluster.configs:
+                    bid = int(words[1])
+                    if words[0] == "stop":
+                        await cluster.stop_broker(bid)
+                        print(f"minikafka: stopped broker {bid}", flush=True)
+                    else:
+                        await cluster.start_broker(bid)
+                        print(f"minikafka: started broker {bid}", flush=True)
+                elif words == ["status"]:
+                    for name, topic in sorted(cluster.metadata.topics.items()):
+                        for p in topic.partitions:
+                            print(f"{name}-{p.partition}: leader {p.leader} epoch {p.leader_epoch} "
+                                  f"replicas {p.replicas} isr {p.isr}", flush=True)
+                    print(f"running brokers: {sorted(cluster.brokers)}", flush=True)
+                elif words:
+                    print("commands: stop ID | start ID | status", flush=True)
+            except ValueError:
+                print("commands: stop ID | start ID | status", flush=True)
+
+
+async def _serve_cluster(cfg: BrokerConfig, n: int) -> None:
+    """Run an N-broker cluster until SIGINT/SIGTERM; stdin commands or SIGUSR1/SIGUSR2 stop/restart brokers."""
+    import os
+
+    from .broker.cluster import Cluster
+
+    cluster = Cluster(n, cfg)
+    stopped: list[int] = []
+    sigs = [signal.SIGINT, signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2]
+    with trio.open_signal_receiver(*sigs) as signals:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(cluster.run)
+            where = f"data dir {cfg.data_dir}" if cfg.data_dir else "in-memory storage"
+            print(f"minikafka cluster of {n} brokers ready on {cluster.bootstrap} ({where}); Ctrl-C stops it",
+                  flush=True)
+            stdin = None
+            try:
+                fd = sys.stdin.fileno()
+                # Not from a terminal the process is in the background of (reading would stop it).
+                if not os.isatty(fd) or os.tcgetpgrp(fd) == os.getpgrp():
+                    stdin = trio.lowlevel.FdStream(os.dup(fd))
+            except (OSError, ValueError, AttributeError):
+                stdin = None
+            if stdin is not None:
+                nursery.start_soon(_cluster_commands, cluster, stdin)
+            async for signum in signals:
+                if signum == signal.SIGUSR1:
+                    running = sorted(cluster.brokers)
+                    if len(running) > 1:
+                        victim = running[-1]
+                        await cluster.stop_broker(victim)
+                        stopped.append(victim)
+                        print(f"minikafka: stopped broker {victim}", flush=True)
+                    continue
+                if signum == signal.SIGUSR2:
+                    while stopped:
+                        bid = stopped.pop()
+                        await cluster.start_broker(bid)
+                        print(f"minikafka: restarted broker {bid}", flush=True)
+                    continue
+                log.info("received %s, shutting down", signal.Signals(signum).name)
+                nursery.cancel_scope.cancel()
+                break
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="minikafka", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -109,7 +199,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     if args.command == "serve":
         cfg = build_config(args)
-        trio.run(_serve, cfg)
+        if args.brokers > 1:
+            trio.run(_serve_cluster, cfg, args.brokers)
+        else:
+            trio.run(_serve, cfg)
         print("minikafka: stopped", file=sys.stderr)
         return 0
     if args.command == "quotas":

@@ -5,6 +5,9 @@ Trio event loop in a daemon thread::
 
     with BrokerThread() as broker:
         producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap})
+
+``ClusterThread`` does the same for a :class:`~minikafka.broker.cluster.Cluster`
+of N brokers, with ``stop_broker``/``start_broker`` callable from the test thread.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import Any, Callable, TypeVar
 import trio
 
 from .broker.broker import Broker
+from .broker.cluster import Cluster
 from .broker.config import BrokerConfig
 
 T = TypeVar("T")
@@ -100,3 +104,76 @@ def broker_thread(tmp_path: Path | None = None, **settings: Any) -> BrokerThread
     if tmp_path is not None:
         settings.setdefault("data_dir", tmp_path)
     return BrokerThread(**settings).start()
+
+
+class ClusterThread:
+    """A :class:`Cluster` of ``num_brokers`` brokers on a background thread."""
+
+    def __init__(self, num_brokers: int = 3, config: BrokerConfig | None = None, **settings: Any) -> None:
+        self.cluster = Cluster(num_brokers, config, **settings)
+        self._token: trio.lowlevel.TrioToken | None = None
+        self._cancel: trio.CancelScope | None = None
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        """``host:port`` of every running broker."""
+        return self.cluster.bootstrap
+
+    def start(self, timeout: float = 20) -> "ClusterThread":
+        self._thread = threading.Thread(target=self._main, name="minikafka-cluster", daemon=True)
+        self._thread.start()
+        if not self._ready.wait(timeout):
+            raise TimeoutError("cluster did not start")
+        if self._error is not None:
+            raise RuntimeError("cluster failed to start") from self._error
+        return self
+
+    def _main(self) -> None:
+        async def amain() -> None:
+            self._token = trio.lowlevel.current_trio_token()
+            with trio.CancelScope() as scope:
+                self._cancel = scope
+                async with trio.open_nursery() as nursery:
+                    await nursery.start(self.cluster.run)
+                    self._ready.set()
+
+        try:
+            trio.run(amain)
+        except BaseException as exc:  # reported to the starting thread
+            self._error = exc
+        finally:
+            self._ready.set()
+
+    def call(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run ``fn(*args)`` on the cluster's event loop."""
+        assert self._token is not None
+        return trio.from_thread.run_sync(fn, *args, trio_token=self._token)
+
+    def run(self, afn: Callable[..., Any], *args: Any) -> Any:
+        """Run the async ``afn(*args)`` on the cluster's event loop and return its result."""
+        assert self._token is not None
+        return trio.from_thread.run(afn, *args, trio_token=self._token)
+
+    def stop_broker(self, broker_id: int) -> None:
+        self.run(self.cluster.stop_broker, broker_id)
+
+    def start_broker(self, broker_id: int) -> None:
+        self.run(self.cluster.start_broker, broker_id)
+
+    def stop(self, timeout: float = 10) -> None:
+        if self._token is not None and self._cancel is not None and self._thread and self._thread.is_alive():
+            try:
+                trio.from_thread.run_sync(self._cancel.cancel, trio_token=self._token)
+            except trio.RunFinishedError:
+                pass
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def __enter__(self) -> "ClusterThread":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -27,6 +27,8 @@ from .replica_manager import ReplicaManager
 from .server import SocketServer
 
 if TYPE_CHECKING:
+    from .cluster import Cluster
+    from .groups import GroupCoordinator
     from .request import RequestContext
 
 log = logging.getLogger(__name__)
@@ -35,17 +37,23 @@ log = logging.getLogger(__name__)
 class Broker:
     """A single Kafka broker."""
 
-    def __init__(self, config: BrokerConfig, metadata: ClusterMetadata | None = None) -> None:
+    def __init__(self, config: BrokerConfig, metadata: ClusterMetadata | None = None,
+                 cluster: "Cluster | None" = None, group_coordinator: "GroupCoordinator | None" = None) -> None:
         from .groups import GroupCoordinator
+        from .replica_fetcher import ReplicaFetcherManager
 
         self.config = config
         self.node_id = config.node_id
+        self.cluster = cluster  # set when the broker is one of a Cluster's (shared metadata)
         if config.data_dir is not None:
             config.data_dir.mkdir(parents=True, exist_ok=True)
         self.metadata = metadata or ClusterMetadata([config.node_id], config.data_dir)
+        self.fetcher_manager = ReplicaFetcherManager(self)
         self.replica_manager = ReplicaManager(self)
         self.producer_ids = ProducerIdManager()
-        self.group_coordinator = GroupCoordinator(config, config.data_dir)
+        # A cluster shares one coordinator (its state survives the coordinator broker) and runs it.
+        self._owns_groups = group_coordinator is None
+        self.group_coordinator = group_coordinator or GroupCoordinator(config, config.data_dir)
         self.metrics_registry = Metrics(MetricConfig(samples=config.quota_window_num,
                                                      time_window_ms=config.quota_window_size_seconds * 1000))
         self.quota_configs = QuotaConfigs()
@@ -71,12 +79,24 @@ class Broker:
         return self.config.port
 
     def brokers(self) -> list[tuple[int, str, int, str | None]]:
-        """(node id, host, port, rack) of every broker in the cluster."""
+        """(node id, host, port, rack) of every live broker in the cluster."""
+        if self.cluster is not None and self.metadata.live:
+            return [(nid, host, port, rack) for nid, (host, port, rack) in sorted(self.metadata.live.items())]
         return [(self.node_id, self.config.advertised, self.config.port, None)]
 
     def controller_id(self) -> int:
-        """The node that plays the controller (the lowest broker id)."""
+        """The node that plays the controller (the lowest live broker id)."""
+        if self.cluster is not None and self.metadata.live:
+            return min(self.metadata.live)
         return min(self.metadata.broker_ids)
+
+    def coordinator(self) -> tuple[int, str, int]:
+        """(node id, host, port) of the group coordinator: this broker alone, else the lowest live one."""
+        if self.cluster is not None and self.metadata.live:
+            nid = min(self.metadata.live)
+            host, port, _ = self.metadata.live[nid]
+            return nid, host, port
+        return self.node_id, self.config.advertised, self.config.port
 
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Load state, start serving, run until cancelled, then close cleanly."""
@@ -85,12 +105,17 @@ class Broker:
         try:
             async with trio.open_nursery() as nursery:
                 self.nursery = nursery
-                nursery.start_soon(self.group_coordinator.run)
+                if self._owns_groups:
+                    nursery.start_soon(self.group_coordinator.run)
                 nursery.start_soon(self.quotas.reaper.run)
                 nursery.start_soon(self._retention_loop)
                 port = await nursery.start(self.server.serve)
+                if self.cluster is not None:
+                    self._join_cluster(nursery)
                 task_status.started(port)
         finally:
+            if self.cluster is not None:
+                self._leave_cluster()
             self.quotas.reaper.release_all()
             try:
                 trio.lowlevel.remove_instrument(self.task_time)
@@ -98,8 +123,45 @@ class Broker:
                 pass
             self.close()
 
+    # -- cluster membership ---------------------------------------------------
+    def _join_cluster(self, nursery: trio.Nursery) -> None:
+        """Register with the shared metadata, take up leadership and start following."""
+        self.fetcher_manager.start(nursery)
+        self.metadata.listeners.append(self._on_metadata_change)
+        self.metadata.broker_started(self.node_id, self.config.advertised, self.config.port)
+        self.replica_manager.apply_leadership()
+        nursery.start_soon(self._isr_expiration_loop)
+
+    def _leave_cluster(self) -> None:
+        try:
+            self.metadata.listeners.remove(self._on_metadata_change)
+        except ValueError:
+            pass
+        self.metadata.live.pop(self.node_id, None)
+
+    def _on_metadata_change(self, kind: str, name: str) -> None:
+        """What LeaderAndIsr / UpdateMetadata requests tell a Kafka broker."""
+        rm = self.replica_manager
+        if kind == "deleted":
+            rm.remove_topic(name)
+            return
+        topic = self.metadata.get_topic(name)
+        if topic is None:
+            return
+        if kind in ("created", "partitions"):
+            rm.ensure_partitions(topic)
+        rm.apply_leadership(name)
+
+    async def _isr_expiration_loop(self) -> None:
+        """Kafka's ``isr-expiration`` task, every replica.lag.time.max.ms / 2."""
+        interval = max(self.config.replica_lag_time_max_ms / 2000, 0.01)
+        while True:
+            await trio.sleep(interval)
+            self.replica_manager.maybe_shrink_isr(int(time.time() * 1000))
+
     def close(self) -> None:
-        self.group_coordinator.close()
+        if self._owns_groups:
+            self.group_coordinator.close()
         self.replica_manager.log_manager.close_all()
         log.info("broker %d stopped", self.node_id)
 
@@ -160,6 +222,9 @@ class Broker:
         from ..protocol.api import APIS
 
         out: dict[str, float] = dict(self.fetch_manager.cache.metrics())
+        out.update(self.fetcher_manager.metrics())
+        if self.cluster is not None:
+            out.update(self.replica_manager.replication_metrics())
         out.update(self.metrics_registry.snapshot())
         for key, (count, req_bytes, resp_bytes) in sorted(self.request_stats.items()):
             name = APIS[key].name if key in APIS else str(key)

@@ -51,6 +51,17 @@ class BrokerConfig:
     fetch_max_bytes: int = 57671680
     max_incremental_fetch_session_cache_slots: int = 1000
     min_incremental_fetch_session_eviction_ms: int = 120000
+    # Replication (Kafka's replica.* keys).
+    replica_fetch_max_bytes: int = 1048576
+    replica_fetch_wait_max_ms: int = 500
+    replica_fetch_min_bytes: int = 1
+    replica_fetch_response_max_bytes: int = 10485760
+    replica_fetch_backoff_ms: int = 1000
+    replica_lag_time_max_ms: int = 30000
+    replica_socket_timeout_ms: int = 30000
+    # Fetch version the replica fetcher sends: Kafka picks it from
+    # inter.broker.protocol.version; 8 is what a 2.0 broker sends (6 = no sessions).
+    replica_fetch_request_version: int = 8
     quota_window_num: int = 11
     quota_window_size_seconds: int = 1
     # Client quotas set at start-up: "ENTITY:key=value[,key=value]" with ENTITY like
@@ -95,6 +106,14 @@ class BrokerConfig:
         "min.incremental.fetch.session.eviction.ms": "min_incremental_fetch_session_eviction_ms",
         "cluster.id": "cluster_id",
         "quota.window.num": "quota_window_num",
+        "replica.fetch.max.bytes": "replica_fetch_max_bytes",
+        "replica.fetch.wait.max.ms": "replica_fetch_wait_max_ms",
+        "replica.fetch.min.bytes": "replica_fetch_min_bytes",
+        "replica.fetch.response.max.bytes": "replica_fetch_response_max_bytes",
+        "replica.fetch.backoff.ms": "replica_fetch_backoff_ms",
+        "replica.lag.time.max.ms": "replica_lag_time_max_ms",
+        "replica.socket.timeout.ms": "replica_socket_timeout_ms",
+        "replica.fetch.request.version": "replica_fetch_request_version",
         "quota.window.size.seconds": "quota_window_size_seconds",
     }
     # Units Kafka also accepts for retention: hours and minutes.

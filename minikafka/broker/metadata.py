@@ -15,6 +15,7 @@ import re
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from ..protocol.errors import ErrorCode
 
@@ -107,6 +108,11 @@ class ClusterMetadata:
         self.data_dir = data_dir
         self.topics: dict[str, TopicMetadata] = {}
         self.by_id: dict[uuid.UUID, TopicMetadata] = {}
+        # Multi-broker state (kept by a Cluster; a lone broker never touches it):
+        # the brokers that are up and their (host, port, rack), and callables
+        # fn(kind, topic_name) told of every change, as LeaderAndIsr/UpdateMetadata tell brokers.
+        self.live: dict[int, tuple[str, int, str | None]] = {}
+        self.listeners: list[Callable[[str, str], None]] = []
         if data_dir is not None:
             self._load()
 
@@ -142,12 +148,21 @@ class ClusterMetadata:
 
     # -- changes -----------------------------------------------------------
     def _assign(self, start: int, count: int, rf: int) -> list[list[int]]:
-        """Round-robin replica assignment (Kafka's rack-unaware assignment, without the random start)."""
+        """Kafka's rack-unaware assignment (``assignReplicasToBrokersRackUnaware``).
+
+        Deliberate difference: the random start index and replica shift are both 0,
+        so assignments are deterministic.  The first replica of partition p is broker
+        p mod n; the others follow it with a shift that grows every n partitions.
+        """
         n = len(self.broker_ids)
         out = []
         for p in range(start, start + count):
             first = p % n
-            out.append([self.broker_ids[(first + i) % n] for i in range(rf)])
+            shift = p // n
+            replicas = [self.broker_ids[first]]
+            for j in range(rf - 1):
+                replicas.append(self.broker_ids[(first + 1 + (shift + j) % (n - 1)) % n])
+            out.append(replicas)
         return out
 
     def check_new_topic(
@@ -204,6 +219,7 @@ class ClusterMetadata:
         self.by_id[topic.topic_id] = topic
         self.persist()
         log.info("created topic %s with %d partitions (id %s)", name, num_partitions, topic.topic_id)
+        self.notify("created", name)
         return topic
 
     def delete_topic(self, name: str) -> TopicMetadata:
@@ -213,6 +229,7 @@ class ClusterMetadata:
         self.by_id.pop(topic.topic_id, None)
         self.persist()
         log.info("deleted topic %s", name)
+        self.notify("deleted", name)
         return topic
 
     def add_partitions(self, name: str, new_total: int, assignments: list[list[int]] | None = None) -> TopicMetadata:
@@ -239,9 +256,66 @@ class ClusterMetadata:
                 PartitionMetadata(partition=current + i, leader=r[0], replicas=list(r), isr=list(r))
             )
         self.persist()
+        self.notify("partitions", name)
         return topic
 
     def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
         topic = self.topics[name]
         topic.configs.update(configs)
         self.persist()
+
+    # -- multi-broker: the controller's part ----------------------------------
+    def notify(self, kind: str, name: str) -> None:
+        """Tell every listening broker that ``name`` changed (created/deleted/partitions/leadership)."""
+        for fn in list(self.listeners):
+            fn(kind, name)
+
+    def set_isr(self, topic: str, partition: int, isr: list[int]) -> None:
+        """An ISR change the leader asked for (Kafka's AlterPartition); no leader epoch bump (KRaft)."""
+        pm = self.topics[topic].partitions[partition]
+        pm.isr = list(isr)
+        self.persist()
+
+    def broker_stopped(self, broker_id: int) -> list[tuple[str, int]]:
+        """Controller ``onBrokerFailure``: drop the broker from every ISR and move leadership
+        of its partitions to the first live in-sync replica with leader epoch + 1 (no unclean
+        election: with no live ISR member the partition goes offline, leader -1, ISR kept).
+        Returns the partitions whose leader changed."""
+        self.live.pop(broker_id, None)
+        moved: list[tuple[str, int]] = []
+        shrunk: set[str] = set()
+        for topic in self.topics.values():
+            for pm in topic.partitions:
+                if broker_id not in pm.replicas:
+                    continue
+                if pm.leader == broker_id:
+                    candidates = [b for b in pm.isr if b != broker_id and b in self.live]
+                    pm.leader_epoch += 1
+                    if candidates:
+                        pm.leader = candidates[0]
+                        pm.isr = [b for b in pm.isr if b != broker_id]
+                    else:
+                        pm.leader = -1  # offline; the ISR keeps its last member
+                    moved.append((topic.name, pm.partition))
+                elif broker_id in pm.isr and len(pm.isr) > 1:
+                    pm.isr = [b for b in pm.isr if b != broker_id]
+                    shrunk.add(topic.name)
+        self.persist()
+        for name in sorted({t for t, _ in moved} | shrunk):
+            self.notify("leadership", name)
+        return moved
+
+    def broker_started(self, broker_id: int, host: str, port: int, rack: str | None = None) -> None:
+        """A broker registered: offline partitions whose ISR holds it get it as leader (epoch + 1)."""
+        self.live[broker_id] = (host, port, rack)
+        changed: set[str] = set()
+        for topic in self.topics.values():
+            for pm in topic.partitions:
+                if pm.leader == -1 and broker_id in pm.isr:
+                    pm.leader = broker_id
+                    pm.leader_epoch += 1
+                    changed.add(topic.name)
+        if changed:
+            self.persist()
+        for name in sorted(changed):
+            self.notify("leadership", name)

@@ -4,11 +4,20 @@
 CRC only (records are never decoded), checks idempotent-producer sequences,
 and appends; ``read`` returns stored batches as opaque chunks.  Appends wake
 long-polling fetches through a Trio event.
+
+In a cluster it also plays Kafka's ``Partition`` leader/follower transitions
+(``makeLeader``/``makeFollower``, driven by the shared metadata as LeaderAndIsr
+would), and the leader side of replication: each follower's fetch position and
+last caught-up time (``updateFollowerFetchState``), the high watermark as the
+minimum log end offset over the ISR (``maybeIncrementLeaderHW``), and ISR
+shrink/expand (``maybeShrinkIsr``/``maybeExpandIsr``).  A partition with one
+replica keeps ``Log.auto_advance_hw`` (HW = LEO), so a lone broker behaves as before.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -17,7 +26,7 @@ import trio
 from ..protocol.errors import ErrorCode
 from ..protocol.records import CorruptRecordError, iter_batches
 from .log import Log, LogConfig, LogManager
-from .metadata import TopicMetadata
+from .metadata import PartitionMetadata, TopicMetadata
 from .producer_state import BatchMetadata, ProducerStateManager
 
 if TYPE_CHECKING:
@@ -26,15 +35,46 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass
+class ReplicaState:
+    """The leader's view of one follower (Kafka's ``Replica`` / ``ReplicaState``)."""
+
+    broker_id: int
+    log_end_offset: int = -1  # unknown until the follower's first fetch
+    last_caught_up_time_ms: int = 0
+    last_fetch_leader_log_end_offset: int = 0
+    last_fetch_time_ms: int = 0
+
+
 @dataclass
 class Partition:
-    """A partition this broker hosts (Kafka's ``Partition``): its log, leader epoch and producer state."""
+    """A partition this broker hosts (Kafka's ``Partition``): its log, leader epoch and producer state.
+
+    ``leader_id`` is who leads it as this broker last heard (``local_id`` leads
+    it when they are equal); as leader, ``remote`` holds each follower's state.
+    """
 
     topic: str
     index: int
     log: Log
     leader_epoch: int = 0
     producers: ProducerStateManager = field(default_factory=ProducerStateManager)
+    local_id: int = 0
+    leader_id: int = 0
+    replicas: list[int] = field(default_factory=list)
+    remote: dict[int, ReplicaState] = field(default_factory=dict)
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leader_id == self.local_id
+
+    @property
+    def is_replicated(self) -> bool:
+        return len(self.replicas) > 1
 
 
 class ProduceResult(NamedTuple):
@@ -43,6 +83,7 @@ class ProduceResult(NamedTuple):
     log_append_time: int = -1
     log_start_offset: int = -1
     message: str | None = None
+    last_offset: int = -1  # the last offset appended (or of the duplicate), for acks=all
 
 
 def log_config_for(topic: TopicMetadata, defaults: dict[str, str]) -> LogConfig:
@@ -67,13 +108,17 @@ class ReplicaManager:
         self.partitions: dict[tuple[str, int], Partition] = {}
         self._appended = trio.Event()
         self.append_generation = 0  # bumped on every append; unchanged means logs are as they were
+        self.isr_shrinks = 0
+        self.isr_expands = 0
 
     # -- partitions --------------------------------------------------------
     def load(self) -> None:
         """Open the logs of every known topic (start-up with a data dir)."""
         defaults = self.broker.config.topic_defaults()
         configs = {t.name: log_config_for(t, defaults) for t in self.broker.metadata.topics.values()}
-        self.log_manager.load_existing(configs)
+        replicated = {(t.name, p.partition) for t in self.broker.metadata.topics.values()
+                      for p in t.partitions if len(p.replicas) > 1}
+        self.log_manager.load_existing(configs, replicated)
         for topic in self.broker.metadata.topics.values():
             self.ensure_partitions(topic)
 
@@ -85,11 +130,15 @@ class ReplicaManager:
             key = (topic.name, pm.partition)
             if me in pm.replicas and key not in self.partitions:
                 lg = self.log_manager.get_or_create(topic.name, pm.partition, cfg)
-                self.partitions[key] = Partition(topic.name, pm.partition, lg, pm.leader_epoch)
+                if len(pm.replicas) > 1:
+                    lg.auto_advance_hw = False  # the leader advances it from follower positions
+                self.partitions[key] = Partition(topic.name, pm.partition, lg, pm.leader_epoch,
+                                                 local_id=me, leader_id=pm.leader, replicas=list(pm.replicas))
 
     def remove_topic(self, name: str) -> None:
         for key in [k for k in self.partitions if k[0] == name]:
-            del self.partitions[key]
+            part = self.partitions.pop(key)
+            self.broker.fetcher_manager.remove_partition(part)
         self.log_manager.delete_topic(name)
         self.notify_append()  # waiting fetches re-read and report the topic as gone
 
@@ -134,7 +183,8 @@ class ReplicaManager:
                 if check.duplicate is not None:
                     if len(batches) == 1:
                         d = check.duplicate
-                        return ProduceResult(ErrorCode.NONE, d.first_offset, -1, lg.log_start_offset)
+                        return ProduceResult(ErrorCode.NONE, d.first_offset, -1, lg.log_start_offset,
+                                             last_offset=d.last_offset)
                     return ProduceResult(ErrorCode.DUPLICATE_SEQUENCE_NUMBER)
             to_append.append((header, view))
         info = lg.append_as_leader([v for _, v in to_append], part.leader_epoch, now_ms)
@@ -149,8 +199,174 @@ class ReplicaManager:
                                   offset, last, header.max_timestamp),
                 )
             offset += header.last_offset_delta + 1
+        if not lg.auto_advance_hw:
+            self.maybe_increment_hw(part)
         self.notify_append()
-        return ProduceResult(ErrorCode.NONE, info.first_offset, info.log_append_time, lg.log_start_offset)
+        return ProduceResult(ErrorCode.NONE, info.first_offset, info.log_append_time, lg.log_start_offset,
+                             last_offset=info.last_offset)
+
+    def append_as_follower(self, part: Partition, records: bytes | memoryview) -> None:
+        """Store replicated batches and rebuild producer state from them, as a Kafka follower
+        does, so idempotent producers carry on after a failover."""
+        part.log.append_as_follower(records)
+        self._update_producers(part, records)
+
+    def rebuild_producer_state(self, part: Partition) -> None:
+        """Kafka ``rebuildProducerState`` after a truncation: replay the whole (local) log."""
+        part.producers = ProducerStateManager()
+        lg = part.log
+        got = lg.read(lg.log_start_offset, max(lg.size_in_bytes, 1))
+        for chunk in got.chunks:
+            self._update_producers(part, chunk)
+
+    @staticmethod
+    def _update_producers(part: Partition, records: bytes | memoryview) -> None:
+        for h, _ in iter_batches(records, check_crc=False):
+            if h.producer_id >= 0 and h.base_sequence >= 0:
+                part.producers.update(h.producer_id, h.producer_epoch, BatchMetadata(
+                    h.base_sequence, h.base_sequence + h.last_offset_delta, h.base_offset,
+                    h.base_offset + h.last_offset_delta, h.max_timestamp))
+
+    # -- leadership (Kafka's makeLeader / makeFollower) --------------------
+    def apply_leadership(self, topic_name: str | None = None) -> None:
+        """Bring local partitions (of one topic, or all) in line with the shared metadata,
+        as a LeaderAndIsr request would: become leader or follower where that changed."""
+        md = self.broker.metadata
+        for (name, index), part in list(self.partitions.items()):
+            if topic_name is not None and name != topic_name:
+                continue
+            topic = md.get_topic(name)
+            if topic is None or index >= topic.num_partitions:
+                continue
+            pm = topic.partitions[index]
+            part.replicas = list(pm.replicas)
+            if pm.leader == part.local_id:
+                if not part.is_leader or part.leader_epoch != pm.leader_epoch or (
+                        part.is_replicated and not part.remote):
+                    self.make_leader(part, pm)
+                else:
+                    self.maybe_increment_hw(part)  # the ISR may have lost a stopped broker
+            elif pm.leader != part.leader_id or pm.leader_epoch != part.leader_epoch or (
+                    pm.leader >= 0 and not self.broker.fetcher_manager.has_partition(part)):
+                self.make_follower(part, pm)
+
+    def make_leader(self, part: Partition, pm: PartitionMetadata) -> None:
+        """Kafka ``Partition.makeLeader``: new epoch in the epoch cache, fresh follower states
+        (in-sync followers count as caught up now), stop fetching, maybe advance the HW."""
+        now = _now_ms()
+        was = part.leader_id
+        part.leader_id, part.leader_epoch = part.local_id, pm.leader_epoch
+        self.broker.fetcher_manager.remove_partition(part)
+        lg = part.log
+        if part.is_replicated:
+            lg.auto_advance_hw = False
+            if pm.leader_epoch > lg.latest_epoch():
+                lg.epoch_cache.assign(pm.leader_epoch, lg.log_end_offset)
+        part.remote = {b: ReplicaState(b, last_caught_up_time_ms=now if b in pm.isr else 0)
+                       for b in pm.replicas if b != part.local_id}
+        log.info("broker %d: leader of %s-%d at epoch %d (was %d), LEO %d HW %d", part.local_id, part.topic,
+                 part.index, pm.leader_epoch, was, lg.log_end_offset, lg.high_watermark)
+        self.maybe_increment_hw(part)
+        self.notify_append()
+
+    def make_follower(self, part: Partition, pm: PartitionMetadata) -> None:
+        """Kafka ``Partition.makeFollower`` + ``ReplicaFetcherManager.addFetcherForPartitions``:
+        follow the new leader, truncating first (OffsetForLeaderEpoch) before fetching."""
+        part.leader_id, part.leader_epoch = pm.leader, pm.leader_epoch
+        part.remote = {}
+        part.log.auto_advance_hw = False
+        self.broker.fetcher_manager.remove_partition(part)
+        if pm.leader >= 0:
+            self.broker.fetcher_manager.add_partition(part, pm.leader)
+        log.info("broker %d: follower of %s-%d, leader %d epoch %d, LEO %d", part.local_id, part.topic,
+                 part.index, pm.leader, pm.leader_epoch, part.log.log_end_offset)
+        self.notify_append()  # waiting fetches and produces see NOT_LEADER_OR_FOLLOWER
+
+    # -- leader side of replication ----------------------------------------
+    def record_follower_fetch(self, part: Partition, replica_id: int, fetch_offset: int, now_ms: int) -> None:
+        """Kafka ``Partition.updateFollowerFetchState``: position, last caught-up time, ISR
+        expansion and high watermark."""
+        if replica_id not in part.replicas or replica_id == part.local_id:
+            return
+        st = part.remote.get(replica_id)
+        if st is None:
+            st = part.remote[replica_id] = ReplicaState(replica_id)
+        leo = part.log.log_end_offset
+        if fetch_offset >= leo:
+            st.last_caught_up_time_ms = max(st.last_caught_up_time_ms, now_ms)
+        elif fetch_offset >= st.last_fetch_leader_log_end_offset:
+            st.last_caught_up_time_ms = max(st.last_caught_up_time_ms, st.last_fetch_time_ms)
+        st.log_end_offset = fetch_offset
+        st.last_fetch_leader_log_end_offset = leo
+        st.last_fetch_time_ms = now_ms
+        self._maybe_expand_isr(part, st)
+        self.maybe_increment_hw(part)
+
+    def _partition_metadata(self, part: Partition) -> PartitionMetadata | None:
+        topic = self.broker.metadata.get_topic(part.topic)
+        if topic is None or part.index >= topic.num_partitions:
+            return None
+        return topic.partitions[part.index]
+
+    def isr(self, part: Partition) -> list[int]:
+        pm = self._partition_metadata(part)
+        return list(pm.isr) if pm is not None else [part.local_id]
+
+    def _maybe_expand_isr(self, part: Partition, st: ReplicaState) -> None:
+        pm = self._partition_metadata(part)
+        if pm is None or st.broker_id in pm.isr:
+            return
+        if st.log_end_offset >= part.log.high_watermark:
+            new_isr = sorted(set(pm.isr) | {st.broker_id}, key=pm.replicas.index)
+            log.info("broker %d: expanding ISR of %s-%d from %s to %s", part.local_id, part.topic, part.index,
+                     pm.isr, new_isr)
+            self.broker.metadata.set_isr(part.topic, part.index, new_isr)
+            self.isr_expands += 1
+
+    def maybe_shrink_isr(self, now_ms: int) -> None:
+        """Kafka ``Partition.maybeShrinkIsr``: drop followers not caught up for replica.lag.time.max.ms."""
+        lag_max = self.broker.config.replica_lag_time_max_ms
+        for part in list(self.partitions.values()):
+            if not part.is_leader or not part.is_replicated:
+                continue
+            pm = self._partition_metadata(part)
+            if pm is None:
+                continue
+            out = [b for b in pm.isr if b != part.local_id and
+                   now_ms - (part.remote[b].last_caught_up_time_ms if b in part.remote else 0) > lag_max]
+            if out:
+                new_isr = [b for b in pm.isr if b not in out]
+                log.info("broker %d: shrinking ISR of %s-%d from %s to %s (out of sync: %s)", part.local_id,
+                         part.topic, part.index, pm.isr, new_isr, out)
+                self.broker.metadata.set_isr(part.topic, part.index, new_isr)
+                self.isr_shrinks += 1
+                self.maybe_increment_hw(part)
+
+    def replication_metrics(self) -> dict[str, float]:
+        """Kafka's ``kafka.server:type=ReplicaManager`` gauges (ISR changes as totals)."""
+        leaders = [p for p in self.partitions.values() if p.is_leader]
+        under = sum(1 for p in leaders if p.is_replicated and len(self.isr(p)) < len(p.replicas))
+        prefix = "kafka.server:type=ReplicaManager,name="
+        return {prefix + "PartitionCount": len(self.partitions), prefix + "LeaderCount": len(leaders),
+                prefix + "UnderReplicatedPartitions": under, prefix + "IsrShrinksTotal": self.isr_shrinks,
+                prefix + "IsrExpandsTotal": self.isr_expands}
+
+    def maybe_increment_hw(self, part: Partition) -> bool:
+        """Kafka ``Partition.maybeIncrementLeaderHW``: HW = min LEO over the ISR, never backwards."""
+        lg = part.log
+        if not part.is_leader or lg.auto_advance_hw:
+            return False
+        new_hw = lg.log_end_offset
+        for b in self.isr(part):
+            if b == part.local_id:
+                continue
+            st = part.remote.get(b)
+            new_hw = min(new_hw, st.log_end_offset if st is not None else -1)
+        if new_hw > lg.high_watermark:
+            lg.high_watermark = new_hw
+            self.notify_append()  # consumers waiting below the HW and acks=all produces
+            return True
+        return False
 
     # -- long-poll support -------------------------------------------------
     def notify_append(self) -> None:

@@ -217,6 +217,8 @@ async def handle_delete_records(broker, ctx, req) -> dict:
             entry = {"partition_index": p.partition_index, "low_watermark": -1, "error_code": 0}
             if part is None:
                 entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif not part.is_leader:
+                entry["error_code"] = ErrorCode.NOT_LEADER_OR_FOLLOWER
             else:
                 offset = part.log.high_watermark if p.offset == -1 else p.offset
                 try:

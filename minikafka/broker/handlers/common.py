@@ -27,6 +27,11 @@ def check_leader_epoch(part: "Partition", current_leader_epoch: int) -> ErrorCod
     return ErrorCode.UNKNOWN_LEADER_EPOCH
 
 
+def check_leader(part: "Partition") -> ErrorCode:
+    """NOT_LEADER_OR_FOLLOWER unless this broker leads the partition."""
+    return ErrorCode.NONE if part.is_leader else ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
 def lookup_topic(broker: "Broker", name: str, auto_create: bool) -> tuple[ErrorCode, TopicMetadata | None]:
     """Find a topic, creating it when auto-creation is enabled and asked for."""
     topic = broker.metadata.get_topic(name)

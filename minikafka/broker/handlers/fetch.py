@@ -9,6 +9,7 @@ brings enough data or a partition has an error.
 
 from __future__ import annotations
 
+import time
 from collections import OrderedDict
 
 import trio
@@ -19,7 +20,7 @@ from ...protocol.messages.fetch import FetchResponse
 from ..apis import handles
 from ..fetch_session import FetchContext, PartitionKey, PartitionRequest
 from ..log import OffsetOutOfRangeError
-from .common import check_leader_epoch
+from .common import check_leader, check_leader_epoch
 
 
 def _topic_key(broker, version: int, t) -> tuple:
@@ -80,7 +81,7 @@ def read_partitions(broker, fctx: FetchContext, req, version: int, limit: int):
         lg = part.log
         entry.update(high_watermark=lg.high_watermark, last_stable_offset=lg.high_watermark,
                      log_start_offset=lg.log_start_offset, error_code=0)
-        err = check_leader_epoch(part, preq.current_leader_epoch)
+        err = check_leader(part) or check_leader_epoch(part, preq.current_leader_epoch)
         if err:
             entry["error_code"] = err
             any_error = True
@@ -143,6 +144,33 @@ def _charge_consumer_quotas(broker, ctx, version: int, fctx: FetchContext, data)
     return throttle
 
 
+def record_follower_fetch(broker, fctx: FetchContext, replica_id: int, version: int) -> None:
+    """Leader side of a follower fetch (Kafka's ``updateFollowerFetchState``): once per request,
+    before any long-poll wait, record each partition's fetch position."""
+    rm = broker.replica_manager
+    now_ms = int(time.time() * 1000)
+    for key, preq in fctx.partitions():
+        if version >= 13:
+            topic = broker.metadata.get_topic_by_id(key.topic_id)
+            name = topic.name if topic else None
+        else:
+            name = key.topic
+        part = rm.get(name, key.partition) if name is not None else None
+        if part is not None and part.is_leader:
+            rm.record_follower_fetch(part, replica_id, preq.fetch_offset, now_ms)
+
+
+def follower_response_data(broker, ctx, version: int, fctx: FetchContext, data):
+    """The partitions a follower's fetch response carries (leader side of replication).
+
+    Kafka's ``KafkaApis.handleFetchRequest`` is where the leader replication quota
+    records ``sizeOfThrottledPartitions`` and leaves throttled partitions out while
+    the quota is exceeded (SPEC section 5); until replication quotas exist every
+    partition read is sent.
+    """
+    return data
+
+
 @handles(ApiKey.FETCH)
 async def handle_fetch(broker, ctx, req) -> dict:
     version = ctx.api_version
@@ -153,6 +181,8 @@ async def handle_fetch(broker, ctx, req) -> dict:
     ctx.notes["fetch_context"] = fctx.kind
     if fctx.error:
         return {"throttle_time_ms": 0, "error_code": fctx.error, "session_id": 0, "responses": []}
+    if is_follower and broker.cluster is not None:
+        record_follower_fetch(broker, fctx, req.replica_id, version)
     max_bytes = min(req.max_bytes, broker.config.fetch_max_bytes)
     if not is_follower:
         # Never ask for more than the quota window can hold: that would guarantee throttling.
@@ -170,7 +200,9 @@ async def handle_fetch(broker, ctx, req) -> dict:
             await rm.wait_for_append()
         if rm.append_generation == generation:
             break  # timed out and nothing was appended meanwhile: the pass above still holds
-    if not is_follower and broker.quotas.fetch.quotas_enabled:
+    if is_follower:
+        data = follower_response_data(broker, ctx, version, fctx, data)
+    elif broker.quotas.fetch.quotas_enabled:
         throttle = _charge_consumer_quotas(broker, ctx, version, fctx, data)
         if throttle:
             # KIP-219: a throttled consumer fetch gets an empty response; the session is left as it was.

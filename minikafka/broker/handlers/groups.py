@@ -53,16 +53,19 @@ def client_host(peer: str) -> str:
 
 @handles(ApiKey.FIND_COORDINATOR)
 async def handle_find_coordinator(broker: "Broker", ctx: RequestContext, req: Any) -> dict:
-    """Always this broker; v4 answers a batch of ``coordinator_keys``."""
+    """This broker (in a cluster: the lowest live broker); v4 answers a batch of ``coordinator_keys``."""
     key_type = req.get("key_type", 0)
-    cfg = broker.config
 
     def coordinator() -> dict:
         if key_type not in COORDINATOR_KEY_TYPES:
             return {"error_code": E.INVALID_REQUEST, "error_message": f"unknown key type {key_type}",
                     "node_id": -1, "host": "", "port": -1}
-        return {"error_code": E.NONE, "error_message": "NONE", "node_id": cfg.node_id,
-                "host": cfg.advertised, "port": cfg.port}
+        if getattr(broker, "cluster", None) is not None:
+            node_id, host, port = broker.coordinator()
+        else:
+            node_id, host, port = broker.config.node_id, broker.config.advertised, broker.config.port
+        return {"error_code": E.NONE, "error_message": "NONE", "node_id": node_id,
+                "host": host, "port": port}
 
     if ctx.api_version >= 4:
         return {

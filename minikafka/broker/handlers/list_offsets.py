@@ -5,7 +5,7 @@ from __future__ import annotations
 from ...protocol.api import ApiKey
 from ...protocol.errors import ErrorCode
 from ..apis import handles
-from .common import check_leader_epoch
+from .common import check_leader, check_leader_epoch
 
 EARLIEST = -2
 LATEST = -1
@@ -42,7 +42,7 @@ async def handle_list_offsets(broker, ctx, req) -> dict:
             part = broker.replica_manager.get(t.name, p.partition_index)
             if part is None:
                 entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            elif err := check_leader_epoch(part, p.current_leader_epoch):
+            elif err := check_leader(part) or check_leader_epoch(part, p.current_leader_epoch):
                 entry["error_code"] = err
             else:
                 ts, offset, epoch = _lookup(part, p.timestamp, req.isolation_level)
@@ -64,7 +64,7 @@ async def handle_offset_for_leader_epoch(broker, ctx, req) -> dict:
             part = broker.replica_manager.get(t.topic, p.partition)
             if part is None:
                 entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            elif err := check_leader_epoch(part, p.current_leader_epoch):
+            elif err := check_leader(part) or check_leader_epoch(part, p.current_leader_epoch):
                 entry["error_code"] = err
             else:
                 epoch, end = part.log.end_offset_for_epoch(p.leader_epoch)

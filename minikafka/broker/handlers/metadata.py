@@ -9,7 +9,7 @@ from ..metadata import MetadataError, TopicMetadata, validate_topic_name
 from .common import ALL_CLUSTER_OPERATIONS, ALL_TOPIC_OPERATIONS, UNREQUESTED_OPERATIONS, lookup_topic
 
 
-def topic_entry(topic: TopicMetadata, include_ops: bool) -> dict:
+def topic_entry(topic: TopicMetadata, include_ops: bool, live: set[int] | None = None) -> dict:
     return {
         "error_code": 0,
         "name": topic.name,
@@ -17,13 +17,13 @@ def topic_entry(topic: TopicMetadata, include_ops: bool) -> dict:
         "is_internal": topic.is_internal,
         "partitions": [
             {
-                "error_code": 0,
+                "error_code": ErrorCode.LEADER_NOT_AVAILABLE if p.leader < 0 else 0,
                 "partition_index": p.partition,
                 "leader_id": p.leader,
                 "leader_epoch": p.leader_epoch,
                 "replica_nodes": p.replicas,
                 "isr_nodes": p.isr,
-                "offline_replicas": [],
+                "offline_replicas": [] if live is None else [b for b in p.replicas if b not in live],
             }
             for p in topic.partitions
         ],
@@ -39,8 +39,9 @@ async def handle_metadata(broker, ctx, req) -> dict:
     all_topics = req.topics is None or (version == 0 and not req.topics)
     auto_create = req.allow_auto_topic_creation if version >= 4 else True
     topics = []
+    live = set(broker.metadata.live) if broker.cluster is not None and broker.metadata.live else None
     if all_topics:
-        topics = [topic_entry(t, include_ops) for t in broker.metadata.topics.values()]
+        topics = [topic_entry(t, include_ops, live) for t in broker.metadata.topics.values()]
     else:
         for t in req.topics:
             name = t.name
@@ -49,7 +50,7 @@ async def handle_metadata(broker, ctx, req) -> dict:
                 if topic is None:
                     topics.append({"error_code": ErrorCode.UNKNOWN_TOPIC_ID, "name": None, "topic_id": t.topic_id})
                 else:
-                    topics.append(topic_entry(topic, include_ops))
+                    topics.append(topic_entry(topic, include_ops, live))
                 continue
             try:
                 validate_topic_name(name)
@@ -60,7 +61,7 @@ async def handle_metadata(broker, ctx, req) -> dict:
             if topic is None:
                 topics.append({"error_code": code, "name": name})
             else:
-                topics.append(topic_entry(topic, include_ops))
+                topics.append(topic_entry(topic, include_ops, live))
     return {
         "throttle_time_ms": 0,
         "brokers": [

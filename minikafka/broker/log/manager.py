@@ -59,9 +59,11 @@ class LogManager:
                 if d.is_dir() and parsed is not None and parsed[0] == topic:
                     shutil.rmtree(d, ignore_errors=True)
 
-    def load_existing(self, configs: dict[str, LogConfig]) -> None:
+    def load_existing(self, configs: dict[str, LogConfig],
+                      replicated: set[tuple[str, int]] | frozenset = frozenset()) -> None:
         """Open and recover every ``<topic>-<partition>`` directory under the data dir;
-        topics missing from *configs* get the default ``LogConfig``."""
+        topics missing from *configs* get the default ``LogConfig``.  Logs in *replicated*
+        keep the checkpointed high watermark (their leader advances it) instead of HW = LEO."""
         if self.data_dir is None:
             return
         for d in sorted(self.data_dir.iterdir()):
@@ -69,7 +71,8 @@ class LogManager:
             if parsed is None or parsed in self.logs:
                 continue
             topic, partition = parsed
-            self.logs[parsed] = Log(topic, partition, configs.get(topic) or LogConfig(), d)
+            self.logs[parsed] = Log(topic, partition, configs.get(topic) or LogConfig(), d,
+                                    auto_advance_hw=parsed not in replicated)
         log.info("loaded %d log(s) from %s", len(self.logs), self.data_dir)
 
     def enforce_retention(self, now_ms: int) -> int:

@@ -1,0 +1,150 @@
+"""Several brokers in one process sharing one controller-like metadata store.
+
+Models what a Kafka cluster's controller does for its brokers: the shared
+:class:`~minikafka.broker.metadata.ClusterMetadata` holds topic assignment
+(Kafka's rack-unaware assignment), leaders, leader epochs and ISRs, and tells
+every running broker of changes, as LeaderAndIsr/UpdateMetadata requests do.
+Each :class:`~minikafka.broker.broker.Broker` has its own port, node id and
+log directory (``<data_dir>/broker-<id>``, or memory); the metadata lives in
+``<data_dir>/cluster-metadata.json``.
+
+:meth:`Cluster.stop_broker` plays a broker failure (``onBrokerFailure``):
+leadership of its partitions moves to the first live in-sync replica with
+leader epoch + 1.  :meth:`Cluster.start_broker` brings it back as a follower
+that truncates via OffsetForLeaderEpoch before it fetches.
+
+Deliberate differences: no ZooKeeper/KRaft quorum or broker heartbeats
+(failure is what ``stop_broker`` says), no controlled shutdown, no preferred
+leader election.  Groups: FindCoordinator names the lowest live broker, and
+all brokers share one group coordinator (offsets in
+``<data_dir>/__consumer_offsets``), so groups and committed offsets survive the
+coordinator broker stopping, as if ``__consumer_offsets`` were replicated.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import AsyncIterator
+
+import trio
+
+from .broker import Broker
+from .config import BrokerConfig
+from .metadata import ClusterMetadata
+from .producer_state import ProducerIdManager
+
+log = logging.getLogger(__name__)
+
+
+class Cluster:
+    """N brokers (ids 0..N-1) on ports ``port..port+N-1`` (or free ports when ``port`` is 0)."""
+
+    def __init__(self, num_brokers: int = 3, config: BrokerConfig | None = None, **settings) -> None:
+        base = config or BrokerConfig(**{"port": 0, **settings})
+        self.base_config = base
+        self.data_dir: Path | None = Path(base.data_dir) if base.data_dir is not None else None
+        ids = list(range(num_brokers))
+        self.metadata = ClusterMetadata(ids, self.data_dir)
+        self.producer_ids = ProducerIdManager()
+        from .groups import GroupCoordinator
+
+        self.group_coordinator = GroupCoordinator(base, self.data_dir)
+        self.configs: dict[int, BrokerConfig] = {
+            i: dataclasses.replace(
+                base, node_id=i, port=base.port + i if base.port else 0,
+                data_dir=self.data_dir / f"broker-{i}" if self.data_dir is not None else None,
+                client_quotas=list(base.client_quotas), extra=dict(base.extra))
+            for i in ids
+        }
+        self.brokers: dict[int, Broker] = {}
+        self._scopes: dict[int, trio.CancelScope] = {}
+        self._stopped: dict[int, trio.Event] = {}
+        self._nursery: trio.Nursery | None = None
+
+    @property
+    def broker_ids(self) -> list[int]:
+        return list(self.configs)
+
+    @property
+    def bootstrap(self) -> str:
+        """``host:port`` of every running broker, comma separated."""
+        return ",".join(f"{self.configs[i].advertised}:{self.configs[i].port}" for i in sorted(self.brokers))
+
+    def broker(self, broker_id: int) -> Broker:
+        return self.brokers[broker_id]
+
+    def leader(self, topic: str, partition: int) -> int:
+        """The leader of a partition as the metadata has it (-1 if offline)."""
+        return self.metadata.topics[topic].partitions[partition].leader
+
+    # -- lifecycle -----------------------------------------------------------
+    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """Start every broker, then run until cancelled."""
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                nursery.start_soon(self.group_coordinator.run)
+                for i in self.broker_ids:
+                    await self.start_broker(i)
+                task_status.started(self)
+                await trio.sleep_forever()
+        finally:
+            self.group_coordinator.close()
+
+    async def start_broker(self, broker_id: int) -> Broker:
+        """Start (or restart) one broker on its port and log dir."""
+        assert self._nursery is not None, "the cluster is not running"
+        if broker_id in self.brokers:
+            return self.brokers[broker_id]
+        broker = Broker(self.configs[broker_id], self.metadata, cluster=self,
+                        group_coordinator=self.group_coordinator)
+        broker.producer_ids = self.producer_ids  # one producer-id space for the cluster
+        await self._nursery.start(self._run_broker, broker)
+        log.info("cluster: broker %d started on port %d", broker_id, broker.port)
+        return broker
+
+    async def _run_broker(self, broker: Broker, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        bid = broker.node_id
+        done = self._stopped[bid] = trio.Event()
+        scope = self._scopes[bid] = trio.CancelScope()
+        try:
+            with scope:
+                async with trio.open_nursery() as nursery:
+                    await nursery.start(broker.run)
+                    self.brokers[bid] = broker
+                    task_status.started()
+        finally:
+            self.brokers.pop(bid, None)
+            self._scopes.pop(bid, None)
+            done.set()
+
+    async def stop_broker(self, broker_id: int) -> None:
+        """Stop one broker (its logs are closed) and move leadership off it, as the controller
+        does when a broker fails."""
+        scope = self._scopes.get(broker_id)
+        if scope is None:
+            return
+        scope.cancel()
+        await self._stopped[broker_id].wait()
+        moved = self.metadata.broker_stopped(broker_id)
+        log.info("cluster: broker %d stopped; %d partition leader(s) moved", broker_id, len(moved))
+
+    async def restart_broker(self, broker_id: int) -> Broker:
+        await self.stop_broker(broker_id)
+        return await self.start_broker(broker_id)
+
+
+@asynccontextmanager
+async def serve_cluster(num_brokers: int = 3, config: BrokerConfig | None = None,
+                        **settings) -> AsyncIterator[Cluster]:
+    """Run a cluster for the duration of an ``async with`` block (port 0: free ports)."""
+    cluster = Cluster(num_brokers, config, **settings)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(cluster.run)
+        try:
+            yield cluster
+        finally:
+            nursery.cancel_scope.cancel()
