@@ -40,7 +40,8 @@ async def describe(bootstrap: str, entity: str | None) -> list[tuple[str, dict[s
         resp = await conn.request(ApiKey.DESCRIBE_CLIENT_QUOTAS, 1, {"components": components, "strict": False})
     if resp.error_code:
         raise SystemExit(f"DescribeClientQuotas failed: {ErrorCode(resp.error_code).name}: {resp.error_message}")
-    return [(_describe_entity(e.entity), {v.key: v.value for v in e.values}) for e in resp.entries or []]
+    # e["values"]: `values` is also a dict method on the parsed Container.
+    return [(_describe_entity(e.entity), {v.key: v.value for v in e["values"]}) for e in resp.entries or []]
 
 
 async def alter(bootstrap: str, entity: str, add: list[str], delete: list[str], validate_only: bool) -> None:
@@ -66,7 +67,7 @@ def run_quotas_command(args: argparse.Namespace) -> int:
         if not rows:
             print("no client quotas")
         for entity, values in rows:
-            print(f"{entity}: " + ", ".join(f"{k}={v:g}" for k, v in sorted(values.items())))
+            print(f"{entity}: " + ", ".join(f"{k}={v:.15g}" for k, v in sorted(values.items())))
         return 0
     trio.run(alter, args.bootstrap, args.entity, args.add, args.delete, args.validate_only)
     print(("validated" if args.validate_only else "altered") + f" quotas for {args.entity}", file=sys.stderr)

@@ -30,6 +30,7 @@ from ...metrics import (
     QuotaViolationError,
     Rate,
     Sensor,
+    bounded_throttle_time_ms,
     throttle_time_ms,
 )
 from .entity import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE, QuotaConfigs
@@ -131,10 +132,14 @@ class ClientQuotaManager:
             cs.quota_sensor.record(value, now, True)
             return 0
         except QuotaViolationError as e:
-            throttle = throttle_time_ms(e, now)
+            throttle = self.throttle_time(e, now)
             log.debug("%s quota violated by user=%r client-id=%r: rate %.0f > %.0f, throttle %d ms",
                       self.quota_type, user, client_id, e.value, e.bound, throttle)
             return throttle
+
+    def throttle_time(self, e: QuotaViolationError, now_ms: int) -> int:
+        """Kafka's ``throttleTime``: unbounded for byte rates (QuotaUtils.throttleTime)."""
+        return throttle_time_ms(e, now_ms)
 
     def unrecord_quota_sensor(self, user: str, client_id: str, value: float, time_ms: int | None = None) -> None:
         """Take back a recorded value (a throttled fetch returns nothing, so its bytes do not count)."""
@@ -169,6 +174,11 @@ class ClientRequestQuotaManager(ClientQuotaManager):
 
     quota_key = REQUEST_PERCENTAGE
     rate_metric = "request-time"
+
+    def throttle_time(self, e: QuotaViolationError, now_ms: int) -> int:
+        """Bounded by one quota window, as Kafka's ClientRequestQuotaManager does
+        (``QuotaUtils.boundedThrottleTime(e, maxThrottleTimeMs = quota.window.size.seconds)``)."""
+        return bounded_throttle_time_ms(e, now_ms, self.window_size_s * 1000)
 
     def maybe_record_request_time(self, user: str, client_id: str, handler_ns: int,
                                   time_ms: int | None = None) -> int:
