@@ -25,17 +25,84 @@ from .broker.config import BrokerConfig
 T = TypeVar("T")
 
 
-class BrokerThread:
-    """A broker on a background thread; ``bootstrap`` is its "host:port"."""
+class _LoopThread:
+    """A Trio event loop on a daemon thread running one long-lived service until stopped."""
 
-    def __init__(self, config: BrokerConfig | None = None, **settings: Any) -> None:
-        self.config = config or BrokerConfig(**{"port": 0, **settings})
-        self.broker: Broker | None = None
+    name = "minikafka"
+
+    def __init__(self) -> None:
         self._token: trio.lowlevel.TrioToken | None = None
         self._cancel: trio.CancelScope | None = None
         self._ready = threading.Event()
         self._error: BaseException | None = None
         self._thread: threading.Thread | None = None
+
+    async def _serve(self, nursery: trio.Nursery) -> None:
+        """Start the service in ``nursery`` and return once it accepts connections."""
+        raise NotImplementedError
+
+    def start(self, timeout: float = 20):
+        self._ready = threading.Event()
+        self._error = None
+        self._thread = threading.Thread(target=self._main, name=self.name, daemon=True)
+        self._thread.start()
+        if not self._ready.wait(timeout):
+            raise TimeoutError(f"{self.name} did not start")
+        if self._error is not None:
+            raise RuntimeError(f"{self.name} failed to start") from self._error
+        return self
+
+    def _main(self) -> None:
+        async def amain() -> None:
+            self._token = trio.lowlevel.current_trio_token()
+            with trio.CancelScope() as scope:
+                self._cancel = scope
+                async with trio.open_nursery() as nursery:
+                    await self._serve(nursery)
+                    self._ready.set()
+
+        try:
+            trio.run(amain)
+        except BaseException as exc:  # reported to the starting thread
+            self._error = exc
+        finally:
+            self._ready.set()
+
+    def call(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run ``fn(*args)`` on the service's event loop (thread-safe access to its state)."""
+        assert self._token is not None
+        return trio.from_thread.run_sync(fn, *args, trio_token=self._token)
+
+    def run(self, afn: Callable[..., Any], *args: Any) -> Any:
+        """Run the async ``afn(*args)`` on the service's event loop and return its result."""
+        assert self._token is not None
+        return trio.from_thread.run(afn, *args, trio_token=self._token)
+
+    def stop(self, timeout: float = 10) -> None:
+        if self._token is not None and self._cancel is not None and self._thread and self._thread.is_alive():
+            try:
+                trio.from_thread.run_sync(self._cancel.cancel, trio_token=self._token)
+            except trio.RunFinishedError:
+                pass
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class BrokerThread(_LoopThread):
+    """A broker on a background thread; ``bootstrap`` is its "host:port"."""
+
+    name = "minikafka-broker"
+
+    def __init__(self, config: BrokerConfig | None = None, **settings: Any) -> None:
+        super().__init__()
+        self.config = config or BrokerConfig(**{"port": 0, **settings})
+        self.broker: Broker | None = None
 
     @property
     def port(self) -> int:
@@ -45,58 +112,14 @@ class BrokerThread:
     def bootstrap(self) -> str:
         return f"{self.config.advertised}:{self.config.port}"
 
-    def start(self, timeout: float = 10) -> "BrokerThread":
-        self._thread = threading.Thread(target=self._main, name="minikafka-broker", daemon=True)
-        self._thread.start()
-        if not self._ready.wait(timeout):
-            raise TimeoutError("broker did not start")
-        if self._error is not None:
-            raise RuntimeError("broker failed to start") from self._error
-        return self
-
-    def _main(self) -> None:
-        async def amain() -> None:
-            self._token = trio.lowlevel.current_trio_token()
-            with trio.CancelScope() as scope:
-                self._cancel = scope
-                self.broker = Broker(self.config)
-                async with trio.open_nursery() as nursery:
-                    await nursery.start(self.broker.run)
-                    self._ready.set()
-
-        try:
-            trio.run(amain)
-        except BaseException as exc:  # reported to the starting thread
-            self._error = exc
-        finally:
-            self._ready.set()
-
-    def call(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run ``fn(*args)`` on the broker's event loop (thread-safe access to broker state)."""
-        assert self._token is not None
-        return trio.from_thread.run_sync(fn, *args, trio_token=self._token)
-
-    def stop(self, timeout: float = 10) -> None:
-        if self._token is not None and self._cancel is not None and self._thread and self._thread.is_alive():
-            try:
-                trio.from_thread.run_sync(self._cancel.cancel, trio_token=self._token)
-            except trio.RunFinishedError:
-                pass
-        if self._thread is not None:
-            self._thread.join(timeout)
+    async def _serve(self, nursery: trio.Nursery) -> None:
+        self.broker = Broker(self.config)
+        await nursery.start(self.broker.run)
 
     def restart(self) -> "BrokerThread":
         """Stop and start again on the same port and data dir (for persistence tests)."""
         self.stop()
-        self._ready = threading.Event()
-        self._error = None
         return self.start()
-
-    def __enter__(self) -> "BrokerThread":
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
 
 def broker_thread(tmp_path: Path | None = None, **settings: Any) -> BrokerThread:
@@ -106,74 +129,25 @@ def broker_thread(tmp_path: Path | None = None, **settings: Any) -> BrokerThread
     return BrokerThread(**settings).start()
 
 
-class ClusterThread:
+class ClusterThread(_LoopThread):
     """A :class:`Cluster` of ``num_brokers`` brokers on a background thread."""
 
+    name = "minikafka-cluster"
+
     def __init__(self, num_brokers: int = 3, config: BrokerConfig | None = None, **settings: Any) -> None:
+        super().__init__()
         self.cluster = Cluster(num_brokers, config, **settings)
-        self._token: trio.lowlevel.TrioToken | None = None
-        self._cancel: trio.CancelScope | None = None
-        self._ready = threading.Event()
-        self._error: BaseException | None = None
-        self._thread: threading.Thread | None = None
 
     @property
     def bootstrap(self) -> str:
         """``host:port`` of every running broker."""
         return self.cluster.bootstrap
 
-    def start(self, timeout: float = 20) -> "ClusterThread":
-        self._thread = threading.Thread(target=self._main, name="minikafka-cluster", daemon=True)
-        self._thread.start()
-        if not self._ready.wait(timeout):
-            raise TimeoutError("cluster did not start")
-        if self._error is not None:
-            raise RuntimeError("cluster failed to start") from self._error
-        return self
-
-    def _main(self) -> None:
-        async def amain() -> None:
-            self._token = trio.lowlevel.current_trio_token()
-            with trio.CancelScope() as scope:
-                self._cancel = scope
-                async with trio.open_nursery() as nursery:
-                    await nursery.start(self.cluster.run)
-                    self._ready.set()
-
-        try:
-            trio.run(amain)
-        except BaseException as exc:  # reported to the starting thread
-            self._error = exc
-        finally:
-            self._ready.set()
-
-    def call(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run ``fn(*args)`` on the cluster's event loop."""
-        assert self._token is not None
-        return trio.from_thread.run_sync(fn, *args, trio_token=self._token)
-
-    def run(self, afn: Callable[..., Any], *args: Any) -> Any:
-        """Run the async ``afn(*args)`` on the cluster's event loop and return its result."""
-        assert self._token is not None
-        return trio.from_thread.run(afn, *args, trio_token=self._token)
+    async def _serve(self, nursery: trio.Nursery) -> None:
+        await nursery.start(self.cluster.run)
 
     def stop_broker(self, broker_id: int) -> None:
         self.run(self.cluster.stop_broker, broker_id)
 
     def start_broker(self, broker_id: int) -> None:
         self.run(self.cluster.start_broker, broker_id)
-
-    def stop(self, timeout: float = 10) -> None:
-        if self._token is not None and self._cancel is not None and self._thread and self._thread.is_alive():
-            try:
-                trio.from_thread.run_sync(self._cancel.cancel, trio_token=self._token)
-            except trio.RunFinishedError:
-                pass
-        if self._thread is not None:
-            self._thread.join(timeout)
-
-    def __enter__(self) -> "ClusterThread":
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()

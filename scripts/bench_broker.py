@@ -14,42 +14,14 @@ from __future__ import annotations
 import argparse
 import os
 import pstats
-import signal
-import socket
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import psutil
+from bench_common import cpu_seconds, free_port, start_broker, stop_broker
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_broker(port: int, profile_to: str | None, data_dir: str | None) -> tuple[subprocess.Popen, float]:
-    cmd = [sys.executable]
-    if profile_to:
-        cmd += ["-m", "cProfile", "-o", profile_to]
-    cmd += ["-m", "minikafka", "serve", "--port", str(port), "--log-level", "WARNING"]
-    if data_dir:
-        cmd += ["--data-dir", data_dir]
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.05).close()
-            return proc, time.perf_counter() - t0
-        except OSError:
-            if proc.poll() is not None:
-                raise SystemExit("broker exited during start-up")
-            time.sleep(0.002)
 
 
 def peak_rss_mb(pid: int) -> float:
@@ -111,7 +83,7 @@ def main() -> None:
     bootstrap = f"127.0.0.1:{port}"
     prof = tempfile.mktemp(suffix=".prof") if args.profile else None
     tmp = tempfile.TemporaryDirectory() if args.data_dir else None
-    proc, startup = start_broker(port, prof, tmp.name if tmp else None)
+    proc, startup = start_broker(port, *(["--data-dir", tmp.name] if tmp else []), profile_to=prof)
     time.sleep(0.5)
     idle_rss = psutil.Process(proc.pid).memory_info().rss / 2**20
     import confluent_kafka
@@ -124,8 +96,7 @@ def main() -> None:
     broker_proc = psutil.Process(proc.pid)
 
     def cpu() -> float:
-        t = broker_proc.cpu_times()
-        return t.user + t.system
+        return cpu_seconds(broker_proc)
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
     try:
@@ -144,8 +115,7 @@ def main() -> None:
         print(f"broker start-up to accepting connections: {startup * 1000:.0f} ms")
         print(f"broker idle RSS: {idle_rss:.1f} MB; peak RSS: {peak_rss_mb(proc.pid):.1f} MB")
     finally:
-        proc.send_signal(signal.SIGINT)
-        proc.wait(30)
+        stop_broker(proc)
         if tmp:
             tmp.cleanup()
     if prof:

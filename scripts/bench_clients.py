@@ -28,43 +28,14 @@ import cProfile
 import logging
 import os
 import pstats
-import socket
-import subprocess
-import sys
 import time
 from typing import Callable
+
+from bench_common import free_port, start_broker, stop_broker
 
 # -------------------------------------------------------------------------------------------------
 # broker process
 # -------------------------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_broker(port: int) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "minikafka", "serve", "--port", str(port), "--log-level", "WARNING"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.05).close()
-            return proc
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit("broker did not start")
-            time.sleep(0.01)
-
-
-def stop_broker(proc: subprocess.Popen) -> None:
-    proc.terminate()
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
 
 
 # -------------------------------------------------------------------------------------------------
@@ -297,7 +268,7 @@ def main(argv: list[str] | None = None) -> None:
     sizes = [int(s) for s in args.sizes.split(",")]
     batch_sizes = [16384] + ([1 << 20] if args.big_batch else [])
     port = free_port()
-    proc = start_broker(port)
+    proc, _ = start_broker(port)
     bootstrap = f"127.0.0.1:{port}"
     try:
         if args.mode in ("producer", "all"):

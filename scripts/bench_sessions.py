@@ -22,16 +22,15 @@ import logging
 import multiprocessing
 import random
 import signal
-import socket
 import statistics
 import subprocess
-import sys
 import time
 import uuid
 from dataclasses import dataclass, field
 
 import psutil
 import trio
+from bench_common import cpu_seconds, free_port, start_broker
 
 from minikafka.client.connection import KafkaConnection
 from minikafka.client.fetch_session import FetchSessionHandler, PartitionData
@@ -85,31 +84,6 @@ class RunResult:
     @property
     def cpu_ms_per_fetch(self) -> float:
         return 1000 * self.broker_cpu / self.fetches if self.fetches else float("nan")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_broker(port: int) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "-m", "minikafka", "serve", "--port", str(port),
-                             "--log-level", "WARNING"], stdout=subprocess.DEVNULL)
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.05).close()
-            return proc
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit("broker did not start")
-            time.sleep(0.01)
-
-
-def broker_cpu(proc: psutil.Process) -> float:
-    t = proc.cpu_times()
-    return t.user + t.system
 
 
 async def create_topic(conn: KafkaConnection, name: str, partitions: int) -> uuid.UUID:
@@ -212,11 +186,11 @@ def run(port: int, proc: psutil.Process, scenario: str, mode: str, seconds: floa
                                        daemon=True)
         prod.start()
     try:
-        cpu0 = broker_cpu(proc)
+        cpu0 = cpu_seconds(proc)
         t0 = time.perf_counter()
         trio.run(_fetch_for, port, handler, topic, topic_id, partitions, version, seconds, result)
         result.seconds = time.perf_counter() - t0
-        result.broker_cpu = broker_cpu(proc) - cpu0
+        result.broker_cpu = cpu_seconds(proc) - cpu0
     finally:
         if prod is not None:
             stop.set()
@@ -271,7 +245,7 @@ def main() -> None:
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
     port = free_port()
-    popen = start_broker(port)
+    popen, _ = start_broker(port)
     proc = psutil.Process(popen.pid)
     results = []
     try:

@@ -41,23 +41,6 @@ class FastPathError(StreamError, ValueError):
     """
 
 
-def _uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return result, pos
-        shift += 7
-        if shift > 63:
-            raise FastPathError("varint too long")
-
-
-def _uvarint_bytes(value: int) -> bytes:
-    return T.write_uvarint(value)
-
-
 def _check(pos: int, n: int, end: int) -> None:
     if n < 0 or pos + n > end:
         raise FastPathError(f"need {n} bytes at {pos}, buffer ends at {end}")
@@ -73,7 +56,7 @@ class _Compiler:
     def __init__(self) -> None:
         self.ns: dict[str, Any] = {
             "Container": Container, "ListContainer": ListContainer, "UUID": uuid.UUID,
-            "_uv": _uvarint, "_uvb": _uvarint_bytes, "_check": _check, "_null": _null_error,
+            "_uv": T.uvarint_at, "_uvb": T.write_uvarint, "_check": _check, "_null": _null_error,
             "_H": _H, "_I": _I, "MISSING": _MISSING, "ZERO_UUID": T.ZERO_UUID, "FastPathError": FastPathError,
         }
         self.parsers: dict[int, str] = {}

@@ -6,6 +6,7 @@ import struct as _struct
 from typing import NamedTuple
 
 from .schema import Message, f
+from .types import uvarint_at
 
 RequestHeader = Message("RequestHeader", -1, "0-2", "2+", [
     f("request_api_key", "int16"),
@@ -63,27 +64,14 @@ def parse_request_header_prefix(frame: bytes | memoryview) -> ParsedHeader:
 
 def skip_header_tags(frame: bytes | memoryview, offset: int) -> int:
     """Skip the tagged fields of a v2 request header; return the body offset."""
-    count, offset = _read_uvarint(frame, offset)
+    count, offset = uvarint_at(frame, offset)
     for _ in range(count):
-        _tag, offset = _read_uvarint(frame, offset)
-        size, offset = _read_uvarint(frame, offset)
+        _tag, offset = uvarint_at(frame, offset)
+        size, offset = uvarint_at(frame, offset)
         offset += size
     if offset > len(frame):
         raise ValueError("truncated header tagged fields")
     return offset
-
-
-def _read_uvarint(buf: bytes | memoryview, offset: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        b = buf[offset]
-        offset += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return result, offset
-        shift += 7
-        if shift > 63:
-            raise ValueError("varint too long")
 
 
 def encode_response_header(correlation_id: int, version: int) -> bytes:

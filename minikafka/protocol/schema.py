@@ -19,9 +19,7 @@ read back as their default.
 
 from __future__ import annotations
 
-import uuid
-from dataclasses import dataclass, field as dc_field
-from functools import lru_cache
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from construct import Construct

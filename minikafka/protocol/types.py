@@ -36,7 +36,7 @@ from construct import (
 __all__ = [
     "INT8", "INT16", "UINT16", "INT32", "UINT32", "INT64", "FLOAT64", "BOOL",
     "UVarInt", "VarIntZigZag", "KString", "KBytes", "KArray", "KUuid", "KStruct",
-    "read_uvarint", "write_uvarint", "uvarint_size", "ViewReader", "SegmentedWriter",
+    "read_uvarint", "uvarint_at", "write_uvarint", "uvarint_size", "ViewReader", "SegmentedWriter",
 ]
 
 INT8 = Int8sb
@@ -66,6 +66,20 @@ def read_uvarint(stream: Any, path: str = "") -> int:
         shift += 7
         if shift > 35 + 28:
             raise StreamError("varint too long", path=path)
+
+
+def uvarint_at(buf: Any, pos: int) -> tuple[int, int]:
+    """Read an unsigned varint from ``buf`` at ``pos``: (value, position after it)."""
+    result = shift = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result, pos
+        shift += 7
+        if shift > 63:
+            raise StreamError("varint too long")
 
 
 def write_uvarint(value: int) -> bytes:

@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Callable
 
 from ...metrics import Avg, CumulativeSum, Max, MetricConfig, Metrics, Rate, Sensor, Value, WindowedCount
-from ...metrics.stats import Meter
 
 GROUP = "producer-metrics"
 

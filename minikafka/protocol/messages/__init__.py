@@ -1,6 +1,7 @@
 """Message declarations, one module per API (request and response together)."""
 
 from .alter_client_quotas import AlterClientQuotasRequest, AlterClientQuotasResponse
+from .alter_configs import AlterConfigsRequest, AlterConfigsResponse
 from .api_versions import ApiVersionsRequest, ApiVersionsResponse
 from .create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
 from .create_topics import CreateTopicsRequest, CreateTopicsResponse
@@ -14,6 +15,7 @@ from .describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
 from .fetch import FetchRequest, FetchResponse
 from .find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 from .heartbeat import HeartbeatRequest, HeartbeatResponse
+from .incremental_alter_configs import IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse
 from .init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 from .join_group import JoinGroupRequest, JoinGroupResponse
 from .leave_group import LeaveGroupRequest, LeaveGroupResponse
@@ -28,6 +30,7 @@ from .sync_group import SyncGroupRequest, SyncGroupResponse
 
 PAIRS = [
     (AlterClientQuotasRequest, AlterClientQuotasResponse),
+    (AlterConfigsRequest, AlterConfigsResponse),
     (DescribeClientQuotasRequest, DescribeClientQuotasResponse),
     (ApiVersionsRequest, ApiVersionsResponse),
     (CreatePartitionsRequest, CreatePartitionsResponse),
@@ -41,6 +44,7 @@ PAIRS = [
     (FetchRequest, FetchResponse),
     (FindCoordinatorRequest, FindCoordinatorResponse),
     (HeartbeatRequest, HeartbeatResponse),
+    (IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse),
     (InitProducerIdRequest, InitProducerIdResponse),
     (JoinGroupRequest, JoinGroupResponse),
     (LeaveGroupRequest, LeaveGroupResponse),

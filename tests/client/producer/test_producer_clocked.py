@@ -7,9 +7,7 @@ from __future__ import annotations
 import trio
 import trio.testing
 
-from minikafka.broker import apis
 from minikafka.client.producer import KafkaProducer
-from minikafka.protocol.api import ApiKey
 from minikafka.protocol.errors import ErrorCode
 
 from test_producer_broker import inject_faults, read_all
