@@ -20,6 +20,10 @@ from ..metrics import MetricConfig, Metrics
 from .fetch_session import FetchManager, FetchSessionCache
 from .quota import QuotaConfigs, QuotaManagers
 from .quota.entity import parse_quota_spec
+from .quota.replication_quota_manager import (FOLLOWER_REPLICATION, FOLLOWER_THROTTLED_RATE,
+                                              FOLLOWER_THROTTLED_REPLICAS, LEADER_REPLICATION,
+                                              LEADER_THROTTLED_RATE, LEADER_THROTTLED_REPLICAS,
+                                              UNLIMITED, ReplicationQuotaManager)
 from .task_time import TaskTimeInstrument
 from .metadata import ClusterMetadata, TopicMetadata
 from .producer_state import ProducerIdManager
@@ -64,6 +68,23 @@ class Broker:
         self.quotas = QuotaManagers(self.quota_configs, self.metrics_registry,
                                     window_num=config.quota_window_num,
                                     window_size_s=config.quota_window_size_seconds)
+        self.leader_quota = ReplicationQuotaManager(
+            LEADER_REPLICATION, self.metrics_registry, rate=config.leader_replication_throttled_rate,
+            window_num=config.replication_quota_window_num,
+            window_size_s=config.replication_quota_window_size_seconds)
+        self.follower_quota = ReplicationQuotaManager(
+            FOLLOWER_REPLICATION, self.metrics_registry, rate=config.follower_replication_throttled_rate,
+            window_num=config.replication_quota_window_num,
+            window_size_s=config.replication_quota_window_size_seconds)
+        rm = self.replica_manager
+        self.leader_quota.set_hosted(lambda: [k for k, p in rm.partitions.items() if p.is_leader])
+        self.follower_quota.set_hosted(lambda: [k for k, p in rm.partitions.items() if not p.is_leader])
+        # The start-up rates, which a deleted dynamic rate falls back to.
+        self.static_rates = {LEADER_THROTTLED_RATE: config.leader_replication_throttled_rate,
+                             FOLLOWER_THROTTLED_RATE: config.follower_replication_throttled_rate}
+        self._dynamic_configs: dict[str, str] = {}
+        self._dynamic_defaults: dict[str, str] = {}
+        self.refresh_replication_rates()
         self.task_time = TaskTimeInstrument()
         self.fetch_manager = FetchManager(FetchSessionCache(
             config.max_incremental_fetch_session_cache_slots, config.min_incremental_fetch_session_eviction_ms))
@@ -128,6 +149,8 @@ class Broker:
         """Register with the shared metadata, take up leadership and start following."""
         self.fetcher_manager.start(nursery)
         self.metadata.listeners.append(self._on_metadata_change)
+        for name in list(self.metadata.topics):
+            self.apply_replication_throttles(name)
         self.metadata.broker_started(self.node_id, self.config.advertised, self.config.port)
         self.replica_manager.apply_leadership()
         nursery.start_soon(self._isr_expiration_loop)
@@ -144,10 +167,15 @@ class Broker:
         rm = self.replica_manager
         if kind == "deleted":
             rm.remove_topic(name)
+            self.apply_replication_throttles(name)
             return
         topic = self.metadata.get_topic(name)
         if topic is None:
             return
+        if kind in ("created", "config"):
+            self.apply_replication_throttles(name)
+            if kind == "config":
+                return
         if kind in ("created", "partitions"):
             rm.ensure_partitions(topic)
         rm.apply_leadership(name)
@@ -158,6 +186,63 @@ class Broker:
         while True:
             await trio.sleep(interval)
             self.replica_manager.maybe_shrink_isr(int(time.time() * 1000))
+
+    # -- replication quotas (Kafka's TopicConfigHandler / DynamicConfig for the quotas) ----
+    def apply_replication_throttles(self, name: str) -> None:
+        """Mark a topic's throttled replicas in the leader and follower quotas (Kafka's
+        ``TopicConfigHandler.processConfigChanges`` for the throttled-replicas configs)."""
+        topic = self.metadata.get_topic(name)
+        configs = topic.configs if topic is not None else {}
+        self.leader_quota.update_topic(name, configs.get(LEADER_THROTTLED_REPLICAS), self.node_id)
+        self.follower_quota.update_topic(name, configs.get(FOLLOWER_THROTTLED_REPLICAS), self.node_id)
+
+    @property
+    def dynamic_configs(self) -> dict[str, str]:
+        """This broker's dynamic configs (kept by the cluster, so they survive a restart, as
+        Kafka keeps them in its metadata)."""
+        if self.cluster is not None:
+            return self.cluster.dynamic_broker_configs.setdefault(self.node_id, {})
+        return self._dynamic_configs
+
+    @property
+    def dynamic_defaults(self) -> dict[str, str]:
+        """Cluster-wide dynamic broker defaults (resource name ``""``)."""
+        if self.cluster is not None:
+            return self.cluster.dynamic_broker_defaults
+        return self._dynamic_defaults
+
+    def broker_config_value(self, key: str) -> tuple[str, int]:
+        """(value, Kafka ConfigSource) of a dynamic broker config: per-broker (2), cluster default (3),
+        static (4) or default (5)."""
+        if key in self.dynamic_configs:
+            return self.dynamic_configs[key], 2
+        if key in self.dynamic_defaults:
+            return self.dynamic_defaults[key], 3
+        static = self.static_rates[key]
+        if static >= 0:
+            return str(static), 4
+        return str(UNLIMITED), 5
+
+    def refresh_replication_rates(self) -> None:
+        """Apply the effective ``leader/follower.replication.throttled.rate`` to the quotas
+        (Kafka's ``DynamicReplicationQuota.reconfigure``; the static config is left as started)."""
+        for key, quota in ((LEADER_THROTTLED_RATE, self.leader_quota), (FOLLOWER_THROTTLED_RATE, self.follower_quota)):
+            rate = int(self.broker_config_value(key)[0])
+            if rate >= UNLIMITED:
+                rate = -1
+            if rate != (-1 if not quota.limited else int(quota.quota.bound)):
+                quota.update_quota(rate)
+
+    def replication_quota_metrics(self) -> dict[str, float]:
+        """The replication quotas under ``kafka.server:type=...`` names."""
+        out: dict[str, float] = {}
+        for q in (self.leader_quota, self.follower_quota):
+            prefix = f"kafka.server:type={q.replication_type},name="
+            out[prefix + "byte-rate"] = q.rate()
+            out[prefix + "throttled-partitions"] = q.throttled_partition_count()
+            out[prefix + "recorded-bytes-total"] = q.recorded_bytes
+            out[prefix + "recorded-count"] = q.recorded_count
+        return out
 
     def close(self) -> None:
         if self._owns_groups:
@@ -226,6 +311,7 @@ class Broker:
         if self.cluster is not None:
             out.update(self.replica_manager.replication_metrics())
         out.update(self.metrics_registry.snapshot())
+        out.update(self.replication_quota_metrics())
         for key, (count, req_bytes, resp_bytes) in sorted(self.request_stats.items()):
             name = APIS[key].name if key in APIS else str(key)
             out[f"kafka.network:type=RequestMetrics,name=RequestsTotal,request={name}"] = count

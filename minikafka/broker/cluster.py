@@ -60,6 +60,10 @@ class Cluster:
             for i in ids
         }
         self.brokers: dict[int, Broker] = {}
+        # Dynamic broker configs (IncrementalAlterConfigs/AlterConfigs on broker resources):
+        # per broker id, and the cluster-wide defaults (resource name "").
+        self.dynamic_broker_configs: dict[int, dict[str, str]] = {}
+        self.dynamic_broker_defaults: dict[str, str] = {}
         self._scopes: dict[int, trio.CancelScope] = {}
         self._stopped: dict[int, trio.Event] = {}
         self._nursery: trio.Nursery | None = None

@@ -64,6 +64,12 @@ class BrokerConfig:
     replica_fetch_request_version: int = 8
     quota_window_num: int = 11
     quota_window_size_seconds: int = 1
+    # Replication quotas (Kafka's ReplicationQuotaManager), bytes/s; -1 = unlimited
+    # (Kafka's default is Long.MAX_VALUE).  Dynamic broker configs, settable at run time.
+    leader_replication_throttled_rate: int = -1
+    follower_replication_throttled_rate: int = -1
+    replication_quota_window_num: int = 11
+    replication_quota_window_size_seconds: int = 1
     # Client quotas set at start-up: "ENTITY:key=value[,key=value]" with ENTITY like
     # "client-id=app1", "user=alice,client-id=<default>" (see minikafka.broker.quota).
     client_quotas: list[str] = field(default_factory=list)
@@ -115,6 +121,10 @@ class BrokerConfig:
         "replica.socket.timeout.ms": "replica_socket_timeout_ms",
         "replica.fetch.request.version": "replica_fetch_request_version",
         "quota.window.size.seconds": "quota_window_size_seconds",
+        "leader.replication.throttled.rate": "leader_replication_throttled_rate",
+        "follower.replication.throttled.rate": "follower_replication_throttled_rate",
+        "replication.quota.window.num": "replication_quota_window_num",
+        "replication.quota.window.size.seconds": "replication_quota_window_size_seconds",
     }
     # Units Kafka also accepts for retention: hours and minutes.
     _RETENTION_UNITS = {"log.retention.hours": _HOUR_MS, "log.retention.minutes": 60000}

@@ -259,10 +259,16 @@ class ClusterMetadata:
         self.notify("partitions", name)
         return topic
 
-    def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+    def set_topic_configs(self, name: str, configs: dict[str, str], replace: bool = False) -> None:
+        """Update (or with ``replace``, replace) a topic's configs and tell every broker
+        (Kafka's topic config change notification)."""
         topic = self.topics[name]
-        topic.configs.update(configs)
+        if replace:
+            topic.configs = dict(configs)
+        else:
+            topic.configs.update(configs)
         self.persist()
+        self.notify("config", name)
 
     # -- multi-broker: the controller's part ----------------------------------
     def notify(self, kind: str, name: str) -> None:

@@ -12,9 +12,12 @@ watermark to min(leader HW, local LEO) and records the lag per partition
 (leader HW - fetch position) and their max (``MaxLag``).
 
 The request is built in :meth:`ReplicaFetcher.build_fetch` and the response
-handled in :meth:`ReplicaFetcher.process_fetch_response`: the places where
-follower-side replication throttling (left out of the next request while the
-follower quota is exceeded) will slot in.
+handled in :meth:`ReplicaFetcher.process_fetch_response`.  Follower-side
+replication throttling (Kafka's ``ReplicaFetcherThread.shouldFollowerThrottle``):
+a partition that is not caught up, is in this broker's follower throttled
+replicas, is left out of the next request while the follower quota
+(:class:`~minikafka.broker.quota.replication_quota_manager.ReplicationQuotaManager`)
+is exceeded; the bytes of throttled partitions received are recorded into it.
 
 Deliberate differences: Trio tasks in the broker's nursery instead of
 threads; one fetcher per leader (``num.replica.fetchers`` = 1); partitions in
@@ -53,6 +56,7 @@ class PartitionFetchState:
     truncating: bool = True  # truncate via OffsetForLeaderEpoch before the first fetch
     delayed_until: float = 0.0  # trio time; set after an error (replica.fetch.backoff.ms)
     lag: int = 0  # leader high watermark - fetch position, after the last response
+    in_sync: bool = False  # Kafka's isReplicaInSync: a response has shown lag 0
 
     @property
     def fetch_offset(self) -> int:
@@ -74,6 +78,7 @@ class ReplicaFetcher:
         self.cancel_scope = trio.CancelScope()
         self._changed = trio.Event()
         self.rounds = 0
+        self.throttled_skips = 0  # partitions left out of a request by the follower quota
 
     # -- the partition map -------------------------------------------------------
     def add_partition(self, part: "Partition") -> None:
@@ -191,9 +196,17 @@ class ReplicaFetcher:
         cfg = self.broker.config
         builder = self.session.new_builder()
         offsets: dict[TopicPartition, int] = {}
+        quota = self.broker.follower_quota
+        exceeded: bool | None = None  # checked once per request, when first needed
         for tp, st in self.partitions.items():
             if st.truncating or st.delayed_until > now:
                 continue
+            if quota.limited and not st.in_sync and quota.is_throttled(tp.topic, tp.partition):
+                if exceeded is None:
+                    exceeded = quota.is_quota_exceeded()
+                if exceeded:
+                    self.throttled_skips += 1
+                    continue
             topic = self.broker.metadata.get_topic(tp.topic)
             if topic is None:
                 continue
@@ -228,6 +241,7 @@ class ReplicaFetcher:
         now = trio.current_time()
         backoff = self.broker.config.replica_fetch_backoff_ms / 1000
         appended = False
+        quota = self.broker.follower_quota
         for tp, pd in data.items():
             st = self.partitions.get(tp)
             # Only if still fetched from the offset asked for (not removed or truncated meanwhile).
@@ -237,6 +251,8 @@ class ReplicaFetcher:
             code = pd.error_code
             if code == ErrorCode.NONE:
                 records = pd.records
+                if records and quota.is_throttled(tp.topic, tp.partition):
+                    quota.record(len(records) if not isinstance(records, memoryview) else records.nbytes)
                 if records:
                     try:
                         self.broker.replica_manager.append_as_follower(st.part, records)
@@ -248,6 +264,7 @@ class ReplicaFetcher:
                         continue
                 lg.high_watermark = min(pd.high_watermark, lg.log_end_offset)
                 st.lag = max(pd.high_watermark - lg.log_end_offset, 0)
+                st.in_sync = st.lag == 0
             elif code == ErrorCode.OFFSET_OUT_OF_RANGE:
                 if pd.log_start_offset > lg.log_end_offset:
                     lg.truncate_fully_and_start_at(pd.log_start_offset)

@@ -1,5 +1,13 @@
 """Topic administration: CreateTopics (19), DeleteTopics (20), CreatePartitions (37),
-DescribeConfigs (32), DescribeCluster (60) and DeleteRecords (21)."""
+DescribeConfigs (32), AlterConfigs (33), IncrementalAlterConfigs (44), DescribeCluster (60)
+and DeleteRecords (21).
+
+Config changes (Kafka's ``ConfigAdminManager``/``ZkAdminManager``): topic resources (type 2)
+take any topic config minikafka accepts; broker resources (type 4, name = a broker id or ``""``
+for the cluster-wide default) take the dynamic replication quota rates
+``leader.replication.throttled.rate`` / ``follower.replication.throttled.rate``.
+Deliberate difference: no other broker config is dynamic here (INVALID_CONFIG).
+"""
 
 from __future__ import annotations
 
@@ -10,6 +18,9 @@ from ...protocol.errors import ErrorCode
 from ..apis import handles
 from ..log import OffsetOutOfRangeError
 from ..metadata import MetadataError
+from ..quota.replication_quota_manager import (FOLLOWER_THROTTLED_RATE, FOLLOWER_THROTTLED_REPLICAS,
+                                               LEADER_THROTTLED_RATE, LEADER_THROTTLED_REPLICAS,
+                                               validate_throttled_replicas)
 from .common import ALL_CLUSTER_OPERATIONS, UNREQUESTED_OPERATIONS
 
 log = logging.getLogger(__name__)
@@ -28,15 +39,31 @@ TOPIC_CONFIGS = {
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
 SOURCE_DYNAMIC_TOPIC = 1
+SOURCE_DYNAMIC_BROKER = 2
+SOURCE_DYNAMIC_DEFAULT_BROKER = 3
 SOURCE_STATIC_BROKER = 4
 SOURCE_DEFAULT = 5
+# Broker configs that can change at run time, and the list-typed topic configs (APPEND/SUBTRACT).
+DYNAMIC_BROKER_CONFIGS = (LEADER_THROTTLED_RATE, FOLLOWER_THROTTLED_RATE)
+LIST_TOPIC_CONFIGS = {"cleanup.policy", LEADER_THROTTLED_REPLICAS, FOLLOWER_THROTTLED_REPLICAS}
+OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
+
+
+def _validate_topic_config(name: str, value: str | None) -> None:
+    if name not in TOPIC_CONFIGS:
+        raise MetadataError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {name}")
+    if value is not None and name in (LEADER_THROTTLED_REPLICAS, FOLLOWER_THROTTLED_REPLICAS):
+        try:
+            validate_throttled_replicas(value)
+        except ValueError as exc:
+            raise MetadataError(ErrorCode.INVALID_CONFIG, f"Invalid value {value} for configuration {name}: "
+                                                          f"{exc}") from None
 
 
 def _configs_of(entries) -> dict[str, str]:
     out = {}
     for c in entries or []:
-        if c.name not in TOPIC_CONFIGS:
-            raise MetadataError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {c.name}")
+        _validate_topic_config(c.name, c.value)
         out[c.name] = c.value
     return out
 
@@ -160,10 +187,12 @@ async def handle_describe_configs(broker, ctx, req) -> dict:
                         source = SOURCE_DYNAMIC_TOPIC if name in topic.configs else SOURCE_DEFAULT
                         entry["configs"].append(_config_entry(name, merged[name], source, ctx.api_version))
         elif r.resource_type == RESOURCE_BROKER:
-            if r.resource_name not in ("", str(broker.node_id)):
+            if r.resource_name not in ("", str(broker.node_id)) and _target_broker(broker, r.resource_name) is None:
                 entry.update(error_code=ErrorCode.INVALID_REQUEST,
                              error_message=f"Unexpected broker id {r.resource_name}")
             else:
+                if r.resource_name:
+                    broker = _target_broker(broker, r.resource_name) or broker
                 cfg = broker.config
                 values = {
                     "broker.id": str(broker.node_id),
@@ -178,15 +207,156 @@ async def handle_describe_configs(broker, ctx, req) -> dict:
                     "delete.topic.enable": str(cfg.delete_topic_enable).lower(),
                     "min.insync.replicas": str(cfg.min_insync_replicas),
                 }
+                sources = dict.fromkeys(values, SOURCE_STATIC_BROKER)
+                for name in DYNAMIC_BROKER_CONFIGS:
+                    values[name], sources[name] = broker.broker_config_value(name)
+                values["replication.quota.window.num"] = str(cfg.replication_quota_window_num)
+                values["replication.quota.window.size.seconds"] = str(cfg.replication_quota_window_size_seconds)
                 for name in sorted(values):
                     if keys is None or name in keys:
-                        entry["configs"].append(_config_entry(name, values[name], SOURCE_STATIC_BROKER,
+                        entry["configs"].append(_config_entry(name, values[name],
+                                                              sources.get(name, SOURCE_STATIC_BROKER),
                                                               ctx.api_version))
         else:
             entry.update(error_code=ErrorCode.INVALID_REQUEST,
                          error_message=f"Unsupported resource type {r.resource_type}")
         results.append(entry)
     return {"throttle_time_ms": 0, "results": results}
+
+
+def _target_broker(broker, name: str):
+    """The broker a broker resource names: this one, or another running broker of the cluster."""
+    if name == str(broker.node_id):
+        return broker
+    if broker.cluster is not None and name.isdigit():
+        return broker.cluster.brokers.get(int(name))
+    return None
+
+
+def _brokers_of(broker, name: str) -> list:
+    """The running brokers a broker-resource change applies to ("" = all of the cluster)."""
+    if name == "":
+        return list(broker.cluster.brokers.values()) if broker.cluster is not None else [broker]
+    target = _target_broker(broker, name)
+    if target is None:
+        raise MetadataError(ErrorCode.INVALID_REQUEST, f"Unexpected broker id {name}")
+    return [target]
+
+
+def _check_rate(name: str, value: str | None) -> None:
+    if name not in DYNAMIC_BROKER_CONFIGS:
+        raise MetadataError(ErrorCode.INVALID_CONFIG,
+                            f"Cannot update these configs dynamically: Set({name})")
+    if value is not None:
+        try:
+            ok = int(value) >= 0
+        except ValueError:
+            ok = False
+        if not ok:
+            raise MetadataError(ErrorCode.INVALID_CONFIG, f"Invalid value {value} for configuration {name}: "
+                                                          "Expected a non-negative long")
+
+
+def _apply_list_op(current: str | None, op: int, value: str | None) -> str | None:
+    items = [x.strip() for x in (current or "").split(",") if x.strip()]
+    given = [x.strip() for x in (value or "").split(",") if x.strip()]
+    if op == OP_APPEND:
+        items += [x for x in given if x not in items]
+    else:
+        items = [x for x in items if x not in given]
+    return ",".join(items) if items else None
+
+
+def _alter_resource(broker, resource_type: int, name: str, changes: list[tuple[str, int, str | None]],
+                    incremental: bool, validate_only: bool) -> None:
+    """Apply (or only validate) one resource's config changes; raise MetadataError on failure."""
+    if resource_type == RESOURCE_TOPIC:
+        topic = broker.metadata.get_topic(name)
+        if topic is None:
+            raise MetadataError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist")
+        new = dict(topic.configs) if incremental else {}
+        for key, op, value in changes:
+            _validate_topic_config(key, value if op != OP_DELETE else None)
+            if op == OP_SET:
+                if value is None:
+                    raise MetadataError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {key}")
+                new[key] = value
+            elif op == OP_DELETE:
+                new.pop(key, None)
+            elif op in (OP_APPEND, OP_SUBTRACT):
+                if key not in LIST_TOPIC_CONFIGS:
+                    raise MetadataError(ErrorCode.INVALID_CONFIG,
+                                        f"Config value append is not allowed for config key: {key}")
+                merged = _apply_list_op(new.get(key), op, value)
+                if merged is None:
+                    new.pop(key, None)
+                else:
+                    _validate_topic_config(key, merged)
+                    new[key] = merged
+            else:
+                raise MetadataError(ErrorCode.INVALID_REQUEST, f"Unknown config operation {op}")
+        if not validate_only:
+            broker.metadata.set_topic_configs(name, new, replace=True)
+            log.info("topic %s configs now %s", name, new)
+    elif resource_type == RESOURCE_BROKER:
+        targets = _brokers_of(broker, name)
+        store = broker.dynamic_defaults if name == "" else targets[0].dynamic_configs
+        new = dict(store) if incremental else {}
+        for key, op, value in changes:
+            _check_rate(key, value if op != OP_DELETE else None)
+            if op == OP_SET:
+                if value is None:
+                    raise MetadataError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {key}")
+                new[key] = value
+            elif op == OP_DELETE:
+                new.pop(key, None)
+            else:
+                raise MetadataError(ErrorCode.INVALID_CONFIG,
+                                    f"Config value append is not allowed for config key: {key}")
+        if not validate_only:
+            store.clear()
+            store.update(new)
+            for b in targets:
+                b.refresh_replication_rates()
+            log.info("broker %s dynamic configs now %s", name or "<default>", new)
+    else:
+        raise MetadataError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}")
+
+
+def _alter_response(resources, apply) -> list[dict]:
+    out = []
+    seen: dict[tuple[int, str], int] = {}
+    for r in resources:
+        seen[(r.resource_type, r.resource_name)] = seen.get((r.resource_type, r.resource_name), 0) + 1
+    for r in resources:
+        entry = {"error_code": 0, "error_message": None, "resource_type": r.resource_type,
+                 "resource_name": r.resource_name}
+        try:
+            if seen[(r.resource_type, r.resource_name)] > 1:
+                raise MetadataError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
+            apply(r)
+        except MetadataError as exc:
+            entry.update(error_code=exc.code, error_message=exc.message)
+        out.append(entry)
+    return out
+
+
+@handles(ApiKey.ALTER_CONFIGS)
+async def handle_alter_configs(broker, ctx, req) -> dict:
+    """AlterConfigs: each resource's dynamic configs replaced by those given."""
+    def apply(r) -> None:
+        _alter_resource(broker, r.resource_type, r.resource_name,
+                        [(c.name, OP_SET, c.value) for c in r.configs], False, req.validate_only)
+    return {"throttle_time_ms": 0, "responses": _alter_response(req.resources, apply)}
+
+
+@handles(ApiKey.INCREMENTAL_ALTER_CONFIGS)
+async def handle_incremental_alter_configs(broker, ctx, req) -> dict:
+    """IncrementalAlterConfigs: SET / DELETE / APPEND / SUBTRACT per config."""
+    def apply(r) -> None:
+        _alter_resource(broker, r.resource_type, r.resource_name,
+                        [(c.name, c.config_operation, c.value) for c in r.configs], True, req.validate_only)
+    return {"throttle_time_ms": 0, "responses": _alter_response(req.resources, apply)}
 
 
 @handles(ApiKey.DESCRIBE_CLUSTER)

@@ -5,12 +5,20 @@ sessionless, full (creating a session), incremental (only what changed) or a
 session error.  Like Kafka's ``DelayedFetch``, a fetch with fewer than
 ``min_bytes`` waits up to ``max_wait_ms`` and completes early when an append
 brings enough data or a partition has an error.
+
+Follower fetches (replica_id >= 0) go through the leader replication quota
+(Kafka's ``ReplicationQuotaManager``): a throttled partition of an out-of-ISR
+follower is answered without records while the quota is exceeded, and every
+follower fetch records ``sizeOfThrottledPartitions`` (see
+:func:`size_of_throttled_partitions`) into the quota.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import OrderedDict
+from typing import Any, Callable
 
 import trio
 
@@ -21,6 +29,8 @@ from ..apis import handles
 from ..fetch_session import FetchContext, PartitionKey, PartitionRequest
 from ..log import OffsetOutOfRangeError
 from .common import check_leader, check_leader_epoch
+
+log = logging.getLogger(__name__)
 
 
 def _topic_key(broker, version: int, t) -> tuple:
@@ -55,8 +65,13 @@ def request_partitions(broker, req, version: int):
     return fetch_data, to_forget
 
 
-def read_partitions(broker, fctx: FetchContext, req, version: int, limit: int):
-    """One pass over the context's partitions: (per-partition response data, bytes read, any error)."""
+def read_partitions(broker, fctx: FetchContext, req, version: int, limit: int,
+                    throttle: Callable[[Any], bool] | None = None):
+    """One pass over the context's partitions: (per-partition response data, bytes read, any error).
+
+    ``throttle(part)`` true: the partition is answered with no records (leader-side replication
+    throttling, Kafka's ``ReplicaManager.readFromLocalLog`` returning ``MemoryRecords.EMPTY``), and
+    its bytes do not count towards ``min_bytes`` (as in Kafka's ``DelayedFetch``)."""
     rm = broker.replica_manager
     is_follower = req.replica_id >= 0
     total = 0
@@ -89,6 +104,11 @@ def read_partitions(broker, fctx: FetchContext, req, version: int, limit: int):
         max_offset = lg.log_end_offset if is_follower else lg.high_watermark
         if preq.fetch_offset == max_offset and preq.fetch_offset >= lg.log_start_offset:
             continue  # caught up: nothing to read (the common case of an idle partition)
+        if throttle is not None and throttle(part):
+            if not lg.log_start_offset <= preq.fetch_offset <= lg.log_end_offset:
+                entry["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
+                any_error = True
+            continue
         try:
             got = lg.read(preq.fetch_offset, min(preq.max_bytes, max(limit - total, 0)),
                           max_offset=max_offset, min_one_batch=total == 0)
@@ -160,15 +180,56 @@ def record_follower_fetch(broker, fctx: FetchContext, replica_id: int, version: 
             rm.record_follower_fetch(part, replica_id, preq.fetch_offset, now_ms)
 
 
-def follower_response_data(broker, ctx, version: int, fctx: FetchContext, data):
-    """The partitions a follower's fetch response carries (leader side of replication).
+def leader_throttle(broker, replica_id: int) -> Callable[[Any], bool] | None:
+    """Kafka's ``ReplicaManager.shouldLeaderThrottle`` for one follower fetch pass: a partition is
+    throttled when the follower is not in its ISR, the partition is in the leader's throttled
+    replicas and the leader quota is exceeded (checked once per pass, without recording)."""
+    quota = broker.leader_quota
+    if not quota.limited or not quota.throttled_partitions:
+        return None
+    exceeded: list[bool] = []
+    rm = broker.replica_manager
 
-    Kafka's ``KafkaApis.handleFetchRequest`` is where the leader replication quota
-    records ``sizeOfThrottledPartitions`` and leaves throttled partitions out while
-    the quota is exceeded (SPEC section 5); until replication quotas exist every
-    partition read is sent.
-    """
-    return data
+    def throttle(part) -> bool:
+        if not quota.is_throttled(part.topic, part.index) or replica_id in rm.isr(part):
+            return False
+        if not exceeded:
+            exceeded.append(quota.is_quota_exceeded())
+        return exceeded[0]
+
+    return throttle
+
+
+def size_of_throttled_partitions(broker, version: int, selected: "OrderedDict[PartitionKey, dict]") -> int:
+    """Kafka's ``KafkaApis.sizeOfThrottledPartitions``: ``FetchResponse.sizeOf`` (4 + the body) of a
+    response of the request's version holding only the response's partitions the leader quota
+    throttles (``SelectingIterator``).  With none that is the empty response: 18 bytes at v7-v11,
+    12 at v4-v6, 16 at v12+ (compact array and tagged fields)."""
+    quota = broker.leader_quota
+    throttled: OrderedDict[PartitionKey, dict] = OrderedDict()
+    if quota.throttled_partitions:
+        for key, entry in selected.items():
+            if version >= 13:
+                topic = broker.metadata.get_topic_by_id(key.topic_id)
+                name = topic.name if topic else None
+            else:
+                name = key.topic
+            if name is not None and quota.is_throttled(name, key.partition):
+                throttled[key] = entry
+    # throttle_time_ms and session_id are fixed-size: any value gives the same size (Kafka uses 0 / INVALID).
+    body = {"throttle_time_ms": 0, "error_code": 0, "session_id": 0,
+            "responses": group_by_topic(broker, version, throttled)}
+    return response_size(version, body)
+
+
+def record_leader_quota(broker, ctx, version: int, selected) -> int:
+    """Leader side of a follower fetch, after the response is chosen (Kafka's
+    ``processResponseCallback`` for followers): record ``sizeOfThrottledPartitions`` into the
+    leader quota.  Done on every follower fetch, throttled partitions or not."""
+    size = size_of_throttled_partitions(broker, version, selected)
+    broker.leader_quota.record(size)
+    ctx.notes["leader_quota_recorded"] = size
+    return size
 
 
 @handles(ApiKey.FETCH)
@@ -180,6 +241,8 @@ async def handle_fetch(broker, ctx, req) -> dict:
                                             fetch_data, to_forget)
     ctx.notes["fetch_context"] = fctx.kind
     if fctx.error:
+        if is_follower:  # Kafka records even a session error's (empty) response for a follower
+            record_leader_quota(broker, ctx, version, OrderedDict())
         return {"throttle_time_ms": 0, "error_code": fctx.error, "session_id": 0, "responses": []}
     if is_follower and broker.cluster is not None:
         record_follower_fetch(broker, fctx, req.replica_id, version)
@@ -193,16 +256,15 @@ async def handle_fetch(broker, ctx, req) -> dict:
     rm = broker.replica_manager
     while True:
         generation = rm.append_generation
-        data, total, any_error = read_partitions(broker, fctx, req, version, max_bytes)
+        skip = leader_throttle(broker, req.replica_id) if is_follower else None
+        data, total, any_error = read_partitions(broker, fctx, req, version, max_bytes, skip)
         if total >= min_bytes or any_error or trio.current_time() >= deadline:
             break
         with trio.move_on_at(deadline):
             await rm.wait_for_append()
         if rm.append_generation == generation:
             break  # timed out and nothing was appended meanwhile: the pass above still holds
-    if is_follower:
-        data = follower_response_data(broker, ctx, version, fctx, data)
-    elif broker.quotas.fetch.quotas_enabled:
+    if not is_follower and broker.quotas.fetch.quotas_enabled:
         throttle = _charge_consumer_quotas(broker, ctx, version, fctx, data)
         if throttle:
             # KIP-219: a throttled consumer fetch gets an empty response; the session is left as it was.
@@ -210,5 +272,7 @@ async def handle_fetch(broker, ctx, req) -> dict:
                     "responses": []}
     session_id, selected = fctx.update_and_generate_response(data)
     ctx.notes["fetch_session_id"] = session_id
+    if is_follower:
+        record_leader_quota(broker, ctx, version, selected)
     return {"throttle_time_ms": 0, "error_code": 0, "session_id": session_id,
             "responses": group_by_topic(broker, version, selected)}
