@@ -12,15 +12,14 @@ under cProfile and prints where its time went.
 from __future__ import annotations
 
 import argparse
-import os
 import pstats
 import tempfile
 import time
 from pathlib import Path
 
 import psutil
-from bench_common import cpu_seconds, free_port, start_broker, stop_broker
-from confluent_kafka import Consumer, Producer, TopicPartition
+from bench_common import cpu_seconds, free_port, produce_flat_out, start_broker, stop_broker
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 
@@ -29,26 +28,6 @@ def peak_rss_mb(pid: int) -> float:
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) / 1024
     return float("nan")
-
-
-def produce(bootstrap: str, topic: str, n: int, size: int, partitions: int) -> float:
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "batch.size": 1000000,
-                  "queue.buffering.max.kbytes": 1048576, "queue.buffering.max.messages": 1000000,
-                  "acks": "1"})
-    payload = os.urandom(size)
-    t0 = time.perf_counter()
-    for i in range(n):
-        while True:
-            try:
-                p.produce(topic, payload, partition=i % partitions)
-                break
-            except BufferError:
-                p.poll(0.001)
-    left = p.flush(120)
-    elapsed = time.perf_counter() - t0
-    if left:
-        raise SystemExit(f"{left} messages not delivered")
-    return elapsed
 
 
 def consume(bootstrap: str, topic: str, n: int, partitions: int) -> float:
@@ -60,7 +39,7 @@ def consume(bootstrap: str, topic: str, n: int, partitions: int) -> float:
     got = 0
     t0 = time.perf_counter()
     while got < n:
-        msgs = c.consume(num_messages=100000, timeout=5)
+        msgs = c.consume(num_messages=min(100000, n - got), timeout=5)
         if not msgs:
             raise SystemExit(f"consumer stalled at {got}/{n}")
         got += len(msgs)
@@ -105,7 +84,7 @@ def main() -> None:
             topic = f"bench-{size}"
             admin.create_topics([NewTopic(topic, args.partitions, 1)])[topic].result(10)
             c0 = cpu()
-            tp = produce(bootstrap, topic, n, size, args.partitions)
+            tp = produce_flat_out(bootstrap, topic, n, size, args.partitions)
             c1 = cpu()
             tc = consume(bootstrap, topic, n, args.partitions)
             c2 = cpu()

@@ -22,7 +22,7 @@ import statistics
 import time
 
 import psutil
-from bench_common import cpu_seconds, free_port, start_broker, stop_broker
+from bench_common import cpu_seconds, free_port, produce_flat_out, start_broker, stop_broker
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -37,26 +37,6 @@ def wait_port(port: int, timeout: float = 30) -> None:
             if time.perf_counter() - t0 > timeout:
                 raise SystemExit(f"broker on port {port} did not start")
             time.sleep(0.01)
-
-
-def throughput(bootstrap: str, topic: str, n: int, size: int, partitions: int, acks: str) -> float:
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "batch.size": 1000000,
-                  "queue.buffering.max.kbytes": 1048576, "queue.buffering.max.messages": 1000000,
-                  "acks": acks})
-    payload = os.urandom(size)
-    t0 = time.perf_counter()
-    for i in range(n):
-        while True:
-            try:
-                p.produce(topic, payload, partition=i % partitions)
-                break
-            except BufferError:
-                p.poll(0.001)
-    left = p.flush(300)
-    elapsed = time.perf_counter() - t0
-    if left:
-        raise SystemExit(f"{left} messages not delivered")
-    return elapsed
 
 
 def latencies(bootstrap: str, topic: str, n: int, size: int, acks: str) -> list[float]:
@@ -124,7 +104,7 @@ def main() -> None:
             admin.create_topics([NewTopic(topic, args.partitions, args.brokers)])[topic].result(10)
             time.sleep(0.5)
             c0 = cpu_seconds(cluster)
-            t = throughput(bootstrap, topic, args.messages, args.size, args.partitions, acks)
+            t = produce_flat_out(bootstrap, topic, args.messages, args.size, args.partitions, acks)
             c1 = cpu_seconds(cluster)
             mb = args.messages * args.size / 1e6
             print(f"{acks:>5} {args.messages:>9} {args.size:>6} {mb / t:>7.1f} {args.messages / t:>9.0f} "

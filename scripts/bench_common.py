@@ -50,3 +50,29 @@ def cpu_seconds(proc: psutil.Process) -> float:
     """User + system CPU seconds used by a process so far."""
     t = proc.cpu_times()
     return t.user + t.system
+
+
+def produce_flat_out(bootstrap: str, topic: str, n: int, size: int, partitions: int = 1,
+                     acks: str = "1") -> float:
+    """confluent-kafka producing ``n`` messages of ``size`` bytes as fast as it can; seconds until all acked."""
+    import os
+
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "batch.size": 1000000,
+                  "queue.buffering.max.kbytes": 1048576, "queue.buffering.max.messages": 1000000,
+                  "acks": acks})
+    payload = os.urandom(size)
+    t0 = time.perf_counter()
+    for i in range(n):
+        while True:
+            try:
+                p.produce(topic, payload, partition=i % partitions)
+                break
+            except BufferError:
+                p.poll(0.001)
+    left = p.flush(300)
+    elapsed = time.perf_counter() - t0
+    if left:
+        raise SystemExit(f"{left} messages not delivered")
+    return elapsed
