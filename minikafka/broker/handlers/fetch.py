@@ -33,26 +33,14 @@ from .common import check_leader, check_leader_epoch
 log = logging.getLogger(__name__)
 
 
-def _topic_key(broker, version: int, t) -> tuple:
-    """(topic_id, topic name or None) of a request topic, resolving ids at v13+."""
-    if version >= 13:
-        topic = broker.metadata.get_topic_by_id(t.topic_id)
-        return t.topic_id, topic.name if topic else None
-    topic = broker.metadata.get_topic(t.topic)
-    return (topic.topic_id if topic else None), t.topic
-
-
 def request_partitions(broker, req, version: int):
     """The request's partitions and forgotten partitions, keyed as fetch sessions key them."""
     fetch_data: OrderedDict[PartitionKey, PartitionRequest] = OrderedDict()
     for t in req.topics:
-        topic_id, name = _topic_key(broker, version, t)
-        if version >= 13:
-            name_key = None  # sessions at v13+ are keyed by topic id alone
-        else:
-            topic_id, name_key = None, name
+        # Sessions at v13+ are keyed by topic id alone, before that by name.
+        key_id, key_name = (t.topic_id, None) if version >= 13 else (None, t.topic)
         for p in t.partitions:
-            fetch_data[PartitionKey(topic_id if version >= 13 else None, name_key, p.partition)] = PartitionRequest(
+            fetch_data[PartitionKey(key_id, key_name, p.partition)] = PartitionRequest(
                 p.fetch_offset, p.partition_max_bytes, p.log_start_offset, p.current_leader_epoch,
                 p.last_fetched_epoch)
     to_forget = []
