@@ -1,4 +1,4 @@
-"""Command line: ``minikafka serve`` runs a broker (more subcommands come with later features)."""
+"""Command line: ``minikafka serve`` runs a broker; ``quotas`` and ``capture`` work with brokers and captures."""
 
 from __future__ import annotations
 
@@ -37,6 +37,9 @@ def _serve_parser(sub: argparse._SubParsersAction) -> None:
                    help="a client quota at start-up, e.g. 'client-id=app1:producer_byte_rate=1048576' or "
                         "'user=alice,client-id=<default>:consumer_byte_rate=2e6,request_percentage=50' "
                         "(repeatable; change them at run time with `minikafka quotas alter`)")
+    p.add_argument("--capture", type=Path, default=None, metavar="DIR",
+                   help="record every request and response frame in rolling capture files in DIR "
+                        "(see `minikafka capture`)")
     p.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
 
 
@@ -74,6 +77,8 @@ def build_config(args: argparse.Namespace) -> BrokerConfig:
         cfg.data_dir = args.data_dir
     if args.advertised_host is not None:
         cfg.advertised_host = args.advertised_host
+    if getattr(args, "capture", None) is not None:
+        cfg.capture_dir = args.capture
     for spec in getattr(args, "quota", []):
         from .broker.quota.entity import parse_quota_spec
 
@@ -192,6 +197,9 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     _serve_parser(sub)
     _quotas_parser(sub)
+    from .capture.cli import add_parser as _capture_parser
+
+    _capture_parser(sub)
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=getattr(logging, str(getattr(args, "log_level", "WARNING")).upper(), logging.INFO),
@@ -209,6 +217,10 @@ def main(argv: list[str] | None = None) -> int:
         from .client.quotas_cli import run_quotas_command
 
         return run_quotas_command(args)
+    if args.command == "capture":
+        from .capture.cli import run_capture_command
+
+        return run_capture_command(args)
     parser.error(f"unknown command {args.command}")
     return 2
 

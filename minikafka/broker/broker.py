@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from .cluster import Cluster
     from .groups import GroupCoordinator
     from .request import RequestContext
+    from ..capture.service import CaptureService
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +95,7 @@ class Broker:
         self.request_stats: dict[int, list[int]] = {}  # api key -> [requests, request bytes, response bytes]
         # Callables fn(ctx, frame, response_segments) run after each request is answered.
         self.request_observers: list[Callable[["RequestContext", bytes | bytearray, list | None], None]] = []
+        self.capture: "CaptureService | None" = None  # set by run() when config.capture_dir is given
 
     @property
     def port(self) -> int:
@@ -130,7 +132,14 @@ class Broker:
                     nursery.start_soon(self.group_coordinator.run)
                 nursery.start_soon(self.quotas.reaper.run)
                 nursery.start_soon(self._retention_loop)
+                if self.config.capture_dir is not None:
+                    from ..capture.service import CaptureService
+
+                    self.capture = CaptureService(self.config.capture_dir, self.node_id)
+                    nursery.start_soon(self.capture.run)
                 port = await nursery.start(self.server.serve)
+                if self.capture is not None:
+                    self.capture.server = f"{self.config.host}:{port}"
                 if self.cluster is not None:
                     self._join_cluster(nursery)
                 task_status.started(port)
@@ -301,6 +310,13 @@ class Broker:
             stats[2] += 4 + sum(len(s) if not isinstance(s, memoryview) else s.nbytes for s in response)
         for observe in self.request_observers:
             observe(ctx, frame, response)
+
+    def on_response_sent(self, ctx: "RequestContext", frame: bytes | bytearray | list, response: list | None) -> None:
+        """Called by the socket server when capture is on, once the response left (or, without one,
+        once the request was handled): hands the pair to the capture writer.  ``frame`` is the request
+        as received (a list of buffers for Produce, see :mod:`minikafka.capture.produce`)."""
+        if self.capture is not None:
+            self.capture.record(ctx, frame, response)
 
     def metrics(self) -> dict[str, float]:
         """A snapshot of the broker's metrics under Kafka's JMX-style names."""

@@ -73,6 +73,8 @@ class BrokerConfig:
     # Client quotas set at start-up: "ENTITY:key=value[,key=value]" with ENTITY like
     # "client-id=app1", "user=alice,client-id=<default>" (see minikafka.broker.quota).
     client_quotas: list[str] = field(default_factory=list)
+    # Traffic capture (minikafka's own): a directory for capture-<broker>-<seq>.mkcap files, None = off.
+    capture_dir: Path | None = None
     extra: dict[str, str] = field(default_factory=dict)
 
     @property

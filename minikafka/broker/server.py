@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from ..capture.produce import original_frame_parts
 from .apis import CloseConnection, KafkaApis
 from .quota import client_throttles_itself
 
@@ -162,6 +163,10 @@ class SocketServer:
                 if frame is None:
                     break
                 ctx, req = apis.parse(frame, conn_id, peer)
+                # Produce batches are stamped with offsets in place: capture keeps the bytes as received.
+                raw = frame
+                if ctx.api_key == 0 and self.broker.capture is not None and req is not None:
+                    raw = original_frame_parts(frame, req)
                 response = await apis.handle(ctx, req)
                 # Accounted before the response leaves, so a client that reads the
                 # broker's metrics after its response always sees its own request.
@@ -170,6 +175,8 @@ class SocketServer:
                     await self._send_throttled(sock, ctx, response)
                 elif response is not None:
                     await send_frame(sock, response)
+                if self.broker.capture is not None:
+                    self.broker.on_response_sent(ctx, raw, response)
         except CloseConnection as exc:
             log.warning("closing connection %s from %s: %s", conn_id, peer, exc)
         except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError) as exc:

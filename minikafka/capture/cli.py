@@ -1,0 +1,73 @@
+"""``minikafka capture show|export``: summarise a capture, or write it as a pcap."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from collections import defaultdict
+
+from .format import ReadStats, capture_files, read_capture
+
+log = logging.getLogger(__name__)
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("capture", help="inspect or export a traffic capture (minikafka serve --capture DIR)")
+    csub = p.add_subparsers(dest="capture_command", required=True)
+    s = csub.add_parser("show", help="summary: requests and bytes per api key, connections, time span")
+    s.add_argument("paths", nargs="+", help="capture directories or .mkcap files")
+    e = csub.add_parser("export", help="write the capture as a pcap (tshark: -d tcp.port==PORT,kafka)")
+    e.add_argument("--pcap", required=True, metavar="OUT.pcap", help="output file")
+    e.add_argument("--no-handshake", action="store_true", help="leave out the synthesised SYN/SYN-ACK/ACK")
+    e.add_argument("paths", nargs="+", help="capture directories or .mkcap files")
+
+
+def summarize(paths: list[str]) -> tuple[dict, ReadStats]:
+    """Per api key [requests, request bytes, response bytes], plus totals, and what the reader met."""
+    stats = ReadStats()
+    per_api: dict[int, list[int]] = defaultdict(lambda: [0, 0, 0])
+    conns: set[tuple[int, str]] = set()
+    first = last = None
+    for r in read_capture(paths, stats):
+        row = per_api[r.api_key]
+        row[0] += 1
+        row[1] += len(r.request) + 4
+        row[2] += 0 if r.response is None else len(r.response) + 4
+        conns.add((r.broker_id, r.connection_id))
+        first = r.receive_ns if first is None else min(first, r.receive_ns)
+        last = r.send_ns if last is None else max(last, r.send_ns)
+    return {"per_api": dict(per_api), "connections": len(conns), "first_ns": first, "last_ns": last}, stats
+
+
+def run_capture_command(args: argparse.Namespace) -> int:
+    if not capture_files(args.paths):
+        print("no capture files found")
+        return 1
+    if args.capture_command == "show":
+        from ..protocol.api import APIS
+
+        summary, stats = summarize(args.paths)
+        files = capture_files(args.paths)
+        print(f"{len(files)} file(s), {stats.blocks} block(s), {stats.records} request(s), "
+              f"{summary['connections']} connection(s)")
+        if summary["first_ns"] is not None:
+            print(f"time span: {(summary['last_ns'] - summary['first_ns']) / 1e9:.3f} s")
+        if stats.corrupt_blocks or stats.torn_bytes or stats.skipped_bytes:
+            print(f"corrupt blocks skipped: {stats.corrupt_blocks}, torn tail bytes: {stats.torn_bytes}, "
+                  f"unreadable bytes: {stats.skipped_bytes}")
+        print(f"{'api':<24} {'key':>4} {'requests':>9} {'request bytes':>14} {'response bytes':>15}")
+        tot = [0, 0, 0]
+        for key, (n, rq, rs) in sorted(summary["per_api"].items()):
+            name = APIS[key].name if key in APIS else "?"
+            print(f"{name:<24} {key:>4} {n:>9} {rq:>14} {rs:>15}")
+            tot = [tot[0] + n, tot[1] + rq, tot[2] + rs]
+        print(f"{'total':<24} {'':>4} {tot[0]:>9} {tot[1]:>14} {tot[2]:>15}")
+        return 0
+    if args.capture_command == "export":
+        from .pcap import export_pcap
+
+        stats = ReadStats()
+        n = export_pcap(args.paths, args.pcap, handshake=not args.no_handshake, stats=stats)
+        print(f"wrote {n} packet(s) for {stats.records} request(s) to {args.pcap}")
+        return 0
+    return 2
