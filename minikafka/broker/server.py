@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from ..capture.produce import original_frame_parts
+from ..iovec import IOV_MAX, advance, byte_views
 from .apis import CloseConnection, KafkaApis
 from .quota import client_throttles_itself
 
@@ -80,7 +81,6 @@ class FrameReader:
         return frame
 
 
-_IOV_MAX = 1024
 _COALESCE = 64 * 1024
 
 
@@ -94,18 +94,10 @@ async def send_frame(sock: trio.socket.SocketType, segments: list) -> None:
             n = await sock.send(data)
             data = data[n:]
         return
-    views = [memoryview(prefix)] + [memoryview(s).cast("B") for s in segments if len(s)]
+    views = byte_views([prefix, *segments])
     i = 0
     while i < len(views):
-        n = await sock.sendmsg(views[i:i + _IOV_MAX])
-        while n:
-            first = views[i]
-            if n >= first.nbytes:
-                n -= first.nbytes
-                i += 1
-            else:
-                views[i] = first[n:]
-                n = 0
+        i = advance(views, i, await sock.sendmsg(views[i:i + IOV_MAX]))
 
 
 class SocketServer:

@@ -6,6 +6,7 @@ import logging
 import os
 from pathlib import Path
 
+from ..iovec import writev_all
 from .format import (
     FILE_RE,
     FILE_SUFFIX,
@@ -21,27 +22,10 @@ DEFAULT_BLOCK_BYTES = 1 << 20
 DEFAULT_ROLL_BYTES = 256 << 20
 _SMALL = 16 * 1024
 DROP_CACHE_BYTES = 32 << 20
-_IOV_MAX = 1024
 
 
 def _nbytes(b) -> int:
     return b.nbytes if isinstance(b, memoryview) else len(b)
-
-
-def _writev_all(fd: int, iov: list) -> None:
-    """Write every buffer of ``iov`` in order (short writes resumed)."""
-    views = [memoryview(b).cast("B") for b in iov if _nbytes(b)]
-    i = 0
-    while i < len(views):
-        n = os.writev(fd, views[i:i + _IOV_MAX])
-        while n:
-            first = views[i]
-            if n >= first.nbytes:
-                n -= first.nbytes
-                i += 1
-            else:
-                views[i] = first[n:]
-                n = 0
 
 
 class CaptureFileWriter:
@@ -96,7 +80,7 @@ class CaptureFileWriter:
         as long as one thread writes at a time)."""
         if self._file is None or self._file_size >= self.roll_bytes:
             self._roll()
-        _writev_all(self._file.fileno(), [block])
+        writev_all(self._file.fileno(), [block])
         if self.fsync:
             os.fsync(self._file.fileno())
         self._file_size += len(block)
@@ -123,7 +107,7 @@ class CaptureFileWriter:
             iov.append(part)
         if small:
             iov.append(b"".join(small))
-        _writev_all(self._file.fileno(), iov)
+        writev_all(self._file.fileno(), iov)
         if self.fsync:
             os.fsync(self._file.fileno())
         size = len(header) + payload_len

@@ -34,6 +34,7 @@ from minikafka.protocol.records import (
     recover_batches,
 )
 
+from ...iovec import writev_all
 from .index import IndexCorruptError, OffsetIndex, TimeIndex
 
 log = logging.getLogger(__name__)
@@ -315,7 +316,7 @@ class FileSegment(Segment):
                 tidx_out.append(tidx)
             self._track(base, last, max_ts, n)
             data.append(batch)
-        _write_all(self._fd, data)
+        writev_all(self._fd, data)
         if idx_out:
             self.offset_index.write(b"".join(idx_out))
         if tidx_out:
@@ -444,18 +445,3 @@ class FileSegment(Segment):
         for p in (self.path, self.offset_index.path, self.time_index.path):
             if p is not None:
                 p.unlink(missing_ok=True)
-
-
-_IOV_MAX = 1024
-
-
-def _write_all(fd: int, data: list[bytes | bytearray | memoryview]) -> None:
-    """``writev`` everything, coping with short writes."""
-    for i in range(0, len(data), _IOV_MAX):
-        part = data[i : i + _IOV_MAX]
-        total = sum(len(b) for b in part)
-        written = os.writev(fd, part)
-        if written < total:  # rare: fall back to a plain loop for the remainder
-            blob = memoryview(b"".join(part))[written:]
-            while blob:
-                blob = blob[os.write(fd, blob) :]
