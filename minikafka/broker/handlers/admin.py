@@ -12,6 +12,7 @@ Deliberate difference: no other broker config is dynamic here (INVALID_CONFIG).
 from __future__ import annotations
 
 import logging
+from typing import Callable
 
 from ...protocol.api import ApiKey
 from ...protocol.errors import ErrorCode
@@ -21,7 +22,7 @@ from ..metadata import MetadataError
 from ..quota.replication_quota_manager import (FOLLOWER_THROTTLED_RATE, FOLLOWER_THROTTLED_REPLICAS,
                                                LEADER_THROTTLED_RATE, LEADER_THROTTLED_REPLICAS,
                                                validate_throttled_replicas)
-from .common import ALL_CLUSTER_OPERATIONS, UNREQUESTED_OPERATIONS
+from .common import ALL_CLUSTER_OPERATIONS, UNREQUESTED_OPERATIONS, leader_partition
 
 log = logging.getLogger(__name__)
 
@@ -267,6 +268,39 @@ def _apply_list_op(current: str | None, op: int, value: str | None) -> str | Non
     return ",".join(items) if items else None
 
 
+def _apply_config_ops(current: dict[str, str], changes: list[tuple[str, int, str | None]],
+                      validate: Callable[[str, str | None], None], list_keys: frozenset[str] | set[str],
+                      unknown_op_code: ErrorCode) -> dict[str, str]:
+    """The configs after applying (key, op, value) changes to a copy of ``current``.
+
+    SET and DELETE for any key; APPEND/SUBTRACT only for ``list_keys`` (else
+    INVALID_CONFIG); any other operation fails with ``unknown_op_code``.
+    ``validate(key, value)`` checks each value set (None for a deletion).
+    """
+    new = dict(current)
+    for key, op, value in changes:
+        validate(key, value if op != OP_DELETE else None)
+        if op == OP_SET:
+            if value is None:
+                raise MetadataError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {key}")
+            new[key] = value
+        elif op == OP_DELETE:
+            new.pop(key, None)
+        elif op in (OP_APPEND, OP_SUBTRACT):
+            if key not in list_keys:
+                raise MetadataError(ErrorCode.INVALID_CONFIG,
+                                    f"Config value append is not allowed for config key: {key}")
+            merged = _apply_list_op(new.get(key), op, value)
+            if merged is None:
+                new.pop(key, None)
+            else:
+                validate(key, merged)
+                new[key] = merged
+        else:
+            raise MetadataError(unknown_op_code, f"Unknown config operation {op}")
+    return new
+
+
 def _alter_resource(broker, resource_type: int, name: str, changes: list[tuple[str, int, str | None]],
                     incremental: bool, validate_only: bool) -> None:
     """Apply (or only validate) one resource's config changes; raise MetadataError on failure."""
@@ -274,45 +308,17 @@ def _alter_resource(broker, resource_type: int, name: str, changes: list[tuple[s
         topic = broker.metadata.get_topic(name)
         if topic is None:
             raise MetadataError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist")
-        new = dict(topic.configs) if incremental else {}
-        for key, op, value in changes:
-            _validate_topic_config(key, value if op != OP_DELETE else None)
-            if op == OP_SET:
-                if value is None:
-                    raise MetadataError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {key}")
-                new[key] = value
-            elif op == OP_DELETE:
-                new.pop(key, None)
-            elif op in (OP_APPEND, OP_SUBTRACT):
-                if key not in LIST_TOPIC_CONFIGS:
-                    raise MetadataError(ErrorCode.INVALID_CONFIG,
-                                        f"Config value append is not allowed for config key: {key}")
-                merged = _apply_list_op(new.get(key), op, value)
-                if merged is None:
-                    new.pop(key, None)
-                else:
-                    _validate_topic_config(key, merged)
-                    new[key] = merged
-            else:
-                raise MetadataError(ErrorCode.INVALID_REQUEST, f"Unknown config operation {op}")
+        new = _apply_config_ops(topic.configs if incremental else {}, changes, _validate_topic_config,
+                                LIST_TOPIC_CONFIGS, ErrorCode.INVALID_REQUEST)
         if not validate_only:
             broker.metadata.set_topic_configs(name, new, replace=True)
             log.info("topic %s configs now %s", name, new)
     elif resource_type == RESOURCE_BROKER:
         targets = _brokers_of(broker, name)
         store = broker.dynamic_defaults if name == "" else targets[0].dynamic_configs
-        new = dict(store) if incremental else {}
-        for key, op, value in changes:
-            _check_rate(key, value if op != OP_DELETE else None)
-            if op == OP_SET:
-                if value is None:
-                    raise MetadataError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {key}")
-                new[key] = value
-            elif op == OP_DELETE:
-                new.pop(key, None)
-            else:
-                raise MetadataError(ErrorCode.INVALID_CONFIG,
-                                    f"Config value append is not allowed for config key: {key}")
+        # Broker configs have no list values; an unknown operation stays INVALID_CONFIG here.
+        new = _apply_config_ops(store if incremental else {}, changes, _check_rate, frozenset(),
+                                ErrorCode.INVALID_CONFIG)
         if not validate_only:
             store.clear()
             store.update(new)
@@ -383,13 +389,9 @@ async def handle_delete_records(broker, ctx, req) -> dict:
     for t in req.topics:
         parts = []
         for p in t.partitions:
-            part = broker.replica_manager.get(t.name, p.partition_index)
-            entry = {"partition_index": p.partition_index, "low_watermark": -1, "error_code": 0}
-            if part is None:
-                entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            elif not part.is_leader:
-                entry["error_code"] = ErrorCode.NOT_LEADER_OR_FOLLOWER
-            else:
+            part, err = leader_partition(broker, t.name, p.partition_index)
+            entry = {"partition_index": p.partition_index, "low_watermark": -1, "error_code": err}
+            if not err:
                 offset = part.log.high_watermark if p.offset == -1 else p.offset
                 try:
                     entry["low_watermark"] = part.log.delete_records_before(offset)

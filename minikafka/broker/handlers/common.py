@@ -32,6 +32,18 @@ def check_leader(part: "Partition") -> ErrorCode:
     return ErrorCode.NONE if part.is_leader else ErrorCode.NOT_LEADER_OR_FOLLOWER
 
 
+def leader_partition(
+    broker: "Broker", topic: str, index: int, current_leader_epoch: int = -1
+) -> tuple["Partition | None", ErrorCode]:
+    """The partition a leader-only request addresses, or the error Kafka answers with
+    (UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER, FENCED/UNKNOWN_LEADER_EPOCH)."""
+    part = broker.replica_manager.get(topic, index)
+    if part is None:
+        return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    err = check_leader(part) or check_leader_epoch(part, current_leader_epoch)
+    return (None, err) if err else (part, ErrorCode.NONE)
+
+
 def lookup_topic(broker: "Broker", name: str, auto_create: bool) -> tuple[ErrorCode, TopicMetadata | None]:
     """Find a topic, creating it when auto-creation is enabled and asked for."""
     topic = broker.metadata.get_topic(name)

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from ...protocol.api import ApiKey
-from ...protocol.errors import ErrorCode
 from ..apis import handles
-from .common import check_leader, check_leader_epoch
+from .common import leader_partition
 
 EARLIEST = -2
 LATEST = -1
@@ -39,10 +38,8 @@ async def handle_list_offsets(broker, ctx, req) -> dict:
         parts = []
         for p in t.partitions:
             entry = {"partition_index": p.partition_index, "error_code": 0}
-            part = broker.replica_manager.get(t.name, p.partition_index)
-            if part is None:
-                entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            elif err := check_leader(part) or check_leader_epoch(part, p.current_leader_epoch):
+            part, err = leader_partition(broker, t.name, p.partition_index, p.current_leader_epoch)
+            if err:
                 entry["error_code"] = err
             else:
                 ts, offset, epoch = _lookup(part, p.timestamp, req.isolation_level)
@@ -61,10 +58,8 @@ async def handle_offset_for_leader_epoch(broker, ctx, req) -> dict:
         parts = []
         for p in t.partitions:
             entry = {"partition": p.partition, "error_code": 0}
-            part = broker.replica_manager.get(t.topic, p.partition)
-            if part is None:
-                entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            elif err := check_leader(part) or check_leader_epoch(part, p.current_leader_epoch):
+            part, err = leader_partition(broker, t.topic, p.partition, p.current_leader_epoch)
+            if err:
                 entry["error_code"] = err
             else:
                 epoch, end = part.log.end_offset_for_epoch(p.leader_epoch)
