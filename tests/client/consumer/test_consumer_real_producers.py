@@ -3,9 +3,7 @@ keys, values, headers, order per partition, each exactly once (compressed batche
 
 from __future__ import annotations
 
-import random
 import warnings
-from dataclasses import dataclass
 
 import pytest
 import trio
@@ -13,39 +11,12 @@ import trio
 from minikafka.broker.broker import Broker
 from minikafka.client.consumer import KafkaConsumer, TopicPartition
 
+from clients.clients_common import Msg, by_partition, make_messages
+
 pytestmark = pytest.mark.clients
 
 PARTITIONS = 3
 N = 600
-
-
-@dataclass(frozen=True)
-class Msg:
-    partition: int
-    key: bytes | None
-    value: bytes | None
-    headers: tuple[tuple[str, bytes], ...]
-
-
-def make_messages(n: int, partitions: int, tag: str) -> list[Msg]:
-    """Deterministic messages: some null keys and tombstones, varied headers (repeated names too)."""
-    rnd = random.Random(7)
-    out = []
-    for i in range(n):
-        key = None if i % 89 == 7 else b"%s-key-%05d" % (tag.encode(), i)
-        value = None if i % 97 == 5 else b"%s-%d:" % (tag.encode(), i) + rnd.randbytes(rnd.randrange(0, 300))
-        headers: tuple[tuple[str, bytes], ...] = () if i % 31 == 3 else (("idx", str(i).encode()), ("t", b"x"))
-        if i % 11 == 0:
-            headers += (("idx", b"dup"),)
-        out.append(Msg(i % partitions, key, value, headers))
-    return out
-
-
-def by_partition(msgs: list[Msg]) -> dict[int, list[Msg]]:
-    out: dict[int, list[Msg]] = {}
-    for m in msgs:
-        out.setdefault(m.partition, []).append(m)
-    return out
 
 
 def produce_confluent(bootstrap: str, topic: str, msgs: list[Msg]) -> None:
