@@ -1,0 +1,56 @@
+"""The analyses, one module each, all with the same shape::
+
+    NAME = "traffic"                      # used for output file names
+    TITLE = "Traffic by API, client and topic"
+    def run(tables: Tables, opts: AnalysisOptions) -> dict[str, DataFrame]:
+        '''Spark DataFrames of results, by table name (written as Parquet and CSV).'''
+    def report(results: dict[str, pandas.DataFrame], opts: AnalysisOptions) -> list[Section]:
+        '''What the HTML report shows: text, small tables, matplotlib figures.'''
+
+``run`` does the work on Spark (the results are small: aggregates per time
+bucket, client, topic...), ``report`` only formats the collected results.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import Any
+
+JOB_MODULES = ["traffic", "latency", "sessions", "quotas", "replication", "lag"]
+
+
+@dataclass
+class AnalysisOptions:
+    """Settings shared by the jobs (``minikafka analyze`` options)."""
+
+    bucket_seconds: float = 1.0                 # time-series resolution
+    # Quota what-if (quotas job): bytes/s per client id ("*" = every client), request percentage.
+    produce_quota: dict[str, float] = field(default_factory=dict)
+    fetch_quota: dict[str, float] = field(default_factory=dict)
+    request_quota: dict[str, float] = field(default_factory=dict)
+    quota_window_num: int = 11
+    quota_window_size_seconds: float = 1.0
+    # Replication (replication job): throttled replicas "topic:partition:broker" or "topic:*"; rate in bytes/s.
+    leader_throttled_replicas: list[str] = field(default_factory=list)
+    leader_throttled_rate: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Section:
+    """A part of the HTML report: a heading, paragraphs, small tables, matplotlib figures."""
+
+    title: str
+    text: list[str] = field(default_factory=list)          # paragraphs (plain text, escaped)
+    tables: list[tuple[str, Any]] = field(default_factory=list)  # (caption, pandas.DataFrame)
+    figures: list[tuple[str, Any]] = field(default_factory=list)  # (caption, matplotlib Figure)
+
+
+def job(name: str) -> Any:
+    """The job module ``name``."""
+    return importlib.import_module(f"{__name__}.{name}")
+
+
+def all_jobs() -> list[Any]:
+    return [job(n) for n in JOB_MODULES]

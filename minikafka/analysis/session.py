@@ -1,0 +1,59 @@
+"""The Spark session the analysis jobs run on: local by default, the submitter's under spark-submit.
+
+``spark_session()`` returns the active session when there is one (``spark-submit``
+created it, with whatever ``--master`` the user gave), else builds a local one
+(``local[*]`` unless ``master`` says otherwise).  Either way the ``minikafka``
+data source is registered.  Executors run the same Python as the driver
+(``PYSPARK_PYTHON`` defaults to ``sys.executable``), so they decode with this
+installation of minikafka; on a real cluster, install minikafka on the workers
+(or ship it with ``--py-files``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+DEFAULT_CONF = {
+    "spark.ui.enabled": "false",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.shuffle.partitions": "8",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.driver.memory": "2g",
+}
+
+
+def _prepare_env() -> None:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+
+def spark_session(master: str | None = None, app_name: str = "minikafka", conf: dict[str, str] | None = None) -> Any:
+    """The active SparkSession, or a new one (``local[*]`` by default), with the data source registered."""
+    _prepare_env()
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession.getActiveSession()
+    if spark is None:
+        builder = SparkSession.builder.appName(app_name)
+        # Under spark-submit the JVM already runs (PYSPARK_GATEWAY_PORT) with the user's --master.
+        if master or "PYSPARK_GATEWAY_PORT" not in os.environ:
+            builder = builder.master(master or os.environ.get("MINIKAFKA_SPARK_MASTER", "local[*]"))
+        for k, v in {**DEFAULT_CONF, **(conf or {})}.items():
+            builder = builder.config(k, v)
+        spark = builder.getOrCreate()
+        spark.sparkContext.setLogLevel("WARN")
+    register(spark)
+    return spark
+
+
+def register(spark: Any) -> None:
+    """Register the ``minikafka`` Python data source with ``spark`` (idempotent)."""
+    from .datasource import MinikafkaDataSource
+
+    spark.dataSource.register(MinikafkaDataSource)
