@@ -54,6 +54,9 @@ def spark_session(master: str | None = None, app_name: str = "minikafka", conf: 
 
 def register(spark: Any) -> None:
     """Register the ``minikafka`` Python data source with ``spark`` (idempotent)."""
+    if getattr(spark, "_minikafka_registered", False):
+        return
     from .datasource import MinikafkaDataSource
 
     spark.dataSource.register(MinikafkaDataSource)
+    spark._minikafka_registered = True

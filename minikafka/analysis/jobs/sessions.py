@@ -1,0 +1,255 @@
+"""Fetch-session savings (KIP-227): bytes actually sent vs what sessionless full fetches would have cost.
+
+Sessions are reconstructed from the capture, per broker and session id (a
+session belongs to a broker, not a connection): the full fetch (epoch 0) that
+created it (its id comes back in the response), then every incremental fetch
+naming that id, which adds or updates the partitions it names and drops its
+forgotten ones.  For every fetch of a session the counterfactual is the same
+fetch sent sessionless: a request naming every partition of the session, and a
+response carrying every one of them (those the incremental response left out
+as empty entries).  Sizes are exact for the request's version: the difference
+between two bodies built with minikafka's protocol layer (the session's
+partitions vs the partitions actually present) is added to the captured body
+size, so fields the rows do not keep (rack id, tagged fields) cancel out.
+Sessionless fetches (before v7, or epoch -1) cost what they cost: no saving.
+
+Modelled on Kafka's ``FetchSession``/``CachedPartition`` bookkeeping; differs
+in that a session whose full fetch is not in the capture (it started before
+the capture did) is reconstructed from its incremental fetches alone, so its
+counterfactual only knows the partitions seen so far (rows say so:
+``complete`` is false).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from . import AnalysisOptions, Section
+
+NAME = "sessions"
+TITLE = "Fetch-session savings"
+
+PER_FETCH_SCHEMA = (
+    "broker_id int, session_key int, client_id string, replica_id int, connection_id string, "
+    "correlation_id int, receive_ns bigint, api_version int, fetch_kind string, complete boolean, "
+    "session_partitions int, request_partitions int, response_partitions int, "
+    "request_body_bytes bigint, full_request_body_bytes bigint, "
+    "response_body_bytes bigint, full_response_body_bytes bigint"
+)
+
+_ZERO_TOPIC_ID = uuid.UUID(int=0)
+
+
+class _SizeModel:
+    """Body sizes of Fetch requests/responses holding a given set of partitions (cached by set)."""
+
+    def __init__(self) -> None:
+        from ...protocol.messages.fetch import FetchRequest, FetchResponse
+
+        self.req, self.resp = FetchRequest, FetchResponse
+        self._cache: dict[tuple, int] = {}
+
+    @staticmethod
+    def _topics(parts: frozenset, version: int) -> list[tuple[Any, list[int]]]:
+        by_topic: dict[Any, list[int]] = {}
+        for topic, partition in sorted(parts, key=lambda tp: (str(tp[0]), tp[1])):
+            by_topic.setdefault(topic, []).append(partition)
+        return list(by_topic.items())
+
+    @staticmethod
+    def _topic_fields(topic: Any, version: int) -> dict:
+        if version >= 13:
+            return {"topic_id": topic if isinstance(topic, uuid.UUID) else _parse_uuid(topic)}
+        return {"topic": str(topic)}
+
+    def request(self, parts: frozenset, forgotten: frozenset, version: int) -> int:
+        key = ("q", version, parts, forgotten)
+        size = self._cache.get(key)
+        if size is None:
+            body = {
+                "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 0, "isolation_level": 0,
+                "session_id": 0, "session_epoch": -1, "rack_id": "",
+                "topics": [{**self._topic_fields(t, version), "partitions": [
+                    {"partition": p, "current_leader_epoch": -1, "fetch_offset": 0, "last_fetched_epoch": -1,
+                     "log_start_offset": -1, "partition_max_bytes": 0} for p in ps]}
+                    for t, ps in self._topics(parts, version)],
+                "forgotten_topics_data": [{**self._topic_fields(t, version), "partitions": ps}
+                                          for t, ps in self._topics(forgotten, version)],
+            }
+            size = self._cache[key] = len(self.req.build(body, version))
+        return size
+
+    def response(self, parts: frozenset, version: int) -> int:
+        """A response whose partitions all have null records (record bytes are added separately)."""
+        key = ("r", version, parts)
+        size = self._cache.get(key)
+        if size is None:
+            body = {
+                "throttle_time_ms": 0, "error_code": 0, "session_id": 0,
+                "responses": [{**self._topic_fields(t, version), "partitions": [
+                    {"partition_index": p, "error_code": 0, "high_watermark": 0, "last_stable_offset": -1,
+                     "log_start_offset": -1, "aborted_transactions": None, "preferred_read_replica": -1,
+                     "records": None} for p in ps]}
+                    for t, ps in self._topics(parts, version)],
+            }
+            size = self._cache[key] = len(self.resp.build(body, version))
+        return size
+
+
+def _parse_uuid(value: Any) -> uuid.UUID:
+    try:
+        return uuid.UUID(str(value))
+    except ValueError:
+        return _ZERO_TOPIC_ID
+
+
+def replay_sessions(requests: Any, partitions: Any) -> Any:
+    """Per fetch of one group of sessions: actual and counterfactual body sizes (pandas in, pandas out)."""
+    import pandas as pd
+
+    model = _SizeModel()
+    parts_by_req: dict[tuple, list] = {}
+    for row in partitions.itertuples(index=False):
+        parts_by_req.setdefault((row.connection_id, row.correlation_id), []).append(row)
+    out = []
+    state: dict[int, set] = {}
+    complete: dict[int, bool] = {}
+    for q in requests.sort_values(["receive_ns", "correlation_id"]).itertuples(index=False):
+        rows = parts_by_req.get((q.connection_id, q.correlation_id), [])
+        v = int(q.api_version)
+
+        def key(r: Any) -> tuple:
+            return (r.topic_id if v >= 13 and r.topic_id is not None else r.topic, int(r.partition))
+
+        asked = frozenset(key(r) for r in rows if r.in_request)
+        forgotten = frozenset(key(r) for r in rows if r.forgotten)
+        answered = frozenset(key(r) for r in rows if r.in_response)
+        skey = int(q.session_key)
+        kind = q.fetch_kind
+        if kind in ("full", "sessionless", "close") or skey == 0:
+            session = set(asked)
+            if kind == "full" and skey:
+                state[skey] = set(asked)
+                complete[skey] = True
+            full_parts = frozenset(asked)
+            is_complete = True
+        else:
+            session = state.setdefault(skey, set())
+            complete.setdefault(skey, False)
+            session |= asked
+            session -= forgotten
+            full_parts = frozenset(session)
+            is_complete = complete[skey]
+        req_body = int(q.request_body_bytes or 0)
+        resp_body = int(q.response_body_bytes or 0)
+        full_req = req_body - model.request(asked, forgotten, v) + model.request(full_parts, frozenset(), v)
+        if q.has_response:
+            full_resp = resp_body - model.response(answered, v) + model.response(full_parts | answered, v)
+        else:
+            full_resp = 0
+        out.append((q.broker_id, skey, q.client_id, q.replica_id, q.connection_id, q.correlation_id,
+                    q.receive_ns, v, kind, is_complete, len(full_parts), len(asked), len(answered),
+                    req_body, full_req, resp_body, full_resp))
+    cols = [c.split()[0] for c in PER_FETCH_SCHEMA.split(", ")]
+    return pd.DataFrame(out, columns=cols)
+
+
+def run(tables: Any, opts: AnalysisOptions) -> dict[str, Any]:
+    from pyspark.sql import functions as F
+
+    fetches = (tables.requests.where(F.col("api_key") == 1)
+               .withColumn("session_key", F.when(F.col("fetch_kind") == "full", F.col("response_session_id"))
+                           .when(F.col("fetch_kind").isin("incremental", "close"), F.col("fetch_session_id"))
+                           .otherwise(F.lit(0)))
+               .select("broker_id", "session_key", "client_id", "replica_id", "connection_id", "correlation_id",
+                       "receive_ns", "api_version", "fetch_kind", "has_response", "request_body_bytes",
+                       "response_body_bytes"))
+    # Sessionless fetches cannot save anything; group them per connection so they spread over tasks.
+    fetches = fetches.withColumn("group_key", F.when(F.col("session_key") == 0, F.col("connection_id"))
+                                 .otherwise(F.lit("")))
+    # Fresh column names: a cogroup with a frame derived from ``fetches`` is otherwise ambiguous.
+    keys = fetches.select("broker_id", "connection_id", "correlation_id", F.col("session_key").alias("p_session"),
+                          F.col("group_key").alias("p_group"))
+    parts = (tables.partitions.where(F.col("api_key") == 1)
+             .select("broker_id", "connection_id", "correlation_id", "topic", "topic_id", "partition",
+                     "in_request", "in_response", "forgotten")
+             .join(keys, ["broker_id", "connection_id", "correlation_id"]))
+    per_fetch = (fetches.groupBy("broker_id", "session_key", "group_key")
+                 .cogroup(parts.groupBy("broker_id", "p_session", "p_group"))
+                 .applyInPandas(lambda q, p: replay_sessions(q, p), PER_FETCH_SCHEMA))
+    per_fetch = per_fetch.cache()
+    agg = [F.count(F.lit(1)).alias("fetches"),
+           F.sum(F.when(F.col("fetch_kind") == "full", 1).otherwise(0)).alias("full_fetches"),
+           F.sum(F.when(F.col("fetch_kind") == "incremental", 1).otherwise(0)).alias("incremental_fetches"),
+           F.max("session_partitions").alias("max_session_partitions"),
+           F.sum("request_body_bytes").alias("request_bytes"),
+           F.sum("full_request_body_bytes").alias("full_request_bytes"),
+           F.sum("response_body_bytes").alias("response_bytes"),
+           F.sum("full_response_body_bytes").alias("full_response_bytes"),
+           F.min(F.when(F.col("fetch_kind").isin("full", "sessionless"), F.col("request_body_bytes")))
+           .alias("full_request_size"),
+           F.sum(F.when(F.col("fetch_kind") == "incremental", F.col("request_body_bytes"))).alias("incr_bytes"),
+           F.sum(F.when(F.col("fetch_kind") == "incremental", F.col("full_request_body_bytes")))
+           .alias("incr_full_bytes"),
+           F.percentile_approx(F.when(F.col("fetch_kind") == "incremental", F.col("request_body_bytes")), 0.5,
+                               100000).alias("median_incremental_request_size")]
+
+    def ratios(df: Any) -> Any:
+        return (df.withColumn("request_saving_ratio", F.col("full_request_bytes") / F.col("request_bytes"))
+                  .withColumn("response_saving_ratio", F.col("full_response_bytes") / F.col("response_bytes"))
+                  .withColumn("incremental_saving_ratio", F.col("incr_full_bytes") / F.col("incr_bytes"))
+                  .drop("incr_bytes", "incr_full_bytes")
+                  .withColumn("saving_ratio", (F.col("full_request_bytes") + F.col("full_response_bytes"))
+                              / (F.col("request_bytes") + F.col("response_bytes"))))
+
+    per_session = ratios(per_fetch.where(F.col("session_key") != 0)
+                         .groupBy("broker_id", "session_key", "client_id", "replica_id").agg(*agg))
+    per_client = ratios(per_fetch.withColumn("follower", F.col("replica_id") >= 0)
+                        .groupBy("broker_id", "client_id", "follower").agg(*agg))
+    bucket_ns = int(opts.bucket_seconds * 1e9)
+    over_time = (per_fetch.withColumn("bucket", (F.col("receive_ns") / bucket_ns).cast("long") * opts.bucket_seconds)
+                 .groupBy("bucket").agg(
+                     F.sum(F.col("request_body_bytes") + F.col("response_body_bytes")).alias("bytes"),
+                     F.sum(F.col("full_request_body_bytes") + F.col("full_response_body_bytes")).alias("full_bytes"))
+                 .orderBy("bucket"))
+    return {"per_fetch": per_fetch, "per_session": per_session, "per_client": per_client, "over_time": over_time}
+
+
+def report(results: dict[str, Any], opts: AnalysisOptions) -> list[Section]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    sec = Section(TITLE)
+    sec.text.append(
+        "For every Fetch that used a session, what the same fetch would have cost sessionless: a request naming "
+        "every partition of the session and a response carrying all of them. Sizes are body bytes (after the "
+        "request/response header), exact for each request's version. Ratios above 1 are savings.")
+    per_client = results.get("per_client")
+    if per_client is not None and len(per_client):
+        cols = ["broker_id", "client_id", "follower", "fetches", "full_fetches", "incremental_fetches",
+                "full_request_size", "median_incremental_request_size", "request_bytes", "full_request_bytes",
+                "request_saving_ratio", "incremental_saving_ratio", "response_saving_ratio", "saving_ratio"]
+        sec.tables.append(("Per client and broker", per_client[cols].sort_values("full_request_bytes",
+                                                                                   ascending=False).head(30)))
+        tot_actual = float(per_client.request_bytes.sum() + per_client.response_bytes.sum())
+        tot_full = float(per_client.full_request_bytes.sum() + per_client.full_response_bytes.sum())
+        if tot_actual:
+            sec.text.append(f"Overall: {tot_actual:,.0f} bytes sent, {tot_full:,.0f} bytes sessionless "
+                            f"({tot_full / tot_actual:.1f}x).")
+    over = results.get("over_time")
+    if over is not None and len(over):
+        fig = Figure(figsize=(8, 3.5))
+        ax = fig.add_subplot()
+        t = over.bucket - over.bucket.min()
+        ax.plot(t, over.full_bytes.cumsum(), label="sessionless full fetches")
+        ax.plot(t, over.bytes.cumsum(), label="actually sent")
+        ax.set_xlabel("seconds")
+        ax.set_ylabel("cumulative fetch bytes")
+        ax.set_yscale("symlog")
+        ax.legend()
+        fig.tight_layout()
+        sec.figures.append(("Cumulative Fetch body bytes, actual vs sessionless", fig))
+    return [sec]

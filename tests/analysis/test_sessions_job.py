@@ -1,0 +1,67 @@
+"""Fetch-session savings from captures: the seed experiment (SPEC section 3) and a real client."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from minikafka.analysis.jobs import AnalysisOptions, sessions
+from minikafka.analysis.tables import load_tables
+from minikafka.broker.config import BrokerConfig
+from minikafka.testing import BrokerThread, ClusterThread
+
+FAST = dict(replica_fetch_wait_max_ms=100, replica_fetch_backoff_ms=50, group_initial_rebalance_delay_ms=0)
+
+
+def _wait(pred, timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while not pred():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def seed_capture(cap: Path, version: int, seconds: float = 1.5) -> None:
+    """Two brokers, topic `test` with 1000 partitions and RF 2, nothing produced, capture on."""
+    with ClusterThread(2, replica_fetch_request_version=version, capture_dir=cap, **FAST) as ct:
+        ct.call(lambda: ct.cluster.broker(0).create_topic("test", 1000, 2))
+        time.sleep(seconds)
+
+
+@pytest.mark.slow
+def test_seed_experiment_from_its_capture(spark, tmp_path: Path) -> None:
+    """Follower fetches of the seed: 12043-byte full fetch, 33-byte incremental ones, each of which a
+    sessionless fetch would have sent as 12043 bytes: 365x (12043 / 33) per incremental fetch."""
+    seed_capture(tmp_path / "v8", 8)
+    seed_capture(tmp_path / "v6", 6, seconds=0.8)
+    res = sessions.run(load_tables(spark, [tmp_path / "v8"]), AnalysisOptions())
+    per_fetch = res["per_fetch"].where("replica_id >= 0").toPandas()
+    assert set(per_fetch.replica_id) == {0, 1}
+    for _rid, f in per_fetch.groupby("replica_id"):
+        f = f.sort_values("receive_ns")
+        assert list(f.fetch_kind[:1]) == ["full"] and set(f.fetch_kind[1:]) == {"incremental"}
+        assert f.request_body_bytes.iloc[0] == 12043
+        assert set(f.request_body_bytes.iloc[1:]) == {33}
+        assert len(f) >= 4
+        # Sessionless, every one of them would have been the full 500-partition request.
+        assert set(f.full_request_body_bytes) == {12043}
+        assert set(f.session_partitions) == {500}
+        # ... and answered with all 500 partitions, as the full fetch was (nothing changes: no data).
+        assert set(f.full_response_body_bytes) == {f.response_body_bytes.iloc[0]}
+        assert (f.response_body_bytes.iloc[1:] < 20).all()
+    sess = res["per_session"].where("replica_id >= 0").toPandas()
+    assert len(sess) == 2
+    for s in sess.itertuples():
+        assert s.full_request_size == 12043 and s.median_incremental_request_size == 33
+        assert s.incremental_saving_ratio == pytest.approx(12043 / 33)  # 364.9x
+        n = s.fetches
+        assert s.request_saving_ratio == pytest.approx(n * 12043 / (12043 + (n - 1) * 33))
+        full_resp = per_fetch[per_fetch.replica_id == s.replica_id].response_body_bytes.max()
+        assert full_resp >= 500 * 38  # index 4, error 2, HW 8, LSO 8, log start 8, aborted 4, records 4
+        assert s.response_saving_ratio == pytest.approx(n * full_resp / s.response_bytes)
+    # Pinned to v6 there are no sessions: every follower fetch is 12031 bytes, nothing saved.
+    v6 = sessions.run(load_tables(spark, [tmp_path / "v6"]), AnalysisOptions())["per_client"].toPandas()
+    v6 = v6[v6.follower]
+    assert set(v6.full_request_size.dropna()) <= {12031} and (v6.request_saving_ratio == 1.0).all()
+    assert (v6.request_bytes == v6.fetches * 12031).all()
