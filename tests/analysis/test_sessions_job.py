@@ -65,3 +65,49 @@ def test_seed_experiment_from_its_capture(spark, tmp_path: Path) -> None:
     v6 = v6[v6.follower]
     assert set(v6.full_request_size.dropna()) <= {12031} and (v6.request_saving_ratio == 1.0).all()
     assert (v6.request_bytes == v6.fetches * 12031).all()
+
+
+@pytest.mark.clients
+def test_kafka_python_consumer_sessions_reconstructed(spark, tmp_path: Path) -> None:
+    """kafka-python (Fetch v12, KIP-227 sessions) reading 8 partitions: every incremental fetch's
+    counterfactual is the 8-partition full request its session started with."""
+    from confluent_kafka import Producer
+    from kafka import KafkaConsumer, TopicPartition
+
+    n = 800
+    with BrokerThread(BrokerConfig(port=0, capture_dir=tmp_path / "cap")) as bt:
+        bt.call(lambda: bt.broker.create_topic("s8", 8))
+        p = Producer({"bootstrap.servers": bt.bootstrap, "linger.ms": 5})
+        for i in range(n):
+            p.produce("s8", b"v%d" % i, partition=i % 8)
+        assert p.flush(10) == 0
+        del p
+        c = KafkaConsumer(bootstrap_servers=bt.bootstrap, client_id="kp-sessions", fetch_max_wait_ms=50,
+                          enable_auto_commit=False, auto_offset_reset="earliest", max_poll_records=50)
+        c.assign([TopicPartition("s8", i) for i in range(8)])
+        got = 0
+        deadline = time.monotonic() + 20
+        while got < n and time.monotonic() < deadline:
+            got += sum(len(v) for v in c.poll(200).values())
+        for _ in range(5):  # idle fetches: incremental, naming nothing
+            c.poll(100)
+        c.close()
+        assert got == n
+        time.sleep(0.2)
+    res = sessions.run(load_tables(spark, [tmp_path / "cap"]), AnalysisOptions())
+    f = res["per_fetch"].where("client_id = 'kp-sessions'").toPandas().sort_values("receive_ns")
+    assert set(f.api_version) == {12}
+    full = f[f.fetch_kind == "full"]
+    incr = f[f.fetch_kind == "incremental"]
+    assert len(full) >= 1 and len(incr) >= 5
+    # Like Java's, kafka-python's fetcher forgets a partition while it still holds records of it, and
+    # adds it back later: the session shrinks and grows, and each counterfactual follows it.
+    assert set(incr.session_partitions) <= set(range(1, 9))
+    whole = incr[incr.session_partitions == 8]
+    assert len(whole) >= 5  # at least the idle fetches at the end
+    assert set(whole.full_request_body_bytes) == {full.request_body_bytes.iloc[0]}
+    assert (incr[incr.session_partitions < 8].full_request_body_bytes < full.request_body_bytes.iloc[0]).all()
+    assert (incr.request_body_bytes < full.request_body_bytes.iloc[0]).all()
+    sess = res["per_session"].where("client_id = 'kp-sessions'").toPandas()
+    assert sess.fetches.sum() == len(full) + len(incr)
+    assert (sess.request_saving_ratio > 1).all() and (sess.incremental_saving_ratio > 1).all()
