@@ -200,6 +200,10 @@ def main(argv: list[str] | None = None) -> int:
     from .capture.cli import add_parser as _capture_parser
 
     _capture_parser(sub)
+    from .capture.replay_cli import add_parser as _replay_parser, run_replay_command as _run_replay
+    _replay_parser(sub)
+    from .analysis.cli import add_parser as _analyze_parser, run_analyze_command as _run_analyze
+    _analyze_parser(sub)
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=getattr(logging, str(getattr(args, "log_level", "WARNING")).upper(), logging.INFO),
@@ -217,6 +221,10 @@ def main(argv: list[str] | None = None) -> int:
         from .client.quotas_cli import run_quotas_command
 
         return run_quotas_command(args)
+    if args.command == "analyze":
+        return _run_analyze(args)
+    if args.command == "replay":
+        return _run_replay(args)
     if args.command == "capture":
         from .capture.cli import run_capture_command
 
