@@ -15,20 +15,30 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("capture", help="inspect or export a traffic capture (minikafka serve --capture DIR)")
     csub = p.add_subparsers(dest="capture_command", required=True)
     s = csub.add_parser("show", help="summary: requests and bytes per api key, connections, time span")
-    s.add_argument("paths", nargs="+", help="capture directories or .mkcap files")
+    s.add_argument("paths", nargs="+", help="capture directories, .mkcap files, or tcpdump pcap/pcapng files")
+    s.add_argument("--port", type=int, action="append", default=None, metavar="PORT",
+                   help="Kafka port in pcap/pcapng files (repeatable; default 9092)")
     e = csub.add_parser("export", help="write the capture as a pcap (tshark: -d tcp.port==PORT,kafka)")
     e.add_argument("--pcap", required=True, metavar="OUT.pcap", help="output file")
     e.add_argument("--no-handshake", action="store_true", help="leave out the synthesised SYN/SYN-ACK/ACK")
-    e.add_argument("paths", nargs="+", help="capture directories or .mkcap files")
+    e.add_argument("paths", nargs="+", help="capture directories, .mkcap files, or tcpdump pcap/pcapng files")
+    e.add_argument("--port", type=int, action="append", default=None, metavar="PORT",
+                   help="Kafka port in pcap/pcapng files (repeatable; default 9092)")
 
 
-def summarize(paths: list[str]) -> tuple[dict, ReadStats]:
-    """Per api key [requests, request bytes, response bytes], plus totals, and what the reader met."""
+def summarize(paths: list[str], ports: list[int] | None = None) -> tuple[dict, ReadStats]:
+    """Per api key [requests, request bytes, response bytes], plus totals, and what the reader met.
+
+    For pcap/pcapng files (Kafka on ``ports``) the summary's "pcap" is a :class:`~.pcapread.PcapStats`.
+    """
+    from .pcapread import PcapStats
+
     stats = ReadStats()
+    pcap_stats = PcapStats()
     per_api: dict[int, list[int]] = defaultdict(lambda: [0, 0, 0])
     conns: set[tuple[int, str]] = set()
     first = last = None
-    for r in read_capture(paths, stats):
+    for r in read_capture(paths, stats, ports=ports, pcap_stats=pcap_stats):
         row = per_api[r.api_key]
         row[0] += 1
         row[1] += len(r.request) + 4
@@ -36,7 +46,8 @@ def summarize(paths: list[str]) -> tuple[dict, ReadStats]:
         conns.add((r.broker_id, r.connection_id))
         first = r.receive_ns if first is None else min(first, r.receive_ns)
         last = r.send_ns if last is None else max(last, r.send_ns)
-    return {"per_api": dict(per_api), "connections": len(conns), "first_ns": first, "last_ns": last}, stats
+    return {"per_api": dict(per_api), "connections": len(conns), "first_ns": first, "last_ns": last,
+            "pcap": pcap_stats}, stats
 
 
 def run_capture_command(args: argparse.Namespace) -> int:
@@ -46,7 +57,7 @@ def run_capture_command(args: argparse.Namespace) -> int:
     if args.capture_command == "show":
         from ..protocol.api import APIS
 
-        summary, stats = summarize(args.paths)
+        summary, stats = summarize(args.paths, args.port)
         files = capture_files(args.paths)
         print(f"{len(files)} file(s), {stats.blocks} block(s), {stats.records} request(s), "
               f"{summary['connections']} connection(s)")
@@ -55,6 +66,14 @@ def run_capture_command(args: argparse.Namespace) -> int:
         if stats.corrupt_blocks or stats.torn_bytes or stats.skipped_bytes:
             print(f"corrupt blocks skipped: {stats.corrupt_blocks}, torn tail bytes: {stats.torn_bytes}, "
                   f"unreadable bytes: {stats.skipped_bytes}")
+        ps = summary["pcap"]
+        if ps.packets:
+            print(f"pcap: {ps.packets} packet(s), {ps.connections} Kafka connection(s), "
+                  f"{ps.gaps} gap(s) ({ps.gap_bytes} bytes), {ps.skipped_bytes} bytes skipped, "
+                  f"{ps.requests_without_response} request(s) without response, "
+                  f"{ps.responses_without_request} response(s) without request")
+            if ps.other_ports:
+                print(f"pcap: {ps.other_ports} TCP packet(s) on other ports (Kafka ports: --port)")
         print(f"{'api':<24} {'key':>4} {'requests':>9} {'request bytes':>14} {'response bytes':>15}")
         tot = [0, 0, 0]
         for key, (n, rq, rs) in sorted(summary["per_api"].items()):
@@ -64,10 +83,12 @@ def run_capture_command(args: argparse.Namespace) -> int:
         print(f"{'total':<24} {'':>4} {tot[0]:>9} {tot[1]:>14} {tot[2]:>15}")
         return 0
     if args.capture_command == "export":
-        from .pcap import export_pcap
+        from .pcap import records_to_packets, write_pcap
 
         stats = ReadStats()
-        n = export_pcap(args.paths, args.pcap, handshake=not args.no_handshake, stats=stats)
+        with open(args.pcap, "wb") as out:
+            n = write_pcap(out, records_to_packets(read_capture(args.paths, stats, ports=args.port),
+                                                   handshake=not args.no_handshake))
         print(f"wrote {n} packet(s) for {stats.records} request(s) to {args.pcap}")
         return 0
     return 2
