@@ -24,6 +24,7 @@ DEFAULT_CONF = {
     "spark.sql.shuffle.partitions": "8",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.driver.memory": "2g",
+    "spark.ui.showConsoleProgress": "false",
 }
 
 

@@ -1,0 +1,224 @@
+"""Latency percentiles per API, version and client, overall and over time; Fetch long polls apart.
+
+Latency is the broker's: from the request's arrival to its response leaving
+(``send_ns - receive_ns``), so it includes queueing, processing, purgatory
+waits (Fetch ``max_wait_ms``, Produce acks=all) and quota throttling the broker
+applied by delaying, not the network.  Requests without a response (acks=0
+Produce, or a connection closed first) have no latency and are left out.
+
+Percentiles are ``percentile_approx`` with accuracy :data:`ACCURACY` (relative
+rank error 1/ACCURACY): for a group of fewer than ACCURACY requests the result
+is an exact nearest-rank percentile (an observed latency, not interpolated);
+for larger groups its rank is off by at most n/ACCURACY.
+
+Tables:
+
+* ``by_api``: per api and version, per api (``api_version`` null) and over all (``api_name`` "ALL").
+* ``by_client``: per client and api, per client (``api_name`` "ALL").
+* ``by_api_time``: per time bucket and api, and per bucket over all apis ("ALL").
+* ``fetch``: Fetch per role (consumer or follower replica), client and ``max_wait_ms``, and per role:
+  how many returned at max_wait (a long poll that timed out: latency >= max_wait_ms x (1 -
+  ``opts.extra["max_wait_tolerance"]``, default 0.05)), their fraction, and percentiles of all
+  fetches, of those that returned early (the latency a consumer sees when data is there), and
+  of those that returned at max_wait.
+* ``histogram``: per api, request counts in log-spaced latency bins (:data:`BINS_PER_DECADE` per decade).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from . import AnalysisOptions, Section
+from .traffic import Timeline, ordered, time_bucket, with_client
+
+log = logging.getLogger(__name__)
+
+NAME = "latency"
+TITLE = "Latency percentiles"
+
+ACCURACY = 100_000
+PERCENTILES = [("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("p99_9", 0.999)]
+BINS_PER_DECADE = 10
+MIN_LATENCY_MS = 0.001  # latencies below go into the lowest bin
+ALL = "ALL"
+TOP_APIS = 6
+
+
+def latency_aggs(col: str = "latency_ms", suffix: str = "") -> list[Any]:
+    """count, mean, p50, p90, p99, p99.9 and max of ``col`` (nulls ignored), columns suffixed ``suffix``."""
+    from pyspark.sql import functions as F
+
+    c = F.col(col)
+    pct = F.percentile_approx(c, [q for _, q in PERCENTILES], ACCURACY)
+    return ([F.count(c).cast("long").alias(f"requests{suffix}"), F.avg(c).alias(f"mean_ms{suffix}")]
+            + [pct[i].alias(f"{name}_ms{suffix}") for i, (name, _) in enumerate(PERCENTILES)]
+            + [F.max(c).alias(f"max_ms{suffix}")])
+
+
+def run(tables: Any, opts: AnalysisOptions) -> dict[str, Any]:
+    """The latency tables (see the module docstring)."""
+    from pyspark.sql import functions as F
+
+    tol = float(opts.extra.get("max_wait_tolerance", 0.05))
+    r = (with_client(tables.requests)
+         .where(F.col("has_response") & F.col("latency_ms").isNotNull())
+         .withColumn("bucket_start", time_bucket("receive_ns", opts.bucket_seconds)))
+
+    by_api = (r.rollup("api_name", "api_version")
+              .agg(*latency_aggs(), F.grouping("api_name").alias("_ga"), F.grouping("api_version").alias("_gv"))
+              .withColumn("api_name", F.when(F.col("_ga") == 1, F.lit(ALL)).otherwise(F.col("api_name")))
+              .transform(ordered, F.col("_ga"), "api_name", F.col("_gv").desc(), "api_version")
+              .drop("_ga", "_gv"))
+
+    by_client = (r.rollup("client_id", "api_name")
+                 .agg(*latency_aggs(), F.grouping("client_id").alias("_gc"), F.grouping("api_name").alias("_ga"))
+                 .where(F.col("_gc") == 0)
+                 .withColumn("api_name", F.when(F.col("_ga") == 1, F.lit(ALL)).otherwise(F.col("api_name")))
+                 .transform(ordered, "client_id", F.col("_ga").desc(), "api_name")
+                 .drop("_gc", "_ga"))
+
+    by_api_time = (r.rollup("bucket_start", "api_name")
+                   .agg(*latency_aggs(), F.grouping("bucket_start").alias("_gb"), F.grouping("api_name").alias("_ga"))
+                   .where(F.col("_gb") == 0)
+                   .withColumn("api_name", F.when(F.col("_ga") == 1, F.lit(ALL)).otherwise(F.col("api_name")))
+                   .transform(ordered, "bucket_start", "api_name")
+                   .drop("_gb", "_ga"))
+
+    waits = F.coalesce(F.col("max_wait_ms"), F.lit(0)) > 0
+    at_max = waits & (F.col("latency_ms") >= F.col("max_wait_ms") * F.lit(1.0 - tol))
+    f = (r.where(F.col("api_name") == "Fetch")
+         .withColumn("role", F.when(F.coalesce(F.col("replica_id"), F.lit(-1)) >= 0, F.lit("replica"))
+                     .otherwise(F.lit("consumer")))
+         .withColumn("at_max_wait", at_max)
+         .withColumn("early_ms", F.when(~F.col("at_max_wait"), F.col("latency_ms")))
+         .withColumn("waited_ms", F.when(F.col("at_max_wait"), F.col("latency_ms"))))
+    fetch = (f.rollup("role", "client_id", "max_wait_ms")
+             .agg(F.sum(F.col("at_max_wait").cast("int")).cast("long").alias("at_max_wait"),
+                  F.sum((F.coalesce(F.col("record_count"), F.lit(0)) > 0).cast("int")).cast("long")
+                  .alias("with_records"),
+                  *latency_aggs(), *latency_aggs("early_ms", "_early"), *latency_aggs("waited_ms", "_at_max_wait"),
+                  F.grouping_id().alias("_g"))
+             .where(F.col("_g").isin(0, 3))
+             .withColumn("client_id", F.when(F.col("_g") == 3, F.lit(ALL)).otherwise(F.col("client_id")))
+             .withColumn("fraction_at_max_wait", F.col("at_max_wait") / F.col("requests"))
+             .transform(ordered, "role", F.col("_g").desc(), "client_id", "max_wait_ms")
+             .drop("_g"))
+    first = ["role", "client_id", "max_wait_ms", "requests", "at_max_wait", "fraction_at_max_wait", "with_records"]
+    fetch = fetch.select(*first, *[c for c in fetch.columns if c not in first and c != "requests"])
+
+    b = F.floor(F.log10(F.greatest(F.col("latency_ms"), F.lit(MIN_LATENCY_MS))) * BINS_PER_DECADE).cast("int")
+    histogram = (r.withColumn("bin", b).groupBy("api_name", "bin")
+                 .agg(F.count(F.lit(1)).cast("long").alias("requests"))
+                 .withColumn("bin_low_ms", F.pow(F.lit(10.0), F.col("bin") / BINS_PER_DECADE))
+                 .withColumn("bin_high_ms", F.pow(F.lit(10.0), (F.col("bin") + 1) / BINS_PER_DECADE))
+                 .transform(ordered, "api_name", "bin"))
+
+    return {"by_api": by_api, "by_client": by_client, "by_api_time": by_api_time, "fetch": fetch,
+            "histogram": histogram}
+
+
+# -- report -------------------------------------------------------------------------------------
+def _top_apis(by_api: Any, n: int = TOP_APIS) -> list[str]:
+    if by_api is None or by_api.empty:
+        return []
+    per = by_api[(by_api["api_name"] != ALL) & by_api["api_version"].isna()]
+    return list(per.sort_values("requests", ascending=False)["api_name"].head(n))
+
+
+def report(results: dict[str, Any], opts: AnalysisOptions) -> list[Section]:
+    """A percentile table per API, p50/p99 over time, a log-scale histogram, Fetch long polls."""
+    import numpy as np
+    import pandas as pd
+    from matplotlib.figure import Figure
+
+    out: list[Section] = []
+    by_api = results.get("by_api")
+    s = Section("Latency by API and version")
+    s.text.append("Broker-side latency: from the request's arrival to its response leaving the broker, in "
+                  "milliseconds; requests without a response (acks=0 Produce) are left out. Percentiles are "
+                  f"Spark's percentile_approx with accuracy {ACCURACY:,}: exact nearest-rank values for groups "
+                  f"under {ACCURACY:,} requests, rank error at most n/{ACCURACY:,} above. Rows with an empty "
+                  "version are all versions of the API; ALL is every request.")
+    if by_api is not None and not by_api.empty:
+        s.tables.append(("Latency (ms) per API and version", by_api))
+    else:
+        s.text.append("No request with a response in the capture.")
+    out.append(s)
+
+    s = Section("Latency over time")
+    bat = results.get("by_api_time")
+    apis = _top_apis(by_api)
+    fig = Figure(figsize=(10, 4.5), layout="constrained")
+    ax = fig.subplots()
+    if bat is not None and not bat.empty and apis:
+        tl = Timeline([bat], float(opts.bucket_seconds))
+        full = tl.index()
+        t = tl.seconds(full)
+        for i, api in enumerate(apis):
+            d = bat[bat["api_name"] == api].copy()
+            d.index = pd.to_datetime(d["bucket_start"])
+            d = d.reindex(full)  # buckets without requests are gaps in the lines
+            color = f"C{i}"
+            ax.plot(t, d["p50_ms"].clip(lower=MIN_LATENCY_MS), color=color, marker=".", label=f"{api} p50")
+            ax.plot(t, d["p99_ms"].clip(lower=MIN_LATENCY_MS), color=color, ls="--", marker="_",
+                    label=f"{api} p99")
+        ax.set_yscale("log")
+        ax.legend(loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=7, frameon=False)
+    else:
+        ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
+    ax.set_xlabel("seconds since the start of the capture")
+    ax.set_ylabel("latency (ms, log scale)")
+    ax.grid(alpha=0.3, which="both")
+    caption = (f"p50 (solid) and p99 (dashed) per {float(opts.bucket_seconds):g} s bucket, "
+               f"top {len(apis)} APIs by requests")
+    s.figures.append((caption, fig))
+    out.append(s)
+
+    s = Section("Latency histogram")
+    hist = results.get("histogram")
+    fig = Figure(figsize=(10, 4.5), layout="constrained")
+    ax = fig.subplots()
+    if hist is not None and not hist.empty and apis:
+        lo = int(hist["bin"].min())
+        hi = int(hist["bin"].max()) + 1
+        edges = np.power(10.0, np.arange(lo, hi + 1) / BINS_PER_DECADE)
+        for i, api in enumerate(apis):
+            d = hist[hist["api_name"] == api].set_index("bin")["requests"].reindex(range(lo, hi), fill_value=0)
+            ax.stairs(d.to_numpy(), edges, label=api, color=f"C{i}", lw=1.5)
+        ax.set_xscale("log")
+        if int(hist["requests"].max()) > 100:
+            ax.set_yscale("log")
+        ax.legend(loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=8, frameon=False)
+    else:
+        ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
+    ax.set_xlabel("latency (ms, log scale)")
+    ax.set_ylabel("requests" + (" (log scale)" if ax.get_yscale() == "log" else ""))
+    ax.grid(alpha=0.3, which="both")
+    s.figures.append((f"Requests per latency bin ({BINS_PER_DECADE} bins per decade)", fig))
+    out.append(s)
+
+    s = Section("Fetch: long polls apart")
+    fetch = results.get("fetch")
+    tol = float(opts.extra.get("max_wait_tolerance", 0.05))
+    s.text.append("A Fetch with max_wait_ms > 0 waits in the broker until min_bytes are there or max_wait_ms "
+                  f"has passed; one that took at least max_wait_ms x {1 - tol:g} counts as returned at max_wait "
+                  "(its latency is the wait, not the broker's speed). The *_early columns are the fetches that "
+                  "returned before max_wait, the *_at_max_wait columns the others. Rows with client ALL are "
+                  "per role (consumer or follower replica).")
+    if fetch is not None and not fetch.empty:
+        for role, d in fetch[fetch["client_id"] == ALL].groupby("role"):
+            n = int(d["requests"].sum())
+            k = int(d["at_max_wait"].sum())
+            s.text.append(f"{role}: {n:,} fetches, {k:,} ({k / n:.1%}) returned at max_wait." if n else role)
+        s.tables.append(("Fetch latency (ms)", fetch))
+    else:
+        s.text.append("No Fetch request in the capture.")
+    out.append(s)
+
+    s = Section("Latency by client")
+    bc = results.get("by_client")
+    if bc is not None and not bc.empty:
+        s.tables.append(("Latency (ms) per client and API (ALL: every API of the client)", bc))
+    out.append(s)
+    return out

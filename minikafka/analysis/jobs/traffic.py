@@ -1,0 +1,301 @@
+"""Traffic by API, client and topic over time.
+
+Tables (all from the ``requests`` table unless said otherwise; sizes are whole
+frames on the wire including the 4-byte size prefix, as in
+:mod:`minikafka.analysis.decode`; a request counts in the time bucket of its
+``receive_ns``, its response too):
+
+* ``by_api_time``: per time bucket and api: requests, request/response bytes and their rates per second.
+* ``by_client``: per client id and api: requests, responses, bytes, error responses, first/last request.
+* ``connections``: per connection: client id, broker, peer, requests, responses, bytes, the apis used.
+* ``by_topic_time`` (``partitions`` table): per time bucket and topic: Produce record bytes/records as
+  sent, Fetch record bytes/records as returned to consumers and to follower replicas.
+* ``by_topic``: the same per topic over the whole capture.
+* ``summary``: per api: requests, responses, bytes (frame and body), error responses, decode errors,
+  and the error names with their counts.
+* ``errors``: per api and error name: responses whose (first) error is that one, and all non-zero
+  error codes in those responses (a response can carry one per partition).
+
+Requests without a client id are grouped under ``(none)``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from . import AnalysisOptions, Section
+
+log = logging.getLogger(__name__)
+
+NAME = "traffic"
+TITLE = "Traffic by API, client and topic"
+
+NO_CLIENT = "(none)"
+TOP_SERIES = 8  # series shown in a stacked plot; the rest are summed as "other"
+
+
+# -- helpers shared with the latency job --------------------------------------------------------
+def time_bucket(ns_col: str, seconds: float) -> Any:
+    """A timestamp column: the start of the ``seconds``-long bucket (aligned to the epoch) of ``ns_col``."""
+    from pyspark.sql import functions as F
+
+    bucket_ns = max(1000, round(float(seconds) * 1e9))
+    start_ns = F.floor(F.col(ns_col) / F.lit(bucket_ns)) * F.lit(bucket_ns)
+    return F.timestamp_micros(F.floor(start_ns / F.lit(1000)).cast("long"))
+
+
+def with_client(df: Any) -> Any:
+    """``client_id`` with nulls replaced by :data:`NO_CLIENT`."""
+    from pyspark.sql import functions as F
+
+    return df.withColumn("client_id", F.coalesce(F.col("client_id"), F.lit(NO_CLIENT)))
+
+
+def ordered(df: Any, *cols: Any) -> Any:
+    """``df`` in one partition sorted by ``cols``: a small result in order without ``orderBy``'s
+    range-partitioning (a sampling job per result)."""
+    return df.coalesce(1).sortWithinPartitions(*cols)
+
+
+def _sum(col: Any, name: str) -> Any:
+    from pyspark.sql import functions as F
+
+    return F.coalesce(F.sum(col), F.lit(0)).cast("long").alias(name)
+
+
+# -- run ----------------------------------------------------------------------------------------
+def run(tables: Any, opts: AnalysisOptions) -> dict[str, Any]:
+    """The traffic tables (see the module docstring)."""
+    from pyspark.sql import functions as F
+
+    sec = float(opts.bucket_seconds)
+    r = with_client(tables.requests).withColumn("bucket_start", time_bucket("receive_ns", sec))
+    is_error = F.coalesce(F.col("error_code"), F.lit(0)) != 0
+    count = F.count(F.lit(1)).cast("long").alias("requests")
+    responses = _sum(F.col("has_response").cast("int"), "responses")
+    req_bytes = _sum("request_bytes", "request_bytes")
+    resp_bytes = _sum("response_bytes", "response_bytes")
+    errors = _sum(is_error.cast("int"), "error_responses")
+
+    by_api_time = (r.groupBy("bucket_start", "api_name")
+                   .agg(count, req_bytes, resp_bytes)
+                   .withColumn("requests_per_s", F.col("requests") / F.lit(sec))
+                   .withColumn("request_bytes_per_s", F.col("request_bytes") / F.lit(sec))
+                   .withColumn("response_bytes_per_s", F.col("response_bytes") / F.lit(sec))
+                   .transform(ordered, "bucket_start", "api_name"))
+
+    by_client = (r.groupBy("client_id", "api_name")
+                 .agg(count, responses, req_bytes, resp_bytes, errors,
+                      F.min("receive_ts").alias("first_ts"), F.max("receive_ts").alias("last_ts"))
+                 .transform(ordered, "client_id", "api_name"))
+
+    connections = (r.groupBy("client_id", "broker_id", "connection_id", "peer")
+                   .agg(count, responses, req_bytes, resp_bytes, errors,
+                        F.min("receive_ns").alias("first_ns"),
+                        F.min("receive_ts").alias("first_ts"), F.max("receive_ts").alias("last_ts"),
+                        F.concat_ws(",", F.array_sort(F.collect_set("api_name"))).alias("apis"))
+                   .transform(ordered, "first_ns", "connection_id"))
+
+    err = (r.where(is_error).groupBy("api_name", "error_name")
+           .agg(F.count(F.lit(1)).cast("long").alias("responses"), _sum("error_count", "error_codes")))
+    err_text = (err.groupBy("api_name").agg(F.concat_ws(", ", F.array_sort(F.collect_list(
+        F.concat(F.col("error_name"), F.lit("="), F.col("responses").cast("string"))))).alias("errors")))
+    summary = (r.groupBy("api_key", "api_name")
+               .agg(count, responses, req_bytes, resp_bytes,
+                    _sum("request_body_bytes", "request_body_bytes"),
+                    _sum("response_body_bytes", "response_body_bytes"),
+                    errors, F.count("decode_error").cast("long").alias("decode_errors"),
+                    F.min("receive_ts").alias("first_ts"), F.max("send_ts").alias("last_ts"))
+               .join(err_text, on="api_name", how="left")
+               .withColumn("errors", F.coalesce(F.col("errors"), F.lit("")))
+               .select("api_key", "api_name", "requests", "responses", "request_bytes", "response_bytes",
+                       "request_body_bytes", "response_body_bytes", "error_responses", "errors",
+                       "decode_errors", "first_ts", "last_ts")
+               .transform(ordered, "api_key"))
+
+    p = tables.partitions.withColumn("bucket_start", time_bucket("receive_ns", sec))
+    produce = (F.col("api_name") == "Produce") & F.col("in_request")
+    fetch = (F.col("api_name") == "Fetch") & F.col("in_response")
+    replica = F.coalesce(F.col("replica_id"), F.lit(-1)) >= 0
+
+    def topic_aggs() -> list[Any]:
+        return [
+            _sum(F.when(produce, F.col("record_bytes")), "produce_record_bytes"),
+            _sum(F.when(produce, F.col("record_count")), "produce_records"),
+            _sum(F.when(fetch & ~replica, F.col("record_bytes")), "fetch_record_bytes"),
+            _sum(F.when(fetch & ~replica, F.col("record_count")), "fetch_records"),
+            _sum(F.when(fetch & replica, F.col("record_bytes")), "replica_fetch_record_bytes"),
+            _sum(F.when(fetch & replica, F.col("record_count")), "replica_fetch_records"),
+        ]
+
+    tp = p.where(produce | fetch).withColumn("topic", F.coalesce(F.col("topic"), F.lit("(unknown)")))
+    by_topic_time = (tp.groupBy("bucket_start", "topic").agg(*topic_aggs())
+                     .withColumn("produce_bytes_per_s", F.col("produce_record_bytes") / F.lit(sec))
+                     .withColumn("fetch_bytes_per_s", F.col("fetch_record_bytes") / F.lit(sec))
+                     .transform(ordered, "bucket_start", "topic"))
+    by_topic = (tp.groupBy("topic").agg(*topic_aggs(),
+                                         F.countDistinct("partition").cast("long").alias("partitions"))
+                .transform(ordered, "topic"))
+
+    return {"summary": summary, "errors": err.transform(ordered, "api_name", "error_name"), "by_api_time": by_api_time,
+            "by_client": by_client, "connections": connections.drop("first_ns"),
+            "by_topic_time": by_topic_time, "by_topic": by_topic}
+
+
+# -- report -------------------------------------------------------------------------------------
+class Timeline:
+    """The x axis of the time plots: the capture's buckets, as seconds since its first one."""
+
+    def __init__(self, frames: list[Any], bucket_seconds: float) -> None:
+        import pandas as pd
+
+        self.step = pd.Timedelta(seconds=float(bucket_seconds))
+        times = [pd.to_datetime(f["bucket_start"]) for f in frames if f is not None and not f.empty]
+        self.start = min(t.min() for t in times) if times else None
+        self.end = max(t.max() for t in times) if times else None
+
+    def index(self) -> Any:
+        import pandas as pd
+
+        return pd.date_range(self.start, self.end, freq=self.step)
+
+    def seconds(self, index: Any) -> Any:
+        import pandas as pd
+
+        return (pd.DatetimeIndex(index) - self.start).total_seconds().to_numpy()
+
+
+def _rate_frame(df: Any, series: str, value: str, tl: Timeline, top: int = TOP_SERIES) -> Any:
+    """A bucket x series frame of ``value`` over the whole timeline (missing buckets 0), the top series by
+    total first, the rest summed as "other"."""
+    import pandas as pd
+
+    if df is None or df.empty or tl.start is None:
+        return pd.DataFrame()
+    wide = df.pivot_table(index="bucket_start", columns=series, values=value, aggfunc="sum", fill_value=0)
+    wide.index = pd.to_datetime(wide.index)
+    order = list(wide.sum().sort_values(ascending=False).index)
+    if len(order) > top:
+        wide = pd.concat([wide[order[: top - 1]], wide[order[top - 1:]].sum(axis=1).rename("other")], axis=1)
+    else:
+        wide = wide[order]
+    return wide.reindex(tl.index().union(wide.index), fill_value=0).astype(float)
+
+
+def _colors(*frames: Any) -> dict[str, str]:
+    """One colour per series name over several plots, the largest series first."""
+    import pandas as pd
+
+    totals = pd.concat([f.sum() for f in frames if not f.empty]) if any(not f.empty for f in frames) else None
+    names = [] if totals is None else list(totals.groupby(level=0).sum().sort_values(ascending=False).index)
+    return {str(n): f"C{i % 10}" for i, n in enumerate(names)}
+
+
+def _stacked(ax: Any, wide: Any, tl: Timeline, title: str, ylabel: str, colors: dict[str, str]) -> None:
+    """A stacked step plot of ``wide``'s columns (each bucket drawn over its whole width)."""
+    import numpy as np
+
+    ax.set_title(title, fontsize=10)
+    ax.set_ylabel(ylabel)
+    ax.grid(alpha=0.3)
+    if wide.empty or not len(wide.columns):
+        ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
+        return
+    t = tl.seconds(wide.index)
+    x = np.append(t, t[-1] + tl.step.total_seconds())  # the last bucket's end
+    ys = [np.append(wide[c].to_numpy(), wide[c].to_numpy()[-1]) for c in wide.columns]
+    ax.stackplot(x, *ys, labels=[str(c) for c in wide.columns], step="post", alpha=0.85,
+                 colors=[colors.get(str(c), "grey") for c in wide.columns])
+    ax.legend(loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=7, frameon=False)
+    ax.set_xlim(0, float(x[-1]))
+    ax.set_ylim(bottom=0)
+
+
+def _human(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def report(results: dict[str, Any], opts: AnalysisOptions) -> list[Section]:
+    """Summary tables, stacked bytes/s plots per API and per topic, a bar chart per client."""
+    from matplotlib.figure import Figure
+
+    sec = float(opts.bucket_seconds)
+    summary = results.get("summary")
+    out: list[Section] = []
+
+    s = Section("Requests and bytes by API")
+    if summary is not None and not summary.empty:
+        tot_req = int(summary["requests"].sum())
+        tot_in = int(summary["request_bytes"].sum())
+        tot_out = int(summary["response_bytes"].sum())
+        s.text.append(f"{tot_req:,} requests: {_human(tot_in)} received and {_human(tot_out)} sent by the "
+                      f"broker(s), frames including their 4-byte size prefix. Requests count in the "
+                      f"{sec:g}-second bucket they arrived in.")
+        s.tables.append(("Totals per API", summary))
+    else:
+        s.text.append("The capture holds no requests.")
+    errs = results.get("errors")
+    if errs is not None and not errs.empty:
+        caption = ("Error responses by API and error name (first error of each response; "
+                   "error_codes counts every non-zero code in them)")
+        s.tables.append((caption, errs))
+    out.append(s)
+
+    bat = results.get("by_api_time")
+    btt = results.get("by_topic_time")
+    tl = Timeline([bat, btt], sec)
+    s = Section("Bytes per second by API")
+    frames = [_rate_frame(bat, "api_name", v, tl) for v in
+              ("request_bytes_per_s", "response_bytes_per_s", "requests_per_s")]
+    colors = _colors(*frames)
+    fig = Figure(figsize=(10, 7.5), layout="constrained")
+    axes = fig.subplots(3, 1, sharex=True)
+    _stacked(axes[0], frames[0], tl, "Request bytes/s (to the broker)", "bytes/s", colors)
+    _stacked(axes[1], frames[1], tl, "Response bytes/s (from the broker)", "bytes/s", colors)
+    _stacked(axes[2], frames[2], tl, "Requests/s", "requests/s", colors)
+    axes[2].set_xlabel("seconds since the start of the capture")
+    s.figures.append((f"Stacked per API, {sec:g} s buckets", fig))
+    out.append(s)
+
+    s = Section("Record bytes per second by topic")
+    frames = [_rate_frame(btt, "topic", v, tl) for v in ("produce_bytes_per_s", "fetch_bytes_per_s")]
+    colors = _colors(*frames)
+    fig = Figure(figsize=(10, 5.5), layout="constrained")
+    axes = fig.subplots(2, 1, sharex=True)
+    _stacked(axes[0], frames[0], tl, "Produce: record bytes/s sent", "bytes/s", colors)
+    _stacked(axes[1], frames[1], tl, "Fetch: record bytes/s returned to consumers", "bytes/s", colors)
+    axes[1].set_xlabel("seconds since the start of the capture")
+    caption = f"Stacked per topic, {sec:g} s buckets (record batches only, not the request/response framing)"
+    s.figures.append((caption, fig))
+    bt = results.get("by_topic")
+    if bt is not None and not bt.empty:
+        s.tables.append(("Per topic", bt))
+    out.append(s)
+
+    s = Section("Clients")
+    bc = results.get("by_client")
+    if bc is not None and not bc.empty:
+        per = (bc.groupby("client_id", dropna=False)[["requests", "request_bytes", "response_bytes"]].sum()
+               .sort_values("request_bytes", ascending=False))
+        top = per.head(20).iloc[::-1]
+        fig = Figure(figsize=(10, 1.2 + 0.35 * len(top)), layout="constrained")
+        ax = fig.subplots()
+        y = range(len(top))
+        ax.barh([i + 0.2 for i in y], top["request_bytes"], height=0.4, label="request bytes")
+        ax.barh([i - 0.2 for i in y], top["response_bytes"], height=0.4, label="response bytes")
+        ax.set_yticks(list(y), [str(c) for c in top.index], fontsize=8)
+        ax.set_xlabel("bytes")
+        ax.legend(fontsize=8)
+        ax.grid(axis="x", alpha=0.3)
+        s.figures.append(("Bytes per client id" + (" (top 20 by request bytes)" if len(per) > 20 else ""), fig))
+        s.tables.append(("Per client id and API", bc))
+    conns = results.get("connections")
+    if conns is not None and not conns.empty:
+        s.tables.append((f"Connections ({len(conns)})", conns))
+    out.append(s)
+    return out

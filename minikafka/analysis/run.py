@@ -1,0 +1,252 @@
+"""Run the analysis jobs over captures: Parquet and CSV tables per job, one HTML report.
+
+::
+
+    analyze(["capture-dir/"], "out/")           # local Spark session unless one is active
+    minikafka analyze capture-dir/ --out out/
+    spark-submit minikafka/analysis/run.py capture-dir/ --out out/   # the submitter's master
+
+Output layout: ``out/<job>/<table>.parquet`` (a Spark Parquet directory),
+``out/<job>/<table>.csv`` (one CSV file with a header; results are small) and
+``out/report.html``.  The tables are loaded once and cached; every job module
+that imports is run (or those named), and a job that fails is reported
+without stopping the others.  ``out`` is written by Spark's executors and by
+the driver, so on a multi-node cluster it must be on a filesystem they share.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+if __name__ == "__main__":  # a script (spark-submit .../run.py): import the package, not this directory's files
+    _here = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _here]
+    try:
+        import minikafka  # noqa: F401
+    except ImportError:  # a source tree that is not installed
+        sys.path.insert(0, os.path.dirname(os.path.dirname(_here)))
+
+import datetime as dt
+import glob
+import logging
+import shutil
+import time
+import traceback
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from minikafka.analysis.jobs import JOB_MODULES, AnalysisOptions, job
+
+log = logging.getLogger("minikafka.analysis.run")
+
+FORMATS = ("parquet", "csv")
+
+
+def _uri(path: Path) -> str:
+    """A ``file:`` URI for a driver path, so Spark does not resolve it against a cluster's default FS."""
+    return path.resolve().as_uri()
+
+
+def write_csv(df: Any, dest: Path) -> Path:
+    """``df`` as ONE CSV file with a header at ``dest`` (via ``coalesce(1)`` and a temporary directory)."""
+    tmp = dest.with_name(f".{dest.name}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    (df.coalesce(1).write.mode("overwrite").option("header", True)
+     .option("timestampFormat", "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX").csv(_uri(tmp)))
+    parts = sorted(glob.glob(str(tmp / "part-*")))
+    if dest.is_dir():
+        shutil.rmtree(dest)
+    if parts:
+        shutil.move(parts[0], dest)
+    else:  # Spark wrote no part file (an empty result): just the header
+        dest.write_text(",".join(df.columns) + "\n", encoding="utf-8")
+    shutil.rmtree(tmp, ignore_errors=True)
+    return dest
+
+
+def _capture_facts(tables: Any) -> dict[str, Any]:
+    """Request count, decode errors and time span of the requests table (one Spark action)."""
+    from pyspark.sql import functions as F
+
+    row = tables.requests.agg(
+        F.count(F.lit(1)).alias("requests"), F.count("decode_error").alias("decode_errors"),
+        F.countDistinct("broker_id", "connection_id").alias("connections"),
+        F.min("receive_ns").alias("first_ns"),
+        F.max(F.greatest(F.col("receive_ns"), F.coalesce(F.col("send_ns"), F.col("receive_ns")))).alias("last_ns"),
+    ).collect()[0]
+    return row.asDict()
+
+
+def _ts(ns: int | None) -> dt.datetime | None:
+    return None if ns is None else dt.datetime.fromtimestamp(ns / 1e9, dt.UTC)
+
+
+def _run_job(name: str, mod: Any, tables: Any, opts: AnalysisOptions, out: Path,
+             formats: Sequence[str], want_report: bool) -> tuple[dict[str, Any], list[Any]]:
+    """Run one job: its tables written and collected, its report sections; errors caught and recorded."""
+    info: dict[str, Any] = {"title": getattr(mod, "TITLE", name), "status": "ok", "error": None, "stage": None,
+                            "tables": {}}
+    name = getattr(mod, "NAME", name)
+    try:
+        results = dict(mod.run(tables, opts))
+    except Exception as exc:  # one job failing must not stop the others
+        log.exception("job %s failed", name)
+        info.update(status="failed", stage="run", error=f"{type(exc).__name__}: {exc}",
+                    traceback=traceback.format_exc())
+        return info, []
+    frames: dict[str, Any] = {}
+    for table, df in results.items():
+        entry: dict[str, Any] = {}
+        info["tables"][table] = entry
+        cached = df.cache()
+        try:
+            t0 = time.monotonic()
+            pdf = cached.toPandas()
+            frames[table] = pdf
+            entry["rows"] = len(pdf)
+            t1 = time.monotonic()
+            if "parquet" in formats:
+                dest = out / name / f"{table}.parquet"
+                cached.write.mode("overwrite").parquet(_uri(dest))
+                entry["parquet"] = str(dest)
+            t2 = time.monotonic()
+            if "csv" in formats:
+                entry["csv"] = str(write_csv(cached, out / name / f"{table}.csv"))
+            log.info("%s/%s: %d rows; collect %.2f s, parquet %.2f s, csv %.2f s", name, table, len(pdf),
+                     t1 - t0, t2 - t1, time.monotonic() - t2)
+        except Exception as exc:
+            log.exception("job %s: table %s failed", name, table)
+            entry["error"] = f"{type(exc).__name__}: {exc}"
+            info.update(status="failed", stage="write", error=f"table {table}: {type(exc).__name__}: {exc}",
+                        traceback=traceback.format_exc())
+        finally:
+            cached.unpersist()
+    sections: list[Any] = []
+    if want_report:
+        try:
+            sections = list(mod.report(frames, opts))
+        except Exception as exc:
+            log.exception("job %s: report failed", name)
+            info.update(status="failed", stage="report", error=f"report: {type(exc).__name__}: {exc}",
+                        traceback=traceback.format_exc())
+    return info, sections
+
+
+def analyze(paths: str | Path | Iterable[str | Path], out_dir: str | Path, jobs: Sequence[str] | None = None,
+            opts: AnalysisOptions | None = None, spark: Any = None, formats: Sequence[str] = FORMATS,
+            report: bool = True, *, master: str | None = None, load_options: dict[str, Any] | None = None,
+            stop_session: bool = False) -> dict[str, Any]:
+    """Run ``jobs`` (default: every job module that imports) over the captures at ``paths``.
+
+    Writes ``out_dir/<job>/<table>.parquet`` and ``.csv`` (as ``formats`` says) and
+    ``out_dir/report.html``; returns a summary: ``out_dir``, ``report`` (path or None),
+    ``inputs``, ``capture`` facts (requests, connections, decode errors, first/last ns),
+    ``jobs`` (name -> title, status ok/failed/unavailable, stage, error, seconds, and per table
+    rows and the paths written) and ``failed`` (names of the jobs that failed).  ``spark``: a
+    session to use (default: the active one, else a new one on ``master``; ``stop_session``
+    stops a session this call created).  ``load_options``: data source options (``ports``...).
+    """
+    from minikafka.analysis.report import ReportGroup, write_report
+    from minikafka.analysis.session import spark_session
+    from minikafka.analysis.tables import load_tables
+
+    opts = opts or AnalysisOptions()
+    bad = [f for f in formats if f not in FORMATS]
+    if bad:
+        raise ValueError(f"unknown formats {bad} (parquet, csv)")
+    inputs = [str(paths)] if isinstance(paths, (str, Path)) else [str(p) for p in paths]
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    created = False
+    if spark is None:
+        from pyspark.sql import SparkSession
+
+        created = SparkSession.getActiveSession() is None
+        spark = spark_session(master)
+    t_start = time.monotonic()
+    tables = load_tables(spark, inputs, **(load_options or {})).cache()
+    summary: dict[str, Any] = {"out_dir": str(out), "report": None, "inputs": inputs, "jobs": {}, "failed": []}
+    groups: list[Any] = []
+    try:
+        facts = _capture_facts(tables)
+        summary["capture"] = facts
+        log.info("capture: %s", facts)
+        names = list(jobs) if jobs else list(JOB_MODULES)
+        for name in names:
+            t0 = time.monotonic()
+            try:
+                mod = job(name)
+            except Exception as exc:  # noqa: BLE001 - a job that does not import is skipped (or failed if asked)
+                status = "failed" if jobs else "unavailable"
+                log.warning("job %s %s: %s: %s", name, status, type(exc).__name__, exc)
+                summary["jobs"][name] = {"title": name, "status": status, "stage": "import",
+                                         "error": f"{type(exc).__name__}: {exc}", "tables": {}, "seconds": 0.0}
+                if jobs:
+                    groups.append(ReportGroup(name, [], name, status, f"{type(exc).__name__}: {exc}"))
+                continue
+            log.info("running job %s", name)
+            info, sections = _run_job(name, mod, tables, opts, out, formats, report)
+            info["seconds"] = round(time.monotonic() - t0, 3)
+            summary["jobs"][name] = info
+            groups.append(ReportGroup(info["title"], sections, name, info["status"],
+                                      info.get("traceback") if info["status"] != "ok" else None))
+        summary["failed"] = [n for n, i in summary["jobs"].items() if i["status"] == "failed"]
+        if report:
+            unavailable = [n for n, i in summary["jobs"].items() if i["status"] == "unavailable"]
+            job_facts = [(n, f"{i['status']}" + (f" ({i['seconds']:.1f} s)" if i.get("seconds") else ""))
+                         for n, i in summary["jobs"].items() if i["status"] != "unavailable"]
+            extra = [("Requests", f"{facts['requests']:,} on {facts['connections']:,} connection(s)"),
+                     ("Undecodable requests", f"{facts['decode_errors']:,}"),
+                     ("Spark", f"{spark.version} ({spark.sparkContext.master})"),
+                     ("Time bucket", f"{opts.bucket_seconds:g} s"),
+                     *[(f"Job {n}", s) for n, s in job_facts]]
+            if unavailable:
+                extra.append(("Jobs not available", ", ".join(unavailable)))
+            path = write_report(out / "report.html", groups, inputs=inputs, start=_ts(facts["first_ns"]),
+                                end=_ts(facts["last_ns"]), facts=extra)
+            summary["report"] = str(path)
+    finally:
+        for df in (tables.requests, tables.partitions, tables.topics):
+            df.unpersist()
+        summary["seconds"] = round(time.monotonic() - t_start, 3)
+        if created and stop_session:
+            spark.stop()
+    return summary
+
+
+def print_summary(summary: dict[str, Any], file: Any = None) -> None:
+    """A few lines: the capture, each job's status and tables, the report path."""
+    file = file or sys.stdout
+    cap = summary.get("capture") or {}
+    if cap:
+        span = (cap["last_ns"] - cap["first_ns"]) / 1e9 if cap.get("first_ns") is not None else 0.0
+        print(f"{cap['requests']:,} request(s) on {cap['connections']:,} connection(s) over {span:.3f} s"
+              + (f", {cap['decode_errors']:,} undecodable" if cap.get("decode_errors") else ""), file=file)
+    for name, info in summary["jobs"].items():
+        tables = info.get("tables") or {}
+        rows = ", ".join(f"{t} {e.get('rows', '?')}" for t, e in tables.items())
+        line = f"{name:<12} {info['status']:<11}"
+        if info["status"] == "ok":
+            line += f" {info.get('seconds', 0):6.1f} s  {rows}"
+        else:
+            line += f" {info.get('stage') or ''}: {info.get('error')}"
+        print(line, file=file)
+    print(f"tables in {summary['out_dir']}", file=file)
+    if summary.get("report"):
+        print(f"report: {summary['report']}", file=file)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``spark-submit minikafka/analysis/run.py CAPTURE... --out DIR [options]`` (as ``minikafka analyze``)."""
+    from minikafka.analysis.cli import build_parser, run_analyze_command
+
+    args = build_parser("run.py").parse_args(argv)
+    logging.basicConfig(level=getattr(logging, str(args.log_level).upper(), logging.WARNING),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    return run_analyze_command(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

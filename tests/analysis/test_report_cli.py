@@ -1,0 +1,130 @@
+"""``minikafka analyze``: tables as Parquet and CSV, one self-contained HTML report, failing jobs isolated."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import types
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+from traffic_helpers import CaptureRun, make_client_capture
+
+from minikafka.analysis import run as run_mod
+from minikafka.analysis.cli import add_arguments, options_from_args
+from minikafka.analysis.jobs import Section, latency, traffic
+from minikafka.analysis.report import render_html
+from minikafka.cli import main as cli_main
+
+BROKEN = "tl_broken_job"
+
+
+@pytest.fixture(scope="module")
+def client_run(tmp_path_factory: pytest.TempPathFactory) -> CaptureRun:
+    pytest.importorskip("confluent_kafka")
+    return make_client_capture(tmp_path_factory.mktemp("report"), n=200)
+
+
+@pytest.fixture
+def broken_job(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A job module whose run() raises."""
+    mod = types.ModuleType(f"minikafka.analysis.jobs.{BROKEN}")
+    mod.NAME, mod.TITLE = BROKEN, "A broken job"
+
+    def boom(tables: Any, opts: Any) -> dict:
+        raise RuntimeError("boom <b>not bold</b>")
+
+    mod.run, mod.report = boom, lambda results, opts: []
+    monkeypatch.setitem(sys.modules, mod.__name__, mod)
+
+
+@pytest.mark.clients
+def test_analyze_cli(spark: Any, client_run: CaptureRun, tmp_path: Path, capsys: pytest.CaptureFixture,
+                     broken_job: None) -> None:
+    out = tmp_path / "out"
+    rc = cli_main(["analyze", str(client_run.path), "--out", str(out), "--bucket", "0.5",
+                   "--jobs", f"traffic,latency,{BROKEN}"])
+    printed = capsys.readouterr().out
+    assert rc == 1  # the broken job failed; the others ran
+    assert "report: " in printed and f"{BROKEN}" in printed and "failed" in printed
+
+    html = (out / "report.html").read_text(encoding="utf-8")
+    for title in (traffic.TITLE, latency.TITLE, "Bytes per second by API", "Record bytes per second by topic",
+                  "Latency histogram", "Fetch: long polls apart", "A broken job", "Contents"):
+        assert title in html, title
+    assert html.count('<img alt="') >= 5 and '<img alt="Stacked per API' in html
+    assert 'src="data:image/png;base64,iVBORw0KGgo' in html  # PNG magic, base64
+    assert "boom &lt;b&gt;not bold&lt;/b&gt;" in html and "<b>not bold</b>" not in html
+    assert "http://" not in html and "https://" not in html  # nothing fetched from anywhere
+    assert "minikafka version" in html and str(client_run.path) in html
+
+    expected = {k: v[0] for k, v in client_run.broker_stats.items()}
+    pq = spark.read.parquet(str(out / "traffic" / "summary.parquet")).select("api_key", "requests").collect()
+    assert {r.api_key: r.requests for r in pq} == expected
+    csv = pd.read_csv(out / "traffic" / "summary.csv")
+    assert dict(zip(csv["api_key"], csv["requests"])) == expected
+    assert dict(zip(csv["api_key"], csv["request_bytes"])) == {k: v[1] for k, v in client_run.broker_stats.items()}
+    for job, tables in (("traffic", ("summary", "errors", "by_api_time", "by_client", "connections",
+                                     "by_topic_time", "by_topic")),
+                        ("latency", ("by_api", "by_client", "by_api_time", "fetch", "histogram"))):
+        for t in tables:
+            assert (out / job / f"{t}.parquet").is_dir() and (out / job / f"{t}.csv").is_file(), (job, t)
+    lat = pd.read_csv(out / "latency" / "by_api.csv")
+    assert (lat["p50_ms"] <= lat["max_ms"]).all()
+    assert not list(out.glob("*/.*.tmp"))
+
+
+def test_analyze_unavailable_and_failing_jobs(spark: Any, client_run: CaptureRun, tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch, broken_job: None) -> None:
+    """By default every job that imports runs; one that does not import is skipped, one that fails is
+    reported, and the report is still written."""
+    monkeypatch.setattr(run_mod, "JOB_MODULES", ["no_such_job_module", BROKEN])
+    summary = run_mod.analyze(str(client_run.path), tmp_path / "o", spark=spark, formats=("csv",))
+    assert summary["jobs"]["no_such_job_module"]["status"] == "unavailable"
+    assert summary["jobs"][BROKEN]["status"] == "failed" and "boom" in summary["jobs"][BROKEN]["error"]
+    assert summary["failed"] == [BROKEN]
+    assert summary["capture"]["requests"] == sum(v[0] for v in client_run.broker_stats.values())
+    html = Path(summary["report"]).read_text()
+    assert "Jobs not available" in html and "no_such_job_module" in html and "A broken job" in html
+
+
+def test_report_escapes_and_embeds() -> None:
+    from matplotlib.figure import Figure
+
+    fig = Figure()
+    fig.subplots().plot([1, 2, 3])
+    sec = Section("T <1>", text=["a & b"], tables=[("cap <x>", pd.DataFrame({"c<": ["<script>"], "n": [1.5]}))],
+                  figures=[("f", fig)])
+    html = render_html([sec, Section("T <1>")], inputs=["in<put>"])
+    assert "<script>" not in html and "&lt;script&gt;" in html and "a &amp; b" in html
+    assert html.count('id="t-1"') == 1 and 'id="t-1-2"' in html  # unique anchors
+    assert 'src="data:image/png;base64,' in html and "in&lt;put&gt;" in html
+
+
+def test_options_from_args() -> None:
+    p = argparse.ArgumentParser()
+    add_arguments(p)
+    args = p.parse_args(["cap", "--out", "o", "--bucket", "2", "--produce-quota", "*=1M", "--produce-quota",
+                         "app=1048576/s", "--fetch-quota", "c1=2KiB/s", "--request-quota", "app=50%",
+                         "--quota-window-num", "5", "--quota-window-size", "0.5",
+                         "--leader-throttled-replicas", "t:0:1,t:1:2", "--leader-throttled-replicas", "u:*",
+                         "--leader-throttled-rate", "1e6", "--csv-only"])
+    o = options_from_args(args)
+    assert o.bucket_seconds == 2 and o.produce_quota == {"*": 1048576.0, "app": 1048576.0}
+    assert o.fetch_quota == {"c1": 2048.0} and o.request_quota == {"app": 50.0}
+    assert (o.quota_window_num, o.quota_window_size_seconds) == (5, 0.5)
+    assert o.leader_throttled_replicas == ["t:0:1", "t:1:2", "u:*"] and o.leader_throttled_rate == 1e6
+    with pytest.raises(SystemExit):
+        options_from_args(p.parse_args(["cap", "--out", "o", "--fetch-quota", "nobytes"]))
+
+
+def test_cli_does_not_import_pyspark() -> None:
+    code = ("import sys\nfrom minikafka.cli import main\ntry:\n    main(['analyze', '--help'])\n"
+            "except SystemExit:\n    pass\nassert 'pyspark' not in sys.modules, 'pyspark imported'\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                       check=False)
+    assert r.returncode == 0, r.stderr
+    assert "--leader-throttled-replicas" in r.stdout
