@@ -1,0 +1,418 @@
+"""Replication traffic, replication lag and phantom throttled bytes (SPEC section 5).
+
+Follower fetches are the Fetch requests with ``replica_id >= 0`` (the follower's
+broker id); the broker that answered is the leader.  Per (leader, follower)
+and time bucket: fetches (full / incremental / sessionless, KIP-227), request
+and response bytes on the wire, and the record bytes replicated (the record
+batches in the responses).
+
+Phantom throttled bytes: on every follower fetch the leader records into its
+leader replication quota (``leader.replication.throttled.rate``) the size of a
+FetchResponse of the request's version holding only the response's throttled
+partitions, plus 4 (Kafka's ``KafkaApis.sizeOfThrottledPartitions`` =
+``FetchResponse.sizeOf``).  With no throttled partition in the response that
+is still an empty response: 12 bytes at Fetch v4-v6, 18 at v7-v11, 16 at
+v12-v13.  The sizes here come from the broker's own function
+(:func:`minikafka.broker.handlers.fetch.size_of_throttled_partitions`, with
+the leader's ``ReplicationQuotaManager`` configured from
+``AnalysisOptions.leader_throttled_replicas``), applied to the partitions each
+captured response held.  ``recorded_bytes`` is what the leader records;
+``throttled_record_bytes`` the record batches of throttled partitions in it
+(real replication data); ``phantom_bytes = recorded_bytes -
+throttled_record_bytes``: the bytes counted against the leader's quota that
+carry no replicated data (the empty response on every fetch, and the
+topic/partition headers of throttled partitions).  With no throttled replicas
+every recorded byte is phantom.  ``phantom_share_of_rate`` is the phantom
+bytes per second over ``leader_throttled_rate`` (the leader quota is per
+leader broker, shared by its followers).
+
+Throttled replicas are ``topic:partition:broker`` (the broker being the leader,
+as in Kafka's ``leader.replication.throttled.replicas`` lists) or ``topic:*``.
+
+Replication lag per partition: ``hw_lag = max(0, leader high watermark -
+follower fetch offset)`` from each follower fetch response (the fetch offset
+of partitions an incremental request left out is the one last sent on that
+connection).  For an in-sync follower the leader advances the high watermark
+to the follower's fetch offset, so this is mostly 0; ``fetched_ahead`` (last
+offset returned + 1 - fetch offset, a lower bound of the leader's log end
+minus the follower's) shows how far behind the follower was when it fetched.
+
+Tables: ``replication_pairs``, ``replication_leaders``, ``replication_series``,
+``replication_partitions``, ``replication_lag``, ``replication_empty_sizes``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import OrderedDict
+from types import SimpleNamespace
+from typing import Any
+
+from . import AnalysisOptions, Section
+
+NAME = "replication"
+TITLE = "Replication traffic and phantom throttled bytes"
+
+TOP_N = 15
+TOP_SERIES = 8
+FETCH_VERSIONS = range(4, 14)
+_FETCH = 1
+
+_ZERO_ID = uuid.UUID(int=0)
+_zeros = memoryview(b"")
+
+
+# -- throttled replicas ---------------------------------------------------------------------------
+def throttled_replica_configs(specs: list[str]) -> dict[str, str]:
+    """``topic:partition:broker`` / ``topic:*`` items as Kafka's per-topic
+    ``leader.replication.throttled.replicas`` values (``p:b,p:b`` or ``*``)."""
+    from ...broker.quota.replication_quota_manager import validate_throttled_replicas
+
+    per_topic: dict[str, list[str]] = {}
+    for spec in specs or ():
+        for item in str(spec).split(","):
+            item = item.strip()
+            if not item:
+                continue
+            topic, sep, rest = item.partition(":")
+            if not sep or not topic or not rest:
+                raise ValueError(f"bad throttled replica {item!r}: expected topic:partition:broker or topic:*")
+            per_topic.setdefault(topic, []).append(rest.strip())
+    out: dict[str, str] = {}
+    for topic, items in per_topic.items():
+        value = "*" if "*" in items else ",".join(items)
+        validate_throttled_replicas(value)
+        out[topic] = value
+    return out
+
+
+def _rules_frame(spark: Any, configs: dict[str, str]) -> Any:
+    """(topic, partition or null = all, leader broker or null = any): a superset preselection in Spark;
+    the exact choice is the broker's ``is_throttled`` in :func:`throttled_size`."""
+    rows: list[tuple] = []
+    for topic, value in configs.items():
+        if value == "*":
+            rows.append((topic, None, None))
+        else:
+            for item in value.split(","):
+                p, b = (int(x) for x in item.split(":"))
+                rows.append((topic, p, b))
+    return spark.createDataFrame(rows, "r_topic string, r_partition int, r_broker int")
+
+
+# -- sizes: the broker's own computation --------------------------------------------------------
+class _Metadata:
+    def __init__(self) -> None:
+        self.names: dict[Any, str] = {}
+
+    def get_topic_by_id(self, topic_id: Any) -> Any:
+        name = self.names.get(topic_id)
+        return SimpleNamespace(name=name) if name is not None else None
+
+
+_leaders: dict[tuple, Any] = {}
+
+
+def _leader(broker_id: int, configs: dict[str, str]) -> Any:
+    """A stand-in for the leader broker as ``size_of_throttled_partitions`` sees it: its leader
+    ``ReplicationQuotaManager`` with the throttled replicas, and topic ids -> names."""
+    from ...broker.quota.replication_quota_manager import (
+        LEADER_REPLICATION,
+        ReplicationQuotaManager,
+    )
+    from ...metrics import Metrics
+
+    key = (broker_id, tuple(sorted(configs.items())))
+    stub = _leaders.get(key)
+    if stub is None:
+        quota = ReplicationQuotaManager(LEADER_REPLICATION, Metrics(clock_ms=lambda: 0))
+        for topic, value in configs.items():
+            quota.update_topic(topic, value, broker_id)
+        stub = _leaders[key] = SimpleNamespace(leader_quota=quota, metadata=_Metadata())
+    return stub
+
+
+def _records(n: int) -> memoryview:
+    global _zeros
+    if len(_zeros) < n:
+        _zeros = memoryview(bytes(max(n, 2 * len(_zeros))))
+    return _zeros[:n]
+
+
+def _uuid(value: Any) -> uuid.UUID:
+    try:
+        return uuid.UUID(str(value))
+    except (TypeError, ValueError):
+        return _ZERO_ID
+
+
+def throttled_size(broker_id: int, version: int, parts: list[Any], configs: dict[str, str]) -> int:
+    """What the leader ``broker_id`` records into its leader quota for one follower fetch response of
+    ``version`` holding ``parts`` (rows with topic, topic_id, partition, record_bytes)."""
+    from ...broker.fetch_session import PartitionKey
+    from ...broker.handlers.fetch import size_of_throttled_partitions
+
+    stub = _leader(int(broker_id), configs)
+    selected: OrderedDict = OrderedDict()
+    for p in sorted(parts or (), key=lambda p: (str(p["topic"]), int(p["partition"]))):
+        tid = _uuid(p["topic_id"]) if version >= 13 else None
+        if tid is not None and p["topic"] is not None:
+            stub.metadata.names[tid] = p["topic"]
+        selected[PartitionKey(tid, p["topic"], int(p["partition"]))] = {
+            "partition_index": int(p["partition"]), "error_code": 0, "high_watermark": 0,
+            "records": _records(int(p["record_bytes"] or 0))}
+    return int(size_of_throttled_partitions(stub, int(version), selected))
+
+
+def empty_sizes() -> dict[int, int]:
+    """Per Fetch version, the bytes recorded for a follower fetch with no throttled partition."""
+    return {v: throttled_size(0, v, [], {}) for v in FETCH_VERSIONS}
+
+
+# -- run ----------------------------------------------------------------------------------------
+def _sum(col: Any, name: str) -> Any:
+    from pyspark.sql import functions as F
+
+    return F.coalesce(F.sum(col), F.lit(0)).cast("long").alias(name)
+
+
+def run(tables: Any, opts: AnalysisOptions) -> dict[str, Any]:
+    """The replication tables (see the module docstring)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    from .traffic import time_bucket
+
+    sec = float(opts.bucket_seconds)
+    rate = float(opts.leader_throttled_rate) if opts.leader_throttled_rate else None
+    configs = throttled_replica_configs(opts.leader_throttled_replicas)
+    spark = tables.requests.sparkSession
+    sizes = empty_sizes()
+    size_map = F.create_map(*[x for v, n in sizes.items() for x in (F.lit(v), F.lit(n))])
+
+    follower = (F.col("api_key") == F.lit(_FETCH)) & (F.coalesce(F.col("replica_id"), F.lit(-1)) >= 0)
+    key = ["broker_id", "connection_id", "correlation_id", "receive_ns"]
+    has_resp = F.coalesce(F.col("has_response"), F.lit(False))
+    f = (tables.requests.where(follower)
+         .select(*key, "send_ns", "replica_id", "api_version", "fetch_kind", "request_bytes", "response_bytes",
+                 "has_response", "record_bytes", "record_count")
+         .withColumn("empty_bytes", F.when(has_resp, F.element_at(size_map, F.col("api_version"))).otherwise(0)))
+    parts = tables.partitions.where(follower)
+    if configs:
+        rules = F.broadcast(_rules_frame(spark, configs))
+        cond = ((F.col("topic") == F.col("r_topic"))
+                & (F.col("r_partition").isNull() | (F.col("r_partition") == F.col("partition")))
+                & (F.col("r_broker").isNull() | (F.col("r_broker") == F.col("broker_id"))))
+        candidates = parts.where(F.col("in_response")).join(rules, cond, "left_semi")
+        udf = F.udf(lambda b, v, ps: throttled_size(b, v, ps, configs), "long")
+        thr = (candidates.groupBy(*key, "api_version")
+               .agg(F.collect_list(F.struct("topic", "topic_id", "partition", "record_bytes")).alias("tparts"),
+                    _sum("record_bytes", "throttled_record_bytes"))
+               .withColumn("throttled_size", udf(F.col("broker_id"), F.col("api_version"), F.col("tparts")))
+               .drop("tparts", "api_version"))
+        f = (f.join(thr, on=key, how="left")
+             .withColumn("recorded_bytes", F.when(has_resp, F.coalesce(F.col("throttled_size"), F.col("empty_bytes")))
+                         .otherwise(0))
+             .withColumn("throttled_record_bytes", F.coalesce(F.col("throttled_record_bytes"), F.lit(0)))
+             .drop("throttled_size"))
+    else:
+        f = f.withColumn("recorded_bytes", F.col("empty_bytes")).withColumn("throttled_record_bytes", F.lit(0))
+    f = (f.withColumn("phantom_bytes", F.col("recorded_bytes") - F.col("throttled_record_bytes"))
+         .withColumnRenamed("broker_id", "leader_id").withColumnRenamed("replica_id", "follower_id")
+         .cache())
+
+    kind = F.col("fetch_kind")
+    fetch_aggs = [
+        F.count(F.lit(1)).cast("long").alias("fetches"),
+        _sum((kind == "full").cast("int"), "full_fetches"),
+        _sum((kind == "incremental").cast("int"), "incremental_fetches"),
+        _sum((kind == "sessionless").cast("int"), "sessionless_fetches"),
+        _sum("request_bytes", "request_bytes"), _sum("response_bytes", "response_bytes"),
+        _sum("record_bytes", "record_bytes"), _sum("record_count", "records"),
+        _sum("recorded_bytes", "recorded_bytes"), _sum("throttled_record_bytes", "throttled_record_bytes"),
+        _sum("phantom_bytes", "phantom_bytes"), _sum("empty_bytes", "empty_response_bytes"),
+    ]
+    span = [F.min("receive_ns").alias("_first"), F.max(F.coalesce(F.col("send_ns"), F.col("receive_ns"))).alias("_last")]
+
+    def per_second(df: Any) -> Any:
+        df = (df.withColumn("duration_s", F.greatest((F.col("_last") - F.col("_first")) / 1e9, F.lit(0.001)))
+              .withColumn("first_ts", F.timestamp_micros(F.floor(F.col("_first") / 1000).cast("long")))
+              .withColumn("fetches_per_s", F.col("fetches") / F.col("duration_s"))
+              .withColumn("recorded_bytes_per_s", F.col("recorded_bytes") / F.col("duration_s"))
+              .withColumn("phantom_bytes_per_s", F.col("phantom_bytes") / F.col("duration_s"))
+              .drop("_first", "_last"))
+        if rate:
+            df = (df.withColumn("phantom_share_of_rate", F.col("phantom_bytes_per_s") / F.lit(rate))
+                  .withColumn("recorded_share_of_rate", F.col("recorded_bytes_per_s") / F.lit(rate)))
+        else:
+            df = (df.withColumn("phantom_share_of_rate", F.lit(None).cast("double"))
+                  .withColumn("recorded_share_of_rate", F.lit(None).cast("double")))
+        return df
+
+    pairs = per_second(f.groupBy("leader_id", "follower_id").agg(
+        *fetch_aggs, *span,
+        F.concat_ws(",", F.array_sort(F.collect_set(F.col("api_version").cast("string")))).alias("fetch_versions"))
+    ).orderBy("leader_id", "follower_id")
+    leaders = per_second(f.groupBy("leader_id").agg(
+        F.countDistinct("follower_id").cast("int").alias("followers"), *fetch_aggs, *span)).orderBy("leader_id")
+    series = (f.withColumn("bucket_start", time_bucket("receive_ns", sec))
+              .groupBy("leader_id", "follower_id", "bucket_start").agg(*fetch_aggs)
+              .withColumn("record_bytes_per_s", F.col("record_bytes") / F.lit(sec))
+              .withColumn("phantom_bytes_per_s", F.col("phantom_bytes") / F.lit(sec))
+              .withColumn("recorded_bytes_per_s", F.col("recorded_bytes") / F.lit(sec))
+              .orderBy("leader_id", "follower_id", "bucket_start"))
+
+    # Per partition: replicated records and lag.
+    w = (Window.partitionBy("broker_id", "connection_id", "topic", "partition")
+         .orderBy("receive_ns", "correlation_id").rowsBetween(Window.unboundedPreceding, Window.currentRow))
+    pr = (parts.where(F.col("in_request") | F.col("in_response"))
+          .withColumn("offset", F.last("fetch_offset", ignorenulls=True).over(w))
+          .where(F.col("in_response"))
+          .withColumn("ok", (F.coalesce(F.col("error_code"), F.lit(0)) == 0) & F.col("high_watermark").isNotNull()
+                      & (F.col("high_watermark") >= 0) & F.col("offset").isNotNull())
+          .withColumn("hw_lag", F.when(F.col("ok"), F.greatest(F.col("high_watermark") - F.col("offset"), F.lit(0))))
+          .withColumn("fetched_ahead", F.when(F.col("ok") & (F.col("record_count") > 0) & F.col("last_offset").isNotNull(),
+                                              F.greatest(F.col("last_offset") + 1 - F.col("offset"), F.lit(0)))
+                      .when(F.col("ok"), F.lit(0)))
+          .withColumnRenamed("broker_id", "leader_id").withColumnRenamed("replica_id", "follower_id")
+          .withColumn("bucket_start", time_bucket("receive_ns", sec)))
+    part_key = ["leader_id", "follower_id", "topic", "partition"]
+    partitions = (pr.groupBy(*part_key)
+                  .agg(F.count(F.lit(1)).cast("long").alias("responses"),
+                       _sum("record_bytes", "record_bytes"), _sum("record_count", "records"),
+                       F.max("hw_lag").alias("max_hw_lag"), F.max("fetched_ahead").alias("max_fetched_ahead"),
+                       F.max_by("high_watermark", "receive_ns").alias("last_high_watermark"),
+                       F.max_by("offset", "receive_ns").alias("last_fetch_offset"),
+                       _sum((F.coalesce(F.col("error_code"), F.lit(0)) != 0).cast("int"), "error_responses"))
+                  .orderBy(*part_key))
+    lag = (pr.where(F.col("ok")).groupBy(*part_key, "bucket_start")
+           .agg(F.count(F.lit(1)).cast("long").alias("responses"),
+                F.max("hw_lag").alias("max_hw_lag"), F.avg("hw_lag").alias("avg_hw_lag"),
+                F.max("fetched_ahead").alias("max_fetched_ahead"), _sum("record_bytes", "record_bytes"),
+                F.max("high_watermark").alias("max_high_watermark"))
+           .orderBy(*part_key, "bucket_start"))
+    empty = spark.createDataFrame([(v, n) for v, n in sizes.items()], "fetch_version int, empty_response_bytes int")
+    return {"replication_pairs": pairs, "replication_leaders": leaders, "replication_series": series,
+            "replication_partitions": partitions, "replication_lag": lag, "replication_empty_sizes": empty}
+
+
+# -- report -------------------------------------------------------------------------------------
+def _lines(ax: Any, df: Any, label_cols: list[str], value: str, top: list[tuple] | None = None) -> None:
+    import pandas as pd
+
+    if df is None or df.empty:
+        ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
+        return
+    t0 = pd.to_datetime(df["bucket_start"]).min()
+    groups = df.groupby(label_cols, sort=True)
+    for keyv, g in groups:
+        keyv = keyv if isinstance(keyv, tuple) else (keyv,)
+        if top is not None and keyv not in top:
+            continue
+        g = g.sort_values("bucket_start")
+        x = (pd.to_datetime(g["bucket_start"]) - t0).dt.total_seconds()
+        ax.plot(x, g[value], marker=".", label=" ".join(str(k) for k in keyv))
+    ax.legend(fontsize=7, loc="upper right")
+    ax.grid(alpha=0.3)
+
+
+def report(results: dict[str, Any], opts: AnalysisOptions) -> list[Section]:
+    """Replication traffic per leader/follower, phantom bytes against the leader quota, lag."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    sec = float(opts.bucket_seconds)
+    pairs = results.get("replication_pairs")
+    leaders = results.get("replication_leaders")
+    series = results.get("replication_series")
+    partitions = results.get("replication_partitions")
+    lag = results.get("replication_lag")
+    out: list[Section] = []
+
+    s = Section("Replication traffic")
+    s.text.append("Follower fetches are the Fetch requests with replica_id >= 0 (the follower's broker id), "
+                  "answered by the leader. Bytes are whole frames on the wire; record bytes are the record "
+                  "batches the leader returned (the data replicated). Full/incremental are KIP-227 fetch-session "
+                  "kinds.")
+    if pairs is None or pairs.empty:
+        s.text.append("The capture holds no follower fetches (a single broker, or replication not captured).")
+        out.append(s)
+        return out
+    s.tables.append(("Per leader and follower", pairs[[c for c in (
+        "leader_id", "follower_id", "fetches", "full_fetches", "incremental_fetches", "sessionless_fetches",
+        "fetch_versions", "request_bytes", "response_bytes", "record_bytes", "records", "fetches_per_s",
+        "duration_s") if c in pairs.columns]]))
+    fig = Figure(figsize=(10, 6), layout="constrained")
+    axes = fig.subplots(2, 1, sharex=True)
+    _lines(axes[0], series, ["leader_id", "follower_id"], "fetches")
+    axes[0].set_title(f"Follower fetches per {sec:g} s bucket (leader follower)", fontsize=10)
+    axes[0].set_ylabel("fetches")
+    _lines(axes[1], series, ["leader_id", "follower_id"], "record_bytes_per_s")
+    axes[1].set_title("Record bytes replicated per second", fontsize=10)
+    axes[1].set_ylabel("bytes/s")
+    axes[1].set_xlabel("seconds since the start of the capture")
+    s.figures.append(("Follower fetches and replicated bytes per (leader, follower)", fig))
+    out.append(s)
+
+    s = Section("Phantom throttled bytes (leader replication quota)")
+    thr = throttled_replica_configs(opts.leader_throttled_replicas)
+    sizes = empty_sizes()
+    s.text.append(
+        "On every follower fetch the leader records into its leader replication quota 4 + the size of a "
+        "FetchResponse of the request's version holding only the throttled partitions of the response "
+        "(Kafka's sizeOfThrottledPartitions), computed here with the broker's own function. With no throttled "
+        "partition that is the empty response: "
+        + ", ".join(f"v{v}: {n} B" for v, n in sizes.items()) + ". Phantom bytes are recorded bytes that carry "
+        "no replicated records (the empty response of every fetch, and headers of throttled partitions).")
+    s.text.append("Throttled replicas: " + (", ".join(f"{t}={v}" for t, v in sorted(thr.items())) if thr else
+                                            "none (every recorded byte is phantom)") + ". Leader throttled rate: "
+                  + (f"{opts.leader_throttled_rate:,.0f} bytes/s." if opts.leader_throttled_rate else "not set."))
+    cols = ["leader_id", "follower_id", "fetches", "recorded_bytes", "throttled_record_bytes", "phantom_bytes",
+            "phantom_bytes_per_s", "recorded_bytes_per_s", "phantom_share_of_rate"]
+    s.tables.append(("Per leader and follower", pairs[[c for c in cols if c in pairs.columns]]))
+    if leaders is not None and not leaders.empty:
+        s.tables.append(("Per leader (the leader quota is shared by its followers)",
+                         leaders[[c for c in ["leader_id", "followers"] + cols[2:] if c in leaders.columns]]))
+        if opts.leader_throttled_rate:
+            worst = leaders.sort_values("phantom_share_of_rate", ascending=False).iloc[0]
+            s.text.append(f"Phantom bytes eat up to {100 * float(worst['phantom_share_of_rate']):.3g}% of the "
+                          f"leader throttled rate (leader {int(worst['leader_id'])}).")
+    fig = Figure(figsize=(10, 4), layout="constrained")
+    ax = fig.subplots()
+    _lines(ax, series, ["leader_id", "follower_id"], "phantom_bytes_per_s")
+    if opts.leader_throttled_rate and series is not None and not series.empty:
+        ax.axhline(float(opts.leader_throttled_rate), color="red", linestyle="--", linewidth=1,
+                   label="leader throttled rate")
+        ax.set_yscale("log")
+        ax.legend(fontsize=7, loc="upper right")
+    ax.set_title("Phantom bytes recorded per second into the leader quota", fontsize=10)
+    ax.set_ylabel("bytes/s")
+    ax.set_xlabel("seconds since the start of the capture")
+    s.figures.append(("Phantom bytes/s per (leader, follower)", fig))
+    out.append(s)
+
+    s = Section("Replication lag")
+    s.text.append("hw_lag = max(0, leader high watermark - follower fetch offset) per follower fetch response "
+                  "(0 for an in-sync follower: the leader moves the high watermark to its fetch offset); "
+                  "fetched_ahead = last offset returned + 1 - fetch offset, how far behind the leader's log end "
+                  "the follower was at least when it fetched.")
+    if partitions is not None and not partitions.empty:
+        top = partitions.sort_values(["max_fetched_ahead", "max_hw_lag", "record_bytes"], ascending=False)
+        s.tables.append((f"Top {min(TOP_N, len(top))} partitions by lag ({len(top)} partition replicas)",
+                         top.head(TOP_N)))
+        keys = [tuple(r) for r in top[["leader_id", "follower_id", "topic", "partition"]].head(TOP_SERIES)
+                .itertuples(index=False)]
+        fig = Figure(figsize=(10, 6), layout="constrained")
+        axes = fig.subplots(2, 1, sharex=True)
+        _lines(axes[0], lag, ["leader_id", "follower_id", "topic", "partition"], "max_fetched_ahead", keys)
+        axes[0].set_title("Max fetched_ahead per bucket (leader follower topic partition)", fontsize=10)
+        axes[0].set_ylabel("records")
+        _lines(axes[1], lag, ["leader_id", "follower_id", "topic", "partition"], "max_hw_lag", keys)
+        axes[1].set_title("Max hw_lag per bucket", fontsize=10)
+        axes[1].set_ylabel("records")
+        axes[1].set_xlabel("seconds since the start of the capture")
+        s.figures.append((f"Replication lag over time, top {len(keys)} partition replicas", fig))
+    out.append(s)
+    return out
