@@ -12,6 +12,8 @@ that connection with one log line; other connections carry on.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
+from functools import partial
 import logging
 from typing import TYPE_CHECKING
 
@@ -119,23 +121,33 @@ class SocketServer:
         task_status.started(bound)
         await trio.serve_listeners(self.handle_connection, self.listeners)
 
-    async def _send_throttled(self, sock: trio.socket.SocketType, ctx, response: list | None) -> None:
+    async def _send_throttled(self, sock: trio.socket.SocketType, ctx, response: list | None,
+                              sent: Callable[[], None]) -> None:
         """KIP-219: answer at once, then mute the connection for the throttle time.
 
         Versions whose clients do not back off on throttle_time_ms get their
         response held for the throttle time instead (the pre-KIP-219 behaviour).
+        ``sent`` is called as soon as the response has left (capture's send time).
         """
         quotas = self.broker.quotas
         channel = quotas.reaper.add(ctx.connection_id, ctx.throttle_quota, ctx.throttle_time_ms)
-        early = client_throttles_itself(ctx.api_key, ctx.api_version)
-        if early and response is not None:
-            await send_frame(sock, response)
+        early = client_throttles_itself(ctx.api_key, ctx.api_version) or response is None
+        if early:
+            if response is not None:
+                await send_frame(sock, response)
+            sent()
         try:
             await channel.released.wait()  # muted: nothing is read from this connection meanwhile
         finally:
             quotas.by_type(ctx.throttle_quota).on_unmuted()
-        if not early and response is not None:
+        if not early:
             await send_frame(sock, response)
+            sent()
+
+    def _sent(self, ctx, raw, response: list | None) -> None:
+        """The response left (or, without one, the request was handled): capture the pair."""
+        if self.broker.capture is not None:
+            self.broker.on_response_sent(ctx, raw, response)
 
     async def handle_connection(self, stream: trio.SocketStream) -> None:
         sock = stream.socket
@@ -163,12 +175,13 @@ class SocketServer:
                 # Accounted before the response leaves, so a client that reads the
                 # broker's metrics after its response always sees its own request.
                 self.broker.on_request_done(ctx, frame, response)
+                sent = partial(self._sent, ctx, raw, response)
                 if ctx.throttle_time_ms:
-                    await self._send_throttled(sock, ctx, response)
-                elif response is not None:
-                    await send_frame(sock, response)
-                if self.broker.capture is not None:
-                    self.broker.on_response_sent(ctx, raw, response)
+                    await self._send_throttled(sock, ctx, response, sent)
+                else:
+                    if response is not None:
+                        await send_frame(sock, response)
+                    sent()
         except CloseConnection as exc:
             log.warning("closing connection %s from %s: %s", conn_id, peer, exc)
         except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError) as exc:

@@ -224,6 +224,8 @@ def record_leader_quota(broker, ctx, version: int, selected) -> int:
 async def handle_fetch(broker, ctx, req) -> dict:
     version = ctx.api_version
     is_follower = req.replica_id >= 0
+    # Kafka answers replica fetches with sendResponseExemptThrottle: never charged to the request quota.
+    ctx.exempt_request_quota = ctx.exempt_request_quota or is_follower
     fetch_data, to_forget = request_partitions(broker, req, version)
     fctx = broker.fetch_manager.new_context(version, req.session_id, req.session_epoch, is_follower,
                                             fetch_data, to_forget)
