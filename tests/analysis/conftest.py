@@ -15,6 +15,8 @@ def spark():
         pytest.skip("Spark needs Java (scripts/install-test-tools installs it)")
     from minikafka.analysis.session import spark_session
 
-    s = spark_session("local[2]", app_name="minikafka-tests")
+    # Test captures are small: few shuffle partitions keep each job's stages short.
+    s = spark_session("local[2]", app_name="minikafka-tests",
+                      conf={"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"})
     yield s
     s.stop()
