@@ -373,3 +373,29 @@ async def test_seed_experiment_1000_partitions_rf2_request_sizes_and_phantom(ver
             assert {r for _, r in seen[bid]} == {phantom}
             q = cluster.broker(bid).leader_quota
             assert q.recorded_bytes == phantom * q.recorded_count and q.recorded_count >= len(seen[bid])
+
+
+async def test_follower_fetches_exempt_from_request_quota():
+    """A tiny request quota for every client never throttles replica fetchers (Kafka answers them with
+    sendResponseExemptThrottle), while a consumer's fetches under the same quota are throttled."""
+    async with serve_cluster(2, client_quotas=["client-id=<default>:request_percentage=0.01"], **FAST) as cluster:
+        throttles: dict[str, list[int]] = {"follower": [], "consumer": []}
+
+        def observe(ctx, frame, response) -> None:
+            if ctx.api_key == ApiKey.FETCH:
+                kind = "follower" if ctx.notes.get("fetch_context") and ctx.client_id.startswith("broker-") \
+                    else "consumer"
+                throttles[kind].append(ctx.throttle_time_ms)
+
+        for bid in (0, 1):
+            cluster.broker(bid).request_observers.append(observe)
+        cluster.broker(0).create_topic("t", 2, 2)
+        conn = await connect(cluster, 0)
+        for _ in range(30):
+            await conn.request(ApiKey.FETCH, 11, {
+                "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20, "isolation_level": 0,
+                "session_id": 0, "session_epoch": -1, "topics": [], "forgotten_topics_data": [], "rack_id": ""})
+        await wait_until(lambda: len(throttles["follower"]) >= 20, timeout=10, what="follower fetches")
+        await conn.aclose()
+        assert set(throttles["follower"]) == {0}
+        assert any(throttles["consumer"])
