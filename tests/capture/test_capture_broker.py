@@ -109,3 +109,25 @@ def test_capture_show_cli(tmp_path: Path, capsys) -> None:
     assert cli_main(["capture", "show", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "2 request(s)" in out and "ApiVersions" in out and "Metadata" in out
+
+
+async def test_throttled_response_captured_when_it_left_not_after_the_mute(tmp_path: Path) -> None:
+    """KIP-219: a throttled response goes out at once and the connection is muted afterwards; the
+    capture's send time is when the response left, so its latency does not include the mute."""
+    async with serve_broker(capture_dir=tmp_path, client_quotas=["client-id=<default>:producer_byte_rate=10000"],
+                            quota_window_num=2) as broker:
+        async with await KafkaConnection.connect("127.0.0.1", broker.port, client_id="throttled") as conn:
+            await conn.negotiate()
+            await create(conn, "t")
+            for _ in range(3):
+                await produce(conn, "t", batch([b"x" * 20000]))
+    recs = [r for r in read_capture([tmp_path]) if r.api_key == K.PRODUCE]
+    throttles = [parse_response(r).throttle_time_ms for r in recs]
+    assert max(throttles) >= 500
+    for r, t in zip(recs, throttles):
+        if t:
+            assert (r.send_ns - r.receive_ns) / 1e6 < t / 2
+    # ... while the next request on the connection arrived only after the mute ended.
+    t_idx = next(i for i, t in enumerate(throttles) if t >= 500)
+    if t_idx + 1 < len(recs):
+        assert (recs[t_idx + 1].receive_ns - recs[t_idx].send_ns) / 1e6 >= throttles[t_idx] * 0.9
