@@ -1,0 +1,58 @@
+"""Wire replay of a traffic capture against another Kafka broker, comparing every response.
+
+Resembles traffic shadowing/replay tools (``tcpreplay``, GoReplay, Kafka's
+``kafka-producer-perf-test`` driven by recorded traffic) but works at the
+Kafka protocol level: each captured connection is re-opened as one TCP
+connection to the target and its request frames are re-sent in order, with
+fresh correlation ids (a map new -> original is kept).  Every response is
+decoded with :mod:`minikafka.protocol` next to the captured one and compared
+field by field.
+
+Ordering and pacing:
+
+* within a connection requests go out in capture order with at most
+  ``max_in_flight`` outstanding (Kafka clients pipeline up to 5);
+* causality: a request is held until every request whose captured response was
+  sent before it was received has been answered in the replay (on the same
+  connection, or on any connection with ``causality="global"``, the default),
+  so a consumer never fetches before the produce it saw in the capture, and a
+  SyncGroup never goes out before its JoinGroup's answer;
+* pacing: at ``speed`` x, request *i* is due at
+  ``start + (receive_ns_i - first receive_ns of the capture) / speed``;
+  ``speed=None`` ("max") sends as soon as order and causality allow.
+
+Values a broker makes up differ between runs; they are mapped, not compared:
+fetch session ids, topic ids, group member ids and generations, producer ids
+and epochs (InitProducerId), node ids.  The first response that shows a value
+teaches the map captured -> replayed; later requests are rewritten through it
+(FetchRequest.session_id and topic ids, group requests' member id and
+generation, and the producer id/epoch inside Produce record batches, whose
+CRC-32C is recomputed) and later responses compared through it.  Fields that
+legitimately differ (throttle time, cluster id, host/port, log-append
+timestamps, batch CRCs) are counted as expected differences.
+
+Differences from a real client: no reconnects (a connection the target closes
+stays closed; its remaining requests are counted as not sent), no
+metadata-driven routing (every connection goes to the one ``--to`` target), and
+requests of api keys minikafka does not know are sent verbatim and compared as
+raw bytes.
+"""
+
+from .options import (
+    DEFAULT_EXAMPLES,
+    DEFAULT_MAX_IN_FLIGHT,
+    DEFAULT_TIMEOUT_S,
+    ConnKey,
+    ReplayOptions,
+    parse_speed,
+    parse_target,
+)
+from .report import ApiStats, ReplayReport
+from .rewrite import rewrite_producer_ids
+from .runner import group_connections, replay_capture, replay_records, run_replay
+
+__all__ = [
+    "DEFAULT_EXAMPLES", "DEFAULT_MAX_IN_FLIGHT", "DEFAULT_TIMEOUT_S",
+    "ApiStats", "ConnKey", "ReplayOptions", "ReplayReport", "group_connections", "parse_speed",
+    "parse_target", "replay_capture", "replay_records", "rewrite_producer_ids", "run_replay",
+]

@@ -1,0 +1,211 @@
+"""The outcome of a replay: :class:`ApiStats` per api key, :class:`ReplayReport` (merge, summary, to_dict)."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from ...protocol.api import ApiKey
+from ..frames import api_name
+from .options import DEFAULT_EXAMPLES
+
+
+def _percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    s = sorted(values)
+    return s[min(len(s) - 1, max(0, math.ceil(q * len(s)) - 1))]
+
+
+@dataclass
+class ApiStats:
+    """What happened to one api key's requests."""
+
+    api_key: int
+    sent: int = 0
+    received: int = 0
+    no_response_expected: int = 0  # acks=0 produce
+    equal: int = 0
+    differing: int = 0
+    timeouts: int = 0
+    lost: int = 0  # sent, then the connection closed before the response
+    not_sent: int = 0  # the connection was refused or already closed
+    rewritten: int = 0  # requests whose body was rewritten through the maps
+    examples: list[dict] = field(default_factory=list)
+    differing_fields: Counter = field(default_factory=Counter)
+    expected_differences: Counter = field(default_factory=Counter)
+    error_changes: Counter = field(default_factory=Counter)
+    replayed_errors: Counter = field(default_factory=Counter)
+    captured_latency_ms: list[float] = field(default_factory=list)
+    replayed_latency_ms: list[float] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return api_name(self.api_key)
+
+    def merge(self, other: ApiStats, max_examples: int = DEFAULT_EXAMPLES) -> ApiStats:
+        for name in ("sent", "received", "no_response_expected", "equal", "differing", "timeouts", "lost",
+                     "not_sent", "rewritten"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.examples.extend(other.examples[:max(0, max_examples - len(self.examples))])
+        for name in ("differing_fields", "expected_differences", "error_changes", "replayed_errors"):
+            getattr(self, name).update(getattr(other, name))
+        self.captured_latency_ms.extend(other.captured_latency_ms)
+        self.replayed_latency_ms.extend(other.replayed_latency_ms)
+        return self
+
+    def to_dict(self) -> dict:
+        def lat(values: list[float]) -> dict:
+            p50, p99 = _percentile(values, 0.5), _percentile(values, 0.99)
+            return {"p50_ms": None if p50 is None else round(p50, 3),
+                    "p99_ms": None if p99 is None else round(p99, 3), "count": len(values)}
+
+        return {
+            "api_key": self.api_key, "api": self.name, "sent": self.sent, "received": self.received,
+            "no_response_expected": self.no_response_expected, "equal": self.equal, "differing": self.differing,
+            "timeouts": self.timeouts, "lost": self.lost, "not_sent": self.not_sent, "rewritten": self.rewritten,
+            "error_changes": dict(self.error_changes), "replayed_errors": dict(self.replayed_errors),
+            "differing_fields": dict(self.differing_fields.most_common()),
+            "expected_differences": dict(self.expected_differences.most_common()),
+            "examples": list(self.examples),
+            "latency": {"captured": lat(self.captured_latency_ms), "replayed": lat(self.replayed_latency_ms)},
+        }
+
+
+@dataclass
+class ReplayReport:
+    """The outcome of one replay (or of several merged: Spark tasks)."""
+
+    target: str
+    speed: float | None
+    connections: int = 0
+    connections_failed: int = 0
+    connection_errors: list[dict] = field(default_factory=list)
+    per_api: dict[int, ApiStats] = field(default_factory=dict)
+    duration_s: float = 0.0
+    mappings: dict[str, dict] = field(default_factory=dict)  # kind -> {"mapped", "changed", "examples"}
+    unexpected_responses: int = 0
+    tasks: int = 1
+    max_examples: int = DEFAULT_EXAMPLES
+
+    def api(self, api_key: int) -> ApiStats:
+        st = self.per_api.get(api_key)
+        if st is None:
+            st = self.per_api[api_key] = ApiStats(api_key)
+        return st
+
+    def by_name(self, name: str) -> ApiStats:
+        """The stats of an api by Kafka's name ("Produce"); empty stats if it was not replayed."""
+        for st in self.per_api.values():
+            if st.name == name:
+                return st
+        return ApiStats(next((int(k) for k in ApiKey if api_name(k) == name), -1))
+
+    def _total(self, name: str) -> int:
+        return sum(getattr(s, name) for s in self.per_api.values())
+
+    @property
+    def requests(self) -> int:
+        return self._total("sent") + self._total("not_sent")
+
+    @property
+    def sent(self) -> int:
+        return self._total("sent")
+
+    @property
+    def received(self) -> int:
+        return self._total("received")
+
+    @property
+    def failed(self) -> int:
+        return self._total("timeouts") + self._total("lost") + self._total("not_sent")
+
+    @property
+    def rate(self) -> float:
+        """Requests sent per second of replay."""
+        return self.sent / self.duration_s if self.duration_s > 0 else 0.0
+
+    def merge(self, other: ReplayReport) -> ReplayReport:
+        """Add ``other`` (another task's report over other connections) into this one; returns self."""
+        self.connections += other.connections
+        self.connections_failed += other.connections_failed
+        self.connection_errors.extend(other.connection_errors)
+        for key, st in other.per_api.items():
+            self.api(key).merge(st, self.max_examples)
+        self.duration_s = max(self.duration_s, other.duration_s)
+        for kind, m in other.mappings.items():
+            mine = self.mappings.setdefault(kind, {"mapped": 0, "changed": 0, "examples": []})
+            mine["mapped"] += m["mapped"]
+            mine["changed"] += m["changed"]
+            mine["examples"] = (mine["examples"] + m["examples"])[:10]
+        self.unexpected_responses += other.unexpected_responses
+        self.tasks += other.tasks
+        return self
+
+    @classmethod
+    def combine(cls, reports: Iterable[ReplayReport]) -> ReplayReport:
+        reports = list(reports)
+        if not reports:
+            raise ValueError("no reports to combine")
+        out = cls(reports[0].target, reports[0].speed, tasks=0, max_examples=reports[0].max_examples)
+        for r in reports:
+            out.merge(r)
+        return out
+
+    def to_dict(self) -> dict:
+        return {
+            "target": self.target, "speed": "max" if self.speed is None else f"{self.speed:g}x",
+            "connections": self.connections, "connections_failed": self.connections_failed,
+            "connection_errors": list(self.connection_errors), "requests": self.requests, "sent": self.sent,
+            "received": self.received, "failed": self.failed, "duration_s": round(self.duration_s, 3),
+            "requests_per_s": round(self.rate, 1), "tasks": self.tasks,
+            "unexpected_responses": self.unexpected_responses, "mappings": self.mappings,
+            "per_api": {st.name: st.to_dict() for _, st in sorted(self.per_api.items())},
+        }
+
+    def summary(self) -> str:
+        """A readable table (what ``minikafka replay`` prints)."""
+        speed = "max speed" if self.speed is None else f"{self.speed:g}x"
+        lines = [f"replayed {self.sent} of {self.requests} request(s) on {self.connections} connection(s) to "
+                 f"{self.target} at {speed} in {self.duration_s:.3f} s ({self.rate:.0f} req/s)"
+                 + (f", {self.tasks} task(s)" if self.tasks > 1 else "")]
+        if self.connections_failed:
+            lines.append(f"connections failed: {self.connections_failed}")
+            for e in self.connection_errors[:5]:
+                lines.append(f"  {e['connection']}: {e['error']}")
+        head = (f"{'api':<18} {'sent':>6} {'recv':>6} {'equal':>6} {'differ':>6} {'tmo':>4} {'lost':>5} "
+                f"{'unsent':>6} {'p50 cap/rep ms':>16} {'p99 cap/rep ms':>16}")
+        lines += [head, "-" * len(head)]
+
+        def ms(v: float | None) -> str:
+            return "-" if v is None else f"{v:.1f}"
+
+        for _, st in sorted(self.per_api.items()):
+            c, r = st.captured_latency_ms, st.replayed_latency_ms
+            p50 = f"{ms(_percentile(c, .5))}/{ms(_percentile(r, .5))}"
+            p99 = f"{ms(_percentile(c, .99))}/{ms(_percentile(r, .99))}"
+            lines.append(f"{st.name:<18} {st.sent:>6} {st.received:>6} {st.equal:>6} {st.differing:>6} "
+                         f"{st.timeouts:>4} {st.lost:>5} {st.not_sent:>6} {p50:>16} {p99:>16}")
+        changes = [(st.name, ch, n) for _, st in sorted(self.per_api.items()) for ch, n in st.error_changes.items()]
+        if changes:
+            lines.append("error code changes:")
+            lines += [f"  {name}: {ch} x{n}" for name, ch, n in changes]
+        examples = [(st.name, ex) for _, st in sorted(self.per_api.items()) for ex in st.examples]
+        if examples:
+            lines.append("differences (examples):")
+            for name, ex in examples[:3 * self.max_examples]:
+                mapped = f" (expected {ex['expected']!r})" if "expected" in ex else ""
+                lines.append(f"  {name} corr {ex['correlation_id']} (conn {ex['connection']}): {ex['path']}: "
+                             f"{ex['captured']!r} -> {ex['replayed']!r}{mapped}")
+        expected = Counter()
+        for st in self.per_api.values():
+            expected.update(st.expected_differences)
+        if expected:
+            lines.append("expected differences (ignored): "
+                         + ", ".join(f"{k} x{n}" for k, n in expected.most_common(8)))
+        mapped = [f"{kind} {m['changed']}/{m['mapped']}" for kind, m in sorted(self.mappings.items()) if m["mapped"]]
+        if mapped:
+            lines.append("values mapped (changed/seen): " + ", ".join(mapped))
+        return "\n".join(lines)

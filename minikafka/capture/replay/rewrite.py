@@ -1,0 +1,174 @@
+"""Values a broker makes up (session, topic, member, producer ids ...): mapped captured -> replayed.
+
+:class:`_Mapper` holds the map and lets a request wait for a value it needs;
+:func:`_mapped_fields` finds the mapped fields of a parsed body (for rewriting
+requests and comparing responses); :func:`rewrite_producer_ids` rewrites the
+producer id and epoch inside record batches, recomputing their CRC-32C.
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import trio
+from crc32c import crc32c
+
+from ...protocol.records import iter_batches
+from ...protocol.types import ZERO_UUID
+
+_PID = struct.Struct(">q")
+_EPOCH = struct.Struct(">h")
+_CRC = struct.Struct(">I")
+_BATCH_PID_OFFSET, _BATCH_EPOCH_OFFSET, _BATCH_CRC_OFFSET, _BATCH_ATTR_OFFSET = 43, 51, 17, 21
+
+#: Fields holding values a broker makes up, compared (and rewritten in requests) through a map.
+_MAPPED_KIND = {
+    "session_id": "session", "topic_id": "topic", "member_id": "member", "leader": "member",
+    "generation_id": "gen", "generation_id_or_member_epoch": "gen",
+    "producer_id": "pid", "producer_epoch": "epoch",
+    "node_id": "node", "leader_id": "node", "controller_id": "node", "broker_id": "node",
+    "replica_nodes": "node", "isr_nodes": "node", "offline_replicas": "node", "preferred_read_replica": "node",
+}
+#: The mapped fields rewritten in requests (node ids are only compared).
+_REQUEST_KINDS = frozenset({"session", "topic", "member", "gen", "pid", "epoch"})
+
+
+class _Mapper:
+    """captured -> replayed values per key (``("session", broker, id)``, ``("member", id)`` ...).
+
+    Keys some captured response is known to introduce are *expected*: a request
+    that needs one waits until the record introducing it has been replayed.
+    """
+
+    def __init__(self) -> None:
+        self.values: dict[tuple, Any] = {}
+        self._pending: dict[tuple, trio.Event] = {}
+
+    def expect(self, key: tuple) -> None:
+        self._pending.setdefault(key, trio.Event())
+
+    def learn(self, key: tuple, value: Any) -> None:
+        if key not in self.values:
+            self.values[key] = value
+        ev = self._pending.pop(key, None)
+        if ev is not None:
+            ev.set()
+
+    def settle(self, keys: Iterable[tuple]) -> None:
+        """The records introducing ``keys`` are done: stop waiting (unmapped keys stay as captured)."""
+        for k in keys:
+            ev = self._pending.pop(k, None)
+            if ev is not None:
+                ev.set()
+
+    async def wait(self, keys: Iterable[tuple], timeout_s: float) -> None:
+        with trio.move_on_after(timeout_s):
+            for k in keys:
+                ev = self._pending.get(k)
+                if ev is not None:
+                    await ev.wait()
+
+    def summary(self) -> dict[str, dict]:
+        out: dict[str, dict] = {}
+        for key, value in self.values.items():
+            kind = key[0]
+            m = out.setdefault(kind, {"mapped": 0, "changed": 0, "examples": []})
+            m["mapped"] += 1
+            captured = key[-1]
+            if captured != value:
+                m["changed"] += 1
+                if len(m["examples"]) < 10:
+                    m["examples"].append(f"{_jsonable(captured)} -> {_jsonable(value)}")
+        return out
+
+@dataclass
+class _Ctx:
+    broker: int
+    group: str | None
+
+
+def _key(kind: str, value: Any, ctx: _Ctx, pid: Any = None) -> tuple | None:
+    """The map key of a mapped value, or None for "no value" sentinels (0 session, "" member, -1 ids)."""
+    if kind == "session":
+        return None if not value else ("session", ctx.broker, value)
+    if kind == "topic":
+        return None if value is None or value == ZERO_UUID else ("topic", value)
+    if kind == "member":
+        return ("member", value) if value else None
+    if kind == "gen":
+        return None if value is None or value < 0 else ("gen", ctx.group, value)
+    if kind == "pid":
+        return None if value is None or value < 0 else ("pid", value)
+    if kind == "epoch":
+        return None if value is None or value < 0 or pid is None or pid < 0 else ("epoch", pid, value)
+    if kind == "node":
+        return None if value is None or value < 0 else ("node", value)
+    return None
+
+
+def _mapped_fields(obj: Any, ctx: _Ctx, kinds: frozenset[str]) -> Iterator[tuple[dict, str, tuple]]:
+    """(container, field, key) of every mapped scalar field of a parsed body (records not entered)."""
+    if isinstance(obj, dict):
+        pid = obj.get("producer_id")
+        for name, value in obj.items():
+            kind = _MAPPED_KIND.get(name)
+            if kind is not None and kind in kinds and not isinstance(value, list):
+                key = _key(kind, value, ctx, pid)
+                if key is not None:
+                    yield obj, name, key
+            elif isinstance(value, (dict, list)):
+                yield from _mapped_fields(value, ctx, kinds)
+    elif isinstance(obj, list):
+        for item in obj:
+            if isinstance(item, (dict, list)):
+                yield from _mapped_fields(item, ctx, kinds)
+
+
+def _batch_producers(records: Any) -> Iterator[tuple[int, int]]:
+    if records is None:
+        return
+    try:
+        for h, _ in iter_batches(records, check_crc=False):
+            if h.producer_id >= 0:
+                yield h.producer_id, h.producer_epoch
+    except Exception:  # a malformed batch is sent as captured; the target will say so
+        return
+
+
+def rewrite_producer_ids(records: bytes | memoryview, mapping: dict[tuple[int, int], tuple[int, int]]) -> bytes | None:
+    """Record batches with (producer id, epoch) pairs replaced per ``mapping``, CRC-32C recomputed.
+
+    Returns None when no batch changes.  The producer id (int64 at batch offset
+    43) and epoch (int16 at 51) are inside the CRC, which covers offset 21 to
+    the end of the batch, so the CRC (uint32 at 17) is rewritten too.
+    """
+    buf: bytearray | None = None
+    pos = 0
+    for h, view in iter_batches(records, check_crc=False):
+        new = mapping.get((h.producer_id, h.producer_epoch))
+        if new is not None and new != (h.producer_id, h.producer_epoch):
+            if buf is None:
+                buf = bytearray(records)
+            _PID.pack_into(buf, pos + _BATCH_PID_OFFSET, new[0])
+            _EPOCH.pack_into(buf, pos + _BATCH_EPOCH_OFFSET, new[1])
+            end = pos + len(view)
+            _CRC.pack_into(buf, pos + _BATCH_CRC_OFFSET, crc32c(memoryview(buf)[pos + _BATCH_ATTR_OFFSET:end]))
+        pos += len(view)
+    return None if buf is None else bytes(buf)
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        b = bytes(v)
+        return b.hex() if len(b) <= 32 else f"<{len(b)} bytes>"
+    if isinstance(v, uuid.UUID):
+        return str(v)
+    if isinstance(v, tuple):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, (list, dict)):
+        return f"<{type(v).__name__} of {len(v)}>"
+    return v
