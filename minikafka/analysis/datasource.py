@@ -17,6 +17,10 @@ Options:
   read the whole file and keep the TCP connections hashing to their shard.
 * ``ports``: Kafka ports in pcaps (default ``9092``); ``brokerIds``:
   ``port=id,...`` to name the broker of each port in pcaps.
+* ``arrow``: ``true`` (default) to hand rows to Spark as Arrow record batches
+  of ``batchRows`` rows (default 10000), built from columns with the tables'
+  Arrow types; ``false`` to yield Python tuples (Spark converts them value by
+  value, several times slower).  The rows are the same either way.
 
 Decoding runs in the executors with minikafka's own protocol layer.  Where
 it differs from a Spark file source: no partition discovery or globbing, and
@@ -28,6 +32,7 @@ from __future__ import annotations
 import math
 import mmap
 import os
+import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,10 +40,11 @@ from typing import Any
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from ..capture.format import BLOCK_MAGIC, FILE_SUFFIX, ReadStats, decode_records, iter_blocks
-from .decode import SCHEMAS, RecordDecoder
+from ..capture.format import BLOCK_HEADER, BLOCK_MAGIC, FILE_SUFFIX, ReadStats, decode_records, iter_blocks
+from .decode import COLUMNS, SCHEMAS, TABLE_API_KEYS, RecordDecoder
 
 DEFAULT_SPLIT = 32 << 20
+DEFAULT_BATCH_ROWS = 10000
 PCAP_MAGICS = {b"\xd4\xc3\xb2\xa1", b"\xa1\xb2\xc3\xd4", b"\x4d\x3c\xb2\xa1", b"\xa1\xb2\x3c\x4d",
                b"\x0a\x0d\x0d\x0a"}
 
@@ -111,9 +117,59 @@ def _parse_broker_ids(value: str | None) -> dict[str, int] | None:
     return out
 
 
+def _option(options: Any, name: str, default: Any = None) -> Any:
+    """An option by name, case-insensitively: Spark hands the data source its options with lower-case keys."""
+    value = options.get(name)
+    if value is None:
+        value = options.get(name.lower())
+    return default if value is None else value
+
+
+def _first_block(mm: mmap.mmap, start: int, stop: int, size: int, stats: ReadStats | None) -> int | None:
+    """Where :func:`iter_blocks` starting at ``start`` would find its first block magic (None: no block
+    starts before ``stop``), searched in the mapping itself: a split starting mid-block then does not
+    make ``iter_blocks`` copy the whole file to look for it.  Skipped bytes are counted as it would."""
+    if start + BLOCK_HEADER.size > size or mm[start:start + len(BLOCK_MAGIC)] == BLOCK_MAGIC:
+        return start  # at a block, or too near the end: iter_blocks decides
+    nxt = mm.find(BLOCK_MAGIC, start + 1, min(size, stop + len(BLOCK_MAGIC) - 1))
+    if nxt < 0 or nxt >= stop:
+        if stats is not None:
+            stats.skipped_bytes += stop - start
+        return None
+    if stats is not None:
+        stats.skipped_bytes += nxt - start
+    return nxt
+
+
+_RECORD_LENGTH = struct.Struct(">I")
+_RECORD_API_KEY = struct.Struct(">h")
+_API_KEY_AT = 4 + 8 + 8 + 4  # length, receive ns, send ns, broker id: see minikafka.capture.format
+
+
+def _records(payload: memoryview, count: int, api_keys: frozenset[int] | None) -> list:
+    """``decode_records(payload, count)``, or only the records of ``api_keys``: the others are stepped
+    over by their length prefix, not decoded (a table that reads a few apis skips most records)."""
+    if api_keys is None:
+        return decode_records(payload, count)
+    out = []
+    off = 0
+    end = len(payload)
+    length_at, key_at = _RECORD_LENGTH.unpack_from, _RECORD_API_KEY.unpack_from
+    for _ in range(count):
+        (length,) = length_at(payload, off)
+        nxt = off + 4 + length
+        if key_at(payload, off + _API_KEY_AT)[0] in api_keys:
+            out.extend(decode_records(payload[off:nxt], 1))
+        off = nxt
+    if off != end:
+        raise ValueError(f"block payload has {end - off} trailing bytes")
+    return out
+
+
 def read_split(split: CaptureSplit, options: dict[str, str] | None = None,
-               stats: ReadStats | None = None) -> Iterator[Any]:
-    """The :class:`~minikafka.capture.format.CaptureRecord`s of one split."""
+               stats: ReadStats | None = None, api_keys: frozenset[int] | None = None) -> Iterator[Any]:
+    """The :class:`~minikafka.capture.format.CaptureRecord`s of one split (with ``api_keys``: at least
+    those of these apis; of a capture file, only those)."""
     options = options or {}
     if split.kind == "mkcap":
         with open(split.path, "rb") as fh:
@@ -121,18 +177,21 @@ def read_split(split: CaptureSplit, options: dict[str, str] | None = None,
             if size == 0:
                 return
             with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+                start = _first_block(mm, split.start, min(split.end, size), size, stats)
+                if start is None:
+                    return
                 view = memoryview(mm)
                 try:
-                    for _off, count, payload in iter_blocks(view, split.start, split.end, stats, split.path):
-                        yield from decode_records(payload, count)
+                    for _off, count, payload in iter_blocks(view, start, split.end, stats, split.path):
+                        yield from _records(payload, count, api_keys)
                         del payload
                 finally:
                     view.release()
         return
     from ..capture.pcapread import read_pcap
 
-    ports = {int(p) for p in options.get("ports", "9092").split(",") if p.strip()}
-    yield from read_pcap(split.path, ports=ports, broker_ids=_parse_broker_ids(options.get("brokerIds")),
+    ports = {int(p) for p in _option(options, "ports", "9092").split(",") if p.strip()}
+    yield from read_pcap(split.path, ports=ports, broker_ids=_parse_broker_ids(_option(options, "brokerIds")),
                          shard=(split.shard, split.shards) if split.shards > 1 else None)
 
 
@@ -144,16 +203,75 @@ class CaptureReader(DataSourceReader):
         self.table = table
 
     def partitions(self) -> list[InputPartition]:
-        paths = self.options.get("path") or self.options.get("paths")
+        paths = _option(self.options, "path") or _option(self.options, "paths")
         if not paths:
             raise ValueError("the minikafka data source needs a path (capture directory, .mkcap or pcap files)")
-        return plan_splits(paths, int(self.options.get("splitSize", DEFAULT_SPLIT)))
+        return plan_splits(paths, int(_option(self.options, "splitSize", DEFAULT_SPLIT)))
 
-    def read(self, partition: InputPartition) -> Iterator[tuple]:
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        """The rows of one split: Arrow record batches (option ``arrow``, the default) or tuples."""
         assert isinstance(partition, CaptureSplit)
         decoder = RecordDecoder(os.path.basename(partition.path))
-        for rec in read_split(partition, self.options):
-            yield from decoder.rows(rec, self.table)
+        records = read_split(partition, self.options, api_keys=TABLE_API_KEYS.get(self.table))
+        rows = decoder.iter_rows(records, self.table)
+        if not _true(_option(self.options, "arrow", "true")):
+            return rows
+        return arrow_batches(rows, self.table, int(_option(self.options, "batchRows", DEFAULT_BATCH_ROWS)))
+
+
+def _true(value: Any) -> bool:
+    return str(value).strip().lower() not in ("false", "0", "no", "off")
+
+
+_ARROW_TYPES = {"string": "string", "int": "int32", "bigint": "int64", "double": "float64", "boolean": "bool_"}
+
+
+def arrow_schema(table: str) -> Any:
+    """The Arrow schema of a table, as Spark expects batches of its DDL schema (every column nullable)."""
+    import pyarrow as pa
+
+    return pa.schema([pa.field(name, getattr(pa, _ARROW_TYPES[typ])(), nullable=True)
+                      for name, typ in COLUMNS[table]])
+
+
+def _spark_string(value: Any) -> Any:
+    """What Spark's own conversion of a tuple value makes of a non-``str`` in a string column."""
+    if value is None or type(value) is str:
+        return value
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    return str(value)
+
+
+def rows_to_batch(rows: list[tuple], schema: Any) -> Any:
+    """One Arrow record batch of ``rows`` (tuples in the schema's column order)."""
+    import pyarrow as pa
+
+    arrays = []
+    for col, field in zip(zip(*rows), schema):
+        try:
+            arrays.append(pa.array(col, type=field.type))
+        except (pa.ArrowTypeError, pa.ArrowInvalid):
+            if field.type != pa.string():
+                raise
+            arrays.append(pa.array([_spark_string(v) for v in col], type=field.type))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def arrow_batches(rows: Iterator[tuple], table: str, batch_rows: int = DEFAULT_BATCH_ROWS) -> Iterator[Any]:
+    """``rows`` as Arrow record batches of ``batch_rows`` rows (the last one shorter)."""
+    schema = arrow_schema(table)
+    batch: list[tuple] = []
+    append = batch.append
+    for row in rows:
+        append(row)
+        if len(batch) >= batch_rows:
+            yield rows_to_batch(batch, schema)
+            batch.clear()
+    if batch:
+        yield rows_to_batch(batch, schema)
 
 
 class MinikafkaDataSource(DataSource):

@@ -21,14 +21,16 @@ the wire; ``*_body_bytes`` count the body after the header (the seed figures
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+import struct
+import uuid
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ..capture.format import CaptureRecord
-from ..capture.frames import api_name, parse_request_header, response_body_offset
+from ..capture.frames import api_name, is_flexible, parse_request_header, response_body_offset
 from ..protocol.api import APIS, ApiKey
 from ..protocol.errors import ErrorCode
-from ..protocol.records import InvalidRecordError, iter_batches
+from ..protocol.headers import request_header_version, response_header_version, skip_header_tags
 
 log = logging.getLogger(__name__)
 
@@ -77,15 +79,70 @@ COLUMNS = {"requests": REQUEST_COLUMNS, "partitions": PARTITION_COLUMNS, "topics
 
 _ZERO_UUID = "00000000-0000-0000-0000-000000000000"
 _FETCH, _PRODUCE = int(ApiKey.FETCH), int(ApiKey.PRODUCE)
+_METADATA, _CREATE_TOPICS = int(ApiKey.METADATA), int(ApiKey.CREATE_TOPICS)
+_TOPIC_APIS = (_METADATA, _CREATE_TOPICS)
+_PARTITION_APIS = (_PRODUCE, _FETCH, _METADATA, _CREATE_TOPICS)
+#: The api keys whose records a table reads (None: all); :meth:`RecordDecoder.iter_rows` skips the others,
+#: so a reader may leave them out.
+TABLE_API_KEYS: dict[str, frozenset[int] | None] = {
+    "requests": None, "partitions": frozenset(_PARTITION_APIS), "topics": frozenset(_TOPIC_APIS)}
+
+# The fields of a v2 batch header that batch_stats needs, in one unpack: base offset (0), batch length (8),
+# magic (16), attributes (21), last offset delta (23), record count (57) of the 61-byte header.
+_BATCH_FIELDS = struct.Struct(">qi4xb4xhi30xi")
+_BATCH_HEADER_SIZE = _BATCH_FIELDS.size  # 61
+# Types of parsed values that hold no error code (skipped without a look inside).
+_SCALAR_TYPES = frozenset({int, bool, str, bytes, memoryview, float, type(None), uuid.UUID})
+
+# The fixed start of every request header: api key, api version, correlation id, client id length.
+_REQUEST_HEADER = struct.Struct(">hhih")
+# (api key, api version) -> whether the request/response header has tagged fields (header v2/v1).
+_REQUEST_TAGS: dict[tuple[int, int], bool] = {}
+_RESPONSE_TAGS: dict[tuple[int, int], bool] = {}
+
+_API_NAMES: dict[int, str] = {}
+_ERROR_NAMES: dict[int, str] = {}
+
+
+def _api_name(api_key: int) -> str:
+    name = _API_NAMES.get(api_key)
+    if name is None:
+        name = _API_NAMES[api_key] = api_name(api_key)
+    return name
 
 
 def error_name(code: int | None) -> str | None:
     if code is None:
         return None
-    try:
-        return ErrorCode(code).name
-    except ValueError:
-        return f"UNKNOWN_{code}"
+    name = _ERROR_NAMES.get(code)
+    if name is None:
+        try:
+            name = ErrorCode(code).name
+        except ValueError:
+            name = f"UNKNOWN_{code}"
+        _ERROR_NAMES[code] = name
+    return name
+
+
+def _request_body_offset(frame: Any) -> int:
+    """``parse_request_header(frame).body_offset`` (same result, same exceptions), with the header
+    version of each api key and version looked up once."""
+    api_key, api_version, _correlation_id, n = _REQUEST_HEADER.unpack_from(frame, 0)
+    off = 10 + n if n >= 0 else 10
+    key = (api_key, api_version)
+    tags = _REQUEST_TAGS.get(key)
+    if tags is None:
+        tags = _REQUEST_TAGS[key] = request_header_version(api_key, is_flexible(api_key, api_version)) >= 2
+    return skip_header_tags(frame, off) if tags else off
+
+
+def _response_body_offset(frame: Any, api_key: int, api_version: int) -> int:
+    """``response_body_offset(frame, api_key, api_version)``, with the header version looked up once."""
+    key = (api_key, api_version)
+    tags = _RESPONSE_TAGS.get(key)
+    if tags is None:
+        tags = _RESPONSE_TAGS[key] = response_header_version(api_key, is_flexible(api_key, api_version)) != 0
+    return skip_header_tags(frame, 4) if tags else 4
 
 
 def fetch_kind(version: int, session_id: int, epoch: int) -> str:
@@ -103,21 +160,33 @@ def batch_stats(records: Any) -> tuple[int, int, int, int, int]:
     """(bytes, records, batches, first base offset, last offset) of a records field, from batch headers only.
 
     A truncated trailing batch (allowed in Fetch responses) counts in the bytes but not in the batches.
+    What :func:`~minikafka.protocol.records.iter_batches` (no CRC check, truncated tail allowed) accepts,
+    read with one unpack per batch: the counting stops at the end, at a truncated batch, or at a batch
+    that ``iter_batches`` rejects (wrong magic, length under the header's, unknown codec, negative count).
     """
     if records is None:
         return 0, 0, 0, -1, -1
     n = len(records)
-    count = batches = 0
+    view = records if isinstance(records, memoryview) else memoryview(records)
+    if view.format != "B" or view.ndim != 1:
+        view = view.cast("B")
+    end = len(view)
+    count = batches = pos = 0
     first = last = -1
-    try:
-        for h, _view in iter_batches(records, check_crc=False, allow_truncated_tail=True):
-            count += h.record_count
-            batches += 1
-            if first < 0:
-                first = h.base_offset
-            last = h.last_offset
-    except InvalidRecordError:
-        pass
+    unpack = _BATCH_FIELDS.unpack_from
+    while end - pos >= _BATCH_HEADER_SIZE:
+        base, length, magic, attributes, last_delta, record_count = unpack(view, pos)
+        if magic != 2 or length < 49 or attributes & 7 > 4 or record_count < 0:
+            break
+        size = length + 12
+        if size > end - pos:
+            break
+        count += record_count
+        batches += 1
+        if first < 0:
+            first = base
+        last = base + last_delta
+        pos += size
     return n, count, batches, first, last
 
 
@@ -125,16 +194,101 @@ def _errors(obj: Any, acc: list[int]) -> None:
     """Every non-zero ``error_code`` in a parsed body, depth first."""
     if isinstance(obj, list):
         for item in obj:
-            _errors(item, acc)
+            if type(item) not in _SCALAR_TYPES:
+                _errors(item, acc)
         return
-    if not hasattr(obj, "items"):
+    if not isinstance(obj, dict) and not hasattr(obj, "items"):
         return
     for k, v in obj.items():
         if k == "error_code":
             if v:
                 acc.append(v)
-        elif isinstance(v, list) or hasattr(v, "items"):
+        elif type(v) not in _SCALAR_TYPES and (isinstance(v, (list, dict)) or hasattr(v, "items")):
             _errors(v, acc)
+
+
+def _walker_source(node: Any, ns: dict[str, Any]) -> str:
+    """The name of a function (defined in ``ns``) doing what :func:`_errors` does on a Container parsed
+    with the KStruct ``node``: its keys in the order the parser sets them (absent fields, fields, tagged
+    fields), error codes read directly, arrays of structs walked by their own compiled function, fields
+    that hold only scalars skipped, anything else (absent or tagged values) handed to :func:`_errors`."""
+    from ..protocol import types as T
+
+    name = ns["_names"].get(id(node))
+    if name is not None:
+        return name
+    name = ns["_names"][id(node)] = f"_w{len(ns['_names'])}"
+    ns["_nodes"].append(node)  # kept alive: the cache is keyed by id()
+    lines = [f"def {name}(o, acc):"]
+
+    def generic(field: str) -> None:
+        lines.extend([f"    v = o[{field!r}]", "    if type(v) not in _SCALAR_TYPES:", "        _errors(v, acc)"])
+
+    def error_code(field: str) -> None:
+        lines.extend([f"    v = o[{field!r}]", "    if v:", "        acc.append(v)"])
+
+    for field, default in node.absent:
+        # An absent field reads back as its default, a fresh copy each time: skipped when the default
+        # holds no error code (always so far: zeros, -1s, empty lists, structs of those).
+        found: list[int] = []
+        value = default() if callable(default) else default
+        if field == "error_code":
+            if value:
+                error_code(field)
+            continue
+        if type(value) not in _SCALAR_TYPES:
+            _errors(value, found)
+        if found:
+            generic(field)
+    for field, sub, _default in node.fields:
+        if field == "error_code":
+            error_code(field)
+        elif isinstance(sub, T.KStruct):
+            lines.append(f"    {_walker_source(sub, ns)}(o[{field!r}], acc)")
+        elif isinstance(sub, T.KArray):
+            if isinstance(sub.subcon, T.KStruct):
+                fn = _walker_source(sub.subcon, ns)
+                lines.extend([f"    v = o[{field!r}]", "    if v is not None:", "        for i in v:",
+                              f"            {fn}(i, acc)"])
+            elif isinstance(sub.subcon, T.KArray):
+                generic(field)
+            # else: an array of scalars, nothing to find
+        elif not isinstance(sub, (T.KString, T.KBytes, T.KUuid)) and type(sub).__name__ not in (
+                "FormatField", "Flag", "UVarInt", "VarIntZigZag"):
+            generic(field)
+    if node.flexible:
+        for field, _sub, _default in node.tagged.values():
+            (error_code if field == "error_code" else generic)(field)
+    # "_unknown_tags" (raw bytes by tag) holds no error code.
+    lines.append("    return None")
+    exec("\n".join(lines), ns)  # noqa: S102 - source generated from the schema above
+    return name
+
+
+_ERROR_WALKERS: dict[tuple[int, int], Any] = {}
+_WALKER_NS: dict[str, Any] = {"_errors": _errors, "_SCALAR_TYPES": _SCALAR_TYPES, "_names": {}, "_nodes": []}
+
+
+def response_errors(api_key: int, api_version: int, resp: Any) -> list[int]:
+    """``_errors`` of a response body parsed for ``api_key``/``api_version``, with a function compiled
+    once per version from its schema instead of a look at every value."""
+    walk = _ERROR_WALKERS.get((api_key, api_version))
+    if walk is None:
+        try:
+            node = APIS[api_key].response.construct(api_version)
+            walk = _WALKER_NS[_walker_source(node, _WALKER_NS)]
+        except Exception:  # noqa: BLE001 - no schema to compile from: the generic walk
+            walk = _errors
+        _ERROR_WALKERS[(api_key, api_version)] = walk
+    acc: list[int] = []
+    if walk is not _errors:
+        try:
+            walk(resp, acc)
+            return acc
+        except (KeyError, TypeError):  # not the shape the schema says: the generic walk decides
+            acc = []
+    _errors(resp, acc)
+    return acc
 
 
 def _uuid(u: Any) -> str | None:
@@ -145,29 +299,83 @@ def _uuid(u: Any) -> str | None:
 
 
 class RecordDecoder:
-    """Turns :class:`CaptureRecord`s into rows; keeps the topic-id -> name map it has seen."""
+    """Turns :class:`CaptureRecord`s into rows; keeps the topic-id -> name map it has seen.
+
+    ``errors`` counts the records whose bodies did not parse, among those a table needed parsed
+    (every record for ``requests``; Produce, Fetch, Metadata and CreateTopics for ``partitions``;
+    Metadata and CreateTopics for ``topics``).
+    """
 
     def __init__(self, source: str = "") -> None:
         self.source = source
         self.topic_names: dict[str, str] = {}
         self.errors = 0
 
+    # -- parsing ------------------------------------------------------------------------
+    def _decode(self, r: CaptureRecord) -> tuple[Any, Any, str | None, int | None, int | None]:
+        """(request body, response body, error, request body size, response body size) of a record.
+
+        The bodies and error as :meth:`parse` gives them, the sizes as :meth:`request_row` computes
+        them (None where the header does not parse), with each header read once.
+        """
+        request = r.request
+        response = r.response
+        key = r.api_key
+        version = r.api_version
+        hdr_exc = resp_exc = None
+        req_off = resp_off = None
+        try:
+            req_off = _request_body_offset(request)
+        except Exception as exc:  # noqa: BLE001 - a malformed capture frame becomes a row with decode_error
+            hdr_exc = exc
+        if response is not None:
+            try:
+                resp_off = _response_body_offset(response, key, version)
+            except Exception as exc:  # noqa: BLE001
+                resp_exc = exc
+        req_body = None if req_off is None else len(request) - req_off
+        resp_body = None if resp_off is None else len(response) - resp_off
+        api = APIS.get(key)
+        if api is None:
+            return None, None, f"unknown api key {key}", req_body, resp_body
+        req = resp = None
+        try:
+            if hdr_exc is not None:
+                raise hdr_exc
+            req = api.request.parse(memoryview(request)[req_off:], version)
+            if response is not None:
+                if resp_exc is not None:
+                    raise resp_exc
+                resp = api.response.parse(memoryview(response)[resp_off:], version)
+        except Exception as exc:  # noqa: BLE001 - recorded in the row, never fatal
+            self.errors += 1
+            return req, resp, f"{type(exc).__name__}: {exc}"[:200], req_body, resp_body
+        return req, resp, None, req_body, resp_body
+
+    def parse(self, r: CaptureRecord) -> tuple[Any, Any, str | None]:
+        """(request body, response body, error) of a record; bodies are None where they do not parse."""
+        req, resp, err, _q, _a = self._decode(r)
+        return req, resp, err
+
     # -- requests table ---------------------------------------------------------------
     def request_row(self, r: CaptureRecord, req: Any = None, resp: Any = None, err: str | None = None) -> tuple:
         """The ``requests`` row of a record (``req``/``resp`` the parsed bodies, if parsed already)."""
-        req_len = len(r.request) + 4
-        resp_len = 0 if r.response is None else len(r.response) + 4
         try:
-            hdr = parse_request_header(r.request)
-            req_body = req_len - 4 - hdr.body_offset
+            req_body = len(r.request) - parse_request_header(r.request).body_offset
         except Exception:  # noqa: BLE001 - a malformed capture frame becomes a row with decode_error
             req_body = None
         resp_body = None
         if r.response is not None:
             try:
-                resp_body = resp_len - 4 - response_body_offset(r.response, r.api_key, r.api_version)
+                resp_body = len(r.response) - response_body_offset(r.response, r.api_key, r.api_version)
             except Exception:  # noqa: BLE001
                 resp_body = None
+        return self._request_row(r, req, resp, err, req_body, resp_body)
+
+    def _request_row(self, r: CaptureRecord, req: Any, resp: Any, err: str | None,
+                     req_body: int | None, resp_body: int | None) -> tuple:
+        response = r.response
+        key = r.api_key
         throttle = error_code = replica = acks = None
         sess_id = sess_epoch = kind = resp_sess = max_wait = min_bytes = max_bytes = None
         n_req = n_resp = n_forgot = None
@@ -176,40 +384,49 @@ class RecordDecoder:
         if resp is not None:
             throttle = resp.get("throttle_time_ms")
             top = resp.get("error_code")
-            _errors(resp, errs)
+            errs = response_errors(key, r.api_version, resp)
             error_code = top if top else (errs[0] if errs else 0)
-        if req is not None and r.api_key == _FETCH:
-            replica = req.replica_id
-            max_wait, min_bytes, max_bytes = req.max_wait_ms, req.min_bytes, req.max_bytes
+        if req is not None and key == _FETCH:
+            replica = req["replica_id"]
+            max_wait, min_bytes, max_bytes = req["max_wait_ms"], req["min_bytes"], req["max_bytes"]
             sess_id = req.get("session_id", 0)
             sess_epoch = req.get("session_epoch", -1)
             kind = fetch_kind(r.api_version, sess_id, sess_epoch)
-            n_req = sum(len(t.partitions) for t in req.topics)
-            n_forgot = sum(len(t.partitions) for t in req.get("forgotten_topics_data") or ())
+            n_req = 0
+            for t in req["topics"]:
+                n_req += len(t["partitions"])
+            n_forgot = 0
+            for t in req.get("forgotten_topics_data") or ():
+                n_forgot += len(t["partitions"])
             if resp is not None:
                 resp_sess = resp.get("session_id", 0)
-                n_resp = sum(len(t.partitions) for t in resp.responses)
-                rec_bytes = rec_count = 0
-                for t in resp.responses:
-                    for p in t.partitions:
-                        b, c, _n, _f, _l = batch_stats(p.records)
+                n_resp = rec_bytes = rec_count = 0
+                for t in resp["responses"]:
+                    parts = t["partitions"]
+                    n_resp += len(parts)
+                    for p in parts:
+                        b, c, _n, _f, _l = batch_stats(p["records"])
                         rec_bytes += b
                         rec_count += c
-        elif req is not None and r.api_key == _PRODUCE:
-            acks = req.acks
-            n_req = sum(len(t.partition_data) for t in req.topic_data)
-            rec_bytes = rec_count = 0
-            for t in req.topic_data:
-                for p in t.partition_data:
-                    b, c, _n, _f, _l = batch_stats(p.records)
+        elif req is not None and key == _PRODUCE:
+            acks = req["acks"]
+            n_req = rec_bytes = rec_count = 0
+            for t in req["topic_data"]:
+                parts = t["partition_data"]
+                n_req += len(parts)
+                for p in parts:
+                    b, c, _n, _f, _l = batch_stats(p["records"])
                     rec_bytes += b
                     rec_count += c
             if resp is not None:
-                n_resp = sum(len(t.partition_responses) for t in resp.responses)
+                n_resp = 0
+                for t in resp["responses"]:
+                    n_resp += len(t["partition_responses"])
         return (self.source, r.broker_id, r.connection_id, r.peer, r.server, r.principal, r.client_id,
-                r.api_key, api_name(r.api_key), r.api_version, r.correlation_id,
-                r.receive_ns, r.send_ns, (r.send_ns - r.receive_ns) / 1e6 if r.response is not None else None,
-                req_len, resp_len, req_body, resp_body, r.response is not None,
+                key, _api_name(key), r.api_version, r.correlation_id,
+                r.receive_ns, r.send_ns, (r.send_ns - r.receive_ns) / 1e6 if response is not None else None,
+                len(r.request) + 4, 0 if response is None else len(response) + 4, req_body, resp_body,
+                response is not None,
                 throttle, error_code, error_name(error_code), len(errs),
                 replica, acks, sess_id, sess_epoch, kind, resp_sess, max_wait, min_bytes, max_bytes,
                 n_req, n_resp, n_forgot, rec_bytes, rec_count, err)
@@ -217,113 +434,149 @@ class RecordDecoder:
     # -- partitions table -------------------------------------------------------------
     def partition_rows(self, r: CaptureRecord, req: Any, resp: Any) -> Iterator[tuple]:
         """The ``partitions`` rows of a Produce or Fetch record (nothing for other APIs)."""
-        if req is None or r.api_key not in (_FETCH, _PRODUCE):
-            return
-        head = (self.source, r.broker_id, r.connection_id, r.client_id, r.api_key, api_name(r.api_key),
-                r.api_version, r.correlation_id, r.receive_ns, r.send_ns)
-        if r.api_key == _PRODUCE:
-            yield from self._produce_rows(head, req, resp)
-        else:
-            yield from self._fetch_rows(head, r.api_version, req, resp)
+        return iter(self._partition_rows(r, req, resp))
 
-    def _produce_rows(self, head: tuple, req: Any, resp: Any) -> Iterator[tuple]:
+    def _partition_rows(self, r: CaptureRecord, req: Any, resp: Any) -> list[tuple]:
+        key = r.api_key
+        if req is None or (key != _FETCH and key != _PRODUCE):
+            return []
+        head = (self.source, r.broker_id, r.connection_id, r.client_id, key, _api_name(key),
+                r.api_version, r.correlation_id, r.receive_ns, r.send_ns)
+        if key == _PRODUCE:
+            return self._produce_rows(head, req, resp)
+        return self._fetch_rows(head, r.api_version, req, resp)
+
+    def _produce_rows(self, head: tuple, req: Any, resp: Any) -> list[tuple]:
+        out = []
         answers: dict[tuple[str, int], Any] = {}
         if resp is not None:
-            for t in resp.responses:
-                for p in t.partition_responses:
-                    answers[(t.name, p.index)] = p
-        for t in req.topic_data:
-            for p in t.partition_data:
-                b, c, n, first, last = batch_stats(p.records)
-                a = answers.pop((t.name, p.index), None)
-                base = a.base_offset if a is not None else None
-                last_off = base + c - 1 if a is not None and base is not None and base >= 0 and c else None
-                yield head + (None, None, None, None, t.name, None, p.index, True, a is not None, False,
-                              None, None, base, last_off, None, None,
-                              a.get("log_start_offset") if a is not None else None,
-                              a.error_code if a is not None else None, b, c, n)
+            for t in resp["responses"]:
+                name = t["name"]
+                for p in t["partition_responses"]:
+                    answers[(name, p["index"])] = p
+        for t in req["topic_data"]:
+            name = t["name"]
+            for p in t["partition_data"]:
+                b, c, n, _first, _last = batch_stats(p["records"])
+                index = p["index"]
+                a = answers.pop((name, index), None) if answers else None
+                if a is not None:
+                    base = a["base_offset"]
+                    last_off = base + c - 1 if base is not None and base >= 0 and c else None
+                    out.append(head + (None, None, None, None, name, None, index, True, True, False,
+                                       None, None, base, last_off, None, None,
+                                       a.get("log_start_offset"), a["error_code"], b, c, n))
+                else:
+                    out.append(head + (None, None, None, None, name, None, index, True, False, False,
+                                       None, None, None, None, None, None, None, None, b, c, n))
         for (topic, index), a in answers.items():  # answered but not asked: should not happen
-            yield head + (None, None, None, None, topic, None, index, False, True, False, None, None,
-                          a.base_offset, None, None, None, a.get("log_start_offset"), a.error_code, 0, 0, 0)
+            out.append(head + (None, None, None, None, topic, None, index, False, True, False, None, None,
+                               a["base_offset"], None, None, None, a.get("log_start_offset"), a["error_code"],
+                               0, 0, 0))
+        return out
 
     def _topic(self, t: Any, version: int) -> tuple[str | None, str | None]:
         if version >= 13:
-            tid = _uuid(t.topic_id)
+            tid = _uuid(t["topic_id"])
             return self.topic_names.get(tid) if tid else None, tid
-        return t.topic, None
+        return t["topic"], None
 
-    def _fetch_rows(self, head: tuple, version: int, req: Any, resp: Any) -> Iterator[tuple]:
+    def _fetch_rows(self, head: tuple, version: int, req: Any, resp: Any) -> list[tuple]:
+        out = []
         sess_id = req.get("session_id", 0)
         epoch = req.get("session_epoch", -1)
-        sess = (req.replica_id, sess_id, epoch, fetch_kind(version, sess_id, epoch))
+        sess = (req["replica_id"], sess_id, epoch, fetch_kind(version, sess_id, epoch))
         asked: dict[tuple, Any] = {}
-        for t in req.topics:
+        for t in req["topics"]:
             topic, tid = self._topic(t, version)
-            for p in t.partitions:
-                asked[(tid or topic, p.partition)] = (topic, tid, p)
+            for p in t["partitions"]:
+                asked[(tid or topic, p["partition"])] = (topic, tid, p)
         answered: dict[tuple, Any] = {}
         if resp is not None:
-            for t in resp.responses:
+            for t in resp["responses"]:
                 topic, tid = self._topic(t, version)
-                for p in t.partitions:
-                    answered[(tid or topic, p.partition_index)] = (topic, tid, p)
-        for key in list(asked) + [k for k in answered if k not in asked]:
+                for p in t["partitions"]:
+                    answered[(tid or topic, p["partition_index"])] = (topic, tid, p)
+        keys = list(asked)
+        if answered:
+            keys += [k for k in answered if k not in asked]
+        for key in keys:
             q = asked.get(key)
             a = answered.get(key)
             topic, tid, _ = q or a
-            qp = q[2] if q else None
-            ap = a[2] if a else None
-            b, c, n, first, last = batch_stats(ap.records) if ap is not None else (0, 0, 0, -1, -1)
-            yield head + sess + (topic, tid, key[1], q is not None, a is not None, False,
-                                 qp.fetch_offset if qp else None, qp.partition_max_bytes if qp else None,
-                                 first if n else None, last if n else None,
-                                 ap.high_watermark if ap else None, ap.last_stable_offset if ap else None,
-                                 ap.log_start_offset if ap else None, ap.error_code if ap else None, b, c, n)
+            if a is not None:
+                ap = a[2]
+                b, c, n, first, last = batch_stats(ap["records"])
+                answer = (first if n else None, last if n else None, ap["high_watermark"],
+                          ap["last_stable_offset"], ap["log_start_offset"], ap["error_code"], b, c, n)
+            else:
+                answer = (None, None, None, None, None, None, 0, 0, 0)
+            if q is not None:
+                qp = q[2]
+                ask = (qp["fetch_offset"], qp["partition_max_bytes"])
+            else:
+                ask = (None, None)
+            out.append(head + sess + (topic, tid, key[1], q is not None, a is not None, False) + ask + answer)
         for t in req.get("forgotten_topics_data") or ():
             topic, tid = self._topic(t, version)
-            for part in t.partitions:
-                yield head + sess + (topic, tid, part, False, False, True) + (None,) * 8 + (0, 0, 0)
+            for part in t["partitions"]:
+                out.append(head + sess + (topic, tid, part, False, False, True) + (None,) * 8 + (0, 0, 0))
+        return out
 
     # -- topics table -----------------------------------------------------------------
     def topic_rows(self, r: CaptureRecord, resp: Any) -> Iterator[tuple]:
         """(topic id, name) pairs from Metadata and CreateTopics responses (also remembered)."""
-        if resp is None or r.api_key not in (int(ApiKey.METADATA), int(ApiKey.CREATE_TOPICS)):
-            return
-        for t in resp.topics:
+        return iter(self._topic_rows(r, resp))
+
+    def _topic_rows(self, r: CaptureRecord, resp: Any) -> list[tuple]:
+        if resp is None or r.api_key not in _TOPIC_APIS:
+            return []
+        out = []
+        for t in resp["topics"]:
             tid = _uuid(t.get("topic_id"))
             name = t.get("name")
             if tid and name:
                 self.topic_names[tid] = name
-                yield (tid, name, r.receive_ns)
+                out.append((tid, name, r.receive_ns))
+        return out
 
     # -- all tables ---------------------------------------------------------------------
-    def parse(self, r: CaptureRecord) -> tuple[Any, Any, str | None]:
-        """(request body, response body, error) of a record; bodies are None where they do not parse."""
-        api = APIS.get(r.api_key)
-        if api is None:
-            return None, None, f"unknown api key {r.api_key}"
-        req = resp = None
-        try:
-            hdr = parse_request_header(r.request)
-            req = api.request.parse(memoryview(r.request)[hdr.body_offset:], r.api_version)
-            if r.response is not None:
-                off = response_body_offset(r.response, r.api_key, r.api_version)
-                resp = api.response.parse(memoryview(r.response)[off:], r.api_version)
-        except Exception as exc:  # noqa: BLE001 - recorded in the row, never fatal
-            self.errors += 1
-            return req, resp, f"{type(exc).__name__}: {exc}"[:200]
-        return req, resp, None
-
     def rows(self, r: CaptureRecord, table: str) -> Iterator[tuple]:
         """The rows of ``table`` ("requests", "partitions" or "topics") for one record."""
-        req, resp, err = self.parse(r)
+        return self.iter_rows((r,), table)
+
+    def iter_rows(self, records: Iterable[CaptureRecord], table: str) -> Iterator[tuple]:
+        """The rows of ``table`` for every record of ``records``, in order.
+
+        Only the records a table needs are parsed: all of them for ``requests``; Produce and Fetch
+        (their rows) and Metadata and CreateTopics (the topic ids Fetch v13+ names) for
+        ``partitions``; Metadata and CreateTopics for ``topics``.  The others give no rows there.
+        """
+        decode = self._decode
         if table == "requests":
-            list(self.topic_rows(r, resp))
-            yield self.request_row(r, req, resp, err)
+            request_row = self._request_row
+            for r in records:
+                req, resp, err, req_body, resp_body = decode(r)
+                if resp is not None and r.api_key in _TOPIC_APIS:
+                    self._topic_rows(r, resp)
+                yield request_row(r, req, resp, err, req_body, resp_body)
         elif table == "partitions":
-            list(self.topic_rows(r, resp))
-            yield from self.partition_rows(r, req, resp)
+            partition_rows = self._partition_rows
+            for r in records:
+                key = r.api_key
+                if key not in _PARTITION_APIS:
+                    continue
+                req, resp, _err, _q, _a = decode(r)
+                if key in _TOPIC_APIS:
+                    if resp is not None:
+                        self._topic_rows(r, resp)
+                    continue
+                yield from partition_rows(r, req, resp)
         elif table == "topics":
-            yield from self.topic_rows(r, resp)
+            for r in records:
+                if r.api_key not in _TOPIC_APIS or r.response is None:
+                    continue
+                _req, resp, _err, _q, _a = decode(r)
+                yield from self._topic_rows(r, resp)
         else:
             raise ValueError(f"unknown table {table!r} (requests, partitions, topics)")
