@@ -14,7 +14,8 @@
    4.0 knows Produce up to v8, Fetch up to v11, Metadata up to v9...), so that
    tshark decodes the same bodies; ``--latest-versions`` lets the clients use
    the newest ones.  The capture is kept in ``--capture-dir`` (default
-   ``.bench/spark-capture`` in the repository, git-ignored) and reused when it
+   ``.bench/spark-capture`` in the repository, git-ignored, or
+   ``.bench/spark-capture-N`` for another ``--requests N``) and reused when it
    holds enough requests; ``--regenerate`` makes it again.
 2. Spark (``--master``, default ``local[*]``): start-up time; decode only
    (``load_tables``, then the ``requests`` and the ``partitions`` table, which
@@ -22,11 +23,15 @@
    of every row decoded, nothing stored); decode + analyse (as ``minikafka
    analyze`` does it: tables loaded and cached, then the ``traffic`` and
    ``sessions`` jobs, every result collected with ``toPandas``).  Requests/s
-   are the capture's requests over wall-clock seconds.
+   are the capture's requests over wall-clock seconds; the CPU seconds of the
+   JVM and the Python workers are printed too (wall time depends on whatever
+   else the machine runs, CPU time much less).
 3. tshark: the same capture exported as a pcap (``export_pcap``, kept next to
    the capture directory), decoded with ``-d tcp.port==PORT,kafka``: a first
    run counts the Kafka PDUs it saw and decoded (requests and responses), then
-   timed runs printing three fields and one field to /dev/null.
+   timed runs printing three fields and one field to /dev/null.  The ratio
+   compares Spark's decode-only requests/s (both tables, two passes over the
+   capture, on every core) with tshark's (one pass, one core).
 
 Prints a figures table at the end.  ``--requests 50000`` makes a quick run.
 """
@@ -507,8 +512,9 @@ def main() -> None:
         sys.exit(_broker_main(sys.argv[2:]))
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--requests", type=int, default=1_000_000, help="requests in the capture (default 1,000,000)")
-    ap.add_argument("--capture-dir", type=Path, default=ROOT / ".bench" / "spark-capture",
-                    help="where the capture is kept (default .bench/spark-capture)")
+    ap.add_argument("--capture-dir", type=Path, default=None,
+                    help="where the capture is kept (default .bench/spark-capture, or "
+                         ".bench/spark-capture-N for --requests N other than 1,000,000)")
     ap.add_argument("--regenerate", action="store_true", help="make the capture again even if it is big enough")
     ap.add_argument("--latest-versions", action="store_true",
                     help="let the clients use the newest versions (default: at most what tshark dissects)")
@@ -523,6 +529,9 @@ def main() -> None:
     ap.add_argument("--skip-jobs", action="store_true", help="decode only, no analysis jobs")
     ap.add_argument("--skip-tshark", action="store_true")
     args = ap.parse_args()
+    if args.capture_dir is None:
+        name = "spark-capture" if args.requests == 1_000_000 else f"spark-capture-{args.requests}"
+        args.capture_dir = ROOT / ".bench" / name
     args.capture_dir = args.capture_dir.resolve()
     sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_common
 

@@ -22,7 +22,10 @@ Options:
   Arrow types; ``false`` to yield Python tuples (Spark converts them value by
   value, several times slower).  The rows are the same either way.
 
-Decoding runs in the executors with minikafka's own protocol layer.  Where
+Decoding runs in the executors with minikafka's own protocol layer; a table
+decodes only the records it needs (``partitions``: Produce, Fetch, Metadata and
+CreateTopics; ``topics``: Metadata and CreateTopics), stepping over the others
+by their length prefix.  Where
 it differs from a Spark file source: no partition discovery or globbing, and
 rows are computed per task from the raw frames (nothing is cached).
 """
