@@ -147,7 +147,7 @@ def start_broker(port: int, capture: Path, caps: dict[int, int] | None) -> subpr
             return proc
         except OSError:
             if proc.poll() is not None or time.perf_counter() - t0 > 30:
-                raise SystemExit("broker did not start")
+                raise SystemExit("broker did not start") from None
             time.sleep(0.01)
 
 
@@ -550,7 +550,13 @@ def main() -> None:
          f"{records / info['seconds']:,.0f} req/s"),
     ]
     if not args.skip_spark:
-        run_spark(args, records, figures)
+        try:
+            import pyarrow  # noqa: F401
+            import pyspark  # noqa: F401
+        except ImportError as exc:
+            print(f"Spark part skipped: {exc} (pip install -e '.[analysis]')")
+        else:
+            run_spark(args, records, figures)
     tres = None
     if not args.skip_tshark:
         if tshark is None:

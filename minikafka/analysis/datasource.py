@@ -253,7 +253,7 @@ def rows_to_batch(rows: list[tuple], schema: Any) -> Any:
     import pyarrow as pa
 
     arrays = []
-    for col, field in zip(zip(*rows), schema):
+    for col, field in zip(zip(*rows), schema, strict=True):
         try:
             arrays.append(pa.array(col, type=field.type))
         except (pa.ArrowTypeError, pa.ArrowInvalid):

@@ -16,6 +16,11 @@ executors, and they are usable on their own.  Three tables:
 Sizes count the whole frame including its 4-byte size prefix, as the bytes on
 the wire; ``*_body_bytes`` count the body after the header (the seed figures
 12031/12043/33 are body sizes).
+
+:meth:`RecordDecoder.iter_rows` is the data source's path: each record's
+headers and bodies are parsed once, and only the records a table needs
+(:data:`TABLE_API_KEYS`); the per-record methods (``parse``, ``request_row``,
+``partition_rows``, ``topic_rows``) give the same rows.
 """
 
 from __future__ import annotations
