@@ -11,6 +11,16 @@ from minikafka.analysis.decode import PARTITION_COLUMNS, REQUEST_COLUMNS, Record
 from minikafka.capture import read_capture
 
 
+def cached_tables(spark: Any, capture: Path) -> Any:
+    """A module fixture's body: the capture's tables, cached, unpersisted when the module is done."""
+    from minikafka.analysis.tables import load_tables
+
+    t = load_tables(spark, [capture]).cache()
+    yield t
+    for df in (t.requests, t.partitions, t.topics):
+        df.unpersist()
+
+
 def wait_until(pred, timeout: float = 20, what: str = "condition") -> None:
     deadline = time.monotonic() + timeout
     while not pred():

@@ -12,10 +12,9 @@ import math
 from pathlib import Path
 
 import pytest
-from analysis_helpers import CAPPED_QUOTA, MB, QUOTA_WINDOWS, decoded, quota_capture
+from analysis_helpers import cached_tables, CAPPED_QUOTA, MB, QUOTA_WINDOWS, decoded, quota_capture
 
 from minikafka.analysis.jobs import AnalysisOptions, quotas
-from minikafka.analysis.tables import load_tables
 from minikafka.metrics import (
     MetricConfig,
     MetricName,
@@ -41,10 +40,7 @@ def capture(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def tables(spark, capture):
-    t = load_tables(spark, [capture]).cache()
-    yield t
-    for df in (t.requests, t.partitions, t.topics):
-        df.unpersist()
+    yield from cached_tables(spark, capture)
 
 
 @pytest.fixture(scope="module")

@@ -11,10 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from analysis_helpers import REP_PARTITIONS, REP_TOPIC, decoded, replication_capture
+from analysis_helpers import cached_tables, REP_PARTITIONS, REP_TOPIC, decoded, replication_capture
 
 from minikafka.analysis.jobs import AnalysisOptions, replication
-from minikafka.analysis.tables import load_tables
 
 pytestmark = [pytest.mark.slow, pytest.mark.clients]
 
@@ -45,10 +44,7 @@ def rows(capture):
 
 @pytest.fixture(scope="module")
 def tables(spark, capture):
-    t = load_tables(spark, [capture]).cache()
-    yield t
-    for df in (t.requests, t.partitions, t.topics):
-        df.unpersist()
+    yield from cached_tables(spark, capture)
 
 
 @pytest.fixture(scope="module")

@@ -35,6 +35,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import AnalysisOptions, Section
+from .plots import series_lines
 
 NAME = "lag"
 TITLE = "Consumer lag over time"
@@ -108,22 +109,6 @@ def run(tables: Any, opts: AnalysisOptions) -> dict[str, Any]:
 
 
 # -- report -------------------------------------------------------------------------------------
-def _plot(ax: Any, df: Any, label_cols: list[str], value: str, keys: list[tuple] | None = None) -> None:
-    import pandas as pd
-
-    if df is None or df.empty:
-        ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
-        return
-    t0 = pd.to_datetime(df["bucket_start"]).min()
-    for k, g in df.groupby(label_cols, sort=True):
-        k = k if isinstance(k, tuple) else (k,)
-        if keys is not None and k not in keys:
-            continue
-        g = g.sort_values("bucket_start")
-        ax.plot((pd.to_datetime(g["bucket_start"]) - t0).dt.total_seconds(), g[value], marker=".",
-                label=" ".join(str(x) for x in k))
-    ax.legend(fontsize=7, loc="upper right")
-    ax.grid(alpha=0.3)
 
 
 def report(results: dict[str, Any], opts: AnalysisOptions) -> list[Section]:
@@ -155,7 +140,7 @@ def report(results: dict[str, Any], opts: AnalysisOptions) -> list[Section]:
                   + (f", {int(lagging['final_lag'].sum()):,} records in all." if len(lagging) else "."))
     fig = Figure(figsize=(10, 4), layout="constrained")
     ax = fig.subplots()
-    _plot(ax, clients, ["client_id"], "total_lag")
+    series_lines(ax, clients, ["client_id"], "total_lag")
     ax.set_title(f"Total lag per client ({sec:g} s buckets: sum of each partition's last lag)", fontsize=10)
     ax.set_ylabel("records")
     ax.set_xlabel("seconds since the start of the capture")
@@ -163,7 +148,7 @@ def report(results: dict[str, Any], opts: AnalysisOptions) -> list[Section]:
     keys = [tuple(r) for r in top[["client_id", "topic", "partition"]].head(TOP_SERIES).itertuples(index=False)]
     fig = Figure(figsize=(10, 4), layout="constrained")
     ax = fig.subplots()
-    _plot(ax, series, ["client_id", "topic", "partition"], "max_lag", keys)
+    series_lines(ax, series, ["client_id", "topic", "partition"], "max_lag", keys)
     ax.set_title("Max lag per bucket (client topic partition)", fontsize=10)
     ax.set_ylabel("records")
     ax.set_xlabel("seconds since the start of the capture")

@@ -49,6 +49,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from . import AnalysisOptions, Section
+from .plots import series_lines
 
 NAME = "replication"
 TITLE = "Replication traffic and phantom throttled bytes"
@@ -297,23 +298,6 @@ def run(tables: Any, opts: AnalysisOptions) -> dict[str, Any]:
 
 
 # -- report -------------------------------------------------------------------------------------
-def _lines(ax: Any, df: Any, label_cols: list[str], value: str, top: list[tuple] | None = None) -> None:
-    import pandas as pd
-
-    if df is None or df.empty:
-        ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
-        return
-    t0 = pd.to_datetime(df["bucket_start"]).min()
-    groups = df.groupby(label_cols, sort=True)
-    for keyv, g in groups:
-        keyv = keyv if isinstance(keyv, tuple) else (keyv,)
-        if top is not None and keyv not in top:
-            continue
-        g = g.sort_values("bucket_start")
-        x = (pd.to_datetime(g["bucket_start"]) - t0).dt.total_seconds()
-        ax.plot(x, g[value], marker=".", label=" ".join(str(k) for k in keyv))
-    ax.legend(fontsize=7, loc="upper right")
-    ax.grid(alpha=0.3)
 
 
 def report(results: dict[str, Any], opts: AnalysisOptions) -> list[Section]:
@@ -346,10 +330,10 @@ def report(results: dict[str, Any], opts: AnalysisOptions) -> list[Section]:
         "duration_s") if c in pairs.columns]]))
     fig = Figure(figsize=(10, 6), layout="constrained")
     axes = fig.subplots(2, 1, sharex=True)
-    _lines(axes[0], series, ["leader_id", "follower_id"], "fetches")
+    series_lines(axes[0], series, ["leader_id", "follower_id"], "fetches")
     axes[0].set_title(f"Follower fetches per {sec:g} s bucket (leader follower)", fontsize=10)
     axes[0].set_ylabel("fetches")
-    _lines(axes[1], series, ["leader_id", "follower_id"], "record_bytes_per_s")
+    series_lines(axes[1], series, ["leader_id", "follower_id"], "record_bytes_per_s")
     axes[1].set_title("Record bytes replicated per second", fontsize=10)
     axes[1].set_ylabel("bytes/s")
     axes[1].set_xlabel("seconds since the start of the capture")
@@ -381,7 +365,7 @@ def report(results: dict[str, Any], opts: AnalysisOptions) -> list[Section]:
                           f"leader throttled rate (leader {int(worst['leader_id'])}).")
     fig = Figure(figsize=(10, 4), layout="constrained")
     ax = fig.subplots()
-    _lines(ax, series, ["leader_id", "follower_id"], "phantom_bytes_per_s")
+    series_lines(ax, series, ["leader_id", "follower_id"], "phantom_bytes_per_s")
     if opts.leader_throttled_rate and series is not None and not series.empty:
         ax.axhline(float(opts.leader_throttled_rate), color="red", linestyle="--", linewidth=1,
                    label="leader throttled rate")
@@ -406,10 +390,10 @@ def report(results: dict[str, Any], opts: AnalysisOptions) -> list[Section]:
                 .itertuples(index=False)]
         fig = Figure(figsize=(10, 6), layout="constrained")
         axes = fig.subplots(2, 1, sharex=True)
-        _lines(axes[0], lag, ["leader_id", "follower_id", "topic", "partition"], "max_fetched_ahead", keys)
+        series_lines(axes[0], lag, ["leader_id", "follower_id", "topic", "partition"], "max_fetched_ahead", keys)
         axes[0].set_title("Max fetched_ahead per bucket (leader follower topic partition)", fontsize=10)
         axes[0].set_ylabel("records")
-        _lines(axes[1], lag, ["leader_id", "follower_id", "topic", "partition"], "max_hw_lag", keys)
+        series_lines(axes[1], lag, ["leader_id", "follower_id", "topic", "partition"], "max_hw_lag", keys)
         axes[1].set_title("Max hw_lag per bucket", fontsize=10)
         axes[1].set_ylabel("records")
         axes[1].set_xlabel("seconds since the start of the capture")
