@@ -296,6 +296,19 @@ def response_errors(api_key: int, api_version: int, resp: Any) -> list[int]:
     return acc
 
 
+def _records_total(topics: Any, parts_field: str) -> tuple[int, int, int]:
+    """(partitions, record bytes, records) over the ``records`` of every partition of ``topics``."""
+    n = rec_bytes = rec_count = 0
+    for t in topics:
+        parts = t[parts_field]
+        n += len(parts)
+        for p in parts:
+            b, c, _n, _f, _l = batch_stats(p["records"])
+            rec_bytes += b
+            rec_count += c
+    return n, rec_bytes, rec_count
+
+
 def _uuid(u: Any) -> str | None:
     if u is None:
         return None
@@ -405,24 +418,10 @@ class RecordDecoder:
                 n_forgot += len(t["partitions"])
             if resp is not None:
                 resp_sess = resp.get("session_id", 0)
-                n_resp = rec_bytes = rec_count = 0
-                for t in resp["responses"]:
-                    parts = t["partitions"]
-                    n_resp += len(parts)
-                    for p in parts:
-                        b, c, _n, _f, _l = batch_stats(p["records"])
-                        rec_bytes += b
-                        rec_count += c
+                n_resp, rec_bytes, rec_count = _records_total(resp["responses"], "partitions")
         elif req is not None and key == _PRODUCE:
             acks = req["acks"]
-            n_req = rec_bytes = rec_count = 0
-            for t in req["topic_data"]:
-                parts = t["partition_data"]
-                n_req += len(parts)
-                for p in parts:
-                    b, c, _n, _f, _l = batch_stats(p["records"])
-                    rec_bytes += b
-                    rec_count += c
+            n_req, rec_bytes, rec_count = _records_total(req["topic_data"], "partition_data")
             if resp is not None:
                 n_resp = 0
                 for t in resp["responses"]:
