@@ -26,6 +26,7 @@ import trio
 
 from minikafka.broker.broker import serve_broker
 from minikafka.broker.config import BrokerConfig
+from minikafka.broker.request import ResponseObserver
 from minikafka.client.connection import KafkaConnection
 from minikafka.client.fetch_session import FetchSessionHandler, PartitionData
 from minikafka.protocol.api import ApiKey
@@ -136,7 +137,7 @@ async def main(incremental: int = 5, max_wait_ms: int = 0) -> None:
             if ctx.api_key == ApiKey.FETCH:
                 seen.append(ctx.body_size)
 
-        broker.request_observers.append(observe)
+        broker.observe(ResponseObserver(observe))
         print(f"broker on port {broker.port}; topic {TOPIC!r} with {TOPIC_PARTITIONS} partitions; "
               f"follower (replica_id {REPLICA_ID}) fetches partitions {FOLLOWED.start}..{FOLLOWED.stop - 1}")
         async with await KafkaConnection.connect("127.0.0.1", broker.port, client_id="seed-follower") as conn:

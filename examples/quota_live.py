@@ -31,6 +31,7 @@ import trio
 from confluent_kafka import Producer
 
 from minikafka.broker.config import BrokerConfig
+from minikafka.broker.request import ResponseObserver
 from minikafka.client.quotas_cli import alter
 from minikafka.protocol.api import ApiKey
 from minikafka.testing import BrokerThread
@@ -72,9 +73,9 @@ def run(args: argparse.Namespace, bootstrap: str, broker: BrokerThread | None) -
 
     sent: list[tuple[float, int]] = []  # (time, throttle_time_ms) of this client's Produce responses
     if broker is not None:
-        broker.call(broker.broker.request_observers.append,
-                    lambda ctx, frame, resp: sent.append((time.monotonic(), ctx.throttle_time_ms))
-                    if ctx.api_key == ApiKey.PRODUCE and ctx.client_id == cid else None)
+        broker.call(broker.broker.observe, ResponseObserver(
+            lambda ctx, frame, resp: sent.append((time.monotonic(), ctx.throttle_time_ms))
+            if ctx.api_key == ApiKey.PRODUCE and ctx.client_id == cid else None))
     metric_name = f"Produce:client-id={cid},user=/byte-rate"
 
     last_stats: list[tuple[int, int]] = [(0, 0)]  # (cnt, max) of librdkafka's last throttle window

@@ -202,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     _capture_parser(sub)
     from .capture.replay_cli import add_parser as _replay_parser, run_replay_command as _run_replay
     _replay_parser(sub)
-    from .analysis.cli import add_parser as _analyze_parser, run_analyze_command as _run_analyze
+    from .analysis.cli import add_parser as _analyze_parser
     _analyze_parser(sub)
     args = parser.parse_args(argv)
     logging.basicConfig(
@@ -222,7 +222,9 @@ def main(argv: list[str] | None = None) -> int:
 
         return run_quotas_command(args)
     if args.command == "analyze":
-        return _run_analyze(args)
+        from .analysis.run import run_analyze_command
+
+        return run_analyze_command(args)
     if args.command == "replay":
         return _run_replay(args)
     if args.command == "capture":

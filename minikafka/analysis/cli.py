@@ -127,23 +127,3 @@ def job_names(args: argparse.Namespace) -> list[str] | None:
     if bad:
         raise SystemExit(f"--jobs: not job names: {', '.join(bad)} (known: {', '.join(JOB_MODULES)})")
     return names
-
-
-def run_analyze_command(args: argparse.Namespace) -> int:
-    """Run the jobs, print a short summary and the report path; 1 if a job failed."""
-    from pathlib import Path
-
-    from .run import analyze, print_summary
-
-    missing = [p for p in args.paths if "://" not in p and not Path(p).exists()]
-    if missing:
-        print(f"no such capture: {', '.join(missing)}")
-        return 2
-    opts = options_from_args(args)
-    formats = ("csv",) if args.csv_only else ("parquet",) if args.parquet_only else ("parquet", "csv")
-    load_options = {"ports": ",".join(str(p) for p in args.port)} if args.port else {}
-    summary = analyze(args.paths, args.out, jobs=job_names(args), opts=opts, formats=formats,
-                      report=not args.no_report, master=args.master, load_options=load_options,
-                      stop_session=True)
-    print_summary(summary)
-    return 1 if summary["failed"] else 0

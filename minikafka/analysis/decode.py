@@ -32,10 +32,10 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ..capture.format import CaptureRecord
-from ..capture.frames import api_name, is_flexible, parse_request_header, response_body_offset
+from ..capture.frames import api_name
 from ..protocol.api import APIS, ApiKey
 from ..protocol.errors import ErrorCode
-from ..protocol.headers import request_header_version, response_header_version, skip_header_tags
+from ..protocol.headers import request_body_offset, response_body_offset
 
 log = logging.getLogger(__name__)
 
@@ -99,12 +99,6 @@ _BATCH_HEADER_SIZE = _BATCH_FIELDS.size  # 61
 # Types of parsed values that hold no error code (skipped without a look inside).
 _SCALAR_TYPES = frozenset({int, bool, str, bytes, memoryview, float, type(None), uuid.UUID})
 
-# The fixed start of every request header: api key, api version, correlation id, client id length.
-_REQUEST_HEADER = struct.Struct(">hhih")
-# (api key, api version) -> whether the request/response header has tagged fields (header v2/v1).
-_REQUEST_TAGS: dict[tuple[int, int], bool] = {}
-_RESPONSE_TAGS: dict[tuple[int, int], bool] = {}
-
 _API_NAMES: dict[int, str] = {}
 _ERROR_NAMES: dict[int, str] = {}
 
@@ -127,27 +121,6 @@ def error_name(code: int | None) -> str | None:
             name = f"UNKNOWN_{code}"
         _ERROR_NAMES[code] = name
     return name
-
-
-def _request_body_offset(frame: Any) -> int:
-    """``parse_request_header(frame).body_offset`` (same result, same exceptions), with the header
-    version of each api key and version looked up once."""
-    api_key, api_version, _correlation_id, n = _REQUEST_HEADER.unpack_from(frame, 0)
-    off = 10 + n if n >= 0 else 10
-    key = (api_key, api_version)
-    tags = _REQUEST_TAGS.get(key)
-    if tags is None:
-        tags = _REQUEST_TAGS[key] = request_header_version(api_key, is_flexible(api_key, api_version)) >= 2
-    return skip_header_tags(frame, off) if tags else off
-
-
-def _response_body_offset(frame: Any, api_key: int, api_version: int) -> int:
-    """``response_body_offset(frame, api_key, api_version)``, with the header version looked up once."""
-    key = (api_key, api_version)
-    tags = _RESPONSE_TAGS.get(key)
-    if tags is None:
-        tags = _RESPONSE_TAGS[key] = response_header_version(api_key, is_flexible(api_key, api_version)) != 0
-    return skip_header_tags(frame, 4) if tags else 4
 
 
 def fetch_kind(version: int, session_id: int, epoch: int) -> str:
@@ -343,12 +316,12 @@ class RecordDecoder:
         hdr_exc = resp_exc = None
         req_off = resp_off = None
         try:
-            req_off = _request_body_offset(request)
+            req_off = request_body_offset(request)
         except Exception as exc:  # noqa: BLE001 - a malformed capture frame becomes a row with decode_error
             hdr_exc = exc
         if response is not None:
             try:
-                resp_off = _response_body_offset(response, key, version)
+                resp_off = response_body_offset(response, key, version)
             except Exception as exc:  # noqa: BLE001
                 resp_exc = exc
         req_body = None if req_off is None else len(request) - req_off
@@ -379,7 +352,7 @@ class RecordDecoder:
     def request_row(self, r: CaptureRecord, req: Any = None, resp: Any = None, err: str | None = None) -> tuple:
         """The ``requests`` row of a record (``req``/``resp`` the parsed bodies, if parsed already)."""
         try:
-            req_body = len(r.request) - parse_request_header(r.request).body_offset
+            req_body = len(r.request) - request_body_offset(r.request)
         except Exception:  # noqa: BLE001 - a malformed capture frame becomes a row with decode_error
             req_body = None
         resp_body = None

@@ -33,7 +33,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..capture.format import read_capture
+from ..capture.reading import read_capture
 from ..capture.replay import ConnKey, ReplayOptions, ReplayReport, run_replay
 
 log = logging.getLogger(__name__)

@@ -27,6 +27,7 @@ if __name__ == "__main__":  # a script (spark-submit .../run.py): import the pac
     except ImportError:  # a source tree that is not installed
         sys.path.insert(0, os.path.dirname(os.path.dirname(_here)))
 
+import argparse
 import datetime as dt
 import glob
 import logging
@@ -238,9 +239,27 @@ def print_summary(summary: dict[str, Any], file: Any = None) -> None:
         print(f"report: {summary['report']}", file=file)
 
 
+def run_analyze_command(args: argparse.Namespace) -> int:
+    """Run the jobs, print a short summary and the report path; 1 if a job failed."""
+    from minikafka.analysis.cli import job_names, options_from_args
+
+    missing = [p for p in args.paths if "://" not in p and not Path(p).exists()]
+    if missing:
+        print(f"no such capture: {', '.join(missing)}")
+        return 2
+    opts = options_from_args(args)
+    formats = ("csv",) if args.csv_only else ("parquet",) if args.parquet_only else ("parquet", "csv")
+    load_options = {"ports": ",".join(str(p) for p in args.port)} if args.port else {}
+    summary = analyze(args.paths, args.out, jobs=job_names(args), opts=opts, formats=formats,
+                      report=not args.no_report, master=args.master, load_options=load_options,
+                      stop_session=True)
+    print_summary(summary)
+    return 1 if summary["failed"] else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """``spark-submit minikafka/analysis/run.py CAPTURE... --out DIR [options]`` (as ``minikafka analyze``)."""
-    from minikafka.analysis.cli import build_parser, run_analyze_command
+    from minikafka.analysis.cli import build_parser
 
     args = build_parser("run.py").parse_args(argv)
     logging.basicConfig(level=getattr(logging, str(args.log_level).upper(), logging.WARNING),

@@ -1,144 +1,147 @@
-"""Request dispatch (Kafka's ``KafkaApis``): header parsing, version checks, handler lookup.
+"""Request dispatch (Kafka's ``KafkaApis``): header parsing, version checks, handlers, error responses.
 
-``KafkaApis.parse`` reads one request frame (without its size prefix);
-``KafkaApis.handle`` returns the response frame payload as a list of buffers
-(record batches are passed by reference, never copied), or ``None`` when no
-response is due
-(acks=0 produce).  It raises :class:`CloseConnection` where Kafka would close
-the connection (unknown api key, unsupported version of an api other than
-ApiVersions, a body that does not parse).  It never touches a socket.
+:meth:`KafkaApis.parse` turns one request frame (without its size prefix)
+into a :class:`~minikafka.broker.request.Request`, or raises
+:class:`CloseConnection` where Kafka closes the connection (a frame too short
+for a header, an unknown api key, an unsupported version of an api other than
+ApiVersions, a body that does not parse).  :meth:`KafkaApis.handle` runs the
+api's handler and returns a :class:`~minikafka.broker.request.Response` for the
+socket server to send: the response buffers (record batches passed by
+reference, never copied) and whether the throttled channel must be unmuted
+first.  As in ``KafkaApis.handleError``, a handler that raises gets its
+request answered with the error response (UNKNOWN_SERVER_ERROR or the mapped
+code), logged once; the connection stays open.  Quota throttles are applied
+through the quota managers with the connection's throttle callback (Kafka's
+``sendResponseMaybeThrottle``); observers (capture, metrics) are told of each
+request and response.  It never touches a socket.
 """
 
 from __future__ import annotations
 
 import logging
-import time
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from collections.abc import Mapping, Sequence
 
+from ..common import Clock
 from ..protocol.api import APIS, ApiKey
 from ..protocol.errors import ErrorCode
-from ..protocol.headers import (
-    encode_response_header,
-    parse_request_header_prefix,
-    response_header_version,
-    skip_header_tags,
-)
-from .request import RequestContext
-
-if TYPE_CHECKING:
-    from .broker import Broker
+from ..protocol.headers import encode_response_header, parse_request_header, response_header_version
+from ..protocol.throttling import client_throttles_itself
+from .error_responses import error_code_for, error_response
+from .handlers.registry import Handler, supported_api_versions
+from .quota import QuotaManagers, ThrottleCallback
+from .request import Request, RequestContext, RequestObserver, Response
+from .services import HandlerTimer
 
 log = logging.getLogger(__name__)
-
-Handler = Callable[["Broker", RequestContext, Any], Awaitable[dict | None]]
-HANDLERS: dict[int, Handler] = {}
-
-
-def handles(key: ApiKey) -> Callable[[Handler], Handler]:
-    """Register ``fn`` as the handler of api ``key``."""
-
-    def deco(fn: Handler) -> Handler:
-        HANDLERS[int(key)] = fn
-        return fn
-
-    return deco
 
 
 class CloseConnection(Exception):
     """The request cannot be answered; Kafka would close the connection."""
 
 
-# Advertised minimum versions that differ from what is parsed.  Kafka 4.0 dropped
-# Produce v0-2 but still advertises v0 (KAFKA-18659): librdkafka before 2.10 only
-# compresses with gzip/snappy/lz4 when the broker claims Produce v0.  Requests
-# below the parsed minimum still close the connection.
-ADVERTISED_MIN_VERSION = {ApiKey.PRODUCE: 0}
-
-
-def supported_api_versions() -> list[dict]:
-    """The ApiVersions list: every api with a handler, and its version range."""
-    return [
-        {"api_key": k, "min_version": ADVERTISED_MIN_VERSION.get(k, APIS[k].min_version),
-         "max_version": APIS[k].max_version}
-        for k in sorted(HANDLERS)
-        if k in APIS
-    ]
-
-
 class KafkaApis:
-    """Turns request frames into response frames for one broker."""
+    """Turns request frames into responses for one broker, through handlers given their services."""
 
-    def __init__(self, broker: "Broker") -> None:
-        from . import handlers  # noqa: F401  (registers every handler)
+    def __init__(self, handlers: Mapping[int, Handler], quotas: QuotaManagers, timer: HandlerTimer, clock: Clock,
+                 observers: Sequence[RequestObserver] = ()) -> None:
+        self.handlers = dict(handlers)
+        self.quotas = quotas
+        self.timer = timer
+        self.clock = clock
+        self.observers: list[RequestObserver] = list(observers)
 
-        self.broker = broker
-
-    def parse(self, frame: bytes | memoryview, connection_id: str, peer: str = "") -> tuple[RequestContext, Any]:
-        """Parse header and body; raise CloseConnection or return (ctx, request)."""
+    # -- parsing -------------------------------------------------------------------------------
+    def parse(self, frame: bytearray, connection_id: str, peer: str = "") -> Request:
+        """Parse header and body; raise CloseConnection or return the request."""
         try:
-            hdr = parse_request_header_prefix(frame)
-        except Exception as exc:  # too short for a header
+            hdr = parse_request_header(frame)
+        except Exception as exc:  # too short for a header, or truncated header tags
             raise CloseConnection(f"malformed request header ({exc})") from None
         ctx = RequestContext(
-            api_key=hdr.api_key,
-            api_version=hdr.api_version,
-            correlation_id=hdr.correlation_id,
-            client_id=hdr.client_id,
-            connection_id=connection_id,
-            peer=peer,
-            received_ns=time.monotonic_ns(),
-            request_size=len(frame),
+            api_key=hdr.api_key, api_version=hdr.api_version, correlation_id=hdr.correlation_id,
+            client_id=hdr.client_id, connection_id=connection_id, peer=peer,
+            received_ns=self.clock.monotonic_ns(), request_size=len(frame),
         )
         api = APIS.get(hdr.api_key)
-        if api is None or hdr.api_key not in HANDLERS:
+        if api is None or hdr.api_key not in self.handlers:
             raise CloseConnection(f"unknown api key {hdr.api_key}")
         version = hdr.api_version
         if not api.request.supports(version):
             if hdr.api_key == ApiKey.API_VERSIONS:
-                return ctx, None  # answered with UNSUPPORTED_VERSION in a v0 body
+                return Request(ctx, None, frame)  # answered with UNSUPPORTED_VERSION in a v0 body
             raise CloseConnection(
-                f"unsupported version {version} of {api.name} (supported {api.min_version}-{api.max_version})"
-            )
+                f"unsupported version {version} of {api.name} (supported {api.min_version}-{api.max_version})")
+        ctx.body_size = len(frame) - hdr.body_offset
         try:
-            off = hdr.body_offset
-            if api.is_flexible(version):
-                off = skip_header_tags(frame, off)
-            ctx.body_size = len(frame) - off
-            req = api.request.parse(memoryview(frame)[off:], version)
+            body = api.request.parse(memoryview(frame)[hdr.body_offset:], version)
         except Exception as exc:
             raise CloseConnection(f"malformed {api.name} v{version} request: {exc}") from None
-        return ctx, req
+        return Request(ctx, body, frame)
+
+    # -- handling ------------------------------------------------------------------------------
+    async def handle(self, request: Request, channel: ThrottleCallback) -> Response:
+        """Run the handler and encode its response; a throttle mutes ``channel`` through the quota."""
+        for observer in self.observers:
+            observer.on_request(request)
+        ctx = request.context
+        if request.body is None:
+            response = self._unsupported_api_versions(request)
+        else:
+            response = await self._run_handler(request)
+        if ctx.throttle_time_ms:
+            self.quotas.by_type(ctx.throttle_quota).throttle(ctx.user, ctx.quota_client_id, channel,
+                                                             ctx.throttle_time_ms)
+            response.hold_until_unmuted = (response.segments is not None
+                                           and not client_throttles_itself(ctx.api_key, ctx.api_version))
+        for observer in self.observers:
+            observer.on_response(response)
+        return response
+
+    def response_sent(self, response: Response) -> None:
+        """The server sent the response (or, without one, finished the request)."""
+        for observer in self.observers:
+            observer.on_response_sent(response)
+
+    def _unsupported_api_versions(self, request: Request) -> Response:
+        """An ApiVersions version the broker does not know: error 35 in a v0 body (KIP-511)."""
+        body = APIS[ApiKey.API_VERSIONS].response.build(
+            {"error_code": ErrorCode.UNSUPPORTED_VERSION, "api_keys": supported_api_versions(self.handlers)}, 0)
+        return Response(request, [encode_response_header(request.context.correlation_id, 0), body])
+
+    async def _run_handler(self, request: Request) -> Response:
+        ctx = request.context
+        api = APIS[ctx.api_key]
+        started_ns = ctx.handler_started_ns = self.timer.task_ns()
+        error = 0
+        try:
+            body = await self.handlers[ctx.api_key](ctx, request.body)
+        except Exception as exc:  # Kafka's handleError: answer the request, keep the connection
+            error = error_code_for(exc)
+            log.exception("error handling %s v%d (correlation id %d) from client %r on %s; answering %s",
+                          api.name, ctx.api_version, ctx.correlation_id, ctx.client_id, ctx.connection_id,
+                          ErrorCode(error).name)
+            body = error_response(ctx.api_key, ctx.api_version, request.body, error)
+        self._apply_request_quota(ctx, self.timer.task_ns() - started_ns)
+        if body is None:
+            return Response(request, None)
+        if ctx.throttle_time_ms and "throttle_time_ms" in body:
+            body["throttle_time_ms"] = max(body["throttle_time_ms"], ctx.throttle_time_ms)
+        header = encode_response_header(ctx.correlation_id,
+                                        response_header_version(ctx.api_key, api.is_flexible(ctx.api_version)))
+        try:
+            segments = api.response.build_segments(body, ctx.api_version)
+        except Exception:  # a response that does not encode is a broker bug: answer with the error
+            error = ErrorCode.UNKNOWN_SERVER_ERROR
+            log.exception("could not encode the %s v%d response to correlation id %d; answering %s",
+                          api.name, ctx.api_version, ctx.correlation_id, ErrorCode(error).name)
+            segments = api.response.build_segments(
+                error_response(ctx.api_key, ctx.api_version, request.body, error, ctx.throttle_time_ms),
+                ctx.api_version)
+        segments.insert(0, header)
+        return Response(request, segments, error=error)
 
     def _apply_request_quota(self, ctx: RequestContext, handler_ns: int) -> None:
         """Charge the handler's run time to the request quota; remember the longest throttle."""
-        quotas = self.broker.quotas
-        if not ctx.exempt_request_quota and not ctx.notes.get("request_quota_done"):
-            ctx.throttle("Request", quotas.request.maybe_record_request_time(
+        if not ctx.exempt_request_quota and not ctx.request_quota_recorded:
+            ctx.throttle("Request", self.quotas.request.maybe_record_request_time(
                 ctx.user, ctx.quota_client_id, handler_ns))
-        if ctx.throttle_time_ms:
-            quotas.by_type(ctx.throttle_quota).record_throttle(ctx.user, ctx.quota_client_id,
-                                                               ctx.throttle_time_ms)
-
-    async def handle(self, ctx: RequestContext, req: Any) -> list | None:
-        """Run the handler and encode its response: a list of buffers (header first), or None."""
-        api = APIS[ctx.api_key]
-        version = ctx.api_version
-        if req is None and ctx.api_key == ApiKey.API_VERSIONS:
-            # Unknown ApiVersions version: error 35 in a v0 body (KIP-511).
-            body = APIS[ApiKey.API_VERSIONS].response.build(
-                {"error_code": ErrorCode.UNSUPPORTED_VERSION, "api_keys": supported_api_versions()}, 0
-            )
-            return [encode_response_header(ctx.correlation_id, 0), body]
-        broker = self.broker
-        started_ns = ctx.notes["task_ns_start"] = broker.task_time.task_ns()
-        resp = await HANDLERS[ctx.api_key](broker, ctx, req)
-        self._apply_request_quota(ctx, broker.task_time.task_ns() - started_ns)
-        if resp is None:
-            return None
-        if ctx.throttle_time_ms and "throttle_time_ms" in resp:
-            resp["throttle_time_ms"] = max(resp["throttle_time_ms"], ctx.throttle_time_ms)
-        flexible = api.is_flexible(version)
-        header = encode_response_header(ctx.correlation_id, response_header_version(ctx.api_key, flexible))
-        segments = api.response.build_segments(resp, version)
-        segments.insert(0, header)
-        return segments

@@ -1,170 +1,285 @@
-"""One broker: configuration, metadata, partitions, group coordinator and the socket server.
+"""One broker: the composition root that wires components and runs them.
 
-Models Kafka's ``KafkaServer``/``BrokerServer``: it wires the components and
-runs them inside one Trio nursery (no hidden background tasks).  Use
-:func:`serve_broker` as an async context manager from Python, or
+Models Kafka's ``KafkaServer``/``BrokerServer``: it builds the components
+(metadata cache, replica manager, purgatories, fetch sessions, group
+coordinator, quota managers, replication quotas), hands each handler the
+services it uses (:class:`~minikafka.broker.services.BrokerServices`,
+:mod:`~minikafka.broker.handlers.registry`), puts
+:class:`~minikafka.broker.apis.KafkaApis` behind the
+:class:`~minikafka.broker.server.SocketServer`, and runs everything inside one
+Trio nursery (no hidden background tasks).  Components shared by a cluster
+(metadata, group coordinator, producer ids, dynamic configs) are passed in by
+the :class:`~minikafka.broker.cluster.Cluster`; a lone broker makes its own.
+Use :func:`serve_broker` as an async context manager from Python, or
 ``minikafka serve`` from the command line.
 """
 
 from __future__ import annotations
 
 import logging
-import time
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, AsyncIterator, Callable
+from dataclasses import dataclass, field
 
 import trio
 
-from .config import BrokerConfig
+from ..common import SYSTEM_CLOCK, Clock, TopicMetadata
 from ..metrics import MetricConfig, Metrics
+from ..protocol.api import APIS
+from ..protocol.errors import ErrorCode
+from ..protocol.framing import MemoryPool
+from .apis import KafkaApis
+from .config import BrokerConfig
+from .dynamic_config import DynamicBrokerConfig, DynamicConfigStore
 from .fetch_session import FetchManager, FetchSessionCache
-from .quota import QuotaConfigs, QuotaManagers
+from .groups import GroupCoordinator
+from .handlers.registry import build_handlers
+from .metadata import ClusterMetadata, MetadataError
+from .producer_state import ProducerIdManager
+from .purgatory import DelayedOperationPurgatory
+from .quota import QuotaConfigs, QuotaManagers, ThrottledChannelReaper
 from .quota.entity import parse_quota_spec
 from .quota.replication_quota_manager import (FOLLOWER_REPLICATION, FOLLOWER_THROTTLED_RATE,
                                               FOLLOWER_THROTTLED_REPLICAS, LEADER_REPLICATION,
                                               LEADER_THROTTLED_RATE, LEADER_THROTTLED_REPLICAS,
-                                              UNLIMITED, ReplicationQuotaManager)
-from .task_time import TaskTimeInstrument
-from .metadata import ClusterMetadata, TopicMetadata
-from .producer_state import ProducerIdManager
+                                              ReplicationQuotaManager)
+from .replica_fetcher import ReplicaFetcherManager
 from .replica_manager import ReplicaManager
-from .server import SocketServer
-
-if TYPE_CHECKING:
-    from .cluster import Cluster
-    from .groups import GroupCoordinator
-    from .request import RequestContext
-    from ..capture.service import CaptureService
+from .request import ObserverBase, RequestObserver, Response
+from .server import SocketServer, run_reaper
+from .services import BrokerServices
+from .task_time import TaskTimeInstrument
 
 log = logging.getLogger(__name__)
+
+
+@dataclass
+class SharedState:
+    """What the brokers of one cluster share (a lone broker gets its own)."""
+
+    metadata: ClusterMetadata
+    group_coordinator: GroupCoordinator
+    producer_ids: ProducerIdManager = field(default_factory=ProducerIdManager)
+    dynamic_configs: DynamicConfigStore = field(default_factory=DynamicConfigStore)
+    owns_groups: bool = True  # whether this broker runs (and closes) the group coordinator
+    clustered: bool = False  # one of a Cluster's brokers (replication metrics are reported)
+
+
+class AutoTopicCreationManager:
+    """Finds topics, creating them as ``auto.create.topics.enable`` does (Kafka's ``AutoTopicCreationManager``;
+    replication capped by the cluster size)."""
+
+    def __init__(self, metadata: ClusterMetadata, config: BrokerConfig) -> None:
+        self.metadata = metadata
+        self.config = config
+
+    def lookup(self, name: str, auto_create: bool) -> tuple[ErrorCode, TopicMetadata | None]:
+        topic = self.metadata.get_topic(name)
+        if topic is not None:
+            return ErrorCode.NONE, topic
+        if auto_create and self.config.auto_create_topics_enable:
+            rf = min(self.config.default_replication_factor, len(self.metadata.broker_ids))
+            try:
+                return ErrorCode.NONE, self.metadata.create_topic(name, self.config.num_partitions, rf)
+            except MetadataError as exc:
+                return exc.code, None
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
+
+
+class RequestStats(ObserverBase):
+    """Per-api request counts and bytes (Kafka's ``RequestMetrics`` totals), counted before the response
+    leaves so that a client reading the broker's metrics after its response sees its own request."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.by_api: dict[int, list[int]] = {}  # api key -> [requests, request bytes, response bytes]
+
+    def on_response(self, response: Response) -> None:
+        ctx = response.request.context
+        self.count += 1
+        stats = self.by_api.get(ctx.api_key)
+        if stats is None:
+            stats = self.by_api[ctx.api_key] = [0, 0, 0]
+        stats[0] += 1
+        stats[1] += ctx.request_size + 4
+        stats[2] += response.size
+
+    def metrics(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for key, (count, req_bytes, resp_bytes) in sorted(self.by_api.items()):
+            name = APIS[key].name if key in APIS else str(key)
+            out[f"kafka.network:type=RequestMetrics,name=RequestsTotal,request={name}"] = count
+            out[f"kafka.network:type=RequestMetrics,name=RequestBytesTotal,request={name}"] = req_bytes
+            out[f"kafka.network:type=RequestMetrics,name=ResponseBytesTotal,request={name}"] = resp_bytes
+        return out
 
 
 class Broker:
     """A single Kafka broker."""
 
-    def __init__(self, config: BrokerConfig, metadata: ClusterMetadata | None = None,
-                 cluster: "Cluster | None" = None, group_coordinator: "GroupCoordinator | None" = None) -> None:
-        from .groups import GroupCoordinator
-        from .replica_fetcher import ReplicaFetcherManager
-
+    def __init__(self, config: BrokerConfig, shared: SharedState | None = None, *,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self.config = config
         self.node_id = config.node_id
-        self.cluster = cluster  # set when the broker is one of a Cluster's (shared metadata)
+        self.clock = clock
         if config.data_dir is not None:
             config.data_dir.mkdir(parents=True, exist_ok=True)
-        self.metadata = metadata or ClusterMetadata([config.node_id], config.data_dir)
-        self.fetcher_manager = ReplicaFetcherManager(self)
-        self.replica_manager = ReplicaManager(self)
-        self.producer_ids = ProducerIdManager()
-        # A cluster shares one coordinator (its state survives the coordinator broker) and runs it.
-        self._owns_groups = group_coordinator is None
-        self.group_coordinator = group_coordinator or GroupCoordinator(config, config.data_dir)
+        if shared is None:
+            shared = SharedState(ClusterMetadata([config.node_id], config.data_dir),
+                                 GroupCoordinator(config, config.data_dir, wall_clock=lambda: clock.time_ns() / 1e9))
+        self.shared = shared
+        self.metadata = shared.metadata
+        self.group_coordinator = shared.group_coordinator
+        self.producer_ids = shared.producer_ids
+        self.dynamic_config = DynamicBrokerConfig(self.node_id, shared.dynamic_configs)
         self.metrics_registry = Metrics(MetricConfig(samples=config.quota_window_num,
                                                      time_window_ms=config.quota_window_size_seconds * 1000))
+        # Client quotas: configs by entity, and the managers that own muting through the reaper.
         self.quota_configs = QuotaConfigs()
         for spec in config.client_quotas:
             entity, values = parse_quota_spec(spec)
             for key, value in values.items():
                 self.quota_configs.set(entity, key, value)
-        self.quotas = QuotaManagers(self.quota_configs, self.metrics_registry,
-                                    window_num=config.quota_window_num,
-                                    window_size_s=config.quota_window_size_seconds)
-        self.leader_quota = ReplicationQuotaManager(
-            LEADER_REPLICATION, self.metrics_registry, rate=config.leader_replication_throttled_rate,
-            window_num=config.replication_quota_window_num,
-            window_size_s=config.replication_quota_window_size_seconds)
-        self.follower_quota = ReplicationQuotaManager(
-            FOLLOWER_REPLICATION, self.metrics_registry, rate=config.follower_replication_throttled_rate,
-            window_num=config.replication_quota_window_num,
-            window_size_s=config.replication_quota_window_size_seconds)
+        self.reaper = ThrottledChannelReaper(trio.current_time)
+        self.quotas = QuotaManagers(self.quota_configs, self.metrics_registry, window_num=config.quota_window_num,
+                                    window_size_s=config.quota_window_size_seconds, reaper=self.reaper,
+                                    clock_ms=clock.time_ms)
+        self.leader_quota = self._replication_quota(LEADER_REPLICATION, config.leader_replication_throttled_rate)
+        self.follower_quota = self._replication_quota(FOLLOWER_REPLICATION,
+                                                      config.follower_replication_throttled_rate)
+        # Partitions, their logs and the requests waiting on them.
+        self.delayed_fetch = DelayedOperationPurgatory("Fetch")
+        self.delayed_produce = DelayedOperationPurgatory("Produce")
+        self.replica_manager = ReplicaManager(self.node_id, config, self.metadata, clock=clock,
+                                              delayed_fetch=self.delayed_fetch, delayed_produce=self.delayed_produce)
+        self.fetcher_manager = ReplicaFetcherManager(self.node_id, config, self.metadata, self.replica_manager,
+                                                     self.follower_quota)
+        self.replica_manager.fetchers = self.fetcher_manager
         rm = self.replica_manager
         self.leader_quota.set_hosted(lambda: [k for k, p in rm.partitions.items() if p.is_leader])
         self.follower_quota.set_hosted(lambda: [k for k, p in rm.partitions.items() if not p.is_leader])
-        # The start-up rates, which a deleted dynamic rate falls back to.
-        self.static_rates = {LEADER_THROTTLED_RATE: config.leader_replication_throttled_rate,
-                             FOLLOWER_THROTTLED_RATE: config.follower_replication_throttled_rate}
-        self._dynamic_configs: dict[str, str] = {}
-        self._dynamic_defaults: dict[str, str] = {}
-        self.refresh_replication_rates()
-        self.task_time = TaskTimeInstrument()
         self.fetch_manager = FetchManager(FetchSessionCache(
-            config.max_incremental_fetch_session_cache_slots, config.min_incremental_fetch_session_eviction_ms))
-        self.server = SocketServer(self)
-        self.started_at = time.time()
-        self.request_count = 0
-        self.request_stats: dict[int, list[int]] = {}  # api key -> [requests, request bytes, response bytes]
-        # Callables fn(ctx, frame, response_segments) run after each request is answered.
-        self.request_observers: list[Callable[["RequestContext", bytes | bytearray, list | None], None]] = []
-        self.capture: "CaptureService | None" = None  # set by run() when config.capture_dir is given
+            config.max_incremental_fetch_session_cache_slots, config.min_incremental_fetch_session_eviction_ms,
+            clock_ms=clock.time_ms))
+        self.task_time = TaskTimeInstrument()
+        # The request path: services -> handlers -> KafkaApis -> socket server.
+        self.request_stats_observer = RequestStats()
+        self.apis = KafkaApis(build_handlers(self._services()), self.quotas, self.task_time, clock,
+                              [self.request_stats_observer])
+        self.pool = MemoryPool(config.queued_max_request_bytes)
+        self.server = SocketServer(config, self.apis, self.pool)
+        self.capture = None  # a CaptureService while run() captures (config.capture_dir)
+
+    def _replication_quota(self, kind: str, rate: int) -> ReplicationQuotaManager:
+        cfg = self.config
+        return ReplicationQuotaManager(kind, self.metrics_registry, rate=rate,
+                                       window_num=cfg.replication_quota_window_num,
+                                       window_size_s=cfg.replication_quota_window_size_seconds)
+
+    def _services(self) -> BrokerServices:
+        rm = self.replica_manager
+        return BrokerServices(
+            config=self.config, clock=self.clock, metadata=self.metadata, controller=self.metadata,
+            topics=AutoTopicCreationManager(self.metadata, self.config), replica_manager=rm, fetch_log=rm,
+            records_deleter=rm, delayed_fetch=self.delayed_fetch, delayed_produce=self.delayed_produce,
+            fetch_sessions=self.fetch_manager, group_coordinator=self.group_coordinator,
+            produce_quota=self.quotas.produce, fetch_quota=self.quotas.fetch, request_quota=self.quotas.request,
+            leader_quota=self.leader_quota, quota_store=self.quota_configs, broker_configs=self.dynamic_config,
+            producer_ids=self.producer_ids, timer=self.task_time)
+
+    # -- observers and metrics ---------------------------------------------------------------------
+    def observe(self, observer: RequestObserver) -> RequestObserver:
+        """Attach a request observer (capture, metrics, tests); returns it."""
+        self.apis.observers.append(observer)
+        return observer
+
+    @property
+    def request_stats(self) -> dict[int, list[int]]:
+        """api key -> [requests, request bytes, response bytes]."""
+        return self.request_stats_observer.by_api
+
+    @property
+    def request_count(self) -> int:
+        return self.request_stats_observer.count
 
     @property
     def port(self) -> int:
         return self.config.port
 
-    def brokers(self) -> list[tuple[int, str, int, str | None]]:
-        """(node id, host, port, rack) of every live broker in the cluster."""
-        if self.cluster is not None and self.metadata.live:
-            return [(nid, host, port, rack) for nid, (host, port, rack) in sorted(self.metadata.live.items())]
-        return [(self.node_id, self.config.advertised, self.config.port, None)]
+    def metrics(self) -> dict[str, float]:
+        """A snapshot of the broker's metrics under Kafka's JMX-style names."""
+        out: dict[str, float] = dict(self.fetch_manager.cache.metrics())
+        out.update(self.fetcher_manager.metrics())
+        if self.shared.clustered:
+            out.update(self.replica_manager.replication_metrics())
+        out.update(self.metrics_registry.snapshot())
+        out.update(self.replication_quota_metrics())
+        out.update(self.request_stats_observer.metrics())
+        return out
 
-    def controller_id(self) -> int:
-        """The node that plays the controller (the lowest live broker id)."""
-        if self.cluster is not None and self.metadata.live:
-            return min(self.metadata.live)
-        return min(self.metadata.broker_ids)
+    def replication_quota_metrics(self) -> dict[str, float]:
+        """The replication quotas under ``kafka.server:type=...`` names."""
+        out: dict[str, float] = {}
+        for q in (self.leader_quota, self.follower_quota):
+            prefix = f"kafka.server:type={q.replication_type},name="
+            out[prefix + "byte-rate"] = q.rate()
+            out[prefix + "throttled-partitions"] = q.throttled_partition_count()
+            out[prefix + "recorded-bytes-total"] = q.recorded_bytes
+            out[prefix + "recorded-count"] = q.recorded_count
+        return out
 
-    def coordinator(self) -> tuple[int, str, int]:
-        """(node id, host, port) of the group coordinator: this broker alone, else the lowest live one."""
-        if self.cluster is not None and self.metadata.live:
-            nid = min(self.metadata.live)
-            host, port, _ = self.metadata.live[nid]
-            return nid, host, port
-        return self.node_id, self.config.advertised, self.config.port
-
-    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    # -- lifecycle ---------------------------------------------------------------------------------
+    async def run(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
         """Load state, start serving, run until cancelled, then close cleanly."""
         self.replica_manager.load()
         trio.lowlevel.add_instrument(self.task_time)
         try:
             async with trio.open_nursery() as nursery:
-                self.nursery = nursery
-                if self._owns_groups:
+                if self.shared.owns_groups:
                     nursery.start_soon(self.group_coordinator.run)
-                nursery.start_soon(self.quotas.reaper.run)
+                nursery.start_soon(run_reaper, self.reaper)
                 nursery.start_soon(self._retention_loop)
                 if self.config.capture_dir is not None:
-                    from ..capture.service import CaptureService
-
-                    self.capture = CaptureService(self.config.capture_dir, self.node_id)
-                    nursery.start_soon(self.capture.run)
+                    self._start_capture(nursery)
                 port = await nursery.start(self.server.serve)
                 if self.capture is not None:
                     self.capture.server = f"{self.config.host}:{port}"
-                if self.cluster is not None:
-                    self._join_cluster(nursery)
+                self._join(nursery)
                 task_status.started(port)
         finally:
-            if self.cluster is not None:
-                self._leave_cluster()
-            self.quotas.reaper.release_all()
+            self._leave()
+            self.reaper.release_all()
             try:
                 trio.lowlevel.remove_instrument(self.task_time)
             except (KeyError, ValueError):
                 pass
             self.close()
 
-    # -- cluster membership ---------------------------------------------------
-    def _join_cluster(self, nursery: trio.Nursery) -> None:
-        """Register with the shared metadata, take up leadership and start following."""
+    def _start_capture(self, nursery: trio.Nursery) -> None:
+        from ..capture.observer import CaptureObserver
+        from ..capture.service import CaptureService
+
+        assert self.config.capture_dir is not None
+        self.capture = CaptureService(self.config.capture_dir, self.node_id, clock=self.clock)
+        nursery.start_soon(self.capture.run)
+        self.observe(CaptureObserver(self.capture))
+
+    def _join(self, nursery: trio.Nursery) -> None:
+        """Register with the metadata (as a broker registers with the controller), take up leadership,
+        start following and expiring the ISR."""
+        self.shared.dynamic_configs.brokers[self.node_id] = self
+        self.reconfigure()
         self.fetcher_manager.start(nursery)
         self.metadata.listeners.append(self._on_metadata_change)
-        for name in list(self.metadata.topics):
-            self.apply_replication_throttles(name)
+        for topic in self.metadata.all_topics():
+            self.apply_replication_throttles(topic.name)
         self.metadata.broker_started(self.node_id, self.config.advertised, self.config.port)
         self.replica_manager.apply_leadership()
         nursery.start_soon(self._isr_expiration_loop)
 
-    def _leave_cluster(self) -> None:
+    def _leave(self) -> None:
+        if self.shared.dynamic_configs.brokers.get(self.node_id) is self:
+            del self.shared.dynamic_configs.brokers[self.node_id]
         try:
             self.metadata.listeners.remove(self._on_metadata_change)
         except ValueError:
@@ -194,9 +309,23 @@ class Broker:
         interval = max(self.config.replica_lag_time_max_ms / 2000, 0.01)
         while True:
             await trio.sleep(interval)
-            self.replica_manager.maybe_shrink_isr(int(time.time() * 1000))
+            self.replica_manager.maybe_shrink_isr(self.clock.time_ms())
 
-    # -- replication quotas (Kafka's TopicConfigHandler / DynamicConfig for the quotas) ----
+    async def _retention_loop(self) -> None:
+        interval = self.config.log_retention_check_interval_ms / 1000
+        while True:
+            await trio.sleep(interval)
+            deleted = self.replica_manager.log_manager.enforce_retention(self.clock.time_ms())
+            if deleted:
+                log.info("retention deleted %d segment(s)", deleted)
+
+    def close(self) -> None:
+        if self.shared.owns_groups:
+            self.group_coordinator.close()
+        self.replica_manager.log_manager.close_all()
+        log.info("broker %d stopped", self.node_id)
+
+    # -- replication quotas (Kafka's TopicConfigHandler / DynamicConfig for the quotas) ----------------
     def apply_replication_throttles(self, name: str) -> None:
         """Mark a topic's throttled replicas in the leader and follower quotas (Kafka's
         ``TopicConfigHandler.processConfigChanges`` for the throttled-replicas configs)."""
@@ -205,77 +334,19 @@ class Broker:
         self.leader_quota.update_topic(name, configs.get(LEADER_THROTTLED_REPLICAS), self.node_id)
         self.follower_quota.update_topic(name, configs.get(FOLLOWER_THROTTLED_REPLICAS), self.node_id)
 
-    @property
-    def dynamic_configs(self) -> dict[str, str]:
-        """This broker's dynamic configs (kept by the cluster, so they survive a restart, as
-        Kafka keeps them in its metadata)."""
-        if self.cluster is not None:
-            return self.cluster.dynamic_broker_configs.setdefault(self.node_id, {})
-        return self._dynamic_configs
-
-    @property
-    def dynamic_defaults(self) -> dict[str, str]:
-        """Cluster-wide dynamic broker defaults (resource name ``""``)."""
-        if self.cluster is not None:
-            return self.cluster.dynamic_broker_defaults
-        return self._dynamic_defaults
-
-    def broker_config_value(self, key: str) -> tuple[str, int]:
-        """(value, Kafka ConfigSource) of a dynamic broker config: per-broker (2), cluster default (3),
-        static (4) or default (5)."""
-        if key in self.dynamic_configs:
-            return self.dynamic_configs[key], 2
-        if key in self.dynamic_defaults:
-            return self.dynamic_defaults[key], 3
-        static = self.static_rates[key]
-        if static >= 0:
-            return str(static), 4
-        return str(UNLIMITED), 5
-
-    def refresh_replication_rates(self) -> None:
+    def reconfigure(self) -> None:
         """Apply the effective ``leader/follower.replication.throttled.rate`` to the quotas
         (Kafka's ``DynamicReplicationQuota.reconfigure``; the static config is left as started)."""
+        store = self.shared.dynamic_configs
         for key, quota in ((LEADER_THROTTLED_RATE, self.leader_quota), (FOLLOWER_THROTTLED_RATE, self.follower_quota)):
-            rate = int(self.broker_config_value(key)[0])
-            if rate >= UNLIMITED:
-                rate = -1
+            rate = store.effective_rate(self.node_id, key)
             if rate != (-1 if not quota.limited else int(quota.quota.bound)):
                 quota.update_quota(rate)
 
-    def replication_quota_metrics(self) -> dict[str, float]:
-        """The replication quotas under ``kafka.server:type=...`` names."""
-        out: dict[str, float] = {}
-        for q in (self.leader_quota, self.follower_quota):
-            prefix = f"kafka.server:type={q.replication_type},name="
-            out[prefix + "byte-rate"] = q.rate()
-            out[prefix + "throttled-partitions"] = q.throttled_partition_count()
-            out[prefix + "recorded-bytes-total"] = q.recorded_bytes
-            out[prefix + "recorded-count"] = q.recorded_count
-        return out
-
-    def close(self) -> None:
-        if self._owns_groups:
-            self.group_coordinator.close()
-        self.replica_manager.log_manager.close_all()
-        log.info("broker %d stopped", self.node_id)
-
-    async def _retention_loop(self) -> None:
-        interval = self.config.log_retention_check_interval_ms / 1000
-        while True:
-            await trio.sleep(interval)
-            deleted = self.replica_manager.log_manager.enforce_retention(int(time.time() * 1000))
-            if deleted:
-                log.info("retention deleted %d segment(s)", deleted)
-
-    # -- topic administration ----------------------------------------------
-    def create_topic(
-        self,
-        name: str,
-        num_partitions: int = -1,
-        replication_factor: int = -1,
-        configs: dict[str, str] | None = None,
-        assignments: dict[int, list[int]] | None = None,
-    ) -> TopicMetadata:
+    # -- topic administration (conveniences for Python users and tests) -------------------------------
+    def create_topic(self, name: str, num_partitions: int = -1, replication_factor: int = -1,
+                     configs: dict[str, str] | None = None,
+                     assignments: dict[int, list[int]] | None = None) -> TopicMetadata:
         """Create a topic (defaults from num.partitions / default.replication.factor) and its logs."""
         if num_partitions == -1:
             num_partitions = self.config.num_partitions
@@ -285,11 +356,6 @@ class Broker:
         self.replica_manager.ensure_partitions(topic)
         return topic
 
-    def auto_create_topic(self, name: str) -> TopicMetadata:
-        """Create a topic as auto.create.topics.enable does (replication capped by the cluster size)."""
-        rf = min(self.config.default_replication_factor, len(self.metadata.broker_ids))
-        return self.create_topic(name, self.config.num_partitions, rf)
-
     def delete_topic(self, name: str) -> None:
         self.metadata.delete_topic(name)
         self.replica_manager.remove_topic(name)
@@ -298,52 +364,12 @@ class Broker:
         topic = self.metadata.add_partitions(name, total, assignments)
         self.replica_manager.ensure_partitions(topic)
 
-    # -- hooks from the socket server ---------------------------------------
-    def on_request_done(self, ctx: "RequestContext", frame: bytes | bytearray, response: list | None) -> None:
-        self.request_count += 1
-        stats = self.request_stats.get(ctx.api_key)
-        if stats is None:
-            stats = self.request_stats[ctx.api_key] = [0, 0, 0]
-        stats[0] += 1
-        stats[1] += len(frame) + 4
-        if response is not None:
-            stats[2] += 4 + sum(len(s) if not isinstance(s, memoryview) else s.nbytes for s in response)
-        for observe in self.request_observers:
-            observe(ctx, frame, response)
-
-    def on_response_sent(self, ctx: "RequestContext", frame: bytes | bytearray | list, response: list | None) -> None:
-        """Called by the socket server when capture is on, once the response left (or, without one,
-        once the request was handled): hands the pair to the capture writer.  ``frame`` is the request
-        as received (a list of buffers for Produce, see :mod:`minikafka.capture.produce`)."""
-        if self.capture is not None:
-            self.capture.record(ctx, frame, response)
-
-    def metrics(self) -> dict[str, float]:
-        """A snapshot of the broker's metrics under Kafka's JMX-style names."""
-        from ..protocol.api import APIS
-
-        out: dict[str, float] = dict(self.fetch_manager.cache.metrics())
-        out.update(self.fetcher_manager.metrics())
-        if self.cluster is not None:
-            out.update(self.replica_manager.replication_metrics())
-        out.update(self.metrics_registry.snapshot())
-        out.update(self.replication_quota_metrics())
-        for key, (count, req_bytes, resp_bytes) in sorted(self.request_stats.items()):
-            name = APIS[key].name if key in APIS else str(key)
-            out[f"kafka.network:type=RequestMetrics,name=RequestsTotal,request={name}"] = count
-            out[f"kafka.network:type=RequestMetrics,name=RequestBytesTotal,request={name}"] = req_bytes
-            out[f"kafka.network:type=RequestMetrics,name=ResponseBytesTotal,request={name}"] = resp_bytes
-        return out
-
-    def on_connection_closed(self, connection_id: str) -> None:
-        pass
-
 
 @asynccontextmanager
-async def serve_broker(config: BrokerConfig | None = None, **kwargs) -> AsyncIterator[Broker]:
+async def serve_broker(config: BrokerConfig | None = None, **kwargs: object) -> AsyncIterator[Broker]:
     """Run a broker for the duration of an ``async with`` block (port 0 picks a free port)."""
     if config is None:
-        config = BrokerConfig(**{"port": 0, **kwargs})
+        config = BrokerConfig(**{"port": 0, **kwargs})  # type: ignore[arg-type]
     broker = Broker(config)
     async with trio.open_nursery() as nursery:
         await nursery.start(broker.run)

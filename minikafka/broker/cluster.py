@@ -27,12 +27,15 @@ import dataclasses
 import logging
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import AsyncIterator
+from typing import Any, AsyncIterator
 
 import trio
 
-from .broker import Broker
+from ..common import SYSTEM_CLOCK, Clock
+from .broker import Broker, SharedState
 from .config import BrokerConfig
+from .dynamic_config import DynamicConfigStore
+from .groups import GroupCoordinator
 from .metadata import ClusterMetadata
 from .producer_state import ProducerIdManager
 
@@ -42,16 +45,21 @@ log = logging.getLogger(__name__)
 class Cluster:
     """N brokers (ids 0..N-1) on ports ``port..port+N-1`` (or free ports when ``port`` is 0)."""
 
-    def __init__(self, num_brokers: int = 3, config: BrokerConfig | None = None, **settings) -> None:
+    def __init__(self, num_brokers: int = 3, config: BrokerConfig | None = None, *, clock: Clock = SYSTEM_CLOCK,
+                 **settings: Any) -> None:
         base = config or BrokerConfig(**{"port": 0, **settings})
+        self.clock = clock
         self.base_config = base
         self.data_dir: Path | None = Path(base.data_dir) if base.data_dir is not None else None
         ids = list(range(num_brokers))
         self.metadata = ClusterMetadata(ids, self.data_dir)
         self.producer_ids = ProducerIdManager()
-        from .groups import GroupCoordinator
-
-        self.group_coordinator = GroupCoordinator(base, self.data_dir)
+        self.group_coordinator = GroupCoordinator(base, self.data_dir, wall_clock=lambda: clock.time_ns() / 1e9)
+        # Dynamic broker configs (IncrementalAlterConfigs/AlterConfigs on broker resources), per broker id
+        # and cluster-wide: kept here so they survive a broker restart, as Kafka keeps them in its metadata.
+        self.dynamic_configs = DynamicConfigStore()
+        self.shared = SharedState(self.metadata, self.group_coordinator, self.producer_ids, self.dynamic_configs,
+                                  owns_groups=False, clustered=True)
         self.configs: dict[int, BrokerConfig] = {
             i: dataclasses.replace(
                 base, node_id=i, port=base.port + i if base.port else 0,
@@ -60,10 +68,6 @@ class Cluster:
             for i in ids
         }
         self.brokers: dict[int, Broker] = {}
-        # Dynamic broker configs (IncrementalAlterConfigs/AlterConfigs on broker resources):
-        # per broker id, and the cluster-wide defaults (resource name "").
-        self.dynamic_broker_configs: dict[int, dict[str, str]] = {}
-        self.dynamic_broker_defaults: dict[str, str] = {}
         self._scopes: dict[int, trio.CancelScope] = {}
         self._stopped: dict[int, trio.Event] = {}
         self._nursery: trio.Nursery | None = None
@@ -85,7 +89,7 @@ class Cluster:
         return self.metadata.topics[topic].partitions[partition].leader
 
     # -- lifecycle -----------------------------------------------------------
-    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    async def run(self, *, task_status: trio.TaskStatus[Cluster] = trio.TASK_STATUS_IGNORED) -> None:
         """Start every broker, then run until cancelled."""
         try:
             async with trio.open_nursery() as nursery:
@@ -103,14 +107,13 @@ class Cluster:
         assert self._nursery is not None, "the cluster is not running"
         if broker_id in self.brokers:
             return self.brokers[broker_id]
-        broker = Broker(self.configs[broker_id], self.metadata, cluster=self,
-                        group_coordinator=self.group_coordinator)
-        broker.producer_ids = self.producer_ids  # one producer-id space for the cluster
+        broker = Broker(self.configs[broker_id], self.shared, clock=self.clock)
         await self._nursery.start(self._run_broker, broker)
         log.info("cluster: broker %d started on port %d", broker_id, broker.port)
         return broker
 
-    async def _run_broker(self, broker: Broker, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    async def _run_broker(self, broker: Broker, *,
+                          task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         bid = broker.node_id
         done = self._stopped[bid] = trio.Event()
         scope = self._scopes[bid] = trio.CancelScope()

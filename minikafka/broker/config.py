@@ -8,7 +8,7 @@ are Kafka's (dotted); :meth:`BrokerConfig.from_properties` reads a
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,13 @@ class BrokerConfig:
     delete_topic_enable: bool = True
     message_max_bytes: int = 1048588
     socket_request_max_bytes: int = 104857600
+    # Bytes of request frames buffered across all connections (Kafka's queued.max.request.bytes, whose
+    # default -1 is unbounded); minikafka bounds it at 256 MiB so a laptop broker cannot be made to
+    # hold more than that in partly received requests.  -1: unbounded, as Kafka.
+    queued_max_request_bytes: int = 256 << 20
+    max_connections: int = 2147483647
+    max_connections_per_ip: int = 2147483647
+    connections_max_idle_ms: int = 600000
     log_segment_bytes: int = 1 << 30
     log_retention_ms: int = 168 * _HOUR_MS
     log_retention_bytes: int = -1
@@ -94,6 +101,10 @@ class BrokerConfig:
         "delete.topic.enable": "delete_topic_enable",
         "message.max.bytes": "message_max_bytes",
         "socket.request.max.bytes": "socket_request_max_bytes",
+        "queued.max.request.bytes": "queued_max_request_bytes",
+        "max.connections": "max_connections",
+        "max.connections.per.ip": "max_connections_per_ip",
+        "connections.max.idle.ms": "connections_max_idle_ms",
         "log.segment.bytes": "log_segment_bytes",
         "log.retention.ms": "log_retention_ms",
         "log.retention.bytes": "log_retention_bytes",
@@ -215,5 +226,3 @@ def read_properties(path: str | Path) -> dict[str, str]:
                 break
     return out
 
-
-CONFIG_FIELDS = {f.name for f in fields(BrokerConfig)}

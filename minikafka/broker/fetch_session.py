@@ -25,10 +25,11 @@ import logging
 import random
 import time
 import uuid
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, NamedTuple
 
+from ..metrics import Meter, MetricConfig, MetricName, WindowedCount
 from ..protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -65,6 +66,28 @@ class PartitionRequest:
 
 
 @dataclass(slots=True)
+class FetchPartitionData:
+    """One partition's part of a fetch response, as read from the log (Kafka's ``FetchPartitionData``).
+
+    ``records`` is the stored batches (a list of chunks sent by reference) and ``size`` their bytes.
+    """
+
+    partition_index: int
+    error_code: int = 0
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+    records: bytes | list = b""
+    size: int = 0
+
+    def to_response(self) -> dict:
+        """The FetchResponse partition entry."""
+        return {"partition_index": self.partition_index, "error_code": self.error_code,
+                "high_watermark": self.high_watermark, "last_stable_offset": self.last_stable_offset,
+                "log_start_offset": self.log_start_offset, "records": self.records}
+
+
+@dataclass(slots=True)
 class CachedPartition:
     """A partition in a fetch session (Kafka's ``CachedPartition``)."""
 
@@ -89,30 +112,30 @@ class CachedPartition:
         self.current_leader_epoch = req.current_leader_epoch
         self.last_fetched_epoch = req.last_fetched_epoch
 
-    def maybe_update_response_data(self, resp: dict, update: bool) -> bool:
+    def maybe_update_response_data(self, resp: FetchPartitionData, update: bool) -> bool:
         """Whether an incremental response must carry this partition (and remember what it says).
 
         New records, a changed high watermark / last stable offset / log start
         offset, or an error; after an error the cached high watermark is reset so
         the partition is re-sent once the error clears.
         """
-        must = resp.get("_size", 0) > 0
-        hw = resp.get("high_watermark", -1)
+        must = resp.size > 0
+        hw = resp.high_watermark
         if hw != self.high_watermark:
             must = True
             if update:
                 self.high_watermark = hw
-        lso = resp.get("last_stable_offset", -1)
+        lso = resp.last_stable_offset
         if lso != self.last_stable_offset:
             must = True
             if update:
                 self.last_stable_offset = lso
-        lso_start = resp.get("log_start_offset", -1)
+        lso_start = resp.log_start_offset
         if lso_start != self.local_log_start_offset:
             must = True
             if update:
                 self.local_log_start_offset = lso_start
-        if resp.get("error_code", 0):
+        if resp.error_code:
             must = True
             if update:
                 self.high_watermark = -1
@@ -159,29 +182,6 @@ class FetchSession:
         return added, updated, removed
 
 
-class Meter:
-    """A counter with a one-minute rate, like the Yammer meters behind Kafka's ``*PerSec`` metrics."""
-
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self.count = 0
-        self.clock = clock
-        self._events: deque[float] = deque()
-
-    def mark(self, n: int = 1) -> None:
-        self.count += n
-        now = self.clock()
-        self._events.append(now)
-        while self._events and self._events[0] < now - 60:
-            self._events.popleft()
-
-    @property
-    def one_minute_rate(self) -> float:
-        now = self.clock()
-        while self._events and self._events[0] < now - 60:
-            self._events.popleft()
-        return len(self._events) / 60.0
-
-
 class FetchSessionCache:
     """The bounded set of incremental fetch sessions on one broker."""
 
@@ -192,7 +192,11 @@ class FetchSessionCache:
         self.clock_ms = clock_ms
         self.sessions: dict[int, FetchSession] = {}
         self.num_partitions = 0
-        self.eviction_meter = Meter()
+        # Kafka's IncrementalFetchSessionEvictionsPerSec meter: a rate over the default 2 x 30 s windows.
+        self._eviction_config = MetricConfig()
+        self.eviction_meter = Meter(MetricName.of("IncrementalFetchSessionEvictionsPerSec", "FetchSessionCache"),
+                                    MetricName.of("IncrementalFetchSessionEvictionsTotal", "FetchSessionCache"),
+                                    rate_stat=WindowedCount())
         self._rng = random.Random()
 
     # -- metrics, with Kafka's names -------------------------------------------
@@ -206,16 +210,18 @@ class FetchSessionCache:
 
     @property
     def evictions(self) -> int:
-        return self.eviction_meter.count
+        return int(self.eviction_meter.total.measure(self._eviction_config, self.clock_ms()))
+
+    def _mark_eviction(self) -> None:
+        self.eviction_meter.record(self._eviction_config, 1.0, self.clock_ms())
 
     def metrics(self) -> dict[str, float]:
         return {
             "kafka.server:type=FetchSessionCache,name=NumIncrementalFetchSessions": len(self.sessions),
             "kafka.server:type=FetchSessionCache,name=NumIncrementalFetchPartitionsCached": self.num_partitions,
             "kafka.server:type=FetchSessionCache,name=IncrementalFetchSessionEvictionsPerSec":
-                self.eviction_meter.one_minute_rate,
-            "kafka.server:type=FetchSessionCache,name=IncrementalFetchSessionEvictionsTotal":
-                self.eviction_meter.count,
+                self.eviction_meter.rate.measure(self._eviction_config, self.clock_ms()),
+            "kafka.server:type=FetchSessionCache,name=IncrementalFetchSessionEvictionsTotal": self.evictions,
         }
 
     # -- lookups and updates --------------------------------------------------
@@ -272,14 +278,14 @@ class FetchSessionCache:
         if now_ms - oldest.last_used_ms > self.eviction_ms:
             log.info("evicting stale fetch session %d", oldest.id)
             self.remove(oldest)
-            self.eviction_meter.mark()
+            self._mark_eviction()
             return True
         weakest = min(self.sessions.values(), key=FetchSession.eviction_key)
         if key > weakest.eviction_key():
             log.info("evicting fetch session %d (privileged=%s, size=%d) for a more valuable one",
                      weakest.id, weakest.privileged, weakest.cached_size)
             self.remove(weakest)
-            self.eviction_meter.mark()
+            self._mark_eviction()
             return True
         return False
 
@@ -299,12 +305,12 @@ class FetchContext:
         return []
 
     def update_and_generate_response(
-        self, data: "OrderedDict[PartitionKey, dict]"
-    ) -> tuple[int, "OrderedDict[PartitionKey, dict]"]:
+        self, data: "OrderedDict[PartitionKey, FetchPartitionData]"
+    ) -> tuple[int, "OrderedDict[PartitionKey, FetchPartitionData]"]:
         """(response session id, partitions to put in the response)."""
         return self.session_id, data
 
-    def peek_response(self, data: "OrderedDict[PartitionKey, dict]") -> "OrderedDict[PartitionKey, dict]":
+    def peek_response(self, data: "OrderedDict[PartitionKey, FetchPartitionData]") -> "OrderedDict[PartitionKey, FetchPartitionData]":
         """The partitions a response would carry, without touching session state (for sizing)."""
         return data
 
@@ -391,7 +397,7 @@ class IncrementalFetchContext(FetchContext):
     def update_and_generate_response(self, data):
         session = self.session
         assert session is not None
-        selected: OrderedDict[PartitionKey, dict] = OrderedDict()
+        selected: OrderedDict[PartitionKey, FetchPartitionData] = OrderedDict()
         for key, resp in data.items():
             cp = session.partitions.get(key)
             if cp is not None and cp.maybe_update_response_data(resp, True):

@@ -13,17 +13,20 @@ import logging
 import os
 import re
 import uuid
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from ..common import Node, PartitionMetadata, TopicMetadata
+from ..common.types import INTERNAL_TOPICS
 from ..protocol.errors import ErrorCode
+
+__all__ = ["INTERNAL_TOPICS", "ClusterMetadata", "MetadataError", "PartitionMetadata", "TopicMetadata",
+           "validate_topic_name"]
 
 log = logging.getLogger(__name__)
 
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_NAME = 249
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
 class MetadataError(Exception):
@@ -48,58 +51,33 @@ def validate_topic_name(name: str) -> None:
         )
 
 
-@dataclass
-class PartitionMetadata:
-    """One partition's leadership state."""
+def topic_to_json(topic: TopicMetadata) -> dict:
+    return {
+        "name": topic.name,
+        "topic_id": str(topic.topic_id),
+        "configs": topic.configs,
+        "partitions": [{"partition": p.partition, "leader": p.leader, "leader_epoch": p.leader_epoch,
+                        "replicas": p.replicas, "isr": p.isr} for p in topic.partitions],
+    }
 
-    partition: int
-    leader: int
-    leader_epoch: int = 0
-    replicas: list[int] = field(default_factory=list)
-    isr: list[int] = field(default_factory=list)
 
-
-@dataclass
-class TopicMetadata:
-    """A topic as the cluster knows it."""
-
-    name: str
-    topic_id: uuid.UUID
-    partitions: list[PartitionMetadata]
-    configs: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def num_partitions(self) -> int:
-        return len(self.partitions)
-
-    @property
-    def replication_factor(self) -> int:
-        return len(self.partitions[0].replicas) if self.partitions else 0
-
-    @property
-    def is_internal(self) -> bool:
-        return self.name in INTERNAL_TOPICS
-
-    def to_json(self) -> dict:
-        return {
-            "name": self.name,
-            "topic_id": str(self.topic_id),
-            "configs": self.configs,
-            "partitions": [p.__dict__ for p in self.partitions],
-        }
-
-    @classmethod
-    def from_json(cls, d: dict) -> "TopicMetadata":
-        return cls(
-            name=d["name"],
-            topic_id=uuid.UUID(d["topic_id"]),
-            configs=dict(d.get("configs", {})),
-            partitions=[PartitionMetadata(**p) for p in d["partitions"]],
-        )
+def topic_from_json(d: dict) -> TopicMetadata:
+    return TopicMetadata(
+        name=d["name"],
+        topic_id=uuid.UUID(d["topic_id"]),
+        configs=dict(d.get("configs", {})),
+        partitions=[PartitionMetadata(**p) for p in d["partitions"]],
+    )
 
 
 class ClusterMetadata:
-    """The topic registry, persisted to ``<data_dir>/cluster-metadata.json`` when a data dir is set."""
+    """The topic registry, persisted to ``<data_dir>/cluster-metadata.json`` when a data dir is set.
+
+    It plays both Kafka's controller (topic creation, deletion, partitions, configs, ISR changes,
+    broker failure) and every broker's ``MetadataCache`` (topics, live brokers, controller and
+    coordinator), as the handlers' :class:`~minikafka.broker.services.MetadataCache` and
+    :class:`~minikafka.broker.services.TopicController`.
+    """
 
     FILE = "cluster-metadata.json"
 
@@ -108,10 +86,9 @@ class ClusterMetadata:
         self.data_dir = data_dir
         self.topics: dict[str, TopicMetadata] = {}
         self.by_id: dict[uuid.UUID, TopicMetadata] = {}
-        # Multi-broker state (kept by a Cluster; a lone broker never touches it):
-        # the brokers that are up and their (host, port, rack), and callables
+        # The brokers that are up (each registers itself when it starts), and callables
         # fn(kind, topic_name) told of every change, as LeaderAndIsr/UpdateMetadata tell brokers.
-        self.live: dict[int, tuple[str, int, str | None]] = {}
+        self.live: dict[int, Node] = {}
         self.listeners: list[Callable[[str, str], None]] = []
         if data_dir is not None:
             self._load()
@@ -124,7 +101,7 @@ class ClusterMetadata:
             return
         data = json.loads(path.read_text())
         for d in data.get("topics", []):
-            t = TopicMetadata.from_json(d)
+            t = topic_from_json(d)
             self.topics[t.name] = t
             self.by_id[t.topic_id] = t
         log.info("loaded metadata for %d topics from %s", len(self.topics), path)
@@ -136,7 +113,7 @@ class ClusterMetadata:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         path = self.data_dir / self.FILE
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"topics": [t.to_json() for t in self.topics.values()]}, indent=1))
+        tmp.write_text(json.dumps({"topics": [topic_to_json(t) for t in self.topics.values()]}, indent=1))
         os.replace(tmp, path)
 
     # -- queries -----------------------------------------------------------
@@ -145,6 +122,23 @@ class ClusterMetadata:
 
     def get_topic_by_id(self, topic_id: uuid.UUID) -> TopicMetadata | None:
         return self.by_id.get(topic_id)
+
+    def all_topics(self) -> list[TopicMetadata]:
+        return list(self.topics.values())
+
+    def alive_brokers(self) -> list[Node]:
+        """Every registered running broker, by id."""
+        return [self.live[nid] for nid in sorted(self.live)]
+
+    def controller_id(self) -> int:
+        """The node that plays the controller: the lowest live broker id."""
+        return min(self.live) if self.live else min(self.broker_ids)
+
+    def coordinator(self) -> Node:
+        """The group and transaction coordinator: the lowest live broker (-1 when none is up)."""
+        if not self.live:
+            return Node(-1, "", -1)
+        return self.live[min(self.live)]
 
     # -- changes -----------------------------------------------------------
     def _assign(self, start: int, count: int, rf: int) -> list[list[int]]:
@@ -313,7 +307,7 @@ class ClusterMetadata:
 
     def broker_started(self, broker_id: int, host: str, port: int, rack: str | None = None) -> None:
         """A broker registered: offline partitions whose ISR holds it get it as leader (epoch + 1)."""
-        self.live[broker_id] = (host, port, rack)
+        self.live[broker_id] = Node(broker_id, host, port, rack)
         changed: set[str] = set()
         for topic in self.topics.values():
             for pm in topic.partitions:

@@ -29,21 +29,51 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import trio
 
 from ..client.connection import KafkaConnection
-from ..client.fetch_session import FetchRequestData, FetchSessionHandler, PartitionData, TopicPartition
+from ..client.fetch_session import FetchRequestData, FetchSessionHandler, PartitionData
+from ..common import Node, TopicMetadata, TopicPartition
 from ..protocol.api import ApiKey
 from ..protocol.errors import ErrorCode
 from ..protocol.records import CorruptRecordError
-
-if TYPE_CHECKING:
-    from .broker import Broker
-    from .replica_manager import Partition
+from .config import BrokerConfig
+from .partition import Partition
 
 log = logging.getLogger(__name__)
+
+
+class LeaderDirectory(Protocol):
+    """Where leaders are and what topics are called (the metadata a fetcher reads)."""
+
+    live: dict[int, Node]
+
+    def get_topic(self, name: str) -> TopicMetadata | None: ...
+
+
+class FollowerLog(Protocol):
+    """The follower side of the replica manager."""
+
+    def append_as_follower(self, part: Partition, records: bytes | memoryview) -> None: ...
+
+    def rebuild_producer_state(self, part: Partition) -> None: ...
+
+    def set_follower_high_watermark(self, part: Partition, leader_hw: int) -> None: ...
+
+
+class FollowerQuota(Protocol):
+    """The follower replication quota (Kafka's ``ReplicationQuotaManager`` for FollowerReplication)."""
+
+    @property
+    def limited(self) -> bool: ...
+
+    def is_throttled(self, topic: str, partition: int) -> bool: ...
+
+    def is_quota_exceeded(self) -> bool: ...
+
+    def record(self, value: int) -> None: ...
 
 OFFSET_FOR_LEADER_EPOCH_VERSION = 3  # the first with replica_id
 
@@ -52,7 +82,7 @@ OFFSET_FOR_LEADER_EPOCH_VERSION = 3  # the first with replica_id
 class PartitionFetchState:
     """One partition in a fetcher's map (Kafka's ``PartitionFetchState``)."""
 
-    part: "Partition"
+    part: Partition
     truncating: bool = True  # truncate via OffsetForLeaderEpoch before the first fetch
     delayed_until: float = 0.0  # trio time; set after an error (replica.fetch.backoff.ms)
     lag: int = 0  # leader high watermark - fetch position, after the last response
@@ -66,14 +96,18 @@ class PartitionFetchState:
 class ReplicaFetcher:
     """Fetches from one leader for this broker (Kafka's ``ReplicaFetcherThread``)."""
 
-    def __init__(self, broker: "Broker", leader_id: int) -> None:
-        self.broker = broker
+    def __init__(self, node_id: int, leader_id: int, config: BrokerConfig, metadata: LeaderDirectory,
+                 log: FollowerLog, quota: FollowerQuota) -> None:
+        self.node_id = node_id
         self.leader_id = leader_id
+        self.config = config
+        self.metadata = metadata
+        self.log = log
+        self.quota = quota
         self.name = f"ReplicaFetcherThread-0-{leader_id}"
         self.partitions: dict[TopicPartition, PartitionFetchState] = {}
         # Fetch v7+ has sessions (KIP-227); a follower pinned below that sends full fetches.
-        self.session = FetchSessionHandler(leader_id,
-                                           use_sessions=broker.config.replica_fetch_request_version >= 7)
+        self.session = FetchSessionHandler(leader_id, use_sessions=config.replica_fetch_request_version >= 7)
         self.conn: KafkaConnection | None = None
         self.cancel_scope = trio.CancelScope()
         self._changed = trio.Event()
@@ -81,7 +115,7 @@ class ReplicaFetcher:
         self.throttled_skips = 0  # partitions left out of a request by the follower quota
 
     # -- the partition map -------------------------------------------------------
-    def add_partition(self, part: "Partition") -> None:
+    def add_partition(self, part: Partition) -> None:
         self.partitions[TopicPartition(part.topic, part.index)] = PartitionFetchState(part)
         self._wake()
 
@@ -100,7 +134,7 @@ class ReplicaFetcher:
 
     # -- the loop (AbstractFetcherThread.doWork) ---------------------------------
     async def run(self) -> None:
-        cfg = self.broker.config
+        cfg = self.config
         with self.cancel_scope:
             try:
                 while True:
@@ -114,11 +148,11 @@ class ReplicaFetcher:
                             await self.fetch_once(conn)
                     except (OSError, ConnectionError, trio.BrokenResourceError, trio.ClosedResourceError,
                             trio.TooSlowError, LookupError) as exc:
-                        log.info("%s (broker %d): error talking to leader %d: %r", self.name, self.broker.node_id,
+                        log.info("%s (broker %d): error talking to leader %d: %r", self.name, self.node_id,
                                  self.leader_id, exc)
                         await self._recover(exc)
                     except Exception as exc:  # never take the broker down
-                        log.exception("%s (broker %d): unexpected error", self.name, self.broker.node_id)
+                        log.exception("%s (broker %d): unexpected error", self.name, self.node_id)
                         await self._recover(exc)
             finally:
                 await self._close()
@@ -126,15 +160,15 @@ class ReplicaFetcher:
     async def _recover(self, exc: BaseException) -> None:
         await self._close()
         self.session.handle_error(exc)
-        await trio.sleep(self.broker.config.replica_fetch_backoff_ms / 1000)
+        await trio.sleep(self.config.replica_fetch_backoff_ms / 1000)
 
     async def _connection(self) -> KafkaConnection:
         if self.conn is None:
-            endpoint = self.broker.metadata.live.get(self.leader_id)
+            endpoint = self.metadata.live.get(self.leader_id)
             if endpoint is None:
                 raise LookupError(f"leader {self.leader_id} is not live")
-            host, port, _ = endpoint
-            self.conn = await KafkaConnection.connect(host, port, client_id=f"broker-{self.broker.node_id}-fetcher-{self.leader_id}")
+            self.conn = await KafkaConnection.connect(endpoint.host, endpoint.port,
+                                                      client_id=f"broker-{self.node_id}-fetcher-{self.leader_id}")
         return self.conn
 
     async def _close(self) -> None:
@@ -153,7 +187,7 @@ class ReplicaFetcher:
             topics.setdefault(tp.topic, []).append({
                 "partition": tp.partition, "current_leader_epoch": st.part.leader_epoch,
                 "leader_epoch": st.part.log.latest_epoch()})
-        body = {"replica_id": self.broker.node_id,
+        body = {"replica_id": self.node_id,
                 "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()]}
         resp = await conn.request(ApiKey.OFFSET_FOR_LEADER_EPOCH, OFFSET_FOR_LEADER_EPOCH_VERSION, body)
         now = trio.current_time()
@@ -166,7 +200,7 @@ class ReplicaFetcher:
                 if p.error_code:
                     log.info("%s: OffsetForLeaderEpoch for %s-%d failed: %s", self.name, tp.topic, tp.partition,
                              ErrorCode(p.error_code).name)
-                    st.delayed_until = now + self.broker.config.replica_fetch_backoff_ms / 1000
+                    st.delayed_until = now + self.config.replica_fetch_backoff_ms / 1000
                     continue
                 self._truncate_partition(st, p.leader_epoch, p.end_offset)
 
@@ -183,20 +217,20 @@ class ReplicaFetcher:
             target = min(leader_end, local_end if local_end >= 0 else lg.high_watermark)
         if target < lg.log_end_offset:
             log.info("broker %d: truncating %s-%d from %d to %d (leader epoch %d ends at %d)",
-                     self.broker.node_id, lg.topic, lg.partition, lg.log_end_offset, target, leader_epoch,
+                     self.node_id, lg.topic, lg.partition, lg.log_end_offset, target, leader_epoch,
                      leader_end)
             lg.truncate_to(target)
-            self.broker.replica_manager.rebuild_producer_state(st.part)
+            self.log.rebuild_producer_state(st.part)
         st.truncating = False
 
     # -- fetching (Kafka's buildFetch / processFetchRequest) ---------------------
     def build_fetch(self) -> tuple[FetchRequestData, dict[TopicPartition, int]] | None:
         """The next fetch through the session handler, and the offsets it asks for."""
         now = trio.current_time()
-        cfg = self.broker.config
+        cfg = self.config
         builder = self.session.new_builder()
         offsets: dict[TopicPartition, int] = {}
-        quota = self.broker.follower_quota
+        quota = self.quota
         exceeded: bool | None = None  # checked once per request, when first needed
         for tp, st in self.partitions.items():
             if st.truncating or st.delayed_until > now:
@@ -207,7 +241,7 @@ class ReplicaFetcher:
                 if exceeded:
                     self.throttled_skips += 1
                     continue
-            topic = self.broker.metadata.get_topic(tp.topic)
+            topic = self.metadata.get_topic(tp.topic)
             if topic is None:
                 continue
             lg = st.part.log
@@ -219,7 +253,7 @@ class ReplicaFetcher:
         return builder.build(), offsets
 
     async def fetch_once(self, conn: KafkaConnection) -> None:
-        cfg = self.broker.config
+        cfg = self.config
         built = self.build_fetch()
         if built is None:
             with trio.move_on_after(cfg.replica_fetch_backoff_ms / 1000):
@@ -227,7 +261,7 @@ class ReplicaFetcher:
             return
         data, offsets = built
         version = cfg.replica_fetch_request_version
-        body = data.to_request(version, replica_id=self.broker.node_id, max_wait_ms=cfg.replica_fetch_wait_max_ms,
+        body = data.to_request(version, replica_id=self.node_id, max_wait_ms=cfg.replica_fetch_wait_max_ms,
                                min_bytes=cfg.replica_fetch_min_bytes, max_bytes=cfg.replica_fetch_response_max_bytes)
         resp = await conn.request(ApiKey.FETCH, version, body)
         self.rounds += 1
@@ -239,9 +273,8 @@ class ReplicaFetcher:
     def process_fetch_response(self, data: dict[TopicPartition, Any], offsets: dict[TopicPartition, int]) -> None:
         """Append, move the high watermark and record the lag of each returned partition."""
         now = trio.current_time()
-        backoff = self.broker.config.replica_fetch_backoff_ms / 1000
-        appended = False
-        quota = self.broker.follower_quota
+        backoff = self.config.replica_fetch_backoff_ms / 1000
+        quota = self.quota
         for tp, pd in data.items():
             st = self.partitions.get(tp)
             # Only if still fetched from the offset asked for (not removed or truncated meanwhile).
@@ -255,14 +288,13 @@ class ReplicaFetcher:
                     quota.record(len(records) if not isinstance(records, memoryview) else records.nbytes)
                 if records:
                     try:
-                        self.broker.replica_manager.append_as_follower(st.part, records)
-                        appended = True
+                        self.log.append_as_follower(st.part, records)
                     except CorruptRecordError as exc:
                         log.warning("%s: bad records for %s-%d at %d: %s", self.name, tp.topic, tp.partition,
                                     offsets[tp], exc)
                         st.delayed_until = now + backoff
                         continue
-                lg.high_watermark = min(pd.high_watermark, lg.log_end_offset)
+                self.log.set_follower_high_watermark(st.part, pd.high_watermark)
                 st.lag = max(pd.high_watermark - lg.log_end_offset, 0)
                 st.in_sync = st.lag == 0
             elif code == ErrorCode.OFFSET_OUT_OF_RANGE:
@@ -273,15 +305,18 @@ class ReplicaFetcher:
             else:
                 log.info("%s: fetch of %s-%d failed: %s", self.name, tp.topic, tp.partition, ErrorCode(code).name)
                 st.delayed_until = now + backoff
-        if appended:
-            self.broker.replica_manager.notify_append()
 
 
 class ReplicaFetcherManager:
     """This broker's fetchers, one per leader (Kafka's ``ReplicaFetcherManager``)."""
 
-    def __init__(self, broker: "Broker") -> None:
-        self.broker = broker
+    def __init__(self, node_id: int, config: BrokerConfig, metadata: LeaderDirectory, log: FollowerLog,
+                 quota: FollowerQuota) -> None:
+        self.node_id = node_id
+        self.config = config
+        self.metadata = metadata
+        self.log = log
+        self.quota = quota
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self.nursery: trio.Nursery | None = None
 
@@ -290,22 +325,23 @@ class ReplicaFetcherManager:
         for f in self.fetchers.values():
             nursery.start_soon(f.run)
 
-    def add_partition(self, part: "Partition", leader_id: int) -> None:
+    def add_partition(self, part: Partition, leader_id: int) -> None:
         fetcher = self.fetchers.get(leader_id)
         if fetcher is None:
-            fetcher = self.fetchers[leader_id] = ReplicaFetcher(self.broker, leader_id)
+            fetcher = self.fetchers[leader_id] = ReplicaFetcher(self.node_id, leader_id, self.config, self.metadata,
+                                                                self.log, self.quota)
             if self.nursery is not None:
                 self.nursery.start_soon(fetcher.run)
         fetcher.add_partition(part)
 
-    def remove_partition(self, part: "Partition") -> None:
+    def remove_partition(self, part: Partition) -> None:
         for leader_id, fetcher in list(self.fetchers.items()):
             if fetcher.remove_partition(part.topic, part.index) and not fetcher.partitions:
                 # Kafka's shutdownIdleFetcherThreads
                 fetcher.cancel_scope.cancel()
                 del self.fetchers[leader_id]
 
-    def has_partition(self, part: "Partition") -> bool:
+    def has_partition(self, part: Partition) -> bool:
         tp = TopicPartition(part.topic, part.index)
         return any(tp in f.partitions for f in self.fetchers.values())
 

@@ -2,8 +2,11 @@
 
 ``append_records`` validates each produce batch by its 61-byte header and
 CRC only (records are never decoded), checks idempotent-producer sequences,
-and appends; ``read`` returns stored batches as opaque chunks.  Appends wake
-long-polling fetches through a Trio event.
+and appends; logs return stored batches as opaque chunks.  A change to a
+partition wakes only the delayed fetches and produces watching that partition
+(:class:`~minikafka.broker.purgatory.DelayedOperationPurgatory`).  It depends
+on narrow Protocols (:class:`PartitionStateStore` for the metadata,
+:class:`ReplicaFetchers` for the follower side), not on the broker.
 
 In a cluster it also plays Kafka's ``Partition`` leader/follower transitions
 (``makeLeader``/``makeFollower``, driven by the shared metadata as LeaderAndIsr
@@ -17,73 +20,52 @@ replica keeps ``Log.auto_advance_hw`` (HW = LEO), so a lone broker behaves as be
 from __future__ import annotations
 
 import logging
-import time
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, NamedTuple
+from typing import Protocol
 
-import trio
-
+from ..common import SYSTEM_CLOCK, Clock, TopicMetadata, TopicPartition
+from ..common.types import PartitionMetadata
 from ..protocol.errors import ErrorCode
 from ..protocol.records import CorruptRecordError, iter_batches
-from .log import Log, LogConfig, LogManager
-from .metadata import PartitionMetadata, TopicMetadata
+from .config import BrokerConfig
+from .log import LogConfig, LogManager
+from .partition import Partition, ProduceResult, ReplicaState
 from .producer_state import BatchMetadata, ProducerStateManager
+from .purgatory import DelayedOperationPurgatory
 
-if TYPE_CHECKING:
-    from .broker import Broker
+__all__ = ["Partition", "ProduceResult", "ReplicaManager", "ReplicaState", "log_config_for"]
 
 log = logging.getLogger(__name__)
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
+class PartitionStateStore(Protocol):
+    """The controller-side metadata the replica manager reads and the ISR changes it asks for."""
+
+    def get_topic(self, name: str) -> TopicMetadata | None: ...
+
+    def all_topics(self) -> list[TopicMetadata]: ...
+
+    def set_isr(self, topic: str, partition: int, isr: list[int]) -> None: ...
 
 
-@dataclass
-class ReplicaState:
-    """The leader's view of one follower (Kafka's ``Replica`` / ``ReplicaState``)."""
+class ReplicaFetchers(Protocol):
+    """The follower side: which partitions this broker fetches from which leader."""
 
-    broker_id: int
-    log_end_offset: int = -1  # unknown until the follower's first fetch
-    last_caught_up_time_ms: int = 0
-    last_fetch_leader_log_end_offset: int = 0
-    last_fetch_time_ms: int = 0
+    def add_partition(self, part: Partition, leader_id: int) -> None: ...
 
+    def remove_partition(self, part: Partition) -> None: ...
 
-@dataclass
-class Partition:
-    """A partition this broker hosts (Kafka's ``Partition``): its log, leader epoch and producer state.
-
-    ``leader_id`` is who leads it as this broker last heard (``local_id`` leads
-    it when they are equal); as leader, ``remote`` holds each follower's state.
-    """
-
-    topic: str
-    index: int
-    log: Log
-    leader_epoch: int = 0
-    producers: ProducerStateManager = field(default_factory=ProducerStateManager)
-    local_id: int = 0
-    leader_id: int = 0
-    replicas: list[int] = field(default_factory=list)
-    remote: dict[int, ReplicaState] = field(default_factory=dict)
-
-    @property
-    def is_leader(self) -> bool:
-        return self.leader_id == self.local_id
-
-    @property
-    def is_replicated(self) -> bool:
-        return len(self.replicas) > 1
+    def has_partition(self, part: Partition) -> bool: ...
 
 
-class ProduceResult(NamedTuple):
-    error: ErrorCode
-    base_offset: int = -1
-    log_append_time: int = -1
-    log_start_offset: int = -1
-    message: str | None = None
-    last_offset: int = -1  # the last offset appended (or of the duplicate), for acks=all
+class _NoFetchers:
+    def add_partition(self, part: Partition, leader_id: int) -> None:
+        pass
+
+    def remove_partition(self, part: Partition) -> None:
+        pass
+
+    def has_partition(self, part: Partition) -> bool:
+        return False
 
 
 def log_config_for(topic: TopicMetadata, defaults: dict[str, str]) -> LogConfig:
@@ -100,34 +82,46 @@ def log_config_for(topic: TopicMetadata, defaults: dict[str, str]) -> LogConfig:
 
 
 class ReplicaManager:
-    """Owns this broker's partitions and their logs."""
+    """Owns this broker's partitions and their logs.
 
-    def __init__(self, broker: "Broker") -> None:
-        self.broker = broker
-        self.log_manager = LogManager(broker.config.data_dir / "logs" if broker.config.data_dir else None)
-        self.partitions: dict[tuple[str, int], Partition] = {}
-        self._appended = trio.Event()
-        self.append_generation = 0  # bumped on every append; unchanged means logs are as they were
+    Every change to a partition (append, high watermark, log start offset,
+    leadership, deletion) completes the delayed fetches and produces waiting
+    on that partition only (:meth:`partition_changed`).
+    """
+
+    def __init__(self, node_id: int, config: BrokerConfig, metadata: PartitionStateStore, *,
+                 clock: Clock = SYSTEM_CLOCK, fetchers: ReplicaFetchers | None = None,
+                 delayed_fetch: DelayedOperationPurgatory | None = None,
+                 delayed_produce: DelayedOperationPurgatory | None = None) -> None:
+        self.node_id = node_id
+        self.config = config
+        self.metadata = metadata
+        self.clock = clock
+        self.fetchers: ReplicaFetchers = fetchers or _NoFetchers()
+        self.delayed_fetch = delayed_fetch or DelayedOperationPurgatory("Fetch")
+        self.delayed_produce = delayed_produce or DelayedOperationPurgatory("Produce")
+        self.log_manager = LogManager(config.data_dir / "logs" if config.data_dir else None, clock)
+        self.partitions: dict[TopicPartition, Partition] = {}
         self.isr_shrinks = 0
         self.isr_expands = 0
 
     # -- partitions --------------------------------------------------------
     def load(self) -> None:
         """Open the logs of every known topic (start-up with a data dir)."""
-        defaults = self.broker.config.topic_defaults()
-        configs = {t.name: log_config_for(t, defaults) for t in self.broker.metadata.topics.values()}
-        replicated = {(t.name, p.partition) for t in self.broker.metadata.topics.values()
-                      for p in t.partitions if len(p.replicas) > 1}
+        defaults = self.config.topic_defaults()
+        topics = self.metadata.all_topics()
+        configs = {t.name: log_config_for(t, defaults) for t in topics}
+        replicated = {(t.name, p.partition) for t in topics for p in t.partitions if len(p.replicas) > 1}
         self.log_manager.load_existing(configs, replicated)
-        for topic in self.broker.metadata.topics.values():
+        for topic in topics:
             self.ensure_partitions(topic)
 
     def ensure_partitions(self, topic: TopicMetadata) -> None:
         """Create local partitions for every replica of ``topic`` this broker hosts."""
-        cfg = log_config_for(topic, self.broker.config.topic_defaults())
-        me = self.broker.node_id
+        cfg = log_config_for(topic, self.config.topic_defaults())
+        me = self.node_id
         for pm in topic.partitions:
-            key = (topic.name, pm.partition)
+            key = TopicPartition(topic.name, pm.partition)
             if me in pm.replicas and key not in self.partitions:
                 lg = self.log_manager.get_or_create(topic.name, pm.partition, cfg)
                 if len(pm.replicas) > 1:
@@ -138,12 +132,12 @@ class ReplicaManager:
     def remove_topic(self, name: str) -> None:
         for key in [k for k in self.partitions if k[0] == name]:
             part = self.partitions.pop(key)
-            self.broker.fetcher_manager.remove_partition(part)
+            self.fetchers.remove_partition(part)
+            self.partition_changed(key)  # waiting requests re-read and report the topic as gone
         self.log_manager.delete_topic(name)
-        self.notify_append()  # waiting fetches re-read and report the topic as gone
 
     def get(self, topic: str, index: int) -> Partition | None:
-        return self.partitions.get((topic, index))
+        return self.partitions.get(TopicPartition(topic, index))
 
     # -- append ------------------------------------------------------------
     def append_records(
@@ -201,7 +195,7 @@ class ReplicaManager:
             offset += header.last_offset_delta + 1
         if not lg.auto_advance_hw:
             self.maybe_increment_hw(part)
-        self.notify_append()
+        self.delayed_fetch.check_and_complete(part.tp)
         return ProduceResult(ErrorCode.NONE, info.first_offset, info.log_append_time, lg.log_start_offset,
                              last_offset=info.last_offset)
 
@@ -210,6 +204,15 @@ class ReplicaManager:
         does, so idempotent producers carry on after a failover."""
         part.log.append_as_follower(records)
         self._update_producers(part, records)
+        self.delayed_fetch.check_and_complete(part.tp)
+
+    def delete_records(self, part: Partition, offset: int) -> int:
+        """DeleteRecords: move the log start offset to ``offset`` (-1: the high watermark); returns
+        the new low watermark.  Raises ``OffsetOutOfRangeError`` past the high watermark."""
+        lg = part.log
+        low = lg.delete_records_before(lg.high_watermark if offset == -1 else offset)
+        self.partition_changed(part.tp)  # waiting fetches see the new log start
+        return low
 
     def rebuild_producer_state(self, part: Partition) -> None:
         """Kafka ``rebuildProducerState`` after a truncation: replay the whole (local) log."""
@@ -231,7 +234,7 @@ class ReplicaManager:
     def apply_leadership(self, topic_name: str | None = None) -> None:
         """Bring local partitions (of one topic, or all) in line with the shared metadata,
         as a LeaderAndIsr request would: become leader or follower where that changed."""
-        md = self.broker.metadata
+        md = self.metadata
         for (name, index), part in list(self.partitions.items()):
             if topic_name is not None and name != topic_name:
                 continue
@@ -247,16 +250,16 @@ class ReplicaManager:
                 else:
                     self.maybe_increment_hw(part)  # the ISR may have lost a stopped broker
             elif pm.leader != part.leader_id or pm.leader_epoch != part.leader_epoch or (
-                    pm.leader >= 0 and not self.broker.fetcher_manager.has_partition(part)):
+                    pm.leader >= 0 and not self.fetchers.has_partition(part)):
                 self.make_follower(part, pm)
 
     def make_leader(self, part: Partition, pm: PartitionMetadata) -> None:
         """Kafka ``Partition.makeLeader``: new epoch in the epoch cache, fresh follower states
         (in-sync followers count as caught up now), stop fetching, maybe advance the HW."""
-        now = _now_ms()
+        now = self.clock.time_ms()
         was = part.leader_id
         part.leader_id, part.leader_epoch = part.local_id, pm.leader_epoch
-        self.broker.fetcher_manager.remove_partition(part)
+        self.fetchers.remove_partition(part)
         lg = part.log
         if part.is_replicated:
             lg.auto_advance_hw = False
@@ -267,7 +270,7 @@ class ReplicaManager:
         log.info("broker %d: leader of %s-%d at epoch %d (was %d), LEO %d HW %d", part.local_id, part.topic,
                  part.index, pm.leader_epoch, was, lg.log_end_offset, lg.high_watermark)
         self.maybe_increment_hw(part)
-        self.notify_append()
+        self.partition_changed(part.tp)
 
     def make_follower(self, part: Partition, pm: PartitionMetadata) -> None:
         """Kafka ``Partition.makeFollower`` + ``ReplicaFetcherManager.addFetcherForPartitions``:
@@ -275,12 +278,12 @@ class ReplicaManager:
         part.leader_id, part.leader_epoch = pm.leader, pm.leader_epoch
         part.remote = {}
         part.log.auto_advance_hw = False
-        self.broker.fetcher_manager.remove_partition(part)
+        self.fetchers.remove_partition(part)
         if pm.leader >= 0:
-            self.broker.fetcher_manager.add_partition(part, pm.leader)
+            self.fetchers.add_partition(part, pm.leader)
         log.info("broker %d: follower of %s-%d, leader %d epoch %d, LEO %d", part.local_id, part.topic,
                  part.index, pm.leader, pm.leader_epoch, part.log.log_end_offset)
-        self.notify_append()  # waiting fetches and produces see NOT_LEADER_OR_FOLLOWER
+        self.partition_changed(part.tp)  # waiting fetches and produces see NOT_LEADER_OR_FOLLOWER
 
     # -- leader side of replication ----------------------------------------
     def record_follower_fetch(self, part: Partition, replica_id: int, fetch_offset: int, now_ms: int) -> None:
@@ -303,12 +306,12 @@ class ReplicaManager:
         self.maybe_increment_hw(part)
 
     def _partition_metadata(self, part: Partition) -> PartitionMetadata | None:
-        topic = self.broker.metadata.get_topic(part.topic)
-        if topic is None or part.index >= topic.num_partitions:
-            return None
-        return topic.partitions[part.index]
+        topic = self.metadata.get_topic(part.topic)
+        return topic.partition(part.index) if topic is not None else None
 
     def isr(self, part: Partition) -> list[int]:
+        if not part.is_replicated:
+            return [part.local_id]
         pm = self._partition_metadata(part)
         return list(pm.isr) if pm is not None else [part.local_id]
 
@@ -320,12 +323,12 @@ class ReplicaManager:
             new_isr = sorted(set(pm.isr) | {st.broker_id}, key=pm.replicas.index)
             log.info("broker %d: expanding ISR of %s-%d from %s to %s", part.local_id, part.topic, part.index,
                      pm.isr, new_isr)
-            self.broker.metadata.set_isr(part.topic, part.index, new_isr)
+            self.metadata.set_isr(part.topic, part.index, new_isr)
             self.isr_expands += 1
 
     def maybe_shrink_isr(self, now_ms: int) -> None:
         """Kafka ``Partition.maybeShrinkIsr``: drop followers not caught up for replica.lag.time.max.ms."""
-        lag_max = self.broker.config.replica_lag_time_max_ms
+        lag_max = self.config.replica_lag_time_max_ms
         for part in list(self.partitions.values()):
             if not part.is_leader or not part.is_replicated:
                 continue
@@ -338,7 +341,7 @@ class ReplicaManager:
                 new_isr = [b for b in pm.isr if b not in out]
                 log.info("broker %d: shrinking ISR of %s-%d from %s to %s (out of sync: %s)", part.local_id,
                          part.topic, part.index, pm.isr, new_isr, out)
-                self.broker.metadata.set_isr(part.topic, part.index, new_isr)
+                self.metadata.set_isr(part.topic, part.index, new_isr)
                 self.isr_shrinks += 1
                 self.maybe_increment_hw(part)
 
@@ -364,16 +367,20 @@ class ReplicaManager:
             new_hw = min(new_hw, st.log_end_offset if st is not None else -1)
         if new_hw > lg.high_watermark:
             lg.high_watermark = new_hw
-            self.notify_append()  # consumers waiting below the HW and acks=all produces
+            self.partition_changed(part.tp)  # consumers waiting below the HW and acks=all produces
             return True
         return False
 
-    # -- long-poll support -------------------------------------------------
-    def notify_append(self) -> None:
-        """Wake every fetch waiting for data (called on appends and other log changes)."""
-        self.append_generation += 1
-        self._appended.set()
-        self._appended = trio.Event()
+    def set_follower_high_watermark(self, part: Partition, leader_hw: int) -> None:
+        """A follower's HW: min(leader HW, local log end); wakes waiters when it moved."""
+        lg = part.log
+        hw = min(leader_hw, lg.log_end_offset)
+        if hw != lg.high_watermark:
+            lg.high_watermark = hw
+            self.partition_changed(part.tp)
 
-    async def wait_for_append(self) -> None:
-        await self._appended.wait()
+    # -- delayed operations (Kafka's tryCompleteDelayedFetch / Produce) ------
+    def partition_changed(self, tp: TopicPartition) -> None:
+        """Wake the fetches and produces waiting on ``tp`` (and only those)."""
+        self.delayed_fetch.check_and_complete(tp)
+        self.delayed_produce.check_and_complete(tp)

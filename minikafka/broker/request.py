@@ -1,18 +1,34 @@
-"""Per-request context handed to handlers (Kafka's ``RequestContext``), free of any I/O."""
+"""A request on its way through the broker, free of any I/O.
+
+:class:`RequestContext` models ``org.apache.kafka.common.requests.RequestContext``
+(header fields, connection, principal) plus the per-request accounting that
+Kafka keeps on ``RequestChannel.Request`` (throttle decision, quota
+exemptions, handler start time); :class:`Request` and :class:`Response` are
+``RequestChannel.Request`` / ``Response``: what :class:`~minikafka.broker.apis.KafkaApis`
+takes from the socket server and gives back to it.  :class:`RequestObserver`
+is the hook capture and metrics attach to.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from collections.abc import Callable
+from typing import Any, Protocol
+
+
+@dataclass(slots=True)
+class FetchTrace:
+    """What a Fetch did, for observers (capture, tests): its session context and, for a follower
+    fetch, the bytes recorded into the leader replication quota."""
+
+    context: str  # "sessionless", "full", "incremental" or "error"
+    session_id: int | None = None
+    leader_quota_recorded: int | None = None
 
 
 @dataclass(slots=True)
 class RequestContext:
-    """What a handler may know about a request besides its body.
-
-    Models ``org.apache.kafka.common.requests.RequestContext``: the header
-    fields, the connection it came on and the principal.  Handlers never see
-    the socket.
-    """
+    """What a handler may know about a request besides its body; handlers never see the socket."""
 
     api_key: int
     api_version: int
@@ -28,7 +44,9 @@ class RequestContext:
     throttle_time_ms: int = 0
     throttle_quota: str = ""  # which quota type ("Produce", "Fetch", "Request") set throttle_time_ms
     exempt_request_quota: bool = False
-    notes: dict = field(default_factory=dict)
+    request_quota_recorded: bool = False  # the handler charged the request quota itself (Fetch)
+    handler_started_ns: int = 0  # the task's run time when the handler started (request quota)
+    fetch: FetchTrace | None = None
 
     @property
     def user(self) -> str:
@@ -44,3 +62,72 @@ class RequestContext:
         if throttle_ms > self.throttle_time_ms:
             self.throttle_time_ms = throttle_ms
             self.throttle_quota = quota_type
+
+
+@dataclass(slots=True)
+class Request:
+    """A parsed request: context, body (None for an ApiVersions version the broker does not know)
+    and the frame it came in (record batches in the body are views into it)."""
+
+    context: RequestContext
+    body: Any
+    frame: bytearray
+
+
+@dataclass(slots=True)
+class Response:
+    """What the socket server sends: the response buffers (header first; None when no response is due,
+    e.g. acks=0), and whether it must wait until the throttled channel is unmuted (versions older than
+    KIP-219, whose clients do not back off by themselves)."""
+
+    request: Request
+    segments: list | None
+    hold_until_unmuted: bool = False
+    error: int = 0  # the error code of an error response built because the handler failed
+
+    @property
+    def size(self) -> int:
+        """Bytes on the wire, size prefix included (0 without a response)."""
+        if self.segments is None:
+            return 0
+        return 4 + sum(s.nbytes if isinstance(s, memoryview) else len(s) for s in self.segments)
+
+
+class RequestObserver(Protocol):
+    """Told of every request (capture, metrics, tests).  Kafka's request logger / metrics hooks."""
+
+    def on_request(self, request: Request) -> None:
+        """Parsed, before the handler runs (the frame is as received)."""
+        ...
+
+    def on_response(self, response: Response) -> None:
+        """Handled, before the response is sent."""
+        ...
+
+    def on_response_sent(self, response: Response) -> None:
+        """The response left (or, without one, the request was handled)."""
+        ...
+
+
+class ObserverBase:
+    """A :class:`RequestObserver` that ignores everything; subclass and override what you need."""
+
+    def on_request(self, request: Request) -> None:
+        pass
+
+    def on_response(self, response: Response) -> None:
+        pass
+
+    def on_response_sent(self, response: Response) -> None:
+        pass
+
+
+class ResponseObserver(ObserverBase):
+    """Calls ``fn(context, request_frame, response_segments)`` for every handled request, before its
+    response is sent (``response_segments`` None when none is due)."""
+
+    def __init__(self, fn: Callable[[RequestContext, bytearray, list | None], object]) -> None:
+        self.fn = fn
+
+    def on_response(self, response: Response) -> None:
+        self.fn(response.request.context, response.request.frame, response.segments)

@@ -1,89 +1,49 @@
 """The Trio TCP front end (Kafka's ``SocketServer``: Acceptor + Processor).
 
-One task per connection reads size-prefixed frames, hands each to
-:class:`~minikafka.broker.apis.KafkaApis` and writes the response before it
-reads the next request, as Kafka does by muting a channel while a request is
-in flight; pipelined requests simply wait in the receive buffer, so responses
-go out in request order.  A frame over ``socket.request.max.bytes``, an
+One task per connection feeds the socket's bytes to a sans-I/O
+:class:`~minikafka.protocol.framing.FrameDecoder`, hands each frame to
+:class:`~minikafka.broker.apis.KafkaApis` and sends the
+:class:`~minikafka.broker.request.Response` it returns before it reads the
+next request, as Kafka does by muting a channel while a request is in flight;
+pipelined requests wait in the decoder, so responses go out in request order.
+The server knows nothing of capture, quotas or Produce: a quota that throttles
+the request mutes the connection through its :class:`Channel` (the quota's
+``ThrottleCallback``), and the server reads nothing more until it is unmuted.
+
+Limits, as Kafka's: ``socket.request.max.bytes`` per frame; a frame's memory
+grows as its bytes arrive and is charged to the broker's
+``queued.max.request.bytes`` pool (when the pool is exhausted, connections that
+need memory stop reading until a request completes); ``max.connections``
+(new connections wait to be accepted), ``max.connections.per.ip`` (refused)
+and ``connections.max.idle.ms`` (closed).  A frame that cannot be framed, an
 unknown api key, an unsupported version or a body that does not parse closes
 that connection with one log line; other connections carry on.
 """
 
 from __future__ import annotations
 
+import errno
 import itertools
-from collections.abc import Callable
-from functools import partial
 import logging
-from typing import TYPE_CHECKING
+from collections import Counter
+from collections.abc import Callable
 
 import trio
 
-from ..capture.produce import original_frame_parts
 from ..iovec import IOV_MAX, advance, byte_views
+from ..protocol.framing import CLOSED, NEED_DATA, NEED_MEMORY, FrameDecoder, FrameError, MemoryPool
 from .apis import CloseConnection, KafkaApis
-from .quota import client_throttles_itself
-
-if TYPE_CHECKING:
-    from .broker import Broker
+from .config import BrokerConfig
+from .quota import ThrottledChannelReaper
+from .request import Request
 
 log = logging.getLogger(__name__)
 
-_RECV_SIZE = 256 * 1024
 _ids = itertools.count(1)
-
-
-class FrameReader:
-    """Reads Kafka size-prefixed frames from a trio socket with few copies.
-
-    Small frames are cut from a shared receive buffer; a large frame gets its
-    own ``bytearray`` that the socket fills directly (``recv_into``).
-    """
-
-    def __init__(self, sock: trio.socket.SocketType, max_size: int) -> None:
-        self.sock = sock
-        self.max_size = max_size
-        self.buf = bytearray()
-
-    async def _fill(self) -> bool:
-        data = await self.sock.recv(_RECV_SIZE)
-        if not data:
-            return False
-        self.buf += data
-        return True
-
-    async def read_frame(self) -> bytearray | None:
-        """The next frame's payload, or None at a clean end of stream."""
-        while len(self.buf) < 4:
-            if not await self._fill():
-                if self.buf:
-                    raise CloseConnection("connection closed mid-frame")
-                return None
-        size = int.from_bytes(self.buf[:4], "big", signed=True)
-        if size < 0 or size > self.max_size:
-            raise CloseConnection(
-                f"frame of {size} bytes exceeds socket.request.max.bytes={self.max_size}"
-            )
-        have = len(self.buf) - 4
-        if have >= size:
-            frame = self.buf[4:4 + size]
-            del self.buf[:4 + size]
-            return frame
-        frame = bytearray(size)
-        view = memoryview(frame)
-        with memoryview(self.buf) as pending:
-            view[:have] = pending[4:]
-        self.buf.clear()
-        pos = have
-        while pos < size:
-            n = await self.sock.recv_into(view[pos:], size - pos)
-            if n == 0:
-                raise CloseConnection("connection closed mid-frame")
-            pos += n
-        return frame
-
-
 _COALESCE = 64 * 1024
+# Kafka's Acceptor and trio's serve_listeners back off on these instead of failing.
+ACCEPT_CAPACITY_ERRNOS = {errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS}
+ACCEPT_BACKOFF_S = 0.1
 
 
 async def send_frame(sock: trio.socket.SocketType, segments: list) -> None:
@@ -102,94 +62,191 @@ async def send_frame(sock: trio.socket.SocketType, segments: list) -> None:
         i = advance(views, i, await sock.sendmsg(views[i:i + IOV_MAX]))
 
 
+class Channel:
+    """One connection's mute state: the ``ThrottleCallback`` a quota uses (Kafka's channel muting)."""
+
+    def __init__(self) -> None:
+        self._mutes = 0
+        self._unmuted = trio.Event()
+        self._unmuted.set()
+
+    def start_throttling(self) -> None:
+        self._mutes += 1
+        if self._mutes == 1:
+            self._unmuted = trio.Event()
+
+    def end_throttling(self) -> None:
+        self._mutes = max(self._mutes - 1, 0)
+        if self._mutes == 0:
+            self._unmuted.set()
+
+    @property
+    def muted(self) -> bool:
+        return self._mutes > 0
+
+    async def wait_unmuted(self) -> None:
+        await self._unmuted.wait()
+
+
+async def run_reaper(reaper: ThrottledChannelReaper) -> None:
+    """Drive the quotas' delay queue: unmute each throttled channel when it is due."""
+    wake = trio.Event()
+
+    def schedule() -> None:
+        wake.set()
+
+    reaper.on_schedule = schedule
+    try:
+        while True:
+            due = reaper.expire()
+            wake = trio.Event()
+            with trio.move_on_at(float("inf") if due is None else due):
+                await wake.wait()
+    finally:
+        reaper.on_schedule = None
+
+
 class SocketServer:
     """Accepts connections and runs one request loop per connection."""
 
-    def __init__(self, broker: "Broker") -> None:
-        self.broker = broker
-        self.apis = KafkaApis(broker)
-        self.connections: dict[str, trio.SocketStream] = {}
+    def __init__(self, config: BrokerConfig, apis: KafkaApis, pool: MemoryPool,
+                 on_closed: Callable[[str], None] | None = None) -> None:
+        self.config = config
+        self.apis = apis
+        self.pool = pool
+        self.on_closed = on_closed
         self.listeners: list[trio.SocketListener] = []
+        self.open_connections = 0
+        self.per_ip: Counter[str] = Counter()
+        self.refused = 0
+        self._slots = trio.CapacityLimiter(config.max_connections)
+        self._memory_freed = trio.Event()
+        pool.on_release = self._on_memory_released
 
-    async def serve(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        cfg = self.broker.config
+    def _on_memory_released(self) -> None:
+        self._memory_freed.set()
+        self._memory_freed = trio.Event()
+
+    async def serve(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
+        cfg = self.config
         self.listeners = await trio.open_tcp_listeners(cfg.port, host=cfg.host)
         bound = self.listeners[0].socket.getsockname()[1]
         if cfg.port == 0:
             cfg.port = bound
         log.info("broker %d listening on %s:%d", cfg.node_id, cfg.host, bound)
-        task_status.started(bound)
-        await trio.serve_listeners(self.handle_connection, self.listeners)
+        async with trio.open_nursery() as nursery:
+            for listener in self.listeners:
+                nursery.start_soon(self._accept_loop, listener, nursery)
+            task_status.started(bound)
 
-    async def _send_throttled(self, sock: trio.socket.SocketType, ctx, response: list | None,
-                              sent: Callable[[], None]) -> None:
-        """KIP-219: answer at once, then mute the connection for the throttle time.
+    async def _accept_loop(self, listener: trio.SocketListener, nursery: trio.Nursery) -> None:
+        """Kafka's Acceptor: wait for a connection slot (``max.connections``), then accept."""
+        async with listener:
+            while True:
+                token = object()  # holds one of the max.connections slots for the connection's life
+                await self._slots.acquire_on_behalf_of(token)
+                try:
+                    stream = await listener.accept()
+                except OSError as exc:
+                    self._slots.release_on_behalf_of(token)
+                    if exc.errno not in ACCEPT_CAPACITY_ERRNOS:
+                        raise
+                    log.error("accept returned %s (%s); retrying in %s seconds", errno.errorcode[exc.errno],
+                              exc.strerror, ACCEPT_BACKOFF_S)
+                    await trio.sleep(ACCEPT_BACKOFF_S)
+                    continue
+                except BaseException:
+                    self._slots.release_on_behalf_of(token)
+                    raise
+                nursery.start_soon(self._run_connection, stream, token)
 
-        Versions whose clients do not back off on throttle_time_ms get their
-        response held for the throttle time instead (the pre-KIP-219 behaviour).
-        ``sent`` is called as soon as the response has left (capture's send time).
-        """
-        quotas = self.broker.quotas
-        channel = quotas.reaper.add(ctx.connection_id, ctx.throttle_quota, ctx.throttle_time_ms)
-        early = client_throttles_itself(ctx.api_key, ctx.api_version) or response is None
-        if early:
-            if response is not None:
-                await send_frame(sock, response)
-            sent()
+    async def _run_connection(self, stream: trio.SocketStream, token: object) -> None:
         try:
-            await channel.released.wait()  # muted: nothing is read from this connection meanwhile
+            await self.handle_connection(stream)
         finally:
-            quotas.by_type(ctx.throttle_quota).on_unmuted()
-        if not early:
-            await send_frame(sock, response)
-            sent()
-
-    def _sent(self, ctx, raw, response: list | None) -> None:
-        """The response left (or, without one, the request was handled): capture the pair."""
-        if self.broker.capture is not None:
-            self.broker.on_response_sent(ctx, raw, response)
+            self._slots.release_on_behalf_of(token)
 
     async def handle_connection(self, stream: trio.SocketStream) -> None:
         sock = stream.socket
         try:
             sock.setsockopt(trio.socket.IPPROTO_TCP, trio.socket.TCP_NODELAY, 1)
             peername = sock.getpeername()
-            peer = f"{peername[0]}:{peername[1]}"
+            ip, peer = peername[0], f"{peername[0]}:{peername[1]}"
         except OSError:
-            peer = "?"
-        conn_id = f"{self.broker.config.node_id}-{next(_ids)}"
-        self.connections[conn_id] = stream
-        reader = FrameReader(sock, self.broker.config.socket_request_max_bytes)
-        apis = self.apis
+            ip = peer = "?"
+        conn_id = f"{self.config.node_id}-{next(_ids)}"
+        if self.per_ip[ip] >= self.config.max_connections_per_ip:
+            self.refused += 1
+            log.warning("rejected connection from %s: it already has the configured maximum of %d connections "
+                        "(max.connections.per.ip)", ip, self.config.max_connections_per_ip)
+            with trio.CancelScope(shield=True):
+                await trio.aclose_forcefully(stream)
+            return
+        self.per_ip[ip] += 1
+        self.open_connections += 1
+        decoder = FrameDecoder(self.config.socket_request_max_bytes, pool=self.pool)
         try:
-            while True:
-                frame = await reader.read_frame()
-                if frame is None:
-                    break
-                ctx, req = apis.parse(frame, conn_id, peer)
-                # Produce batches are stamped with offsets in place: capture keeps the bytes as received.
-                raw = frame
-                if ctx.api_key == 0 and self.broker.capture is not None and req is not None:
-                    raw = original_frame_parts(frame, req)
-                response = await apis.handle(ctx, req)
-                # Accounted before the response leaves, so a client that reads the
-                # broker's metrics after its response always sees its own request.
-                self.broker.on_request_done(ctx, frame, response)
-                sent = partial(self._sent, ctx, raw, response)
-                if ctx.throttle_time_ms:
-                    await self._send_throttled(sock, ctx, response, sent)
-                else:
-                    if response is not None:
-                        await send_frame(sock, response)
-                    sent()
-        except CloseConnection as exc:
+            await self._request_loop(sock, decoder, conn_id, peer)
+        except (CloseConnection, FrameError) as exc:
             log.warning("closing connection %s from %s: %s", conn_id, peer, exc)
         except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError) as exc:
             log.info("connection %s from %s dropped: %s", conn_id, peer, exc)
-        except Exception:
-            log.exception("closing connection %s from %s after an internal error", conn_id, peer)
+        except OSError as exc:
+            log.info("connection %s from %s failed: %s", conn_id, peer, exc)
         finally:
-            self.connections.pop(conn_id, None)
-            self.broker.on_connection_closed(conn_id)
+            decoder.close()
+            self.open_connections -= 1
+            self.per_ip[ip] -= 1
+            if not self.per_ip[ip]:
+                del self.per_ip[ip]
+            if self.on_closed is not None:
+                self.on_closed(conn_id)
             with trio.CancelScope(shield=True):
-                await stream.aclose()
+                await trio.aclose_forcefully(stream)
+
+    async def _request_loop(self, sock: trio.socket.SocketType, decoder: FrameDecoder, conn_id: str,
+                            peer: str) -> None:
+        channel = Channel()
+        idle_s = self.config.connections_max_idle_ms / 1000
+        while True:
+            event = decoder.next_event()
+            if event is NEED_DATA:
+                with trio.move_on_after(idle_s) as idle:
+                    await self._receive(sock, decoder)
+                if idle.cancelled_caught:
+                    log.info("closing connection %s from %s: idle for more than %d ms (connections.max.idle.ms)",
+                             conn_id, peer, self.config.connections_max_idle_ms)
+                    return
+                continue
+            if event is NEED_MEMORY:
+                await self._wait_for_memory()
+                continue
+            if event is CLOSED:
+                return
+            try:
+                await self._serve_request(sock, channel, self.apis.parse(event.payload, conn_id, peer))
+            finally:
+                self.pool.release(event.pooled)
+
+    @staticmethod
+    async def _receive(sock: trio.socket.SocketType, decoder: FrameDecoder) -> None:
+        """One read: straight into the frame being filled, else up to ``read_size`` bytes of read-ahead."""
+        view = decoder.frame_buffer()
+        if view is not None:
+            decoder.buffer_updated(await sock.recv_into(view))
+        else:
+            decoder.receive_data(await sock.recv(decoder.read_size))
+
+    async def _wait_for_memory(self) -> None:
+        """Kafka mutes channels while the memory pool is exhausted; here the task waits for a release."""
+        if self.pool.is_out_of_memory:
+            await self._memory_freed.wait()
+
+    async def _serve_request(self, sock: trio.socket.SocketType, channel: Channel, request: Request) -> None:
+        response = await self.apis.handle(request, channel)
+        if response.hold_until_unmuted:  # pre-KIP-219 clients: the response waits out the throttle
+            await channel.wait_unmuted()
+        if response.segments is not None:
+            await send_frame(sock, response.segments)
+        self.apis.response_sent(response)
+        await channel.wait_unmuted()  # muted: nothing more is read from this connection meanwhile

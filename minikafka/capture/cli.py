@@ -6,7 +6,8 @@ import argparse
 import logging
 from collections import defaultdict
 
-from .format import ReadStats, capture_files, read_capture
+from .format import ReadStats, capture_files
+from .reading import read_capture
 
 log = logging.getLogger(__name__)
 

@@ -256,24 +256,3 @@ def read_file(path: str | os.PathLike, stats: ReadStats | None = None, start: in
     data = Path(path).read_bytes()
     for _off, count, payload in iter_blocks(data, start, end, stats, str(path)):
         yield from decode_records(payload, count)
-
-
-def read_capture(paths: Iterable[str | os.PathLike], stats: ReadStats | None = None,
-                 ports: Iterable[int] | None = None, pcap_stats=None) -> Iterator[CaptureRecord]:
-    """Every record of the capture files or directories given, file by file.
-
-    A tcpdump file (pcap or pcapng, told by its magic number) is decoded with
-    :func:`~.pcapread.read_pcap` (``ports``: the Kafka ports, default 9092;
-    ``pcap_stats``: a :class:`~.pcapread.PcapStats` to fill in); its records
-    count in ``stats.records``.
-    """
-    from .pcapread import is_pcap_file, read_pcap  # here: pcapread imports this module
-
-    for path in capture_files(paths):
-        if is_pcap_file(path):
-            for r in read_pcap(path, ports=ports, stats=pcap_stats):
-                if stats is not None:
-                    stats.records += 1
-                yield r
-        else:
-            yield from read_file(path, stats)

@@ -19,7 +19,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
-from .format import CaptureRecord, ReadStats, read_capture
+from ..protocol.framing import encode_frame
+from .format import CaptureRecord, ReadStats
+from .reading import read_capture
 
 log = logging.getLogger(__name__)
 
@@ -101,10 +103,6 @@ class _Stream:
                                                 self.cseq, self.sseq, ACK, b"", True)))
 
 
-def _frame(data: bytes) -> bytes:
-    return len(data).to_bytes(4, "big") + data
-
-
 def records_to_packets(records: Iterable[CaptureRecord], handshake: bool = True) -> Iterator[tuple[int, bytes]]:
     """(timestamp ns, Ethernet frame) of every synthesised packet, in time order."""
     streams: dict[tuple[int, str], _Stream] = {}
@@ -121,9 +119,9 @@ def records_to_packets(records: Iterable[CaptureRecord], handshake: bool = True)
             st = streams[key] = _Stream(_ipv4(chost, "127.0.0.1"), _ipv4(shost, "127.0.0.1"), cport, sport or 9092)
             if handshake:
                 st.handshake(r.receive_ns)
-        st.send(r.receive_ns, _frame(r.request), True)
+        st.send(r.receive_ns, encode_frame(r.request), True)
         if r.response is not None:
-            st.send(max(r.send_ns, r.receive_ns), _frame(r.response), False)
+            st.send(max(r.send_ns, r.receive_ns), encode_frame(r.response), False)
     # Per stream the packets are in order already; merge the streams by time (stable within one).
     yield from heapq.merge(*(s.packets for s in streams.values()), key=lambda p: p[0])
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from ..common import SYSTEM_CLOCK, Clock
 from .format import record_parts
 from .writer import DEFAULT_BLOCK_BYTES, DEFAULT_ROLL_BYTES, CaptureFileWriter
 
@@ -38,7 +39,8 @@ class CaptureService:
 
     def __init__(self, directory, broker_id: int, server: str = "", *, queue_size: int = 20000,
                  max_pending_bytes: int = 256 << 20, block_bytes: int = DEFAULT_BLOCK_BYTES,
-                 roll_bytes: int = DEFAULT_ROLL_BYTES, flush_interval: float = 1.0) -> None:
+                 roll_bytes: int = DEFAULT_ROLL_BYTES, flush_interval: float = 1.0,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self.writer = CaptureFileWriter(directory, broker_id, block_bytes=block_bytes, roll_bytes=roll_bytes)
         self.broker_id = broker_id
         self.server = server
@@ -50,8 +52,9 @@ class CaptureService:
         self.captured = 0
         self._last_drop_log = 0.0
         self._handed = 0
+        self.clock = clock
         # Monotonic (what the request context holds) to wall-clock nanoseconds.
-        self._wall_offset = time.time_ns() - time.monotonic_ns()
+        self._wall_offset = clock.time_ns() - clock.monotonic_ns()
 
     def record(self, ctx: RequestContext, frame: Any, response: list | None) -> None:
         """Hand one answered request to the writer (called right after its response was sent).
@@ -65,7 +68,7 @@ class CaptureService:
             self._drop()
             return
         try:
-            self._send.send_nowait((ctx, frame, response, time.monotonic_ns(), size))
+            self._send.send_nowait((ctx, frame, response, self.clock.monotonic_ns(), size))
         except trio.WouldBlock:
             self._drop()
             return

@@ -2,21 +2,70 @@
 
 Sends requests declared in :mod:`minikafka.protocol` and matches responses by
 correlation id; requests may be pipelined.  Used by minikafka's own clients
-and by the tests to drive a broker with raw requests.
+and by the tests to drive a broker with raw requests.  Frames are cut by
+:class:`~minikafka.protocol.framing.FrameDecoder`; :func:`read_frame` is that
+loop for any Trio stream (wire replay reads through it too).
 """
 
 from __future__ import annotations
 
+import errno
 import itertools
-import struct
+import logging
 from typing import Any
 
 import trio
 
 from ..protocol.api import APIS, ApiKey
-from ..protocol.headers import RequestHeader, request_header_version, response_header_version
+from ..protocol.framing import CLOSED, NEED_MEMORY, Frame, FrameDecoder, FrameError, TruncatedFrame, encode_frame
+from ..protocol.headers import RequestHeader, parse_response_frame, request_header_version
 
-_SIZE = struct.Struct(">i")
+log = logging.getLogger(__name__)
+
+_CLOSED_ERRNOS = frozenset({errno.EBADF, errno.ENOTSOCK})
+
+
+async def _receive(stream: trio.abc.ReceiveStream, decoder: FrameDecoder) -> None:
+    """One read from ``stream`` into ``decoder``: straight into the frame being filled when the
+    stream is a socket stream, else a copy of up to ``read_size`` bytes."""
+    view = decoder.frame_buffer()
+    sock = getattr(stream, "socket", None) if view is not None else None
+    if sock is None:
+        decoder.receive_data(await stream.receive_some(decoder.read_size))
+        return
+    try:
+        n = await sock.recv_into(view)
+    except OSError as exc:  # as trio.SocketStream.receive_some reports them
+        if exc.errno in _CLOSED_ERRNOS:
+            raise trio.ClosedResourceError("this socket was already closed") from None
+        raise trio.BrokenResourceError(f"socket connection broken: {exc}") from exc
+    decoder.buffer_updated(n)
+
+
+async def read_frame(stream: trio.abc.ReceiveStream, decoder: FrameDecoder) -> bytearray | None:
+    """The next frame's payload from ``stream`` (without size prefix), or None once the peer closed
+    (at a frame boundary or inside a frame).
+
+    ``decoder`` keeps what was read past the frame for the next call; its pool
+    must be unbounded (nothing here waits for memory).  A negative or oversized
+    declared size raises ConnectionError.
+    """
+    while True:
+        try:
+            event = decoder.next_event()
+        except TruncatedFrame as exc:
+            log.debug("peer closed mid-frame: %s", exc)
+            return None
+        except FrameError as exc:
+            raise ConnectionError(f"malformed frame: {exc}") from exc
+        if isinstance(event, Frame):
+            decoder.pool.release(event.pooled)  # the caller owns the payload now
+            return event.payload
+        if event is CLOSED:
+            return None
+        if event is NEED_MEMORY:
+            raise RuntimeError("read_frame needs a decoder with an unbounded memory pool")
+        await _receive(stream, decoder)
 
 
 class KafkaConnection:
@@ -26,7 +75,7 @@ class KafkaConnection:
         self.stream = stream
         self.client_id = client_id
         self._corr = itertools.count(1)
-        self._buf = bytearray()
+        self._decoder = FrameDecoder()  # responses (fetch ones) may be large: no size limit
         self.api_versions: dict[int, tuple[int, int]] = {}
 
     @classmethod
@@ -56,33 +105,15 @@ class KafkaConnection:
 
     async def send_raw(self, payload: bytes) -> None:
         """Send one frame (the size prefix is added)."""
-        await self.stream.send_all(_SIZE.pack(len(payload)) + payload)
+        await self.stream.send_all(encode_frame(payload))
 
-    async def receive_frame(self) -> bytes | None:
+    async def receive_frame(self) -> bytearray | None:
         """The next response frame (without size prefix), or None if the broker closed."""
-        while len(self._buf) < 4:
-            data = await self.stream.receive_some(65536)
-            if not data:
-                return None
-            self._buf += data
-        (size,) = _SIZE.unpack_from(self._buf)
-        while len(self._buf) < 4 + size:
-            data = await self.stream.receive_some(max(65536, 4 + size - len(self._buf)))
-            if not data:
-                return None
-            self._buf += data
-        frame = bytes(self._buf[4:4 + size])
-        del self._buf[:4 + size]
-        return frame
+        return await read_frame(self.stream, self._decoder)
 
-    def decode_response(self, api_key: int, version: int, frame: bytes) -> tuple[int, Any]:
-        api = APIS[api_key]
-        hv = response_header_version(api_key, api.is_flexible(version))
-        corr = int.from_bytes(frame[:4], "big", signed=True)
-        off = 4
-        if hv >= 1:
-            off += 1 if frame[4] == 0 else _skip_tags(frame, 4)
-        return corr, api.response.parse(frame[off:], version)
+    def decode_response(self, api_key: int, version: int, frame: bytes | bytearray) -> tuple[int, Any]:
+        """(correlation id, body) of a response frame; ``records`` fields are memoryviews into ``frame``."""
+        return parse_response_frame(frame, api_key, version)
 
     async def send(self, api_key: int, version: int, body: dict | None = None) -> int:
         """Send a request; returns its correlation id."""
@@ -113,9 +144,3 @@ class KafkaConnection:
                                   {"client_software_name": "minikafka", "client_software_version": "0.1"})
         self.api_versions = {a.api_key: (a.min_version, a.max_version) for a in resp.api_keys}
         return self.api_versions
-
-
-def _skip_tags(frame: bytes, off: int) -> int:
-    from ..protocol.headers import skip_header_tags
-
-    return skip_header_tags(frame, off) - off

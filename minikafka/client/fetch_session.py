@@ -26,8 +26,9 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import dataclass
-from typing import Any, ClassVar, Iterable, Mapping, NamedTuple
+from typing import Any, ClassVar, Iterable, Mapping
 
+from ..common import TopicIdPartition, TopicPartition
 from ..protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -42,19 +43,6 @@ __all__ = [
     "FetchMetadata", "FetchRequestBuilder", "FetchRequestData", "FetchSessionHandler", "PartitionData",
     "TopicIdPartition", "TopicPartition", "ZERO_UUID", "INVALID_SESSION_ID", "INITIAL_EPOCH", "FINAL_EPOCH",
 ]
-
-
-class TopicPartition(NamedTuple):
-    topic: str
-    partition: int
-
-
-class TopicIdPartition(NamedTuple):
-    """A partition with its topic id (Java's ``TopicIdPartition``), for forgotten/replaced lists."""
-
-    topic_id: uuid.UUID
-    topic: str
-    partition: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,13 +20,14 @@ import itertools
 import logging
 import random
 import uuid
-from dataclasses import dataclass, field
 from typing import Any
 
 import trio
 
+from ..common import Node, PartitionMetadata, TopicMetadata
 from ..protocol.api import APIS, ApiKey
 from ..protocol.errors import ErrorCode
+from ..protocol.throttling import client_throttles_itself
 from .connection import KafkaConnection
 
 log = logging.getLogger(__name__)
@@ -55,12 +56,6 @@ RETRIABLE = {
 
 def is_retriable(code: int) -> bool:
     return code in RETRIABLE
-
-
-def _client_throttles_itself(api_key: int, version: int) -> bool:
-    from ..broker.quota.throttle import client_throttles_itself
-
-    return client_throttles_itself(api_key, version)
 
 
 class BrokerConnection:
@@ -212,41 +207,23 @@ class PendingResponse:
         throttle = getattr(result, "throttle_time_ms", 0) or 0
         if throttle > 0:
             conn.throttle_time_ms_total += throttle
-            if _client_throttles_itself(self.api_key, self.version):
+            if client_throttles_itself(self.api_key, self.version):
                 conn._throttle_until = max(conn._throttle_until, trio.current_time() + throttle / 1000)
         return result
-
-
-@dataclass
-class PartitionInfo:
-    partition: int
-    leader: int
-    leader_epoch: int
-    replicas: list[int]
-    isr: list[int]
-    error: int = 0
-
-
-@dataclass
-class TopicInfo:
-    name: str
-    topic_id: uuid.UUID
-    partitions: dict[int, PartitionInfo] = field(default_factory=dict)
-    error: int = 0
 
 
 class ClusterMetadata:
     """What a client knows of the cluster (Kafka's client-side ``Metadata``)."""
 
     def __init__(self) -> None:
-        self.brokers: dict[int, tuple[str, int, str | None]] = {}
-        self.topics: dict[str, TopicInfo] = {}
+        self.brokers: dict[int, Node] = {}
+        self.topics: dict[str, TopicMetadata] = {}
         self.cluster_id: str | None = None
         self.controller_id = -1
         self.version = 0
 
     def update_from(self, resp: Any, requested: list[str] | None) -> None:
-        self.brokers = {b.node_id: (b.host, b.port, b.rack) for b in resp.brokers}
+        self.brokers = {b.node_id: Node(b.node_id, b.host, b.port, b.rack) for b in resp.brokers}
         self.cluster_id = resp.cluster_id
         self.controller_id = resp.controller_id
         seen = set()
@@ -254,12 +231,10 @@ class ClusterMetadata:
             if t.name is None:
                 continue
             seen.add(t.name)
-            info = TopicInfo(t.name, t.topic_id, error=t.error_code)
-            for p in t.partitions:
-                info.partitions[p.partition_index] = PartitionInfo(
-                    p.partition_index, p.leader_id, p.leader_epoch, list(p.replica_nodes), list(p.isr_nodes),
-                    p.error_code)
-            self.topics[t.name] = info
+            partitions = sorted((PartitionMetadata(p.partition_index, p.leader_id, p.leader_epoch,
+                                                   list(p.replica_nodes), list(p.isr_nodes), p.error_code)
+                                 for p in t.partitions), key=lambda p: p.partition)
+            self.topics[t.name] = TopicMetadata(t.name, t.topic_id, partitions, error=t.error_code)
         if requested is None:  # a full refresh: forget topics that are gone
             for name in set(self.topics) - seen:
                 del self.topics[name]
@@ -267,14 +242,14 @@ class ClusterMetadata:
 
     def leader_for(self, topic: str, partition: int) -> int | None:
         info = self.topics.get(topic)
-        p = info.partitions.get(partition) if info else None
+        p = info.partition(partition) if info else None
         if p is None or p.leader < 0 or p.error not in (0, ErrorCode.REPLICA_NOT_AVAILABLE):
             return None
         return p.leader
 
     def partitions_for(self, topic: str) -> list[int]:
         info = self.topics.get(topic)
-        return sorted(info.partitions) if info and not info.error else []
+        return [p.partition for p in info.partitions] if info and not info.error else []
 
     def topic_id(self, topic: str) -> uuid.UUID | None:
         info = self.topics.get(topic)
@@ -348,7 +323,7 @@ class NetworkClient:
                     await self.refresh_metadata(force=True)
                 if node_id not in self.metadata.brokers:
                     raise KafkaClientError(f"unknown broker {node_id}")
-                host, port, _ = self.metadata.brokers[node_id]
+                _, host, port, _ = self.metadata.brokers[node_id]
                 targets = [(host, port)]
             last: Exception | None = None
             for host, port in targets:

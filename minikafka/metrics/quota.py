@@ -3,18 +3,24 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
+from .config import MetricConfig, MetricName
 from .stats import Rate
 
-if TYPE_CHECKING:
-    from .sensor import KafkaMetric
+
+class QuotaMetric(Protocol):
+    """The metric a quota was violated on (a :class:`~minikafka.metrics.sensor.KafkaMetric`)."""
+
+    metric_name: MetricName
+    measurable: Any
+    config: MetricConfig
 
 
 class QuotaViolationError(Exception):
     """Kafka's ``QuotaViolationException``: ``metric`` measured ``value`` beyond ``bound``."""
 
-    def __init__(self, metric: "KafkaMetric", value: float, bound: float) -> None:
+    def __init__(self, metric: QuotaMetric, value: float, bound: float) -> None:
         super().__init__(f"'{metric.metric_name}' violated quota. Actual: {value:f}, Threshold: {bound:f}")
         self.metric = metric
         self.value = value
@@ -26,7 +32,7 @@ def java_round(x: float) -> int:
     return int(math.floor(x + 0.5))
 
 
-def measurable_as_rate(metric: "KafkaMetric") -> Rate:
+def measurable_as_rate(metric: QuotaMetric) -> Rate:
     """QuotaUtils.measurableAsRate: the metric's Rate, else ValueError."""
     m = metric.measurable
     if not isinstance(m, Rate):

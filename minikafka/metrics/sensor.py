@@ -4,14 +4,21 @@ from __future__ import annotations
 
 import inspect
 import sys
-from typing import TYPE_CHECKING, Callable, Iterable, Union
+from typing import Callable, Iterable, Protocol, Union
 
 from .config import MetricConfig, MetricName, should_record
 from .quota import QuotaViolationError
 from .stats import CompoundStat, Measurable, MeasurableStat, Meter, SampledStat, TokenBucket
 
-if TYPE_CHECKING:
-    from .registry import Metrics
+
+class MetricRegistry(Protocol):
+    """What a sensor needs of its registry (:class:`~minikafka.metrics.registry.Metrics`)."""
+
+    config: MetricConfig
+
+    def clock_ms(self) -> int: ...
+
+    def register_metric(self, metric: "KafkaMetric") -> None: ...
 
 #: What ``Metrics.add_metric`` accepts: a Measurable, or a gauge function ``f()`` / ``f(config, now_ms)``.
 MeasurableOrFn = Union[Measurable, Callable[..., float]]
@@ -80,7 +87,7 @@ class Sensor:
     ``None`` means never (Long.MAX_VALUE).
     """
 
-    def __init__(self, registry: "Metrics", name: str, parents: Iterable["Sensor"] = (),
+    def __init__(self, registry: MetricRegistry, name: str, parents: Iterable["Sensor"] = (),
                  config: MetricConfig | None = None, inactive_sensor_expiration_ms: int | None = None,
                  recording_level: str = "INFO") -> None:
         self.registry = registry

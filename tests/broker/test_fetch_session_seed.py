@@ -23,6 +23,7 @@ from minikafka.client.fetch_session import FetchSessionHandler
 from minikafka.protocol.api import ApiKey
 from minikafka.protocol.headers import parse_request_header_prefix
 from minikafka.protocol.messages.fetch import FetchRequest, FetchResponse
+from minikafka.broker.request import ResponseObserver
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "fetch_session_seed.py"
 
@@ -92,7 +93,7 @@ async def seeded(broker: Broker) -> Broker:
 
 async def test_seed_sessions(seeded: Broker, conn: KafkaConnection):
     seen: list[Seen] = []
-    seeded.request_observers.append(_observe(seen))
+    seeded.observe(ResponseObserver(_observe(seen)))
     cache = seeded.fetch_manager.cache
 
     v6 = await seed.run_fetcher(conn, FetchSessionHandler(0), version=6, fetches=3)
@@ -134,7 +135,7 @@ async def test_seed_sessions(seeded: Broker, conn: KafkaConnection):
 @pytest.mark.parametrize("version, size", [(6, 12031), (7, 12043)])
 async def test_seed_sessionless_stays_full(seeded: Broker, conn: KafkaConnection, version: int, size: int):
     seen: list[Seen] = []
-    seeded.request_observers.append(_observe(seen))
+    seeded.observe(ResponseObserver(_observe(seen)))
     rounds = await seed.run_fetcher(conn, FetchSessionHandler(0, use_sessions=False), version=version, fetches=4)
     await settled(seen, 4)
     assert [s.body_size for s in seen] == [size] * 4

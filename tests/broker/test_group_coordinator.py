@@ -1,9 +1,10 @@
 """GroupCoordinator driven through the group API handlers with real request/response schemas.
 
 Every request is built with its request declaration and parsed back (so field
-names and versions are checked), handed to the handler with a tiny stand-in
-broker, and the handler's response is built and parsed with the response
-declaration of the same version.
+names and versions are checked), handed to the handler (built with just the
+services it takes: the coordinator and an in-memory metadata store), and the
+handler's response is built and parsed with the response declaration of the
+same version.
 """
 
 from __future__ import annotations
@@ -16,10 +17,10 @@ from typing import Any
 import pytest
 import trio
 
-from minikafka.broker.apis import HANDLERS
 from minikafka.broker.config import BrokerConfig
 from minikafka.broker.groups import GroupCoordinator, GroupState
-from minikafka.broker.handlers import groups as _group_handlers  # noqa: F401  (registers the handlers)
+from minikafka.broker.handlers import groups as G
+from minikafka.broker.metadata import ClusterMetadata
 from minikafka.broker.request import RequestContext
 from minikafka.protocol.api import APIS, ApiKey
 from minikafka.protocol.errors import ErrorCode as E
@@ -41,13 +42,29 @@ PROTOCOLS = [("range", SUB), ("roundrobin", SUB)]
 
 
 class StubBroker:
-    """Just what the group handlers use."""
+    """The group handlers over a coordinator and an in-memory metadata store (this broker, node 7 at
+    127.0.0.1:9092, is live; ``topics`` name the topics that exist, with their partition counts)."""
 
-    def __init__(self, coordinator: GroupCoordinator, config: BrokerConfig, metadata: Any = None) -> None:
+    def __init__(self, coordinator: GroupCoordinator, config: BrokerConfig,
+                 topics: dict[str, int] | None = None) -> None:
         self.group_coordinator = coordinator
         self.config = config
-        if metadata is not None:
-            self.metadata = metadata
+        metadata = ClusterMetadata([config.node_id])
+        metadata.broker_started(config.node_id, config.advertised, config.port)
+        for name, partitions in (topics if topics is not None else {"t1": 16, "t2": 16, "t9": 16}).items():
+            metadata.create_topic(name, partitions, 1)
+        self.handlers = {
+            ApiKey.FIND_COORDINATOR: G.FindCoordinatorHandler(metadata).handle,
+            ApiKey.JOIN_GROUP: G.JoinGroupHandler(coordinator).handle,
+            ApiKey.SYNC_GROUP: G.SyncGroupHandler(coordinator).handle,
+            ApiKey.HEARTBEAT: G.HeartbeatHandler(coordinator).handle,
+            ApiKey.LEAVE_GROUP: G.LeaveGroupHandler(coordinator).handle,
+            ApiKey.OFFSET_COMMIT: G.OffsetCommitHandler(coordinator, metadata).handle,
+            ApiKey.OFFSET_FETCH: G.OffsetFetchHandler(coordinator).handle,
+            ApiKey.LIST_GROUPS: G.ListGroupsHandler(coordinator).handle,
+            ApiKey.DESCRIBE_GROUPS: G.DescribeGroupsHandler(coordinator).handle,
+            ApiKey.DELETE_GROUPS: G.DeleteGroupsHandler(coordinator).handle,
+        }
 
 
 def make_config(**kw: Any) -> BrokerConfig:
@@ -66,7 +83,7 @@ async def call(b: StubBroker, key: ApiKey, version: int, fields: dict, client_id
     req = api.request.parse(api.request.build(fields, version), version)
     ctx = RequestContext(api_key=int(key), api_version=version, correlation_id=next(_corr),
                          client_id=client_id, connection_id="conn", peer=peer)
-    resp = await HANDLERS[int(key)](b, ctx, req)
+    resp = await b.handlers[key](ctx, req)
     return api.response.parse(api.response.build(resp, version), version)
 
 
@@ -557,15 +574,8 @@ async def test_standalone_commits_and_fetch_versions(broker: StubBroker, autojum
 
 
 async def test_commit_to_unknown_topic_with_metadata(autojump_clock: Any) -> None:
-    class Topic:
-        num_partitions = 2
-
-    class Metadata:
-        def get_topic(self, name: str) -> Any:
-            return Topic() if name == "t1" else None
-
     cfg = make_config()
-    b = StubBroker(make_coordinator(cfg), cfg, Metadata())
+    b = StubBroker(make_coordinator(cfg), cfg, {"t1": 2})
     r = await call(b, ApiKey.OFFSET_COMMIT, 8, commit_fields(8, offsets={("t1", 0): 1, ("t1", 2): 1, ("zz", 0): 1}))
     assert commit_errors(r) == {("t1", 0): 0, ("t1", 2): E.UNKNOWN_TOPIC_OR_PARTITION,
                                 ("zz", 0): E.UNKNOWN_TOPIC_OR_PARTITION}

@@ -22,6 +22,7 @@ from minikafka.metrics import java_round
 from minikafka.protocol.api import ApiKey as K
 from minikafka.protocol.errors import ErrorCode
 from minikafka.protocol.records import iter_batches
+from minikafka.broker.request import ResponseObserver
 
 from helpers import batch, create, produce
 
@@ -312,9 +313,9 @@ async def test_produce_throttle_time_follows_kafkas_formula_and_mutes_the_connec
         async with await connect(broker, "setup") as setup:
             await create(setup, "q")
         seen: list[tuple[int, int]] = []
-        broker.request_observers.append(
+        broker.observe(ResponseObserver(
             lambda ctx, frame, resp: seen.append((len(frame), ctx.throttle_time_ms))
-            if ctx.api_key == K.PRODUCE else None)
+            if ctx.api_key == K.PRODUCE else None))
 
         conn = await connect(broker, "tiny")
         other = await connect(broker, "tiny")  # same client id, another connection

@@ -52,11 +52,7 @@ def test_produce_frame_kept_as_received_without_copy() -> None:
 
     from minikafka.capture.produce import original_frame_parts
     from minikafka.protocol.api import APIS
-    from minikafka.protocol.headers import (
-        RequestHeader,
-        parse_request_header_prefix,
-        skip_header_tags,
-    )
+    from minikafka.protocol.headers import RequestHeader, request_body_offset
     from minikafka.protocol.records import assign_offsets, iter_batches
 
     body = {"acks": 1, "timeout_ms": 1000, "topic_data": [
@@ -67,7 +63,7 @@ def test_produce_frame_kept_as_received_without_copy() -> None:
     frame = bytearray(RequestHeader.build({"request_api_key": 0, "request_api_version": 9, "correlation_id": 7,
                                            "client_id": "c"}, 2) + api.request.build(body, 9))
     original = bytes(frame)
-    off = skip_header_tags(frame, parse_request_header_prefix(frame).body_offset)
+    off = request_body_offset(frame)
     req = api.request.parse(memoryview(frame)[off:], 9)
     parts = original_frame_parts(frame, req)
     assert isinstance(parts, list) and len(parts) == 7  # three batches patched, frame sliced around them

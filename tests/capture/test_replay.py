@@ -23,9 +23,10 @@ from minikafka.capture.replay import (
     run_replay,
 )
 from minikafka.cli import main as cli_main
-from minikafka.client.connection import KafkaConnection
+from minikafka.client.connection import KafkaConnection, read_frame
 from minikafka.protocol.api import APIS
 from minikafka.protocol.api import ApiKey as K
+from minikafka.protocol.framing import FrameDecoder, encode_frame
 from minikafka.protocol.records import Record, build_batch, iter_batches
 from minikafka.testing import BrokerThread
 
@@ -214,14 +215,10 @@ async def test_acks0_produce_and_unknown_api_keys() -> None:
     """No response is awaited for acks=0; frames of api keys minikafka does not know are compared raw."""
 
     async def echo(stream: trio.SocketStream) -> None:  # answers api key 99 with "world", nothing else
-        buf = b""
-        while data := await stream.receive_some(4096):
-            buf += data
-            while len(buf) >= 4 and len(buf) >= 4 + int.from_bytes(buf[:4], "big"):
-                n = int.from_bytes(buf[:4], "big")
-                frame, buf = buf[4:4 + n], buf[4 + n:]
-                if int.from_bytes(frame[:2], "big") == 99:
-                    await stream.send_all(struct.pack(">i", 9) + frame[4:8] + b"world")
+        decoder = FrameDecoder()
+        while (frame := await read_frame(stream, decoder)) is not None:
+            if int.from_bytes(frame[:2], "big") == 99:
+                await stream.send_all(encode_frame(frame[4:8] + b"world"))
 
     produce = APIS[K.PRODUCE].request.build({"acks": 0, "timeout_ms": 100, "topic_data": [
         {"name": "t", "partition_data": [{"index": 0, "records": build_batch([Record(offset_delta=0, value=b"v")])}]}]}, 9)

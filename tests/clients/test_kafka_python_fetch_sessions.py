@@ -25,6 +25,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from minikafka.protocol.api import APIS, ApiKey
 from minikafka.protocol.headers import parse_request_header_prefix, skip_header_tags
 from minikafka.testing import BrokerThread
+from minikafka.broker.request import ResponseObserver
 
 pytestmark = pytest.mark.clients
 
@@ -97,7 +98,7 @@ def produce_and_consume(b: BrokerThread, **consumer_config) -> list[SeenFetch]:
     """Produce ROUNDS rounds, consume each fully, idle in between; check every record arrived
     exactly once and in order; return the consumer's fetches as the broker saw them."""
     seen: list[SeenFetch] = []
-    b.call(b.broker.request_observers.append, fetch_observer(seen))
+    b.call(b.broker.observe, ResponseObserver(fetch_observer(seen)))
     b.call(b.broker.create_topic, TOPIC, PARTITIONS)
 
     producer = KafkaProducer(bootstrap_servers=b.bootstrap, acks="all", linger_ms=5, client_id="kp-producer")

@@ -49,6 +49,7 @@ from minikafka.broker.config import BrokerConfig
 from minikafka.client.quotas_cli import alter as cli_alter
 from minikafka.protocol.api import ApiKey
 from minikafka.testing import BrokerThread
+from minikafka.broker.request import ResponseObserver
 
 pytestmark = [pytest.mark.clients, pytest.mark.slow]
 
@@ -287,7 +288,7 @@ def confluent_run() -> ConfluentRun:
                       f"client-id=ck-consumer:consumer_byte_rate={MiB}") as b:
         prefill(b.bootstrap, "to-consume", PREFILL)
         log = BrokerLog()
-        b.call(b.broker.request_observers.append, log)
+        b.call(b.broker.observe, ResponseObserver(log))
         producer = CkProducer(b.bootstrap, "ck-producer", "produced")
         consumer = CkConsumer(b.bootstrap, "ck-consumer", "to-consume")
         producer.start()
@@ -412,7 +413,7 @@ def test_quota_change_at_run_time_takes_effect_within_one_window():
     low, high = MiB // 2, 2 * MiB
     with quota_broker(f"client-id=rt:producer_byte_rate={low}") as b:
         log = BrokerLog()
-        b.call(b.broker.request_observers.append, log)
+        b.call(b.broker.observe, ResponseObserver(log))
         producer = CkProducer(b.bootstrap, "rt", "rt", run=60.0,
                               **{"request.timeout.ms": 120000, "message.timeout.ms": 0})
         producer.start()

@@ -13,6 +13,7 @@ from minikafka.client.connection import KafkaConnection
 from minikafka.protocol.api import ApiKey
 from minikafka.protocol.errors import ErrorCode
 from minikafka.protocol.records import iter_batches
+from minikafka.broker.request import ResponseObserver
 from helpers import batch, fetch, produce, values
 
 K = ApiKey
@@ -225,7 +226,7 @@ async def test_seed_follower_fetch_sizes_two_brokers_1000_partitions(version: in
             return observe
 
         for b in (0, 1):
-            cluster.broker(b).request_observers.append(observer(b))
+            cluster.broker(b).observe(ResponseObserver(observer(b)))
         topic = cluster.broker(0).create_topic("test", 1000, 2)
         assert sum(p.leader == 0 for p in topic.partitions) == 500
         await wait_until(lambda: all(len(v) >= 4 for v in seen.values()), what="follower fetches")

@@ -28,6 +28,7 @@ from minikafka.broker.quota.replication_quota_manager import (
 from minikafka.metrics import Metrics
 from minikafka.protocol.api import ApiKey
 from minikafka.protocol.errors import ErrorCode
+from minikafka.broker.request import ResponseObserver
 from helpers import batch, produce
 from test_cluster import FAST, connect, log_of, wait_until
 
@@ -363,8 +364,8 @@ async def test_seed_experiment_1000_partitions_rf2_request_sizes_and_phantom(ver
         for bid in (0, 1):
             def observe(ctx, frame, response, bid=bid) -> None:
                 if ctx.api_key == K.FETCH:
-                    seen[bid].append((ctx.body_size, ctx.notes.get("leader_quota_recorded")))
-            cluster.broker(bid).request_observers.append(observe)
+                    seen[bid].append((ctx.body_size, ctx.fetch.leader_quota_recorded if ctx.fetch else None))
+            cluster.broker(bid).observe(ResponseObserver(observe))
         cluster.broker(0).create_topic("test", 1000, 2)
         await wait_until(lambda: all(len(s) >= 4 for s in seen.values()), timeout=10, what="fetches")
         for bid in (0, 1):
@@ -383,12 +384,12 @@ async def test_follower_fetches_exempt_from_request_quota():
 
         def observe(ctx, frame, response) -> None:
             if ctx.api_key == ApiKey.FETCH:
-                kind = "follower" if ctx.notes.get("fetch_context") and ctx.client_id.startswith("broker-") \
+                kind = "follower" if ctx.fetch is not None and ctx.client_id.startswith("broker-") \
                     else "consumer"
                 throttles[kind].append(ctx.throttle_time_ms)
 
         for bid in (0, 1):
-            cluster.broker(bid).request_observers.append(observe)
+            cluster.broker(bid).observe(ResponseObserver(observe))
         cluster.broker(0).create_topic("t", 2, 2)
         conn = await connect(cluster, 0)
         for _ in range(30):

@@ -156,11 +156,9 @@ def replay_client(rows: Any, settings: dict[str, Any]) -> Any:
     clock = [0]
     metrics = Metrics(clock_ms=lambda: clock[0])
     configs = quota_configs(settings)
-    # The broker's own managers; the reaper they share is never used (nothing is muted here).
+    # The broker's own managers, measuring only: no reaper, nothing is muted here.
     qm = QuotaManagers(configs, metrics, window_num=settings["window_num"],
-                       window_size_s=settings["window_size_s"])
-    for m in (qm.produce, qm.fetch, qm.request):
-        m.clock_ms = lambda: clock[0]
+                       window_size_s=settings["window_size_s"], clock_ms=lambda: clock[0])
     unrecord = settings["unrecord_throttled_fetch"]
     users: dict[str, str] = {}
     bounds: dict[tuple[str, str], tuple] = {}

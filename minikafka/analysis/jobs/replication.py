@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import uuid
 from collections import OrderedDict
-from types import SimpleNamespace
 from typing import Any
 
 from . import AnalysisOptions, Section
@@ -102,21 +101,11 @@ def _rules_frame(spark: Any, configs: dict[str, str]) -> Any:
 
 
 # -- sizes: the broker's own computation --------------------------------------------------------
-class _Metadata:
-    def __init__(self) -> None:
-        self.names: dict[Any, str] = {}
-
-    def get_topic_by_id(self, topic_id: Any) -> Any:
-        name = self.names.get(topic_id)
-        return SimpleNamespace(name=name) if name is not None else None
-
-
 _leaders: dict[tuple, Any] = {}
 
 
-def _leader(broker_id: int, configs: dict[str, str]) -> Any:
-    """A stand-in for the leader broker as ``size_of_throttled_partitions`` sees it: its leader
-    ``ReplicationQuotaManager`` with the throttled replicas, and topic ids -> names."""
+def _leader_quota(broker_id: int, configs: dict[str, str]) -> Any:
+    """The leader ``broker_id``'s ``ReplicationQuotaManager`` with the given throttled replicas."""
     from ...broker.quota.replication_quota_manager import (
         LEADER_REPLICATION,
         ReplicationQuotaManager,
@@ -124,13 +113,13 @@ def _leader(broker_id: int, configs: dict[str, str]) -> Any:
     from ...metrics import Metrics
 
     key = (broker_id, tuple(sorted(configs.items())))
-    stub = _leaders.get(key)
-    if stub is None:
+    quota = _leaders.get(key)
+    if quota is None:
         quota = ReplicationQuotaManager(LEADER_REPLICATION, Metrics(clock_ms=lambda: 0))
         for topic, value in configs.items():
             quota.update_topic(topic, value, broker_id)
-        stub = _leaders[key] = SimpleNamespace(leader_quota=quota, metadata=_Metadata())
-    return stub
+        _leaders[key] = quota
+    return quota
 
 
 def _records(n: int) -> memoryview:
@@ -150,19 +139,20 @@ def _uuid(value: Any) -> uuid.UUID:
 def throttled_size(broker_id: int, version: int, parts: list[Any], configs: dict[str, str]) -> int:
     """What the leader ``broker_id`` records into its leader quota for one follower fetch response of
     ``version`` holding ``parts`` (rows with topic, topic_id, partition, record_bytes)."""
-    from ...broker.fetch_session import PartitionKey
+    from ...broker.fetch_session import FetchPartitionData, PartitionKey
     from ...broker.handlers.fetch import size_of_throttled_partitions
 
-    stub = _leader(int(broker_id), configs)
+    names: dict[uuid.UUID, str] = {}
     selected: OrderedDict = OrderedDict()
     for p in sorted(parts or (), key=lambda p: (str(p["topic"]), int(p["partition"]))):
         tid = _uuid(p["topic_id"]) if version >= 13 else None
         if tid is not None and p["topic"] is not None:
-            stub.metadata.names[tid] = p["topic"]
-        selected[PartitionKey(tid, p["topic"], int(p["partition"]))] = {
-            "partition_index": int(p["partition"]), "error_code": 0, "high_watermark": 0,
-            "records": _records(int(p["record_bytes"] or 0))}
-    return int(size_of_throttled_partitions(stub, int(version), selected))
+            names[tid] = p["topic"]
+        size = int(p["record_bytes"] or 0)
+        selected[PartitionKey(tid, p["topic"], int(p["partition"]))] = FetchPartitionData(
+            int(p["partition"]), high_watermark=0, records=_records(size), size=size)
+    return int(size_of_throttled_partitions(_leader_quota(int(broker_id), configs), names.get, int(version),
+                                            selected))
 
 
 def empty_sizes() -> dict[int, int]:

@@ -37,7 +37,8 @@ Deliberate differences from Kafka:
 from __future__ import annotations
 
 from .admin import AdminMixin
-from .core import DEFAULT_RETENTION_CHECK_INTERVAL_S, TopicPartition
+from ...common import TopicPartition
+from .core import DEFAULT_RETENTION_CHECK_INTERVAL_S
 from .join import JoinGroupMixin
 from .membership import MembershipMixin
 from .offsets import OFFSET_METADATA_MAX_SIZE, OffsetsMixin

@@ -32,7 +32,6 @@ S = GroupState
 
 DEFAULT_RETENTION_CHECK_INTERVAL_S = 600.0  # offsets.retention.check.interval.ms
 
-TopicPartition = tuple[str, int]
 
 
 class CoordinatorCore:

@@ -24,6 +24,7 @@ from typing import Callable, Generic, TypeVar
 
 import trio
 
+from ...common import OffsetAndMetadata
 from ...protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -107,17 +108,6 @@ class SyncResult:
     assignment: bytes = b""
     protocol_type: str | None = None
     protocol_name: str | None = None
-
-
-@dataclass(slots=True)
-class OffsetAndMetadata:
-    """Kafka's ``OffsetAndMetadata``: a committed offset (timestamps in wall-clock ms)."""
-
-    offset: int
-    leader_epoch: int = -1  # -1: none
-    metadata: str = ""
-    commit_timestamp: int = 0
-    expire_timestamp: int | None = None  # only from OffsetCommit v1 (explicit) or v2-4 retention
 
 
 @dataclass(slots=True)

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from .metadata import OffsetAndMetadata
+from ...common import OffsetAndMetadata, TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +51,7 @@ class LoadedGroup:
 
     protocol_type: str | None = None
     generation_id: int = 0
-    offsets: dict[tuple[str, int], OffsetAndMetadata] = field(default_factory=dict)
+    offsets: dict[TopicPartition, OffsetAndMetadata] = field(default_factory=dict)
 
 
 def offset_record(group_id: str, topic: str, partition: int, om: OffsetAndMetadata) -> dict[str, Any]:
@@ -164,11 +164,11 @@ def _apply(groups: dict[str, LoadedGroup], rec: dict[str, Any]) -> None:
             commit_timestamp=int(rec.get("ct", 0)),
             expire_timestamp=None if rec.get("xt") is None else int(rec["xt"]),
         )
-        groups.setdefault(gid, LoadedGroup()).offsets[(str(rec["tp"]), int(rec["p"]))] = om
+        groups.setdefault(gid, LoadedGroup()).offsets[TopicPartition(str(rec["tp"]), int(rec["p"]))] = om
     elif kind == "x":
         g = groups.get(gid)
         if g is not None:
-            g.offsets.pop((str(rec["tp"]), int(rec["p"])), None)
+            g.offsets.pop(TopicPartition(str(rec["tp"]), int(rec["p"])), None)
     elif kind == "g":
         g = groups.setdefault(gid, LoadedGroup())
         g.protocol_type = rec.get("pt")

@@ -8,7 +8,8 @@ Models Kafka's ``GroupCoordinator.handleCommitOffsets`` and
 from __future__ import annotations
 
 from ...protocol.errors import ErrorCode
-from .core import E, S, TopicPartition, log
+from ...common import TopicPartition
+from .core import E, S, log
 from .metadata import UNKNOWN_MEMBER_ID, GroupMetadata, OffsetAndMetadata
 from .offset_log import offset_record, tombstone_record
 from .rebalance import RebalanceMixin

@@ -1,3 +1,5 @@
-"""Request handlers, one module per API family; importing this package registers them all."""
+"""Request handlers, one module per API family; :mod:`.registry` maps api keys to them.
 
-from . import admin, api_versions, fetch, groups, list_offsets, metadata, produce, producer_ids, quotas  # noqa: F401
+Importing this package registers nothing: a broker builds its handler table
+with :func:`~.registry.build_handlers` from its services.
+"""

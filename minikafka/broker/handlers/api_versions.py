@@ -1,10 +1,18 @@
 """ApiVersions (18): the api keys and version ranges this broker supports."""
 
-from ...protocol.api import ApiKey
-from ..apis import handles, supported_api_versions
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ...protocol import bodies as B
+from ..request import RequestContext
 
 
-@handles(ApiKey.API_VERSIONS)
-async def handle_api_versions(broker, ctx, req) -> dict:
-    """Answer with every registered api and its version range (KIP-511 client info is logged)."""
-    return {"error_code": 0, "api_keys": supported_api_versions(), "throttle_time_ms": 0}
+class ApiVersionsHandler:
+    """Answers with every registered api and its version range."""
+
+    def __init__(self, versions: Callable[[], list[B.ApiVersionsResponseApiKeys]]) -> None:
+        self.versions = versions
+
+    async def handle(self, ctx: RequestContext, req: B.ApiVersionsRequestBody) -> B.ApiVersionsResponseBody:
+        return {"error_code": 0, "api_keys": self.versions(), "throttle_time_ms": 0}

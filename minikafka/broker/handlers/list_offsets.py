@@ -1,9 +1,13 @@
-"""ListOffsets (2) and OffsetForLeaderEpoch (23)."""
+"""ListOffsets (2), OffsetForLeaderEpoch (23) and DeleteRecords (21): offsets of a leader's log."""
 
 from __future__ import annotations
 
-from ...protocol.api import ApiKey
-from ..apis import handles
+from ...protocol import bodies as B
+from ...protocol.errors import ErrorCode
+from ..log import OffsetOutOfRangeError
+from ..partition import Partition
+from ..request import RequestContext
+from ..services import PartitionLookup, RecordsDeleter
 from .common import leader_partition
 
 EARLIEST = -2
@@ -13,7 +17,7 @@ EARLIEST_LOCAL = -4
 LATEST_TIERED = -5
 
 
-def _lookup(part, timestamp: int, isolation_level: int) -> tuple[int, int, int]:
+def lookup_offset(part: Partition, timestamp: int, isolation_level: int) -> tuple[int, int, int]:
     """(timestamp, offset, leader_epoch) for one ListOffsets query, Kafka's fetchOffsetForTimestamp."""
     lg = part.log
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
@@ -30,40 +34,72 @@ def _lookup(part, timestamp: int, isolation_level: int) -> tuple[int, int, int]:
     return ts, offset, epoch
 
 
-@handles(ApiKey.LIST_OFFSETS)
-async def handle_list_offsets(broker, ctx, req) -> dict:
-    version = ctx.api_version
-    topics = []
-    for t in req.topics:
-        parts = []
-        for p in t.partitions:
-            entry = {"partition_index": p.partition_index, "error_code": 0}
-            part, err = leader_partition(broker, t.name, p.partition_index, p.current_leader_epoch)
-            if err:
-                entry["error_code"] = err
-            else:
-                ts, offset, epoch = _lookup(part, p.timestamp, req.isolation_level)
-                if version == 0:
-                    entry["old_style_offsets"] = [offset] if offset >= 0 else []
-                entry.update(timestamp=ts, offset=offset, leader_epoch=epoch)
-            parts.append(entry)
-        topics.append({"name": t.name, "partitions": parts})
-    return {"throttle_time_ms": 0, "topics": topics}
+class ListOffsetsHandler:
+    def __init__(self, partitions: PartitionLookup) -> None:
+        self.partitions = partitions
+
+    async def handle(self, ctx: RequestContext, req: B.ListOffsetsRequestBody) -> B.ListOffsetsResponseBody:
+        version = ctx.api_version
+        topics: list[B.ListOffsetsResponseTopics] = []
+        for t in req["topics"]:
+            parts: list[B.ListOffsetsResponseTopicsPartitions] = []
+            for p in t["partitions"]:
+                entry: B.ListOffsetsResponseTopicsPartitions = {"partition_index": p["partition_index"],
+                                                                "error_code": 0}
+                part, err = leader_partition(self.partitions, t["name"], p["partition_index"],
+                                             p["current_leader_epoch"])
+                if part is None:
+                    entry["error_code"] = err
+                else:
+                    ts, offset, epoch = lookup_offset(part, p["timestamp"], req["isolation_level"])
+                    if version == 0:
+                        entry["old_style_offsets"] = [offset] if offset >= 0 else []
+                    entry.update(timestamp=ts, offset=offset, leader_epoch=epoch)
+                parts.append(entry)
+            topics.append({"name": t["name"], "partitions": parts})
+        return {"throttle_time_ms": 0, "topics": topics}
 
 
-@handles(ApiKey.OFFSET_FOR_LEADER_EPOCH)
-async def handle_offset_for_leader_epoch(broker, ctx, req) -> dict:
-    topics = []
-    for t in req.topics:
-        parts = []
-        for p in t.partitions:
-            entry = {"partition": p.partition, "error_code": 0}
-            part, err = leader_partition(broker, t.topic, p.partition, p.current_leader_epoch)
-            if err:
-                entry["error_code"] = err
-            else:
-                epoch, end = part.log.end_offset_for_epoch(p.leader_epoch)
-                entry.update(leader_epoch=epoch, end_offset=end)
-            parts.append(entry)
-        topics.append({"topic": t.topic, "partitions": parts})
-    return {"throttle_time_ms": 0, "topics": topics}
+class OffsetForLeaderEpochHandler:
+    def __init__(self, partitions: PartitionLookup) -> None:
+        self.partitions = partitions
+
+    async def handle(self, ctx: RequestContext, req: B.OffsetForLeaderEpochRequestBody
+                     ) -> B.OffsetForLeaderEpochResponseBody:
+        topics: list[B.OffsetForLeaderEpochResponseTopics] = []
+        for t in req["topics"]:
+            parts: list[B.OffsetForLeaderEpochResponseTopicsPartitions] = []
+            for p in t["partitions"]:
+                entry: B.OffsetForLeaderEpochResponseTopicsPartitions = {"partition": p["partition"],
+                                                                         "error_code": 0}
+                part, err = leader_partition(self.partitions, t["topic"], p["partition"], p["current_leader_epoch"])
+                if part is None:
+                    entry["error_code"] = err
+                else:
+                    epoch, end = part.log.end_offset_for_epoch(p["leader_epoch"])
+                    entry.update(leader_epoch=epoch, end_offset=end)
+                parts.append(entry)
+            topics.append({"topic": t["topic"], "partitions": parts})
+        return {"throttle_time_ms": 0, "topics": topics}
+
+
+class DeleteRecordsHandler:
+    def __init__(self, log: RecordsDeleter) -> None:
+        self.log = log
+
+    async def handle(self, ctx: RequestContext, req: B.DeleteRecordsRequestBody) -> B.DeleteRecordsResponseBody:
+        topics: list[B.DeleteRecordsResponseTopics] = []
+        for t in req["topics"]:
+            parts: list[B.DeleteRecordsResponseTopicsPartitions] = []
+            for p in t["partitions"]:
+                part, err = leader_partition(self.log, t["name"], p["partition_index"])
+                entry: B.DeleteRecordsResponseTopicsPartitions = {
+                    "partition_index": p["partition_index"], "low_watermark": -1, "error_code": err}
+                if part is not None:
+                    try:
+                        entry["low_watermark"] = self.log.delete_records(part, p["offset"])
+                    except OffsetOutOfRangeError:
+                        entry["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
+                parts.append(entry)
+            topics.append({"name": t["name"], "partitions": parts})
+        return {"throttle_time_ms": 0, "topics": topics}

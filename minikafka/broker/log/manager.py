@@ -11,6 +11,7 @@ import logging
 import shutil
 from pathlib import Path
 
+from ...common import SYSTEM_CLOCK, Clock
 from .unified import Log, LogConfig
 
 log = logging.getLogger(__name__)
@@ -27,8 +28,9 @@ def parse_log_dir_name(name: str) -> tuple[str, int] | None:
 class LogManager:
     """Creates, loads, retains and deletes ``Log`` objects, in memory or under a data dir."""
 
-    def __init__(self, data_dir: Path | None) -> None:
+    def __init__(self, data_dir: Path | None, clock: Clock = SYSTEM_CLOCK) -> None:
         self.data_dir = Path(data_dir) if data_dir is not None else None
+        self.clock = clock
         if self.data_dir is not None:
             self.data_dir.mkdir(parents=True, exist_ok=True)
         self.logs: dict[tuple[str, int], Log] = {}
@@ -40,7 +42,7 @@ class LogManager:
         key = (topic, partition)
         lg = self.logs.get(key)
         if lg is None:
-            lg = Log(topic, partition, config, self._dir_for(topic, partition))
+            lg = Log(topic, partition, config, self._dir_for(topic, partition), clock=self.clock)
             self.logs[key] = lg
         return lg
 
@@ -72,7 +74,7 @@ class LogManager:
                 continue
             topic, partition = parsed
             self.logs[parsed] = Log(topic, partition, configs.get(topic) or LogConfig(), d,
-                                    auto_advance_hw=parsed not in replicated)
+                                    auto_advance_hw=parsed not in replicated, clock=self.clock)
         log.info("loaded %d log(s) from %s", len(self.logs), self.data_dir)
 
     def enforce_retention(self, now_ms: int) -> int:

@@ -20,12 +20,12 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import time
 from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ...common import SYSTEM_CLOCK, Clock
 from minikafka.protocol.records import (
     BATCH_HEADER,
     BATCH_HEADER_SIZE,
@@ -90,10 +90,6 @@ class FetchDataInfo:
     size: int = 0
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
 def _decode_or_none(batch: bytes | memoryview) -> list[ConsumerRecord] | None:
     """The batch's records, or None when they cannot be decoded (the caller then
     falls back to batch granularity)."""
@@ -114,8 +110,10 @@ class Log:
         directory: Path | None,
         *,
         auto_advance_hw: bool = True,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.topic = topic
+        self.clock = clock
         self.partition = partition
         self.config = config
         self.directory = directory
@@ -132,7 +130,7 @@ class Log:
             self._load()
         else:
             self.epoch_cache = LeaderEpochFileCache(None)
-            self._add_segment(0, _now_ms())
+            self._add_segment(0, self.clock.time_ms())
 
     def __repr__(self) -> str:
         return (f"Log({self.topic}-{self.partition}, start={self.log_start_offset}, "
@@ -173,7 +171,7 @@ class Log:
 
     def roll(self, now_ms: int | None = None) -> Segment:
         """Start a new active segment at the log end offset (Kafka ``roll``)."""
-        now_ms = _now_ms() if now_ms is None else now_ms
+        now_ms = self.clock.time_ms() if now_ms is None else now_ms
         active = self.active_segment
         if active.size == 0:  # nothing to roll; just move an empty segment's base if needed
             if active.base_offset == self.log_end_offset:
@@ -208,7 +206,7 @@ class Log:
     # -- loading (Kafka LogLoader) -------------------------------------------------------
     def _load(self) -> None:
         assert self.directory is not None
-        now = _now_ms()
+        now = self.clock.time_ms()
         for stray in self.directory.glob("*.tmp"):
             stray.unlink(missing_ok=True)
         bases = sorted(int(p.stem) for p in self.directory.glob("*.log") if p.stem.isdigit())
@@ -361,7 +359,7 @@ class Log:
         for epoch, off in epochs:
             if epoch >= 0 and epoch != self.epoch_cache.latest_epoch():
                 self.epoch_cache.assign(epoch, off)
-        self._store(metas, _now_ms())
+        self._store(metas, self.clock.time_ms())
         return LogAppendInfo(first, expected - 1, max_ts, offset_of_max, -1, self.log_start_offset, num_records)
 
     def _store(self, metas: list[BatchMeta], now_ms: int) -> None:
@@ -541,7 +539,7 @@ class Log:
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete everything and restart the log at *offset* (Kafka ``truncateFullyAndStartAt``)."""
         self._drop_segments(list(self.segments))
-        self._add_segment(offset, _now_ms())
+        self._add_segment(offset, self.clock.time_ms())
         self.log_start_offset = self.log_end_offset = self._high_watermark = offset
         self.epoch_cache.clear()
         self._write_offsets_checkpoint()

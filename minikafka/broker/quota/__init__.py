@@ -2,9 +2,9 @@
 
 from .client_quota_manager import ClientQuotaManager, ClientRequestQuotaManager, QuotaManagers
 from .entity import DEFAULT, QUOTA_KEYS, ClientQuotaEntity, QuotaConfigs
-from .throttle import ThrottledChannelReaper, client_throttles_itself
+from .throttle import ThrottleCallback, ThrottledChannelReaper, client_throttles_itself
 
 __all__ = [
     "DEFAULT", "QUOTA_KEYS", "ClientQuotaEntity", "ClientQuotaManager", "ClientRequestQuotaManager",
-    "QuotaConfigs", "QuotaManagers", "ThrottledChannelReaper", "client_throttles_itself",
+    "QuotaConfigs", "QuotaManagers", "ThrottleCallback", "ThrottledChannelReaper", "client_throttles_itself",
 ]

@@ -5,7 +5,9 @@ Each (user, client-id) that a quota applies to gets a quota sensor holding a
 ``quota.window.size.seconds``.  Recording a value that takes the rate over the
 bound yields a throttle time of ``round((rate - bound) / bound * windowSize)``
 ms (Kafka's ``QuotaUtils.throttleTime``); the caller then answers with
-``throttle_time_ms`` and mutes the connection (see :mod:`.throttle`).
+``throttle_time_ms`` and hands the connection's :class:`~.throttle.ThrottleCallback`
+to :meth:`ClientQuotaManager.throttle`, which mutes it through the reaper's
+delay queue (see :mod:`.throttle`).
 
 Deliberate differences: the principal is a plain user name (``ANONYMOUS``
 until authentication exists; pluggable through the request context), and
@@ -16,10 +18,10 @@ through Kafka's config-change callbacks.
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass
 from typing import Callable
 
+from ...common import SYSTEM_CLOCK
 from ...metrics import (
     Avg,
     CumulativeSum,
@@ -34,7 +36,7 @@ from ...metrics import (
     throttle_time_ms,
 )
 from .entity import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE, QuotaConfigs
-from .throttle import ThrottledChannelReaper
+from .throttle import ThrottleCallback, ThrottledChannelReaper
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +62,7 @@ class ClientQuotaManager:
         quota_type: str,
         configs: QuotaConfigs,
         metrics: Metrics,
-        reaper: ThrottledChannelReaper,
+        reaper: ThrottledChannelReaper | None = None,
         *,
         window_num: int = 11,
         window_size_s: int = 1,
@@ -72,7 +74,7 @@ class ClientQuotaManager:
         self.reaper = reaper
         self.window_num = window_num
         self.window_size_s = window_size_s
-        self.clock_ms = clock_ms or (lambda: int(time.time() * 1000))
+        self.clock_ms = clock_ms or SYSTEM_CLOCK.time_ms
         self._sensors: dict[tuple[str, str], ClientSensors] = {}
         queue = metrics.sensor(f"{quota_type}-delayQueue")
         queue.add(MetricName.of("queue-size", quota_type), CumulativeSum())
@@ -162,6 +164,16 @@ class ClientQuotaManager:
         self.sensors(user, client_id).throttle_sensor.record(throttle_ms, self.clock_ms(), False)
         self._queue_sensor.record(1, self.clock_ms(), False)
 
+    def throttle(self, user: str, client_id: str, callback: ThrottleCallback, throttle_ms: int) -> None:
+        """Kafka's ``ClientQuotaManager.throttle``: account the throttle and mute the channel for
+        ``throttle_ms`` (``callback.start_throttling()`` now, ``end_throttling()`` when due)."""
+        if throttle_ms <= 0:
+            return
+        if self.reaper is None:
+            raise RuntimeError(f"{self.quota_type} quota manager has no throttled-channel reaper")
+        self.record_throttle(user, client_id, throttle_ms)
+        self.reaper.add(callback, self.quota_type, throttle_ms, self.on_unmuted)
+
     def on_unmuted(self) -> None:
         self._queue_sensor.record(-1, self.clock_ms(), False)
 
@@ -193,14 +205,19 @@ class FetchQuotaManager(ClientQuotaManager):
 
 
 class QuotaManagers:
-    """The broker's quota managers (Kafka's ``QuotaFactory.QuotaManagers``) sharing one config and reaper."""
+    """The broker's quota managers (Kafka's ``QuotaFactory.QuotaManagers``) sharing one config and reaper.
+
+    ``reaper`` None: the managers only measure (the analysis' what-if replays); ``throttle`` is then
+    unavailable.
+    """
 
     def __init__(self, configs: QuotaConfigs, metrics: Metrics, *, window_num: int = 11,
-                 window_size_s: int = 1) -> None:
+                 window_size_s: int = 1, reaper: ThrottledChannelReaper | None = None,
+                 clock_ms: Callable[[], int] | None = None) -> None:
         self.configs = configs
         self.metrics = metrics
-        self.reaper = ThrottledChannelReaper()
-        kw = dict(window_num=window_num, window_size_s=window_size_s)
+        self.reaper = reaper
+        kw = dict(window_num=window_num, window_size_s=window_size_s, clock_ms=clock_ms)
         self.produce = ClientQuotaManager("Produce", configs, metrics, self.reaper, **kw)
         self.fetch = FetchQuotaManager("Fetch", configs, metrics, self.reaper, **kw)
         self.request = ClientRequestQuotaManager("Request", configs, metrics, self.reaper, **kw)

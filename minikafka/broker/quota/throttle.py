@@ -2,11 +2,13 @@
 
 A response that violated a quota is sent at once with ``throttle_time_ms``
 set, then the connection is muted (nothing more is read from it) until the
-throttle time has passed.  The reaper keeps the muted channels in a delay
-queue ordered by due time and unmutes each when due; its size is the
-``queue-size`` metric.  For API versions older than KIP-219, where clients do
-not back off by themselves, the broker holds the response for the throttle
-time instead.
+throttle time has passed.  As in Kafka, the quota owns the muting: a quota
+manager's ``throttle`` puts a :class:`ThrottledChannel` in the reaper's delay
+queue and calls the network side's :class:`ThrottleCallback` —
+``start_throttling`` at once, ``end_throttling`` when due.  The reaper is a
+pure delay queue (its size is the ``queue-size`` metric); the broker drives it
+with a small Trio task (:func:`~minikafka.broker.network.run_reaper`), so the
+quota code runs anywhere, Spark executors included.
 """
 
 from __future__ import annotations
@@ -14,78 +16,92 @@ from __future__ import annotations
 import heapq
 import itertools
 import logging
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
-import trio
+from ...protocol.throttling import client_throttles_itself
 
-from ...protocol.api import ApiKey
+__all__ = ["ThrottleCallback", "ThrottledChannel", "ThrottledChannelReaper", "client_throttles_itself"]
 
 log = logging.getLogger(__name__)
 
-# First version of each API whose clients throttle themselves on throttle_time_ms
-# (Kafka's AbstractResponse.shouldClientThrottle); APIs not listed: from v0.
-_CLIENT_THROTTLES_FROM = {
-    ApiKey.PRODUCE: 6, ApiKey.FETCH: 8, ApiKey.LIST_OFFSETS: 3, ApiKey.METADATA: 6,
-    ApiKey.OFFSET_COMMIT: 4, ApiKey.OFFSET_FETCH: 4, ApiKey.FIND_COORDINATOR: 2, ApiKey.JOIN_GROUP: 3,
-    ApiKey.HEARTBEAT: 2, ApiKey.LEAVE_GROUP: 2, ApiKey.SYNC_GROUP: 2, ApiKey.DESCRIBE_GROUPS: 2,
-    ApiKey.LIST_GROUPS: 2, ApiKey.API_VERSIONS: 2, ApiKey.CREATE_TOPICS: 3, ApiKey.DELETE_TOPICS: 2,
-    ApiKey.DELETE_RECORDS: 1, ApiKey.INIT_PRODUCER_ID: 1, ApiKey.OFFSET_FOR_LEADER_EPOCH: 2,
-    ApiKey.DESCRIBE_CONFIGS: 2, ApiKey.CREATE_PARTITIONS: 1, ApiKey.DELETE_GROUPS: 1,
-    ApiKey.DESCRIBE_CLIENT_QUOTAS: 1, ApiKey.ALTER_CLIENT_QUOTAS: 1,
-}
 
+class ThrottleCallback(Protocol):
+    """What the network side does for a throttled channel (Kafka's ``ThrottleCallback``)."""
 
-def client_throttles_itself(api_key: int, version: int) -> bool:
-    """True when this response version makes the client honour throttle_time_ms (KIP-219)."""
-    return version >= _CLIENT_THROTTLES_FROM.get(api_key, 0)
+    def start_throttling(self) -> None:
+        """Mute the channel: read no more requests from it."""
+        ...
+
+    def end_throttling(self) -> None:
+        """Unmute it."""
+        ...
 
 
 @dataclass(order=True)
 class ThrottledChannel:
-    """A muted connection and when it may be read again."""
+    """A muted channel and when it may be read again (``due``, in the reaper's clock's seconds)."""
 
     due: float
     seq: int
-    connection_id: str = field(compare=False)
+    callback: ThrottleCallback = field(compare=False)
     quota_type: str = field(compare=False)
-    released: trio.Event = field(default_factory=trio.Event, compare=False)
+    on_done: Callable[[], None] | None = field(default=None, compare=False)
+
+    def notify_throttling_done(self) -> None:
+        self.callback.end_throttling()
+        if self.on_done is not None:
+            self.on_done()
 
 
 class ThrottledChannelReaper:
-    """The delay queue that unmutes throttled connections when their time is up."""
+    """The delay queue that unmutes throttled channels when their time is up.
 
-    def __init__(self) -> None:
+    ``clock`` gives seconds (the broker passes Trio's clock, so tests under a
+    ``MockClock`` see throttles pass in virtual time); ``on_schedule`` is
+    called when a channel was added, so a driver sleeping until the next due
+    time can look again.
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
         self._queue: list[ThrottledChannel] = []
         self._seq = itertools.count()
-        self._wake = trio.Event()
         self.queue_sizes: dict[str, int] = {}
+        self.on_schedule: Callable[[], None] | None = None
 
     @property
     def size(self) -> int:
         return len(self._queue)
 
-    def add(self, connection_id: str, quota_type: str, throttle_ms: int) -> ThrottledChannel:
-        """Mute ``connection_id`` for ``throttle_ms``; await ``.released`` before reading from it again."""
-        ch = ThrottledChannel(trio.current_time() + throttle_ms / 1000, next(self._seq), connection_id, quota_type)
+    def add(self, callback: ThrottleCallback, quota_type: str, throttle_ms: int,
+            on_done: Callable[[], None] | None = None) -> ThrottledChannel:
+        """Mute a channel for ``throttle_ms``: ``callback.start_throttling()`` now, ``end_throttling()`` when due."""
+        ch = ThrottledChannel(self.clock() + throttle_ms / 1000, next(self._seq), callback, quota_type, on_done)
+        callback.start_throttling()
         heapq.heappush(self._queue, ch)
         self.queue_sizes[quota_type] = self.queue_sizes.get(quota_type, 0) + 1
-        self._wake.set()
+        if self.on_schedule is not None:
+            self.on_schedule()
         return ch
 
-    async def run(self) -> None:
-        """Release each channel when it is due (the reaper's loop)."""
-        while True:
-            now = trio.current_time()
-            while self._queue and self._queue[0].due <= now:
-                ch = heapq.heappop(self._queue)
-                self.queue_sizes[ch.quota_type] -= 1
-                ch.released.set()
-            self._wake = trio.Event()
-            deadline = self._queue[0].due if self._queue else float("inf")
-            with trio.move_on_at(deadline):
-                await self._wake.wait()
+    def expire(self) -> float | None:
+        """Unmute every channel that is due; returns the next due time (None: queue empty)."""
+        now = self.clock()
+        while self._queue and self._queue[0].due <= now:
+            self._done(heapq.heappop(self._queue))
+        return self._queue[0].due if self._queue else None
+
+    def _done(self, ch: ThrottledChannel) -> None:
+        self.queue_sizes[ch.quota_type] -= 1
+        try:
+            ch.notify_throttling_done()
+        except Exception:  # a closed channel must not stop the reaper
+            log.exception("unmuting a throttled channel failed")
 
     def release_all(self) -> None:
+        """Unmute everything (shutdown)."""
         while self._queue:
-            heapq.heappop(self._queue).released.set()
-        self.queue_sizes.clear()
+            self._done(heapq.heappop(self._queue))

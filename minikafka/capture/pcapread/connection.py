@@ -4,25 +4,36 @@ from __future__ import annotations
 
 import struct
 from collections import deque
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from ...protocol.api import APIS
-from ...protocol.headers import parse_request_header_prefix
+from ...protocol.headers import parse_request_header_prefix, request_body_offset
 from ...protocol.types import uvarint_at
 from ..format import CaptureRecord
-from ..frames import parse_request_header
 from ..tcp import TcpStream
 from .framing import _I32, _RequestFramer, _ResponseFramer
 from .packets import _ip_str
+from .stats import PcapStats
 
-if TYPE_CHECKING:
-    from .reader import _Decoder
+
+
+class _Decoder(Protocol):
+    """What a connection needs of the read it belongs to (:class:`~.reader._Decoder`)."""
+
+    stats: PcapStats
+    order: Any
+    max_frame: int
+    max_pending: int
+
+    def broker_id(self, server: str, port: int) -> int: ...
+
+    def complete(self, pending: Any, response: bytes | None, send_ns: int) -> None: ...
 
 
 def _produce_acks(frame: bytes, version: int) -> int | None:
     """The acks field of a Produce request frame, or None if it cannot be read."""
     try:
-        off = parse_request_header(frame).body_offset
+        off = request_body_offset(frame)
         if version >= 3:
             if APIS[0].is_flexible(version):
                 n, off = uvarint_at(frame, off)

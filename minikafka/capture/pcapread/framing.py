@@ -1,7 +1,8 @@
 """Kafka framing of one direction of a TCP connection: frames by their size prefix, resynchronisation.
 
 :class:`_RequestFramer` splits the client's stream into request frames,
-:class:`_ResponseFramer` the server's into response frames; after a hole (or
+:class:`_ResponseFramer` the server's into response frames; in step, frames
+are cut by :class:`~minikafka.protocol.framing.FrameDecoder`; after a hole (or
 at a capture's mid-connection start) each scans for a plausible frame start
 and verifies it before going on.
 """
@@ -11,15 +12,29 @@ from __future__ import annotations
 import logging
 import re
 import struct
+from collections import deque
 from itertools import islice
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from ...protocol.api import APIS
+from ...protocol.framing import Frame, FrameDecoder
 from ..frames import parse_request_frame, parse_response_frame
 from ..tcp import TcpStream
 
-if TYPE_CHECKING:
-    from .connection import _Conn
+
+
+class _Conn(Protocol):
+    """What a framer needs of its connection (:class:`~.connection._Conn`)."""
+
+    connection_id: str
+    dead: bool
+    last_corr: int | None
+    outstanding: deque
+    decoder: Any
+
+    def on_request(self, frame: bytes, ts: int) -> None: ...
+
+    def on_response(self, frame: bytes, ts: int) -> None: ...
 
 log = logging.getLogger(__name__)
 
@@ -35,16 +50,18 @@ _REQ_PATTERN = re.compile(b"\\x00[" + b"".join(re.escape(bytes([k])) for k in so
 class _Framer:
     """Splits one direction's byte stream into Kafka frames, resynchronising after holes.
 
-    In step (``synced``), frames follow each other by their size prefixes.  Out
-    of step, the buffer is scanned for candidate frame starts (``cands``,
-    positions in ``buf``; ``scan_pos``: where scanning goes on); the first
-    candidate whose whole frame arrived and verifies puts the framer back in
-    step there.  ``synced`` None means "decide at the first byte": in step if
-    the stream's start (SYN) was seen.
+    In step (``synced``), frames follow each other by their size prefixes: the
+    bytes go to ``dec``, a :class:`FrameDecoder`, once the head of each frame
+    looks plausible.  Out of step, the bytes are held in ``buf`` (from ``pos``
+    on) and scanned for candidate frame starts (``cands``, positions in
+    ``buf``; ``scan_pos``: where scanning goes on); the first candidate whose
+    whole frame arrived and verifies puts the framer back in step there, the
+    rest of ``buf`` going to ``dec``.  ``synced`` None means "decide at the
+    first byte": in step if the stream's start (SYN) was seen.
     """
 
-    __slots__ = ("buf", "cands", "conn", "frames", "max_frame", "pos", "scan_pos", "skip", "start_ts", "stats",
-                 "stream", "synced")
+    __slots__ = ("buf", "cands", "checked", "conn", "dec", "frames", "max_frame", "pos", "scan_pos", "skip",
+                 "start_ts", "stats", "stream", "synced")
 
     MAX_CANDIDATES = 256
 
@@ -53,6 +70,8 @@ class _Framer:
         self.stats = conn.decoder.stats
         self.stream: TcpStream | None = None
         self.max_frame = max_frame
+        self.dec = FrameDecoder(max_frame)
+        self.checked = False  # the head of the frame in ``dec`` was found plausible
         self.buf = bytearray()
         self.pos = 0
         self.synced: bool | None = None
@@ -75,18 +94,28 @@ class _Framer:
             if k == len(data):
                 return
             data = memoryview(data)[k:]
-        if self.pos == len(self.buf):
-            self.start_ts = ts
-        self.buf += data
+        if self.synced:
+            dec = self.dec
+            if not dec.held_bytes:
+                self.start_ts = ts
+            if data:  # (empty data would tell the decoder the stream ended)
+                dec.receive_data(data)
+        else:
+            if self.pos == len(self.buf):
+                self.start_ts = ts
+            self.buf += data
         self._parse(ts)
+
+    def _held(self) -> int:
+        """Bytes held: in the decoder (in step) or ``buf`` (out of step)."""
+        return self.dec.held_bytes + len(self.buf) - self.pos
 
     def gap(self, nbytes: int, ts: int) -> None:
         self.stats.gaps += 1
         self.stats.gap_bytes += nbytes
         if self.conn.dead:
             return
-        buf, pos = self.buf, self.pos
-        avail = len(buf) - pos
+        avail = self._held()
         if self.skip:
             if nbytes <= self.skip:
                 self.skip -= nbytes
@@ -94,7 +123,7 @@ class _Framer:
             self.skip = 0
             self.synced = False
         elif self.synced and avail >= 4:
-            (size,) = _I32.unpack_from(buf, pos)
+            (size,) = _I32.unpack_from(self.dec.peek(4))
             remaining = 4 + size - avail
             if 0 <= size <= self.max_frame and nbytes <= remaining:
                 self.skip = remaining - nbytes  # the frame is lost, the next one starts in step
@@ -106,55 +135,67 @@ class _Framer:
                 self.stats.lost_frames += 1
             self.synced = False
         self.stats.skipped_bytes += avail
-        buf.clear()
-        self.pos = self.scan_pos = 0
-        self.cands.clear()
+        self._drop()
         if not self.synced:
             log.debug("%s: %s out of step after a %d-byte hole", self.conn.connection_id, type(self).__name__,
                       nbytes)
 
     def end(self) -> None:
         """End of the stream: a partial frame left is lost."""
-        avail = len(self.buf) - self.pos
+        avail = self._held()
         if avail and self.synced:
             self.stats.lost_frames += 1
         self.stats.skipped_bytes += avail
+        self._drop()
+
+    def _drop(self) -> None:
+        """Forget every byte held."""
+        self.dec.close()
+        self.checked = False
         self.buf = bytearray()
         self.pos = self.scan_pos = 0
         self.cands.clear()
 
     def _parse(self, ts: int) -> None:
-        buf = self.buf
+        dec = self.dec
         while True:
-            if not self.synced and not self._resync():
+            if not self.synced:
+                if not self._resync():
+                    break
+                with memoryview(self.buf) as mv:  # back in step at pos: the decoder takes over from there
+                    dec.receive_data(mv[self.pos:])
+                self.buf = bytearray()
+                self.pos = 0
+            if not self.checked:  # the next frame's head, before the decoder commits to it
+                head = dec.peek(8)
+                if len(head) < 4:
+                    break
+                (size,) = _I32.unpack_from(head)
+                ok = self._plausible(head, size)
+                if ok is None:
+                    break
+                if not ok:
+                    if self._not_kafka():
+                        return
+                    log.debug("%s: implausible %s frame, resynchronising", self.conn.connection_id,
+                              type(self).__name__)
+                    self.synced = False
+                    self.stats.skipped_bytes += 1
+                    self.buf = dec.take()
+                    self.pos = self.scan_pos = 1
+                    continue
+                self.checked = True
+            event = dec.next_event()  # sizes above max_frame are implausible: never FrameTooLarge
+            if event.__class__ is not Frame:
                 break
-            pos = self.pos
-            if len(buf) - pos < 4:
-                break
-            (size,) = _I32.unpack_from(buf, pos)
-            ok = self._plausible(pos, size)
-            if ok is None:
-                break
-            if not ok:
-                if self._not_kafka():
-                    return
-                log.debug("%s: implausible %s frame, resynchronising", self.conn.connection_id, type(self).__name__)
-                self.synced = False
-                self.stats.skipped_bytes += 1
-                self.pos = self.scan_pos = pos + 1
-                continue
-            end = pos + 4 + size
-            if len(buf) < end:
-                break
-            with memoryview(buf) as mv:
-                frame = bytes(mv[pos + 4:end])
-            self.pos = end
+            self.checked = False
+            dec.pool.release(event.pooled)  # (unbounded pool: charged only while being filled)
             self.frames += 1
-            self._frame(frame, self.start_ts, ts)
+            self._frame(bytes(event.payload), self.start_ts, ts)
             self.start_ts = ts
             if self.conn.dead:
                 return
-        pos = self.pos
+        buf, pos = self.buf, self.pos
         if pos == len(buf):
             buf.clear()
             self.pos = self.scan_pos = 0
@@ -207,8 +248,9 @@ class _Framer:
         return False
 
     # per direction
-    def _plausible(self, pos: int, size: int) -> bool | None:
-        """Whether a frame of ``size`` at ``pos`` is believable in step (None: need more bytes)."""
+    def _plausible(self, head: bytes, size: int) -> bool | None:
+        """Whether a frame of ``size`` starting with ``head`` (its first 4 to 8 bytes, size prefix
+        included) is believable in step (None: need more bytes)."""
         raise NotImplementedError
 
     def _find(self, start: int) -> tuple[int, bool]:
@@ -228,12 +270,12 @@ class _RequestFramer(_Framer):
 
     __slots__ = ()
 
-    def _plausible(self, pos: int, size: int) -> bool | None:
+    def _plausible(self, head: bytes, size: int) -> bool | None:
         if size < 8 or size > self.max_frame:
             return False
-        if len(self.buf) - pos < 8:
+        if len(head) < 8:
             return None
-        api_key, version = struct.unpack_from(">hh", self.buf, pos + 4)
+        api_key, version = struct.unpack_from(">hh", head, 4)
         return 0 <= api_key <= 255 and 0 <= version <= 127
 
     def _not_kafka(self) -> bool:
@@ -243,8 +285,7 @@ class _RequestFramer(_Framer):
             conn.dead = True
             conn.decoder.stats.non_kafka_connections += 1
             log.info("%s: not Kafka (first request frame implausible), ignored", conn.connection_id)
-            self.buf = bytearray()
-            self.pos = 0
+            self._drop()
             return True
         return False
 
@@ -295,7 +336,7 @@ class _ResponseFramer(_Framer):
 
     __slots__ = ()
 
-    def _plausible(self, pos: int, size: int) -> bool | None:
+    def _plausible(self, head: bytes, size: int) -> bool | None:
         return 4 <= size <= self.max_frame
 
     def _find(self, start: int) -> tuple[int, bool]:

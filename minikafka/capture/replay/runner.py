@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import struct
 import time
 from collections import defaultdict
 from collections.abc import Iterable
@@ -13,8 +12,12 @@ from pathlib import Path
 
 import trio
 
+from ...client.connection import read_frame
 from ...protocol.api import APIS, ApiKey
-from ..format import CaptureRecord, ReadStats, read_capture
+from ...protocol.framing import FrameDecoder, encode_frame
+from ...protocol.headers import response_correlation_id
+from ..format import CaptureRecord, ReadStats
+from ..reading import read_capture
 from ..frames import (
     api_name,
     parse_request_frame,
@@ -35,8 +38,6 @@ from .rewrite import (
 )
 
 log = logging.getLogger(__name__)
-
-_SIZE = struct.Struct(">i")
 
 
 def group_connections(records: Iterable[CaptureRecord],
@@ -59,7 +60,7 @@ class _Entry:
     ctx: _Ctx
     known: bool  # decodable with the protocol layer
     sent_at: float = 0.0
-    frame: bytes | None = None
+    frame: bytearray | None = None
     received_at: float = 0.0
     event: trio.Event = field(default_factory=trio.Event)
 
@@ -252,29 +253,19 @@ class _Replayer:
             log.warning("replay of connection %s: %s", state.name, error)
 
     async def _reader(self, state: _ConnectionState, stream: trio.SocketStream) -> None:
-        buf = bytearray()
+        decoder = FrameDecoder()  # the target's responses, of any size
         error = "target closed the connection"
         try:
-            while True:
-                data = await stream.receive_some(1 << 16)
-                if not data:
-                    break
-                buf += data
-                while len(buf) >= 4:
-                    (size,) = _SIZE.unpack_from(buf)
-                    if len(buf) < 4 + size:
-                        break
-                    frame = bytes(buf[4:4 + size])
-                    del buf[:4 + size]
-                    corr = int.from_bytes(frame[:4], "big", signed=True)
-                    entry = state.pending.pop(corr, None)
-                    if entry is None:
-                        self.report.unexpected_responses += 1
-                        log.debug("connection %s: response with unknown correlation id %d", state.name, corr)
-                        continue
-                    entry.frame = frame
-                    entry.received_at = trio.current_time()
-                    entry.event.set()
+            while (frame := await read_frame(stream, decoder)) is not None:
+                corr = response_correlation_id(frame)
+                entry = state.pending.pop(corr, None)
+                if entry is None:
+                    self.report.unexpected_responses += 1
+                    log.debug("connection %s: response with unknown correlation id %d", state.name, corr)
+                    continue
+                entry.frame = frame
+                entry.received_at = trio.current_time()
+                entry.event.set()
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             error = f"connection error: {exc!r}"
         if state.pending or state.unsent:
@@ -330,7 +321,7 @@ class _Replayer:
                         state.pending[corr] = entry
                     entry.sent_at = trio.current_time()
                     try:
-                        await stream.send_all(_SIZE.pack(len(frame)) + frame)
+                        await stream.send_all(encode_frame(frame))
                     except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
                         state.pending.pop(corr, None)
                         state.slots.release()

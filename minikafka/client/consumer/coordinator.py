@@ -432,7 +432,7 @@ class ConsumerCoordinator:
                 for p in t.partitions:
                     if p.error_code == 0 and p.committed_offset >= 0:
                         out[TopicPartition(t.name, p.partition_index)] = OffsetAndMetadata(
-                            p.committed_offset, p.metadata or "", p.committed_leader_epoch)
+                            p.committed_offset, leader_epoch=p.committed_leader_epoch, metadata=p.metadata or "")
             return out
 
     async def auto_commit_loop(self) -> None:

@@ -237,7 +237,7 @@ class Fetcher:
             st = self.subscriptions.assignment[tp]
             assert st.fetch_offset is not None
             info = md.topics.get(tp.topic)
-            pinfo = info.partitions.get(tp.partition) if info else None
+            pinfo = info.partition(tp.partition) if info else None
             topic_id = info.topic_id if info and info.topic_id else ZERO_UUID
             builder.add(tp, PartitionData(tp.topic, topic_id, tp.partition, st.fetch_offset, -1,
                                           cfg.max_partition_fetch_bytes,
@@ -440,7 +440,7 @@ class Fetcher:
         version = conn.pick_version(ApiKey.LIST_OFFSETS, 7)
         topics: dict[str, list[dict]] = defaultdict(list)
         for tp, ts in stamps.items():
-            pinfo = self.client.metadata.topics[tp.topic].partitions.get(tp.partition)
+            pinfo = self.client.metadata.topics[tp.topic].partition(tp.partition)
             topics[tp.topic].append({"partition_index": tp.partition, "timestamp": ts, "max_num_offsets": 1,
                                      "current_leader_epoch": pinfo.leader_epoch if pinfo else -1})
         body = {"replica_id": -1, "isolation_level": self.config.isolation_level_id,

@@ -24,20 +24,11 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Iterable
 
-from ..fetch_session import TopicPartition
+from ...common import OffsetAndMetadata, TopicPartition
 
 log = logging.getLogger(__name__)
 
 __all__ = ["SubscriptionType", "TopicPartitionState", "SubscriptionState", "OffsetAndMetadata"]
-
-
-@dataclass(frozen=True)
-class OffsetAndMetadata:
-    """A committed offset (Java's ``OffsetAndMetadata``)."""
-
-    offset: int
-    metadata: str = ""
-    leader_epoch: int = -1
 
 
 class SubscriptionType(Enum):
@@ -179,7 +170,7 @@ class SubscriptionState:
 
     def all_consumed(self) -> dict[TopicPartition, OffsetAndMetadata]:
         """Positions to commit (Java's ``allConsumed``)."""
-        return {tp: OffsetAndMetadata(st.position, "", st.leader_epoch)
+        return {tp: OffsetAndMetadata(st.position, leader_epoch=st.leader_epoch)
                 for tp, st in self.assignment.items() if st.has_valid_position}
 
     def fetchable_partitions(self) -> list[TopicPartition]:

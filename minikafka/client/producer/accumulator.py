@@ -19,6 +19,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable
 
+from ...common import TopicPartition
 from .batch import BATCH_HEADER_SIZE, Callback, FutureRecordMetadata, ProducerBatch
 from .buffer_pool import BufferPool
 from .errors import ProducerClosedError
@@ -26,7 +27,6 @@ from .transaction_manager import TransactionManager
 
 log = logging.getLogger(__name__)
 
-TopicPartition = tuple[str, int]
 
 
 @dataclass

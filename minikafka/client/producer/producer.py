@@ -160,7 +160,7 @@ class KafkaProducer:
         assert nc is not None, "use KafkaProducer as `async with`"
         start = None
         info = nc.metadata.topics.get(topic)
-        if info is None or not info.partitions or (partition is not None and partition not in info.partitions):
+        if info is None or not info.partitions or (partition is not None and info.partition(partition) is None):
             start = self._clock_ms()
             info = await self._wait_on_metadata(topic, partition, config.max_block_ms)
         nparts = len(info.partitions)
@@ -228,7 +228,7 @@ class KafkaProducer:
         if cached is not None and cached[0] == nc.metadata.version:
             return cached[1]
         info = nc.metadata.topics.get(topic)
-        avail = [p for p, pi in sorted(info.partitions.items()) if pi.leader >= 0] if info else []
+        avail = [pi.partition for pi in info.partitions if pi.leader >= 0] if info else []
         self._available[topic] = (nc.metadata.version, avail)
         return avail
 
@@ -241,7 +241,7 @@ class KafkaProducer:
         while True:
             info = nc.metadata.topics.get(topic)
             if info is not None and info.partitions and not info.error:
-                if partition is None or partition in info.partitions:
+                if partition is None or info.partition(partition) is not None:
                     return info
                 raise KafkaProducerError(f"Invalid partition given with record: {partition} is not in the range "
                                          f"[0...{len(info.partitions)}).", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)

@@ -15,12 +15,12 @@ import bisect
 import logging
 from dataclasses import dataclass, field
 
+from ...common import TopicPartition
 from ...protocol.records import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE
 from .batch import ProducerBatch
 
 log = logging.getLogger(__name__)
 
-TopicPartition = tuple[str, int]
 
 
 @dataclass

@@ -10,7 +10,8 @@ from helpers import batch, produce
 from minikafka.broker.broker import Broker
 from minikafka.client.consumer import KafkaConsumer, TopicPartition
 from minikafka.protocol.api import APIS, ApiKey
-from minikafka.protocol.headers import parse_request_header_prefix, skip_header_tags
+from minikafka.protocol.headers import request_body_offset
+from minikafka.broker.request import ResponseObserver
 
 
 def boot(broker: Broker) -> str:
@@ -24,9 +25,7 @@ def fetch_observer(into: list, client_id: str):
     def observe(ctx, frame, response) -> None:
         if ctx.api_key != ApiKey.FETCH or ctx.client_id != client_id:
             return
-        hdr = parse_request_header_prefix(frame)
-        off = skip_header_tags(frame, hdr.body_offset) if api.is_flexible(ctx.api_version) else hdr.body_offset
-        req = api.request.parse(memoryview(frame)[off:], ctx.api_version)
+        req = api.request.parse(memoryview(frame)[request_body_offset(frame):], ctx.api_version)
         into.append((req.session_id, req.session_epoch, sum(len(t.partitions) for t in req.topics)))
 
     return observe
@@ -35,7 +34,7 @@ def fetch_observer(into: list, client_id: str):
 async def test_incremental_fetch_sessions_are_used(broker: Broker, conn) -> None:
     broker.create_topic("s", 8, 1)
     seen: list = []
-    broker.request_observers.append(fetch_observer(seen, "sess"))
+    broker.observe(ResponseObserver(fetch_observer(seen, "sess")))
     async with KafkaConsumer(bootstrap_servers=boot(broker), client_id="sess", auto_offset_reset="earliest",
                              fetch_max_wait_ms=50) as c:
         c.assign([TopicPartition("s", p) for p in range(8)])
@@ -61,7 +60,7 @@ async def test_bounded_queue_back_pressures_fetching(broker: Broker, conn) -> No
         for i in range(20):  # 20 batches of 10 per partition
             await produce(conn, "bp", batch([b"x" * 100] * 10), partition=p)
     seen: list = []
-    broker.request_observers.append(fetch_observer(seen, "slow"))
+    broker.observe(ResponseObserver(fetch_observer(seen, "slow")))
     # Each fetch returns about one batch per partition; at most 3 chunks may wait in the queue.
     async with KafkaConsumer(bootstrap_servers=boot(broker), client_id="slow", auto_offset_reset="earliest",
                              max_partition_fetch_bytes=1200, queued_max_chunks=3, fetch_max_wait_ms=50) as c:
@@ -128,13 +127,11 @@ async def test_fetch_settings_reach_the_wire_and_bound_responses(broker: Broker,
 
     def observe(ctx, frame, response) -> None:
         if ctx.api_key == ApiKey.FETCH and ctx.client_id == "cfg":
-            hdr = parse_request_header_prefix(frame)
-            off = skip_header_tags(frame, hdr.body_offset) if api.is_flexible(ctx.api_version) else hdr.body_offset
-            req = api.request.parse(memoryview(frame)[off:], ctx.api_version)
+            req = api.request.parse(memoryview(frame)[request_body_offset(frame):], ctx.api_version)
             resp_bytes = sum(s.nbytes if isinstance(s, memoryview) else len(s) for s in response)
             requests.append((req, resp_bytes))
 
-    broker.request_observers.append(observe)
+    broker.observe(ResponseObserver(observe))
     async with KafkaConsumer(bootstrap_servers=boot(broker), client_id="cfg", auto_offset_reset="earliest",
                              fetch_min_bytes=7, fetch_max_wait_ms=123, fetch_max_bytes=5000,
                              max_partition_fetch_bytes=1000) as c:

@@ -9,7 +9,6 @@ import pytest
 import trio
 
 from helpers import fetch
-from minikafka.broker import apis
 from minikafka.broker.broker import serve_broker
 from minikafka.broker.config import BrokerConfig
 from minikafka.client.connection import KafkaConnection
@@ -127,22 +126,22 @@ async def test_close_and_flush_lose_nothing(broker) -> None:
         await p.send("closing", b"late")
 
 
-def inject_faults(monkeypatch, code: ErrorCode, times: int, after_append: bool, topic: str) -> list[int]:
+def inject_faults(broker, monkeypatch, code: ErrorCode, times: int, after_append: bool, topic: str) -> list[int]:
     """Answer ``code`` to the first ``times`` produce requests for ``topic`` (appending first when asked)."""
-    real = apis.HANDLERS[ApiKey.PRODUCE]
+    real = broker.apis.handlers[ApiKey.PRODUCE]
     calls = [0]
 
-    async def faulty(broker, ctx, req):
+    async def faulty(ctx, req):
         if any(td.name == topic for td in req.topic_data) and calls[0] < times:
             calls[0] += 1
             if after_append:
-                await real(broker, ctx, req)
+                await real(ctx, req)
             return {"responses": [{"name": td.name, "partition_responses": [
                 {"index": pd.index, "error_code": code} for pd in td.partition_data]} for td in req.topic_data],
                 "throttle_time_ms": 0}
-        return await real(broker, ctx, req)
+        return await real(ctx, req)
 
-    monkeypatch.setitem(apis.HANDLERS, ApiKey.PRODUCE, faulty)
+    monkeypatch.setitem(broker.apis.handlers, ApiKey.PRODUCE, faulty)
     return calls
 
 
@@ -156,7 +155,7 @@ async def test_retries_without_duplicates(broker, monkeypatch, code, after_appen
     broker.create_topic(topic, 3, 1)
     async with KafkaProducer(bootstrap(broker), retry_backoff_ms=10, linger_ms=2, batch_size=1024) as p:
         await (await p.send(topic, b"warm", partition=0)).get()
-        calls = inject_faults(monkeypatch, code, 6, after_append, topic)
+        calls = inject_faults(broker, monkeypatch, code, 6, after_append, topic)
         futs = []
         for i in range(600):
             futs.append(await p.send(topic, b"%d" % i, key=b"%d" % (i % 3)))
@@ -190,7 +189,7 @@ async def test_out_of_order_sequence_after_lost_batch_is_retried(broker, monkeyp
     async with KafkaProducer(bootstrap(broker), retry_backoff_ms=5, linger_ms=0, batch_size=512,
                              max_in_flight_requests_per_connection=5) as p:
         await (await p.send(topic, b"warm")).get()
-        inject_faults(monkeypatch, ErrorCode.NOT_LEADER_OR_FOLLOWER, 1, False, topic)
+        inject_faults(broker, monkeypatch, ErrorCode.NOT_LEADER_OR_FOLLOWER, 1, False, topic)
         futs = [await p.send(topic, b"r%04d" % i + b"." * 60) for i in range(300)]
         await p.flush()
         for f in futs:
@@ -204,7 +203,7 @@ async def test_delivery_timeout_expires_batches(broker, monkeypatch) -> None:
     async with KafkaProducer(bootstrap(broker), delivery_timeout_ms=600, request_timeout_ms=200, linger_ms=0,
                              retry_backoff_ms=20) as p:
         await (await p.send(topic, b"warm")).get()
-        inject_faults(monkeypatch, ErrorCode.NOT_LEADER_OR_FOLLOWER, 10**9, False, topic)
+        inject_faults(broker, monkeypatch, ErrorCode.NOT_LEADER_OR_FOLLOWER, 10**9, False, topic)
         t0 = trio.current_time()
         fut = await p.send(topic, b"lost")
         with pytest.raises(KafkaTimeoutError, match="Expiring 1 record"):
@@ -216,7 +215,7 @@ async def test_delivery_timeout_expires_batches(broker, monkeypatch) -> None:
 async def test_non_retriable_error_fails_the_send(broker, monkeypatch) -> None:
     async with KafkaProducer(bootstrap(broker)) as p:
         await (await p.send("bad", b"warm")).get()
-        inject_faults(monkeypatch, ErrorCode.INVALID_RECORD, 1, False, "bad")
+        inject_faults(broker, monkeypatch, ErrorCode.INVALID_RECORD, 1, False, "bad")
         fut = await p.send("bad", b"x")
         with pytest.raises(KafkaProducerError) as info:
             await fut.get()
@@ -224,13 +223,13 @@ async def test_non_retriable_error_fails_the_send(broker, monkeypatch) -> None:
 
 
 async def test_buffer_exhaustion_blocks_then_fails(broker, monkeypatch) -> None:
-    async def stuck(broker, ctx, req):
+    async def stuck(ctx, req):
         await trio.sleep_forever()
 
     async with KafkaProducer(bootstrap(broker), buffer_memory=4096, batch_size=1024, max_block_ms=300,
                              linger_ms=0, request_timeout_ms=60000, acks=1) as p:
         await (await p.send("stuck", b"warm")).get()
-        monkeypatch.setitem(apis.HANDLERS, ApiKey.PRODUCE, stuck)
+        monkeypatch.setitem(broker.apis.handlers, ApiKey.PRODUCE, stuck)
         t0 = trio.current_time()
         with pytest.raises(BufferExhaustedError):
             for _ in range(100):

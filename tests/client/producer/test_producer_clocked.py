@@ -50,7 +50,7 @@ async def test_unknown_producer_id_bumps_epoch_and_keeps_order(broker, monkeypat
     async with KafkaProducer(f"127.0.0.1:{broker.port}", retry_backoff_ms=5, batch_size=256, linger_ms=0) as p:
         await (await p.send("bump", b"warm")).get()
         assert p.producer_id[1] == 0
-        inject_faults(monkeypatch, ErrorCode.UNKNOWN_PRODUCER_ID, 1, False, "bump")
+        inject_faults(broker, monkeypatch, ErrorCode.UNKNOWN_PRODUCER_ID, 1, False, "bump")
         futs = [await p.send("bump", b"%03d" % i + b"." * 40) for i in range(40)]
         await p.flush()
         for f in futs:

@@ -1,0 +1,216 @@
+"""The response Kafka gives when a handler fails: each request's ``getErrorResponse``.
+
+When a handler raises, ``KafkaApis.handleError`` answers the request with its
+error response rather than closing the connection: the error code on every
+topic/partition/resource/group the request named (or at the top level where
+the response has one).  :func:`error_response` builds that body for any api
+key from the parsed request; :func:`error_code_for` maps an exception to the
+code (Kafka's ``Errors.forException``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..protocol.api import ApiKey
+from ..protocol.errors import ErrorCode
+from ..protocol.records import CorruptRecordError
+from .log import OffsetOutOfRangeError
+from .metadata import MetadataError
+
+ErrorBody = dict[str, Any]
+
+
+class KafkaError(Exception):
+    """An error a handler raises to answer with a given Kafka error code."""
+
+    def __init__(self, code: ErrorCode, message: str = "") -> None:
+        super().__init__(message or code.name)
+        self.code = code
+
+
+def error_code_for(exc: BaseException) -> ErrorCode:
+    """The Kafka error code for an exception (UNKNOWN_SERVER_ERROR when nothing more specific fits)."""
+    if isinstance(exc, (KafkaError, MetadataError)):
+        return ErrorCode(exc.code)
+    if isinstance(exc, CorruptRecordError):
+        return ErrorCode.CORRUPT_MESSAGE
+    if isinstance(exc, OffsetOutOfRangeError):
+        return ErrorCode.OFFSET_OUT_OF_RANGE
+    return ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+def _partitions(topics: Any, topic_key: str, parts_key: str, index_key: str, out_index: str,
+                code: int, **extra: Any) -> list[dict]:
+    """Per-topic partition lists with ``code`` on every partition the request named."""
+    return [{topic_key: t[topic_key],
+             "partitions": [{out_index: p[index_key] if isinstance(p, dict) else p, "error_code": code, **extra}
+                            for p in t[parts_key]]}
+            for t in topics or []]
+
+
+def _produce(req: Any, v: int, code: int) -> ErrorBody:
+    return {"responses": [{"name": t["name"],
+                           "partition_responses": [{"index": p["index"], "error_code": code}
+                                                   for p in t["partition_data"]]}
+                          for t in req["topic_data"]]}
+
+
+def _fetch(req: Any, v: int, code: int) -> ErrorBody:
+    return {"error_code": code, "session_id": 0,
+            "responses": [{"topic": t["topic"], "topic_id": t["topic_id"],
+                           "partitions": [{"partition_index": p["partition"], "error_code": code,
+                                           "high_watermark": -1} for p in t["partitions"]]}
+                          for t in req["topics"]]}
+
+
+def _list_offsets(req: Any, v: int, code: int) -> ErrorBody:
+    return {"topics": _partitions(req["topics"], "name", "partitions", "partition_index", "partition_index", code)}
+
+
+def _metadata(req: Any, v: int, code: int) -> ErrorBody:
+    return {"brokers": [], "topics": [{"error_code": code, "name": t["name"], "topic_id": t["topic_id"]}
+                                      for t in req["topics"] or []]}
+
+
+def _offset_commit(req: Any, v: int, code: int) -> ErrorBody:
+    return {"topics": _partitions(req["topics"], "name", "partitions", "partition_index", "partition_index", code)}
+
+
+def _offset_fetch(req: Any, v: int, code: int) -> ErrorBody:
+    if v >= 8:
+        return {"groups": [{"group_id": g["group_id"], "error_code": code, "topics": []} for g in req["groups"]]}
+    topics = _partitions(req["topics"], "name", "partition_indexes", "", "partition_index", code,
+                         committed_offset=-1)
+    return {"error_code": code, "topics": topics if v < 2 else []}
+
+
+def _find_coordinator(req: Any, v: int, code: int) -> ErrorBody:
+    if v >= 4:
+        return {"coordinators": [{"key": k, "error_code": code, "node_id": -1, "host": "", "port": -1}
+                                 for k in req["coordinator_keys"]]}
+    return {"error_code": code, "node_id": -1, "host": "", "port": -1}
+
+
+def _join_group(req: Any, v: int, code: int) -> ErrorBody:
+    return {"error_code": code, "generation_id": -1, "protocol_name": None if v >= 7 else "", "leader": "",
+            "member_id": req["member_id"], "members": []}
+
+
+def _top_level(req: Any, v: int, code: int) -> ErrorBody:
+    return {"error_code": code}
+
+
+def _leave_group(req: Any, v: int, code: int) -> ErrorBody:
+    return {"error_code": code, "members": []}
+
+
+def _describe_groups(req: Any, v: int, code: int) -> ErrorBody:
+    return {"groups": [{"group_id": g, "error_code": code, "group_state": "", "protocol_type": "",
+                        "protocol_data": "", "members": []} for g in req["groups"]]}
+
+
+def _list_groups(req: Any, v: int, code: int) -> ErrorBody:
+    return {"error_code": code, "groups": []}
+
+
+def _api_versions(req: Any, v: int, code: int) -> ErrorBody:
+    return {"error_code": code, "api_keys": []}
+
+
+def _create_topics(req: Any, v: int, code: int) -> ErrorBody:
+    return {"topics": [{"name": t["name"], "error_code": code} for t in req["topics"]]}
+
+
+def _delete_topics(req: Any, v: int, code: int) -> ErrorBody:
+    if v >= 6:
+        return {"responses": [{"name": t["name"], "topic_id": t["topic_id"], "error_code": code}
+                              for t in req["topics"]]}
+    return {"responses": [{"name": n, "error_code": code} for n in req["topic_names"]]}
+
+
+def _delete_records(req: Any, v: int, code: int) -> ErrorBody:
+    return {"topics": _partitions(req["topics"], "name", "partitions", "partition_index", "partition_index", code,
+                                  low_watermark=-1)}
+
+
+def _init_producer_id(req: Any, v: int, code: int) -> ErrorBody:
+    return {"error_code": code, "producer_id": -1, "producer_epoch": -1}
+
+
+def _offset_for_leader_epoch(req: Any, v: int, code: int) -> ErrorBody:
+    return {"topics": _partitions(req["topics"], "topic", "partitions", "partition", "partition", code)}
+
+
+def _resources(req: Any, v: int, code: int, key: str) -> ErrorBody:
+    return {key: [{"error_code": code, "error_message": code_name(code), "resource_type": r["resource_type"],
+                   "resource_name": r["resource_name"]} for r in req["resources"]]}
+
+
+def _create_partitions(req: Any, v: int, code: int) -> ErrorBody:
+    return {"results": [{"name": t["name"], "error_code": code} for t in req["topics"]]}
+
+
+def _delete_groups(req: Any, v: int, code: int) -> ErrorBody:
+    return {"results": [{"group_id": g, "error_code": code} for g in req["groups_names"]]}
+
+
+def _describe_client_quotas(req: Any, v: int, code: int) -> ErrorBody:
+    return {"error_code": code, "error_message": code_name(code), "entries": None}
+
+
+def _alter_client_quotas(req: Any, v: int, code: int) -> ErrorBody:
+    return {"entries": [{"error_code": code, "error_message": code_name(code),
+                         "entity": [{"entity_type": e["entity_type"], "entity_name": e["entity_name"]}
+                                    for e in entry["entity"]]} for entry in req["entries"]]}
+
+
+def _describe_cluster(req: Any, v: int, code: int) -> ErrorBody:
+    return {"error_code": code, "error_message": code_name(code), "brokers": []}
+
+
+def code_name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return str(code)
+
+
+_BUILDERS: dict[int, Callable[[Any, int, int], ErrorBody]] = {
+    ApiKey.PRODUCE: _produce,
+    ApiKey.FETCH: _fetch,
+    ApiKey.LIST_OFFSETS: _list_offsets,
+    ApiKey.METADATA: _metadata,
+    ApiKey.OFFSET_COMMIT: _offset_commit,
+    ApiKey.OFFSET_FETCH: _offset_fetch,
+    ApiKey.FIND_COORDINATOR: _find_coordinator,
+    ApiKey.JOIN_GROUP: _join_group,
+    ApiKey.HEARTBEAT: _top_level,
+    ApiKey.LEAVE_GROUP: _leave_group,
+    ApiKey.SYNC_GROUP: _top_level,
+    ApiKey.DESCRIBE_GROUPS: _describe_groups,
+    ApiKey.LIST_GROUPS: _list_groups,
+    ApiKey.API_VERSIONS: _api_versions,
+    ApiKey.CREATE_TOPICS: _create_topics,
+    ApiKey.DELETE_TOPICS: _delete_topics,
+    ApiKey.DELETE_RECORDS: _delete_records,
+    ApiKey.INIT_PRODUCER_ID: _init_producer_id,
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: _offset_for_leader_epoch,
+    ApiKey.DESCRIBE_CONFIGS: lambda req, v, code: _resources(req, v, code, "results"),
+    ApiKey.ALTER_CONFIGS: lambda req, v, code: _resources(req, v, code, "responses"),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: lambda req, v, code: _resources(req, v, code, "responses"),
+    ApiKey.CREATE_PARTITIONS: _create_partitions,
+    ApiKey.DELETE_GROUPS: _delete_groups,
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: _describe_client_quotas,
+    ApiKey.ALTER_CLIENT_QUOTAS: _alter_client_quotas,
+    ApiKey.DESCRIBE_CLUSTER: _describe_cluster,
+}
+
+
+def error_response(api_key: int, version: int, request: Any, code: int, throttle_time_ms: int = 0) -> ErrorBody:
+    """The error response body for a parsed ``request`` of ``api_key``/``version``."""
+    builder = _BUILDERS.get(api_key, _top_level)
+    body = builder(request, version, code)
+    body["throttle_time_ms"] = throttle_time_ms
+    return body

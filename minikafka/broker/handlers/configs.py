@@ -1,0 +1,148 @@
+"""DescribeConfigs (32), AlterConfigs (33) and IncrementalAlterConfigs (44).
+
+Config changes (Kafka's ``ConfigAdminManager``): topic resources (type 2)
+take any topic config minikafka accepts; broker resources (type 4, name = a
+broker id or ``""`` for the cluster-wide default) go to the
+:class:`~minikafka.broker.services.BrokerConfigs` service, where only the
+dynamic replication quota rates can change (INVALID_CONFIG otherwise).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from ...protocol import bodies as B
+from ...protocol.errors import ErrorCode
+from ..config import BrokerConfig
+from ..config_ops import OP_SET, apply_config_ops
+from ..metadata import MetadataError
+from ..quota.replication_quota_manager import (FOLLOWER_THROTTLED_REPLICAS, LEADER_THROTTLED_REPLICAS,
+                                               validate_throttled_replicas)
+from ..request import RequestContext
+from ..services import BrokerConfigs, MetadataCache, TopicController
+
+log = logging.getLogger(__name__)
+
+# Topic configs minikafka accepts (Kafka's names); others get INVALID_CONFIG.
+TOPIC_CONFIGS = {
+    "cleanup.policy", "compression.type", "delete.retention.ms", "file.delete.delay.ms",
+    "flush.messages", "flush.ms", "index.interval.bytes", "max.compaction.lag.ms",
+    "max.message.bytes", "message.timestamp.type", "message.timestamp.difference.max.ms",
+    "message.timestamp.before.max.ms", "message.timestamp.after.max.ms",
+    "min.cleanable.dirty.ratio", "min.compaction.lag.ms", "min.insync.replicas", "preallocate",
+    "retention.bytes", "retention.ms", "segment.bytes", "segment.index.bytes", "segment.jitter.ms",
+    "segment.ms", "unclean.leader.election.enable", "message.downconversion.enable",
+    LEADER_THROTTLED_REPLICAS, FOLLOWER_THROTTLED_REPLICAS,
+}
+RESOURCE_TOPIC = 2
+RESOURCE_BROKER = 4
+SOURCE_DYNAMIC_TOPIC = 1
+SOURCE_DEFAULT = 5
+# The list-typed topic configs (APPEND/SUBTRACT).
+LIST_TOPIC_CONFIGS = {"cleanup.policy", LEADER_THROTTLED_REPLICAS, FOLLOWER_THROTTLED_REPLICAS}
+
+
+def validate_topic_config(name: str, value: str | None) -> None:
+    if name not in TOPIC_CONFIGS:
+        raise MetadataError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {name}")
+    if value is not None and name in (LEADER_THROTTLED_REPLICAS, FOLLOWER_THROTTLED_REPLICAS):
+        try:
+            validate_throttled_replicas(value)
+        except ValueError as exc:
+            raise MetadataError(ErrorCode.INVALID_CONFIG, f"Invalid value {value} for configuration {name}: "
+                                                          f"{exc}") from None
+
+
+def _config_entry(name: str, value: str | None, source: int) -> B.DescribeConfigsResponseResultsConfigs:
+    return {"name": name, "value": value, "read_only": False, "is_default": source == SOURCE_DEFAULT,
+            "config_source": source, "is_sensitive": False, "synonyms": [], "config_type": 0,
+            "documentation": None}
+
+
+class DescribeConfigsHandler:
+    def __init__(self, metadata: MetadataCache, brokers: BrokerConfigs, config: BrokerConfig) -> None:
+        self.metadata = metadata
+        self.brokers = brokers
+        self.config = config
+
+    async def handle(self, ctx: RequestContext, req: B.DescribeConfigsRequestBody) -> B.DescribeConfigsResponseBody:
+        results: list[B.DescribeConfigsResponseResults] = []
+        defaults = self.config.topic_defaults()
+        for r in req["resources"]:
+            rtype, rname = r["resource_type"], r["resource_name"]
+            entry: B.DescribeConfigsResponseResults = {"error_code": 0, "error_message": None, "resource_type": rtype,
+                                                       "resource_name": rname, "configs": []}
+            keys = set(r["configuration_keys"]) if r["configuration_keys"] else None
+            values: dict[str, tuple[str | None, int]] = {}
+            if rtype == RESOURCE_TOPIC:
+                topic = self.metadata.get_topic(rname)
+                if topic is None:
+                    entry.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                 error_message=f"Topic {rname} does not exist")
+                else:
+                    values = {name: (value, SOURCE_DYNAMIC_TOPIC if name in topic.configs else SOURCE_DEFAULT)
+                              for name, value in {**defaults, **topic.configs}.items()}
+            elif rtype == RESOURCE_BROKER:
+                if not self.brokers.knows(rname):
+                    entry.update(error_code=ErrorCode.INVALID_REQUEST, error_message=f"Unexpected broker id {rname}")
+                else:
+                    values = dict(self.brokers.describe(rname))
+            else:
+                entry.update(error_code=ErrorCode.INVALID_REQUEST,
+                             error_message=f"Unsupported resource type {rtype}")
+            entry["configs"] = [_config_entry(name, *values[name]) for name in sorted(values)
+                                if keys is None or name in keys]
+            results.append(entry)
+        return {"throttle_time_ms": 0, "results": results}
+
+
+class AlterConfigsHandler:
+    """AlterConfigs (each resource's dynamic configs replaced by those given) and, with
+    ``incremental``, IncrementalAlterConfigs (SET / DELETE / APPEND / SUBTRACT per config)."""
+
+    def __init__(self, controller: TopicController, metadata: MetadataCache, brokers: BrokerConfigs,
+                 *, incremental: bool) -> None:
+        self.controller = controller
+        self.metadata = metadata
+        self.brokers = brokers
+        self.incremental = incremental
+
+    async def handle(self, ctx: RequestContext,
+                     req: B.AlterConfigsRequestBody | B.IncrementalAlterConfigsRequestBody
+                     ) -> B.AlterConfigsResponseBody | B.IncrementalAlterConfigsResponseBody:
+        resources = req["resources"]
+        seen: dict[tuple[int, str], int] = {}
+        for r in resources:
+            k = (r["resource_type"], r["resource_name"])
+            seen[k] = seen.get(k, 0) + 1
+        out = []
+        for r in resources:
+            entry = {"error_code": 0, "error_message": None, "resource_type": r["resource_type"],
+                     "resource_name": r["resource_name"]}
+            try:
+                if seen[(r["resource_type"], r["resource_name"])] > 1:
+                    raise MetadataError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
+                changes = [(c["name"], c["config_operation"] if self.incremental else OP_SET, c["value"])
+                           for c in r["configs"]]
+                self._alter(r["resource_type"], r["resource_name"], changes, req["validate_only"])
+            except MetadataError as exc:
+                entry.update(error_code=exc.code, error_message=exc.message)
+            out.append(entry)
+        return {"throttle_time_ms": 0, "responses": out}  # type: ignore[typeddict-item]
+
+    def _alter(self, resource_type: int, name: str, changes: list[tuple[str, int, str | None]],
+               validate_only: bool) -> None:
+        """Apply (or only validate) one resource's config changes; raise MetadataError on failure."""
+        if resource_type == RESOURCE_TOPIC:
+            topic = self.metadata.get_topic(name)
+            if topic is None:
+                raise MetadataError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist")
+            new = apply_config_ops(topic.configs if self.incremental else {}, changes, validate_topic_config,
+                                   LIST_TOPIC_CONFIGS, ErrorCode.INVALID_REQUEST)
+            if not validate_only:
+                self.controller.set_topic_configs(name, new, replace=True)
+                log.info("topic %s configs now %s", name, new)
+        elif resource_type == RESOURCE_BROKER:
+            self.brokers.alter(name, changes, self.incremental, validate_only)
+        else:
+            raise MetadataError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}")

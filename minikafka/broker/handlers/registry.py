@@ -1,0 +1,91 @@
+"""Which handler answers which api key, built from the broker's services without import side effects.
+
+Each entry is a factory that takes the :class:`~minikafka.broker.services.BrokerServices`
+bundle and passes the handler only the services it declares (Kafka's
+``KafkaApis`` constructor, split per handler).  :func:`build_handlers` makes
+the table a :class:`~minikafka.broker.apis.KafkaApis` dispatches on; the
+ApiVersions list is derived from the same table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Any
+
+from ...protocol import bodies as B
+from ...protocol.api import APIS, ApiKey
+from ..request import RequestContext
+from ..services import BrokerServices
+from .api_versions import ApiVersionsHandler
+from .configs import AlterConfigsHandler, DescribeConfigsHandler
+from .fetch import FetchHandler
+from .groups import (DeleteGroupsHandler, DescribeGroupsHandler, FindCoordinatorHandler, HeartbeatHandler,
+                     JoinGroupHandler, LeaveGroupHandler, ListGroupsHandler, OffsetCommitHandler,
+                     OffsetFetchHandler, SyncGroupHandler)
+from .list_offsets import DeleteRecordsHandler, ListOffsetsHandler, OffsetForLeaderEpochHandler
+from .metadata import DescribeClusterHandler, MetadataHandler
+from .produce import ProduceHandler
+from .producer_ids import InitProducerIdHandler
+from .quotas import AlterClientQuotasHandler, DescribeClientQuotasHandler
+from .topics import CreatePartitionsHandler, CreateTopicsHandler, DeleteTopicsHandler
+
+Handler = Callable[[RequestContext, Any], Awaitable[Any]]
+HandlerFactory = Callable[[BrokerServices], Handler]
+
+# Advertised minimum versions that differ from what is parsed.  Kafka 4.0 dropped
+# Produce v0-2 but still advertises v0 (KAFKA-18659): librdkafka before 2.10 only
+# compresses with gzip/snappy/lz4 when the broker claims Produce v0.  Requests
+# below the parsed minimum still close the connection.
+ADVERTISED_MIN_VERSION = {ApiKey.PRODUCE: 0}
+
+
+def supported_api_versions(keys: Iterable[int]) -> list[B.ApiVersionsResponseApiKeys]:
+    """The ApiVersions list for the given api keys, with their version ranges."""
+    return [
+        {"api_key": k, "min_version": ADVERTISED_MIN_VERSION.get(k, APIS[k].min_version),
+         "max_version": APIS[k].max_version}
+        for k in sorted(keys)
+        if k in APIS
+    ]
+
+
+HANDLER_FACTORIES: Mapping[ApiKey, HandlerFactory] = {
+    ApiKey.PRODUCE: lambda s: ProduceHandler(s.replica_manager, s.topics, s.delayed_produce, s.produce_quota,
+                                             s.config, s.clock).handle,
+    ApiKey.FETCH: lambda s: FetchHandler(s.fetch_log, s.metadata, s.fetch_sessions, s.delayed_fetch,
+                                         s.fetch_quota, s.request_quota, s.leader_quota, s.timer, s.config,
+                                         s.clock).handle,
+    ApiKey.LIST_OFFSETS: lambda s: ListOffsetsHandler(s.replica_manager).handle,
+    ApiKey.METADATA: lambda s: MetadataHandler(s.metadata, s.topics, s.config).handle,
+    ApiKey.OFFSET_COMMIT: lambda s: OffsetCommitHandler(s.group_coordinator, s.metadata).handle,
+    ApiKey.OFFSET_FETCH: lambda s: OffsetFetchHandler(s.group_coordinator).handle,
+    ApiKey.FIND_COORDINATOR: lambda s: FindCoordinatorHandler(s.metadata).handle,
+    ApiKey.JOIN_GROUP: lambda s: JoinGroupHandler(s.group_coordinator).handle,
+    ApiKey.HEARTBEAT: lambda s: HeartbeatHandler(s.group_coordinator).handle,
+    ApiKey.LEAVE_GROUP: lambda s: LeaveGroupHandler(s.group_coordinator).handle,
+    ApiKey.SYNC_GROUP: lambda s: SyncGroupHandler(s.group_coordinator).handle,
+    ApiKey.DESCRIBE_GROUPS: lambda s: DescribeGroupsHandler(s.group_coordinator).handle,
+    ApiKey.LIST_GROUPS: lambda s: ListGroupsHandler(s.group_coordinator).handle,
+    ApiKey.API_VERSIONS: lambda s: ApiVersionsHandler(lambda: supported_api_versions(HANDLER_FACTORIES)).handle,
+    ApiKey.CREATE_TOPICS: lambda s: CreateTopicsHandler(s.controller, s.config).handle,
+    ApiKey.DELETE_TOPICS: lambda s: DeleteTopicsHandler(s.controller, s.metadata, s.config).handle,
+    ApiKey.DELETE_RECORDS: lambda s: DeleteRecordsHandler(s.records_deleter).handle,
+    ApiKey.INIT_PRODUCER_ID: lambda s: InitProducerIdHandler(s.producer_ids).handle,
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: lambda s: OffsetForLeaderEpochHandler(s.replica_manager).handle,
+    ApiKey.DESCRIBE_CONFIGS: lambda s: DescribeConfigsHandler(s.metadata, s.broker_configs, s.config).handle,
+    ApiKey.ALTER_CONFIGS: lambda s: AlterConfigsHandler(s.controller, s.metadata, s.broker_configs,
+                                                        incremental=False).handle,
+    ApiKey.CREATE_PARTITIONS: lambda s: CreatePartitionsHandler(s.controller, s.metadata).handle,
+    ApiKey.DELETE_GROUPS: lambda s: DeleteGroupsHandler(s.group_coordinator).handle,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: lambda s: AlterConfigsHandler(s.controller, s.metadata, s.broker_configs,
+                                                                    incremental=True).handle,
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: lambda s: DescribeClientQuotasHandler(s.quota_store).handle,
+    ApiKey.ALTER_CLIENT_QUOTAS: lambda s: AlterClientQuotasHandler(s.quota_store).handle,
+    ApiKey.DESCRIBE_CLUSTER: lambda s: DescribeClusterHandler(s.metadata, s.config).handle,
+}
+
+
+def build_handlers(services: BrokerServices,
+                   factories: Mapping[ApiKey, HandlerFactory] = HANDLER_FACTORIES) -> dict[int, Handler]:
+    """One handler per api key, each given only the services it uses."""
+    return {int(key): factory(services) for key, factory in factories.items()}

@@ -1,0 +1,62 @@
+"""A partition this broker hosts (Kafka's ``kafka.cluster.Partition``) and the result of an append."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from ..common import TopicPartition
+from ..protocol.errors import ErrorCode
+from .log import Log
+from .producer_state import ProducerStateManager
+
+
+@dataclass
+class ReplicaState:
+    """The leader's view of one follower (Kafka's ``Replica`` / ``ReplicaState``)."""
+
+    broker_id: int
+    log_end_offset: int = -1  # unknown until the follower's first fetch
+    last_caught_up_time_ms: int = 0
+    last_fetch_leader_log_end_offset: int = 0
+    last_fetch_time_ms: int = 0
+
+
+@dataclass
+class Partition:
+    """A partition this broker hosts: its log, leader epoch and producer state.
+
+    ``leader_id`` is who leads it as this broker last heard (``local_id`` leads
+    it when they are equal); as leader, ``remote`` holds each follower's state.
+    """
+
+    topic: str
+    index: int
+    log: Log
+    leader_epoch: int = 0
+    producers: ProducerStateManager = field(default_factory=ProducerStateManager)
+    local_id: int = 0
+    leader_id: int = 0
+    replicas: list[int] = field(default_factory=list)
+    remote: dict[int, ReplicaState] = field(default_factory=dict)
+
+    @property
+    def tp(self) -> TopicPartition:
+        return TopicPartition(self.topic, self.index)
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leader_id == self.local_id
+
+    @property
+    def is_replicated(self) -> bool:
+        return len(self.replicas) > 1
+
+
+class ProduceResult(NamedTuple):
+    error: ErrorCode
+    base_offset: int = -1
+    log_append_time: int = -1
+    log_start_offset: int = -1
+    message: str | None = None
+    last_offset: int = -1  # the last offset appended (or of the duplicate), for acks=all

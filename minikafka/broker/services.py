@@ -1,0 +1,257 @@
+"""The narrow services request handlers depend on, as typed Protocols.
+
+Kafka's ``KafkaApis`` gets its collaborators (replica manager, metadata cache,
+group coordinator, quota managers, fetch manager, ...) through its
+constructor; here each handler takes only the ones it uses, typed by the
+Protocols below, so a handler can be built and unit-tested on in-memory
+storage without a socket or a broker.  The concrete classes (``ReplicaManager``,
+``ClusterMetadata``, ``GroupCoordinator``, ``ClientQuotaManager``, ...) satisfy
+them structurally; :class:`BrokerServices` is the bundle the broker wires and
+:mod:`~minikafka.broker.handlers.registry` hands out piece by piece.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Hashable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from ..common import Clock, Node, OffsetAndMetadata, TopicMetadata, TopicPartition
+from ..protocol.errors import ErrorCode
+from .config import BrokerConfig
+
+if TYPE_CHECKING:
+    from .fetch_session import FetchContext, PartitionKey, PartitionRequest
+    from .groups.metadata import GroupOverview, GroupSummary, JoinResult, SyncResult
+    from .purgatory import Watch
+    from .quota.entity import ClientQuotaEntity
+    from .partition import Partition, ProduceResult
+
+
+# -- partitions and logs (Kafka's ReplicaManager) ---------------------------------------------------
+class PartitionLookup(Protocol):
+    """The partitions this broker hosts and their in-sync replicas."""
+
+    def get(self, topic: str, index: int) -> Partition | None: ...
+
+    def isr(self, part: Partition) -> list[int]: ...
+
+
+class ProduceLog(PartitionLookup, Protocol):
+    """Appends produce batches as leader."""
+
+    def append_records(self, part: Partition, records: bytes | memoryview | None, now_ms: int,
+                       max_message_bytes: int) -> ProduceResult: ...
+
+
+class FetchLog(PartitionLookup, Protocol):
+    """The leader side of follower fetches."""
+
+    def record_follower_fetch(self, part: Partition, replica_id: int, fetch_offset: int, now_ms: int) -> None: ...
+
+
+class RecordsDeleter(PartitionLookup, Protocol):
+    """DeleteRecords: moves a partition's log start offset."""
+
+    def delete_records(self, part: Partition, offset: int) -> int: ...
+
+
+class DelayedOperations(Protocol):
+    """Waits keyed by partition (Kafka's purgatories)."""
+
+    def watch(self, keys: Iterable[Hashable]) -> Watch: ...
+
+
+# -- metadata (Kafka's MetadataCache and controller) ---------------------------------------------------
+class MetadataCache(Protocol):
+    """What this broker knows of the cluster."""
+
+    def get_topic(self, name: str) -> TopicMetadata | None: ...
+
+    def get_topic_by_id(self, topic_id: uuid.UUID) -> TopicMetadata | None: ...
+
+    def all_topics(self) -> Iterable[TopicMetadata]: ...
+
+    def alive_brokers(self) -> list[Node]: ...
+
+    def controller_id(self) -> int: ...
+
+    def coordinator(self) -> Node:
+        """The broker that coordinates groups and transactions (the lowest live one)."""
+        ...
+
+
+class TopicController(Protocol):
+    """Topic creation, deletion, partitions and configs (the controller's part)."""
+
+    @property
+    def broker_ids(self) -> list[int]: ...
+
+    def check_new_topic(self, name: str, num_partitions: int, replication_factor: int,
+                        assignments: dict[int, list[int]] | None) -> None: ...
+
+    def create_topic(self, name: str, num_partitions: int, replication_factor: int,
+                     configs: dict[str, str] | None = None,
+                     assignments: dict[int, list[int]] | None = None) -> TopicMetadata: ...
+
+    def delete_topic(self, name: str) -> TopicMetadata: ...
+
+    def add_partitions(self, name: str, new_total: int,
+                       assignments: list[list[int]] | None = None) -> TopicMetadata: ...
+
+    def set_topic_configs(self, name: str, configs: dict[str, str], replace: bool = False) -> None: ...
+
+
+class TopicLookup(Protocol):
+    """Finds a topic, auto-creating it where allowed (Kafka's ``AutoTopicCreationManager``)."""
+
+    def lookup(self, name: str, auto_create: bool) -> tuple[ErrorCode, TopicMetadata | None]: ...
+
+
+class BrokerConfigs(Protocol):
+    """Broker config resources for Describe/Alter(Incremental)Configs (Kafka's ``DynamicBrokerConfig``)."""
+
+    def knows(self, resource_name: str) -> bool: ...
+
+    def describe(self, resource_name: str) -> dict[str, tuple[str, int]]:
+        """name -> (value, Kafka ConfigSource)."""
+        ...
+
+    def alter(self, resource_name: str, changes: list[tuple[str, int, str | None]], incremental: bool,
+              validate_only: bool) -> None: ...
+
+
+# -- groups ------------------------------------------------------------------------------------------
+class GroupCoordinatorApi(Protocol):
+    """The classic group protocol (Kafka's ``GroupCoordinator``)."""
+
+    async def join_group(self, group_id: str, member_id: str, group_instance_id: str | None,
+                         require_known_member_id: bool, support_skipping_assignment: bool, client_id: str,
+                         client_host: str, rebalance_timeout_ms: int, session_timeout_ms: int,
+                         protocol_type: str, protocols: list[tuple[str, bytes]],
+                         reason: str | None = None) -> JoinResult: ...
+
+    async def sync_group(self, group_id: str, generation_id: int, member_id: str, protocol_type: str | None,
+                         protocol_name: str | None, group_instance_id: str | None,
+                         assignments: dict[str, bytes]) -> SyncResult: ...
+
+    def heartbeat(self, group_id: str, generation_id: int, member_id: str,
+                  group_instance_id: str | None) -> ErrorCode: ...
+
+    def leave_group(self, group_id: str, members: list[tuple[str, str | None, str | None]]
+                    ) -> tuple[ErrorCode, list[tuple[str, str | None, ErrorCode]]]: ...
+
+    def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int,
+                       offsets: dict[TopicPartition, OffsetAndMetadata]) -> dict[TopicPartition, ErrorCode]: ...
+
+    def fetch_offsets(self, group_id: str, partitions: list[TopicPartition] | None, require_stable: bool = False
+                      ) -> tuple[ErrorCode, dict[TopicPartition, OffsetAndMetadata | None]]: ...
+
+    def list_groups(self, states: set[str] | None = None) -> tuple[ErrorCode, list[GroupOverview]]: ...
+
+    def describe_group(self, group_id: str) -> tuple[ErrorCode, GroupSummary]: ...
+
+    def delete_groups(self, group_ids: list[str]) -> dict[str, ErrorCode]: ...
+
+    def now_ms(self) -> int: ...
+
+
+# -- quotas, sessions, ids -------------------------------------------------------------------------------
+class ClientQuota(Protocol):
+    """A byte-rate quota (Kafka's Produce or Fetch ``ClientQuotaManager``)."""
+
+    @property
+    def quotas_enabled(self) -> bool: ...
+
+    def maybe_record_and_get_throttle_time_ms(self, user: str, client_id: str, value: float,
+                                              time_ms: int | None = None) -> int: ...
+
+    def unrecord_quota_sensor(self, user: str, client_id: str, value: float, time_ms: int | None = None) -> None: ...
+
+    def get_max_value_in_quota_window(self, user: str, client_id: str) -> float: ...
+
+
+class RequestQuota(Protocol):
+    """The request-percentage quota (Kafka's ``ClientRequestQuotaManager``)."""
+
+    def maybe_record_request_time(self, user: str, client_id: str, handler_ns: int,
+                                  time_ms: int | None = None) -> int: ...
+
+
+class LeaderReplicationQuota(Protocol):
+    """The leader side of replication throttling (Kafka's ``ReplicationQuotaManager``)."""
+
+    @property
+    def limited(self) -> bool: ...
+
+    @property
+    def throttled_partitions(self) -> dict: ...
+
+    def is_throttled(self, topic: str, partition: int) -> bool: ...
+
+    def is_quota_exceeded(self) -> bool: ...
+
+    def record(self, value: int) -> None: ...
+
+
+class FetchSessions(Protocol):
+    """Kafka's ``FetchManager``: the fetch context of each Fetch request."""
+
+    def new_context(self, version: int, session_id: int, epoch: int, is_follower: bool,
+                    fetch_data: dict[PartitionKey, PartitionRequest], to_forget: list[PartitionKey]) -> FetchContext: ...
+
+
+class ClientQuotaStore(Protocol):
+    """Client quota configuration by entity (Describe/AlterClientQuotas)."""
+
+    def describe(self, filters: list[tuple[str, int, str | None]], strict: bool
+                 ) -> list[tuple[ClientQuotaEntity, dict[str, float]]]: ...
+
+    def get(self, entity: ClientQuotaEntity) -> dict[str, float]: ...
+
+    def set(self, entity: ClientQuotaEntity, key: str, value: float) -> None: ...
+
+    def remove(self, entity: ClientQuotaEntity, key: str) -> None: ...
+
+
+class ProducerIdGenerator(Protocol):
+    def generate(self) -> int: ...
+
+
+class HandlerTimer(Protocol):
+    """How long the current task has run (the request quota's handler time)."""
+
+    def task_ns(self) -> int: ...
+
+
+
+
+@dataclass
+class BrokerServices:
+    """Everything a broker offers its handlers, wired once by the broker.
+
+    Handlers never receive this bundle: :func:`~minikafka.broker.handlers.registry.build_handlers`
+    passes each handler the few services it declares.
+    """
+
+    config: BrokerConfig
+    clock: Clock
+    metadata: MetadataCache
+    controller: TopicController
+    topics: TopicLookup
+    replica_manager: ProduceLog
+    fetch_log: FetchLog
+    records_deleter: RecordsDeleter
+    delayed_fetch: DelayedOperations
+    delayed_produce: DelayedOperations
+    fetch_sessions: FetchSessions
+    group_coordinator: GroupCoordinatorApi
+    produce_quota: ClientQuota
+    fetch_quota: ClientQuota
+    request_quota: RequestQuota
+    leader_quota: LeaderReplicationQuota
+    quota_store: ClientQuotaStore
+    broker_configs: BrokerConfigs
+    producer_ids: ProducerIdGenerator
+    timer: HandlerTimer

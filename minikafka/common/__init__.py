@@ -1,0 +1,16 @@
+"""Value types and clocks shared by the broker, the clients, capture and analysis (no I/O, no Trio)."""
+
+from .clock import SYSTEM_CLOCK, Clock, ManualClock, SystemClock
+from .types import (
+    Node,
+    OffsetAndMetadata,
+    PartitionMetadata,
+    TopicIdPartition,
+    TopicMetadata,
+    TopicPartition,
+)
+
+__all__ = [
+    "SYSTEM_CLOCK", "Clock", "ManualClock", "Node", "OffsetAndMetadata", "PartitionMetadata", "SystemClock", "TopicIdPartition",
+    "TopicMetadata", "TopicPartition",
+]
