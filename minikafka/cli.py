@@ -10,7 +10,7 @@ from pathlib import Path
 
 import trio
 
-from .broker.config import BrokerConfig
+from .broker.config import BrokerConfig, StartupError
 
 log = logging.getLogger("minikafka")
 
@@ -59,13 +59,25 @@ def _quotas_parser(sub: argparse._SubParsersAction) -> None:
     a.add_argument("--validate-only", action="store_true")
 
 
+def _startup_error(exc: BaseException) -> StartupError | None:
+    """The StartupError an exception is, or holds (Trio nurseries wrap errors in exception groups)."""
+    if isinstance(exc, StartupError):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = _startup_error(inner)
+            if found is not None:
+                return found
+    return None
+
+
 def build_config(args: argparse.Namespace) -> BrokerConfig:
     """Config file first, then -o overrides, then explicit flags."""
     cfg = BrokerConfig.from_properties(args.config) if args.config else BrokerConfig()
     for item in args.override:
         key, sep, value = item.partition("=")
         if not sep:
-            raise SystemExit(f"--override expects KEY=VALUE, got {item!r}")
+            raise StartupError(f"--override expects KEY=VALUE, got {item!r}")
         cfg.set(key.strip(), value.strip())
     if args.host is not None:
         cfg.host = args.host
@@ -85,7 +97,7 @@ def build_config(args: argparse.Namespace) -> BrokerConfig:
         try:
             parse_quota_spec(spec)
         except ValueError as exc:
-            raise SystemExit(str(exc)) from None
+            raise StartupError(f"--quota: {exc}") from None
         cfg.client_quotas.append(spec)
     return cfg
 
@@ -210,11 +222,19 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     if args.command == "serve":
-        cfg = build_config(args)
-        if args.brokers > 1:
-            trio.run(_serve_cluster, cfg, args.brokers)
-        else:
-            trio.run(_serve, cfg)
+        try:
+            cfg = build_config(args)
+            if args.brokers > 1:
+                trio.run(_serve_cluster, cfg, args.brokers)
+            else:
+                trio.run(_serve, cfg)
+        except BaseException as exc:
+            startup = _startup_error(exc)
+            if startup is None:
+                raise
+            log.debug("start-up failed", exc_info=exc)
+            print(f"minikafka: error: {startup}", file=sys.stderr)
+            return 1
         print("minikafka: stopped", file=sys.stderr)
         return 0
     if args.command == "quotas":

@@ -7,22 +7,31 @@ phase (well under 100% means the client, not the broker, set the pace);
 then the broker's start-up time (spawn to first
 accepted connection), idle RSS and peak RSS.  ``--profile`` runs the broker
 under cProfile and prints where its time went.  ``--capture`` runs the whole
-benchmark twice, without and with ``serve --capture``, and prints the ratio of
-produce throughputs.
+benchmark twice, without and with ``serve --capture``, and prints the ratios of
+throughputs.  ``--baseline PATH`` runs it with the broker from this source tree
+and from the minikafka source tree PATH (e.g. a ``git worktree`` of an older
+commit) and prints the new/baseline ratios.  With either, ``--repeat K``
+runs K pairs alternated (ABBA order) and the ratios are of the best and of the
+median runs.
 """
 
 from __future__ import annotations
 
 import argparse
 import pstats
+import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
-from bench_common import cpu_seconds, free_port, produce_flat_out, start_broker, stop_broker
+from bench_common import (ROOT, client_versions, cpu_seconds, free_port, minikafka_tree, produce_flat_out,
+                          start_broker, stop_broker)
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+
+Rates = dict[int, tuple[float, float]]  # message size -> (produce MB/s, consume MB/s)
 
 
 def peak_rss_mb(pid: int) -> float:
@@ -52,8 +61,12 @@ def consume(bootstrap: str, topic: str, n: int, partitions: int) -> float:
     return elapsed
 
 
-def run(args: argparse.Namespace, capture_dir: str | None = None) -> dict[int, float]:
-    """One broker process through every message size; returns produce MB/s per size."""
+def default_messages(size: int) -> int:
+    return min(2_000_000, 512_000_000 // size)  # 2M of 100 B, 500k of 1 KiB
+
+
+def run(args: argparse.Namespace, capture_dir: str | None = None, tree: Path | None = None) -> Rates:
+    """One broker process (from source tree ``tree``, default the installed one) through every message size."""
     port = free_port()
     bootstrap = f"127.0.0.1:{port}"
     prof = tempfile.mktemp(suffix=".prof") if args.profile else None
@@ -61,13 +74,13 @@ def run(args: argparse.Namespace, capture_dir: str | None = None) -> dict[int, f
     extra = ["--data-dir", tmp.name] if tmp else []
     if capture_dir is not None:
         extra += ["--capture", capture_dir]
-    proc, startup = start_broker(port, *extra, profile_to=prof)
+    source = minikafka_tree(tree)
+    proc, startup = start_broker(port, *extra, profile_to=prof, tree=tree)
     time.sleep(0.5)
     idle_rss = psutil.Process(proc.pid).memory_info().rss / 2**20
-    import confluent_kafka
-
-    print(f"client: confluent-kafka {confluent_kafka.version()[0]}, librdkafka {confluent_kafka.libversion()[0]}")
-    print(f"broker: {'data dir' if args.data_dir else 'in memory'}, {args.partitions} partition(s)"
+    print(f"client: {client_versions()}")
+    print(f"broker: minikafka from {source}, {'data dir' if args.data_dir else 'in memory'}, "
+          f"{args.partitions} partition(s)"
           f"{', capture on' if capture_dir else ''}{', under cProfile' if prof else ''}")
     print(f"{'size':>6} {'messages':>9} {'produce MB/s':>13} {'msgs/s':>10} {'broker CPU':>10} "
           f"{'consume MB/s':>13} {'msgs/s':>10} {'broker CPU':>10}")
@@ -76,11 +89,11 @@ def run(args: argparse.Namespace, capture_dir: str | None = None) -> dict[int, f
     def cpu() -> float:
         return cpu_seconds(broker_proc)
 
-    produce_rates: dict[int, float] = {}
+    rates: Rates = {}
     admin = AdminClient({"bootstrap.servers": bootstrap})
     try:
-        for size, default_n in ((100, 2_000_000), (1024, 500_000)):
-            n = args.messages or default_n
+        for size in args.sizes:
+            n = args.messages or default_messages(size)
             topic = f"bench-{size}"
             admin.create_topics([NewTopic(topic, args.partitions, 1)])[topic].result(10)
             c0 = cpu()
@@ -89,7 +102,7 @@ def run(args: argparse.Namespace, capture_dir: str | None = None) -> dict[int, f
             tc = consume(bootstrap, topic, n, args.partitions)
             c2 = cpu()
             mb = n * size / 1e6
-            produce_rates[size] = mb / tp
+            rates[size] = (mb / tp, mb / tc)
             print(f"{size:>6} {n:>9} {mb / tp:>13.1f} {n / tp:>10.0f} {(c1 - c0) / tp:>9.0%} "
                   f"{mb / tc:>13.1f} {n / tc:>10.0f} {(c2 - c1) / tc:>9.0%}")
         print(f"broker start-up to accepting connections: {startup * 1000:.0f} ms")
@@ -102,37 +115,67 @@ def run(args: argparse.Namespace, capture_dir: str | None = None) -> dict[int, f
     if prof:
         print("\nbroker profile (top 25 by own time):")
         pstats.Stats(prof).sort_stats("tottime").print_stats(25)
-    return produce_rates
+    return rates
+
+
+def run_captured(args: argparse.Namespace) -> Rates:
+    """``run`` with ``serve --capture`` into a temporary directory; prints the capture's size."""
+    with tempfile.TemporaryDirectory() as cap:
+        rates = run(args, cap)
+        files = sorted(Path(cap).glob("*.mkcap"))
+        print(f"capture: {len(files)} file(s), {sum(f.stat().st_size for f in files) / 1e6:.1f} MB")
+    return rates
+
+
+def alternated(repeat: int, run_a: Callable[[], Rates],
+               run_b: Callable[[], Rates]) -> tuple[list[Rates], list[Rates]]:
+    """``repeat`` pairs of runs in ABBA order, so both see the same machine conditions; the A and the B results."""
+    a: list[Rates] = []
+    b: list[Rates] = []
+    for i in range(repeat):
+        for first in (True, False) if i % 2 == 0 else (False, True):
+            (a if first else b).append(run_a() if first else run_b())
+            print()
+    return a, b
+
+
+def print_ratios(title: str, news: list[Rates], olds: list[Rates]) -> None:
+    """Per size and phase: each run's MB/s new/old, then the ratios of the best and of the median runs."""
+    print(f"{title}:")
+    for size in news[0]:
+        for i, phase in enumerate(("produce", "consume")):
+            new, old = [r[size][i] for r in news], [r[size][i] for r in olds]
+            runs = ", ".join(f"{a:.1f}/{b:.1f}" for a, b in zip(new, old))
+            best, median = max(new) / max(old), statistics.median(new) / statistics.median(old)
+            print(f"{size:>6} B {phase}: runs {runs} MB/s; best {best:.1%}, median {median:.1%}")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--messages", type=int, default=0, help="messages per size (default: 2M of 100 B, 500k of 1 KiB)")
+    ap.add_argument("--sizes", type=lambda s: [int(x) for x in s.split(",")], default=[100, 1024],
+                    help="message sizes in bytes, comma-separated (default 100,1024)")
     ap.add_argument("--partitions", type=int, default=1)
     ap.add_argument("--data-dir", action="store_true", help="broker with a data dir instead of in-memory")
     ap.add_argument("--profile", action="store_true", help="run the broker under cProfile and print a profile")
     ap.add_argument("--capture", action="store_true",
                     help="run without and with --capture (alternating, --repeat times) and print the "
-                         "produce throughput ratios")
-    ap.add_argument("--repeat", type=int, default=1, help="with --capture: pairs of runs (default 1)")
+                         "throughput ratios")
+    ap.add_argument("--baseline", metavar="PATH", type=Path,
+                    help="also run the broker from the minikafka source tree PATH (alternating, --repeat "
+                         "times) and print the throughput ratios this tree / PATH")
+    ap.add_argument("--repeat", type=int, default=1, help="with --capture or --baseline: pairs of runs (default 1)")
     args = ap.parse_args()
-    if not args.capture:
+    if args.capture and args.baseline:
+        ap.error("--capture and --baseline do not combine")
+    if args.baseline:
+        news, olds = alternated(args.repeat, lambda: run(args, tree=ROOT), lambda: run(args, tree=args.baseline))
+        print_ratios(f"throughput {ROOT} / {args.baseline.resolve()}", news, olds)
+    elif args.capture:
+        offs, ons = alternated(args.repeat, lambda: run(args), lambda: run_captured(args))
+        print_ratios("throughput with capture on / off", ons, offs)
+    else:
         run(args)
-        return
-    offs: list[dict[int, float]] = []
-    ons: list[dict[int, float]] = []
-    for _ in range(args.repeat):  # alternating, so both see the same machine conditions
-        offs.append(run(args))
-        with tempfile.TemporaryDirectory() as cap:
-            print()
-            ons.append(run(args, cap))
-            files = sorted(Path(cap).glob("*.mkcap"))
-            print(f"capture: {len(files)} file(s), {sum(f.stat().st_size for f in files) / 1e6:.1f} MB\n")
-    print("produce throughput with capture on / off:")
-    for size in offs[0]:
-        runs = ", ".join(f"{on[size]:.1f}/{off[size]:.1f} = {on[size] / off[size]:.0%}" for on, off in zip(ons, offs))
-        best_on, best_off = max(on[size] for on in ons), max(off[size] for off in offs)
-        print(f"{size:>6} B: runs {runs}; best {best_on:.1f} / {best_off:.1f} MB/s = {best_on / best_off:.0%}")
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ import statistics
 import time
 
 import psutil
-from bench_common import cpu_seconds, free_port, produce_flat_out, start_broker, stop_broker
+from bench_common import client_versions, cpu_seconds, free_port, produce_flat_out, start_broker, stop_broker
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -91,9 +91,7 @@ def main() -> None:
         wait_port(port + i)
     bootstrap = ",".join(f"127.0.0.1:{port + i}" for i in range(args.brokers))
     cluster = psutil.Process(proc.pid)
-    import confluent_kafka
-
-    print(f"client: confluent-kafka {confluent_kafka.version()[0]}, librdkafka {confluent_kafka.libversion()[0]}")
+    print(f"client: {client_versions()}")
     print(f"cluster: {args.brokers} brokers in one process, in memory; topics with RF {args.brokers}, "
           f"{args.partitions} partition(s) (leaders spread over the brokers)")
     admin = AdminClient({"bootstrap.servers": bootstrap})

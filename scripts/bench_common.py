@@ -1,13 +1,19 @@
-"""Shared pieces of the benchmark scripts: a broker in its own process, and its CPU time."""
+"""Shared pieces of the benchmark scripts: a broker in its own process (from this or another
+source tree), its CPU time, and a flat-out confluent-kafka producer."""
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
+from typing import Any
 
 import psutil
+
+ROOT = Path(__file__).resolve().parent.parent  # the source tree these scripts belong to
 
 
 def free_port() -> int:
@@ -16,15 +22,47 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_broker(port: int, *extra_args: str, profile_to: str | None = None,
+def _tree_popen_args(tree: Path | None) -> dict[str, Any]:
+    """Popen arguments making ``python`` import minikafka from ``tree`` (None: the installed one)."""
+    if tree is None:
+        return {}
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tree), env.get("PYTHONPATH")]))
+    return {"env": env, "cwd": tree}
+
+
+def minikafka_tree(tree: str | Path | None = None) -> Path:
+    """The source tree a broker started with ``tree`` imports minikafka from; exits if it is not ``tree``."""
+    if tree is not None:
+        tree = Path(tree).resolve()
+        if not (tree / "minikafka" / "__init__.py").is_file():
+            raise SystemExit(f"{tree}: not a minikafka source tree")
+    out = subprocess.run([sys.executable, "-c", "import minikafka; print(minikafka.__file__)"],
+                         capture_output=True, text=True, check=True, **_tree_popen_args(tree)).stdout
+    imported = Path(out.strip()).resolve().parent.parent
+    if tree is not None and imported != tree:
+        raise SystemExit(f"a broker started from {tree} would import minikafka from {imported}")
+    return imported
+
+
+def client_versions() -> str:
+    import confluent_kafka
+
+    # not version()[0]: confluent-kafka 2.16's version() is a string, not (string, int)
+    return f"confluent-kafka {confluent_kafka.__version__}, librdkafka {confluent_kafka.libversion()[0]}"
+
+
+def start_broker(port: int, *extra_args: str, profile_to: str | None = None, tree: str | Path | None = None,
                  timeout: float = 30) -> tuple[subprocess.Popen, float]:
-    """Start ``python -m minikafka serve`` on ``port``; return it and the seconds until it accepted a connection."""
+    """Start ``python -m minikafka serve`` on ``port`` (from source tree ``tree`` if given: PYTHONPATH and
+    cwd set to it); return it and the seconds until it accepted a connection."""
     cmd = [sys.executable]
     if profile_to:
         cmd += ["-m", "cProfile", "-o", profile_to]
     cmd += ["-m", "minikafka", "serve", "--port", str(port), "--log-level", "WARNING", *extra_args]
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL,
+                            **_tree_popen_args(None if tree is None else Path(tree).resolve()))
     while True:
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.05).close()
@@ -55,8 +93,6 @@ def cpu_seconds(proc: psutil.Process) -> float:
 def produce_flat_out(bootstrap: str, topic: str, n: int, size: int, partitions: int = 1,
                      acks: str = "1") -> float:
     """confluent-kafka producing ``n`` messages of ``size`` bytes as fast as it can; seconds until all acked."""
-    import os
-
     from confluent_kafka import Producer
 
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "batch.size": 1000000,

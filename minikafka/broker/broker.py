@@ -17,9 +17,10 @@ Use :func:`serve_broker` as an async context manager from Python, or
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import trio
 
@@ -29,12 +30,12 @@ from ..protocol.api import APIS
 from ..protocol.errors import ErrorCode
 from ..protocol.framing import MemoryPool
 from .apis import KafkaApis
-from .config import BrokerConfig
+from .config import BrokerConfig, StartupError
 from .dynamic_config import DynamicBrokerConfig, DynamicConfigStore
 from .fetch_session import FetchManager, FetchSessionCache
 from .groups import GroupCoordinator
 from .handlers.registry import build_handlers
-from .metadata import ClusterMetadata, MetadataError
+from .metadata import MAX_PARTITIONS_PER_BATCH, ClusterMetadata, MetadataError
 from .producer_state import ProducerIdManager
 from .purgatory import DelayedOperationPurgatory
 from .quota import QuotaConfigs, QuotaManagers, ThrottledChannelReaper
@@ -47,7 +48,7 @@ from .replica_fetcher import ReplicaFetcherManager
 from .replica_manager import ReplicaManager
 from .request import ObserverBase, RequestObserver, Response
 from .server import SocketServer, run_reaper
-from .services import BrokerServices
+from .services import BrokerServices, HandlerTimer
 from .task_time import TaskTimeInstrument
 
 log = logging.getLogger(__name__)
@@ -66,24 +67,42 @@ class SharedState:
 
 
 class AutoTopicCreationManager:
-    """Finds topics, creating them as ``auto.create.topics.enable`` does (Kafka's ``AutoTopicCreationManager``;
-    replication capped by the cluster size)."""
+    """Finds topics, creating missing ones as ``auto.create.topics.enable`` does (Kafka's
+    ``AutoTopicCreationManager``: one CreateTopics per request, replication capped by the cluster size).
+
+    Like the CreateTopics it stands for, one request may not create more than KRaft's 10,000 partitions:
+    beyond that every missing topic of the request gets POLICY_VIOLATION and none is created.
+    """
 
     def __init__(self, metadata: ClusterMetadata, config: BrokerConfig) -> None:
         self.metadata = metadata
         self.config = config
 
-    def lookup(self, name: str, auto_create: bool) -> tuple[ErrorCode, TopicMetadata | None]:
-        topic = self.metadata.get_topic(name)
-        if topic is not None:
-            return ErrorCode.NONE, topic
-        if auto_create and self.config.auto_create_topics_enable:
-            rf = min(self.config.default_replication_factor, len(self.metadata.broker_ids))
+    def lookup_many(self, names: Iterable[str], auto_create: bool
+                    ) -> dict[str, tuple[ErrorCode, TopicMetadata | None]]:
+        out: dict[str, tuple[ErrorCode, TopicMetadata | None]] = {}
+        missing: list[str] = []
+        for name in names:
+            if name in out:
+                continue
+            topic = self.metadata.get_topic(name)
+            out[name] = (ErrorCode.NONE, topic) if topic is not None else (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
+            if topic is None:
+                missing.append(name)
+        if not missing or not auto_create or not self.config.auto_create_topics_enable:
+            return out
+        partitions = self.config.num_partitions
+        if len(missing) * partitions > MAX_PARTITIONS_PER_BATCH:
+            for name in missing:
+                out[name] = (ErrorCode.POLICY_VIOLATION, None)
+            return out
+        rf = min(self.config.default_replication_factor, len(self.metadata.broker_ids))
+        for name in missing:
             try:
-                return ErrorCode.NONE, self.metadata.create_topic(name, self.config.num_partitions, rf)
+                out[name] = (ErrorCode.NONE, self.metadata.create_topic(name, partitions, rf))
             except MetadataError as exc:
-                return exc.code, None
-        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
+                out[name] = (exc.code, None)
+        return out
 
 
 class RequestStats(ObserverBase):
@@ -114,18 +133,34 @@ class RequestStats(ObserverBase):
         return out
 
 
+def check_data_dir(path: Path) -> None:
+    """Create the data dir if needed and make sure files can be written in it (StartupError otherwise)."""
+    if path.exists() and not path.is_dir():
+        raise StartupError(f"data dir {path} is not usable: it is a file, not a directory")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / ".minikafka-write-test"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise StartupError(f"data dir {path} is not usable: {exc.strerror or exc}") from exc
+
+
 class Broker:
     """A single Kafka broker."""
 
     def __init__(self, config: BrokerConfig, shared: SharedState | None = None, *,
-                 clock: Clock = SYSTEM_CLOCK) -> None:
+                 clock: Clock = SYSTEM_CLOCK, timer: HandlerTimer | None = None) -> None:
+        """``timer`` measures handler run time for request quotas (default: each Trio task's own run time,
+        :class:`~minikafka.broker.task_time.TaskTimeInstrument`); tests inject a deterministic one."""
         self.config = config
         self.node_id = config.node_id
         self.clock = clock
         if config.data_dir is not None:
-            config.data_dir.mkdir(parents=True, exist_ok=True)
+            check_data_dir(config.data_dir)
         if shared is None:
-            shared = SharedState(ClusterMetadata([config.node_id], config.data_dir),
+            shared = SharedState(ClusterMetadata([config.node_id], config.data_dir,
+                                                 max_partitions=config.max_partitions),
                                  GroupCoordinator(config, config.data_dir, wall_clock=lambda: clock.time_ns() / 1e9))
         self.shared = shared
         self.metadata = shared.metadata
@@ -161,7 +196,7 @@ class Broker:
         self.fetch_manager = FetchManager(FetchSessionCache(
             config.max_incremental_fetch_session_cache_slots, config.min_incremental_fetch_session_eviction_ms,
             clock_ms=clock.time_ms))
-        self.task_time = TaskTimeInstrument()
+        self.task_time: HandlerTimer = timer or TaskTimeInstrument()
         # The request path: services -> handlers -> KafkaApis -> socket server.
         self.request_stats_observer = RequestStats()
         self.apis = KafkaApis(build_handlers(self._services()), self.quotas, self.task_time, clock,
@@ -169,6 +204,7 @@ class Broker:
         self.pool = MemoryPool(config.queued_max_request_bytes)
         self.server = SocketServer(config, self.apis, self.pool)
         self.capture = None  # a CaptureService while run() captures (config.capture_dir)
+        self._serving = False
 
     def _replication_quota(self, kind: str, rate: int) -> ReplicationQuotaManager:
         cfg = self.config
@@ -232,7 +268,9 @@ class Broker:
     async def run(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
         """Load state, start serving, run until cancelled, then close cleanly."""
         self.replica_manager.load()
-        trio.lowlevel.add_instrument(self.task_time)
+        instrument = self.task_time if isinstance(self.task_time, TaskTimeInstrument) else None
+        if instrument is not None:
+            trio.lowlevel.add_instrument(instrument)
         try:
             async with trio.open_nursery() as nursery:
                 if self.shared.owns_groups:
@@ -245,14 +283,16 @@ class Broker:
                 if self.capture is not None:
                     self.capture.server = f"{self.config.host}:{port}"
                 self._join(nursery)
+                self._serving = True
                 task_status.started(port)
         finally:
             self._leave()
             self.reaper.release_all()
-            try:
-                trio.lowlevel.remove_instrument(self.task_time)
-            except (KeyError, ValueError):
-                pass
+            if instrument is not None:
+                try:
+                    trio.lowlevel.remove_instrument(instrument)
+                except (KeyError, ValueError):
+                    pass
             self.close()
 
     def _start_capture(self, nursery: trio.Nursery) -> None:
@@ -323,7 +363,8 @@ class Broker:
         if self.shared.owns_groups:
             self.group_coordinator.close()
         self.replica_manager.log_manager.close_all()
-        log.info("broker %d stopped", self.node_id)
+        if self._serving:
+            log.info("broker %d stopped", self.node_id)
 
     # -- replication quotas (Kafka's TopicConfigHandler / DynamicConfig for the quotas) ----------------
     def apply_replication_throttles(self, name: str) -> None:

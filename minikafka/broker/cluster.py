@@ -32,12 +32,13 @@ from typing import Any, AsyncIterator
 import trio
 
 from ..common import SYSTEM_CLOCK, Clock
-from .broker import Broker, SharedState
+from .broker import Broker, SharedState, check_data_dir
 from .config import BrokerConfig
 from .dynamic_config import DynamicConfigStore
 from .groups import GroupCoordinator
 from .metadata import ClusterMetadata
 from .producer_state import ProducerIdManager
+from .services import HandlerTimer
 
 log = logging.getLogger(__name__)
 
@@ -46,13 +47,16 @@ class Cluster:
     """N brokers (ids 0..N-1) on ports ``port..port+N-1`` (or free ports when ``port`` is 0)."""
 
     def __init__(self, num_brokers: int = 3, config: BrokerConfig | None = None, *, clock: Clock = SYSTEM_CLOCK,
-                 **settings: Any) -> None:
+                 timer: HandlerTimer | None = None, **settings: Any) -> None:
         base = config or BrokerConfig(**{"port": 0, **settings})
         self.clock = clock
+        self.timer = timer
         self.base_config = base
         self.data_dir: Path | None = Path(base.data_dir) if base.data_dir is not None else None
+        if self.data_dir is not None:
+            check_data_dir(self.data_dir)
         ids = list(range(num_brokers))
-        self.metadata = ClusterMetadata(ids, self.data_dir)
+        self.metadata = ClusterMetadata(ids, self.data_dir, max_partitions=base.max_partitions)
         self.producer_ids = ProducerIdManager()
         self.group_coordinator = GroupCoordinator(base, self.data_dir, wall_clock=lambda: clock.time_ns() / 1e9)
         # Dynamic broker configs (IncrementalAlterConfigs/AlterConfigs on broker resources), per broker id
@@ -107,7 +111,7 @@ class Cluster:
         assert self._nursery is not None, "the cluster is not running"
         if broker_id in self.brokers:
             return self.brokers[broker_id]
-        broker = Broker(self.configs[broker_id], self.shared, clock=self.clock)
+        broker = Broker(self.configs[broker_id], self.shared, clock=self.clock, timer=self.timer)
         await self._nursery.start(self._run_broker, broker)
         log.info("cluster: broker %d started on port %d", broker_id, broker.port)
         return broker

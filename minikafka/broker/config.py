@@ -12,9 +12,33 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .quota.entity import parse_quota_spec
+
 log = logging.getLogger(__name__)
 
 _HOUR_MS = 3600 * 1000
+
+
+class StartupError(Exception):
+    """The broker cannot start as configured; the command line prints the message as one line."""
+
+
+class ConfigError(StartupError, ValueError):
+    """A ``server.properties`` value that is not valid (Kafka's ``ConfigException``)."""
+
+    def __init__(self, key: str, value: str, reason: str) -> None:
+        super().__init__(f"Invalid value {value} for configuration {key}: {reason}")
+        self.key = key
+
+
+# Lower bounds Kafka's ConfigDef validates (``atLeast``) for the keys where nonsense would break the broker.
+_AT_LEAST = {
+    "num_partitions": 1, "default_replication_factor": 1, "message_max_bytes": 0, "socket_request_max_bytes": 1,
+    "log_segment_bytes": 14, "log_index_interval_bytes": 0, "max_connections": 0, "max_connections_per_ip": 0,
+    "connections_max_idle_ms": 1, "max_partitions": 1, "quota_window_num": 1, "quota_window_size_seconds": 1,
+    "replication_quota_window_num": 1, "replication_quota_window_size_seconds": 1, "min_insync_replicas": 1,
+    "max_incremental_fetch_session_cache_slots": 0, "fetch_max_bytes": 0, "port": 0,
+}
 
 
 @dataclass
@@ -37,6 +61,8 @@ class BrokerConfig:
     # default -1 is unbounded); minikafka bounds it at 256 MiB so a laptop broker cannot be made to
     # hold more than that in partly received requests.  -1: unbounded, as Kafka.
     queued_max_request_bytes: int = 256 << 20
+    # minikafka's own: partition replicas the process may host (Kafka has no such ceiling; ~3 KB each here).
+    max_partitions: int = 50_000
     max_connections: int = 2147483647
     max_connections_per_ip: int = 2147483647
     connections_max_idle_ms: int = 600000
@@ -102,6 +128,7 @@ class BrokerConfig:
         "message.max.bytes": "message_max_bytes",
         "socket.request.max.bytes": "socket_request_max_bytes",
         "queued.max.request.bytes": "queued_max_request_bytes",
+        "minikafka.max.partitions": "max_partitions",
         "max.connections": "max_connections",
         "max.connections.per.ip": "max_connections_per_ip",
         "connections.max.idle.ms": "connections_max_idle_ms",
@@ -143,9 +170,9 @@ class BrokerConfig:
     _RETENTION_UNITS = {"log.retention.hours": _HOUR_MS, "log.retention.minutes": 60000}
 
     def set(self, key: str, value: str) -> None:
-        """Apply one ``server.properties`` entry."""
+        """Apply one ``server.properties`` entry; :class:`ConfigError` for a value of the wrong type."""
         if key in self._RETENTION_UNITS:
-            self.log_retention_ms = int(value) * self._RETENTION_UNITS[key]
+            self.log_retention_ms = _parse_int(key, value) * self._RETENTION_UNITS[key]
             return
         if key == "listeners":
             # PLAINTEXT://host:port (first listener only)
@@ -153,15 +180,23 @@ class BrokerConfig:
             host, _, port = hostport.rpartition(":")
             if host:
                 self.host = host
-            self.port = int(port)
+            self.port = _parse_int(key, port, "port")
             return
         if key == "client.quotas":
-            self.client_quotas.extend(q.strip() for q in value.split(";") if q.strip())
-            return
-        if key in ("quota.producer.default", "quota.consumer.default"):
+            specs = [q.strip() for q in value.split(";") if q.strip()]
+        elif key in ("quota.producer.default", "quota.consumer.default"):
             # Kafka's pre-3.0 static defaults: a /clients/<default> quota.
             kind = "producer_byte_rate" if "producer" in key else "consumer_byte_rate"
-            self.client_quotas.append(f"client-id=<default>:{kind}={value}")
+            specs = [f"client-id=<default>:{kind}={value}"]
+        else:
+            specs = None
+        if specs is not None:
+            for spec in specs:
+                try:
+                    parse_quota_spec(spec)
+                except ValueError as exc:
+                    raise ConfigError(key, value, str(exc)) from None
+            self.client_quotas.extend(specs)
             return
         if key == "advertised.listeners":
             hostport = value.split(",")[0].split("://")[-1]
@@ -173,7 +208,7 @@ class BrokerConfig:
             log.info("config key %s is not used by minikafka; kept as given", key)
             return
         current = getattr(self, attr)
-        setattr(self, attr, _coerce(value, current, attr))
+        setattr(self, attr, _coerce(key, value, current, attr))
 
     @classmethod
     def from_properties(cls, path: str | Path, **overrides: Any) -> "BrokerConfig":
@@ -202,20 +237,40 @@ class BrokerConfig:
         }
 
 
-def _coerce(value: str, current: Any, attr: str) -> Any:
+def _parse_int(key: str, value: str, attr: str = "") -> int:
+    try:
+        n = int(value.strip())
+    except ValueError:
+        raise ConfigError(key, value, "Not a number of type INT") from None
+    low = _AT_LEAST.get(attr)
+    if low is not None and n < low:
+        raise ConfigError(key, value, f"Value must be at least {low}")
+    if attr == "port" and n > 65535:
+        raise ConfigError(key, value, "Value must be no more than 65535")
+    return n
+
+
+def _coerce(key: str, value: str, current: Any, attr: str) -> Any:
     if attr == "data_dir":
         return Path(value.split(",")[0])
     if isinstance(current, bool):
-        return value.strip().lower() == "true"
+        v = value.strip().lower()
+        if v not in ("true", "false"):
+            raise ConfigError(key, value, "Expected value to be either true or false")
+        return v == "true"
     if isinstance(current, int):
-        return int(value)
+        return _parse_int(key, value, attr)
     return value
 
 
 def read_properties(path: str | Path) -> dict[str, str]:
     """Parse a Java ``.properties`` file (``key=value`` or ``key: value``, # and ! comments)."""
     out: dict[str, str] = {}
-    for raw in Path(path).read_text().splitlines():
+    try:
+        text = Path(path).read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise StartupError(f"cannot read config file {path}: {getattr(exc, 'strerror', None) or exc}") from None
+    for raw in text.splitlines():
         line = raw.strip()
         if not line or line[0] in "#!":
             continue

@@ -19,6 +19,7 @@ from typing import Callable
 from ..common import Node, PartitionMetadata, TopicMetadata
 from ..common.types import INTERNAL_TOPICS
 from ..protocol.errors import ErrorCode
+from .config import StartupError
 
 __all__ = ["INTERNAL_TOPICS", "ClusterMetadata", "MetadataError", "PartitionMetadata", "TopicMetadata",
            "validate_topic_name"]
@@ -27,6 +28,13 @@ log = logging.getLogger(__name__)
 
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_NAME = 249
+# KRaft's ReplicationControlManager.MAX_PARTITIONS_PER_BATCH and QuorumController.MAX_RECORDS_PER_USER_OP.
+MAX_PARTITIONS_PER_BATCH = 10_000
+MAX_RECORDS_PER_USER_OP = 10_000
+EXCESSIVE_PARTITIONS = "Excessively large number of partitions per request."
+EXCESSIVE_BATCH = "Unable to perform excessively large batch operation."
+# minikafka's own ceiling on partition replicas hosted by the process (Kafka has none; a laptop needs one).
+DEFAULT_MAX_PARTITIONS = 50_000
 
 
 class MetadataError(Exception):
@@ -49,6 +57,10 @@ def validate_topic_name(name: str) -> None:
             ErrorCode.INVALID_TOPIC_EXCEPTION,
             f"topic name {name!r} contains characters other than ASCII alphanumerics, '.', '_' and '-'",
         )
+
+
+def _replicas(topic: TopicMetadata) -> int:
+    return sum(len(p.replicas) for p in topic.partitions)
 
 
 def topic_to_json(topic: TopicMetadata) -> dict:
@@ -81,9 +93,12 @@ class ClusterMetadata:
 
     FILE = "cluster-metadata.json"
 
-    def __init__(self, broker_ids: list[int], data_dir: Path | None = None) -> None:
+    def __init__(self, broker_ids: list[int], data_dir: Path | None = None, *,
+                 max_partitions: int = DEFAULT_MAX_PARTITIONS) -> None:
         self.broker_ids = list(broker_ids)
         self.data_dir = data_dir
+        self.max_partitions = max_partitions  # partition replicas the cluster may hold (minikafka.max.partitions)
+        self.replica_count = 0
         self.topics: dict[str, TopicMetadata] = {}
         self.by_id: dict[uuid.UUID, TopicMetadata] = {}
         # The brokers that are up (each registers itself when it starts), and callables
@@ -99,11 +114,15 @@ class ClusterMetadata:
         path = self.data_dir / self.FILE
         if not path.exists():
             return
-        data = json.loads(path.read_text())
-        for d in data.get("topics", []):
-            t = topic_from_json(d)
+        try:
+            data = json.loads(path.read_text())
+            topics = [topic_from_json(d) for d in data.get("topics", [])]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise StartupError(f"cannot load the cluster metadata in {path}: {exc}") from exc
+        for t in topics:
             self.topics[t.name] = t
             self.by_id[t.topic_id] = t
+            self.replica_count += _replicas(t)
         log.info("loaded metadata for %d topics from %s", len(self.topics), path)
 
     def persist(self) -> None:
@@ -159,6 +178,19 @@ class ClusterMetadata:
             out.append(replicas)
         return out
 
+    @property
+    def usable_brokers(self) -> int:
+        """Brokers new replicas can be placed on: the live ones (all registered before any started)."""
+        return len(self.live) if self.live else len(self.broker_ids)
+
+    def check_capacity(self, new_replicas: int) -> None:
+        """POLICY_VIOLATION when ``new_replicas`` more would exceed ``minikafka.max.partitions``."""
+        if self.replica_count + new_replicas > self.max_partitions:
+            raise MetadataError(
+                ErrorCode.POLICY_VIOLATION,
+                f"Unable to create {new_replicas} partition replica(s): the cluster holds {self.replica_count} and "
+                f"minikafka.max.partitions is {self.max_partitions}.")
+
     def check_new_topic(
         self, name: str, num_partitions: int, replication_factor: int, assignments: dict[int, list[int]] | None
     ) -> None:
@@ -174,18 +206,23 @@ class ClusterMetadata:
                     b not in self.broker_ids for b in replicas
                 ):
                     raise MetadataError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"invalid replicas {replicas}")
+            self.check_capacity(sum(len(r) for r in assignments.values()))
             return
         if num_partitions <= 0:
             raise MetadataError(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
+        if num_partitions > MAX_PARTITIONS_PER_BATCH:
+            raise MetadataError(ErrorCode.POLICY_VIOLATION, EXCESSIVE_PARTITIONS)
         if replication_factor <= 0:
             raise MetadataError(ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0.")
-        if replication_factor > len(self.broker_ids):
+        usable = self.usable_brokers
+        if replication_factor > usable:
             raise MetadataError(
                 ErrorCode.INVALID_REPLICATION_FACTOR,
                 f"Unable to replicate the partition {replication_factor} time(s): "
                 f"The target replication factor of {replication_factor} cannot be reached because only "
-                f"{len(self.broker_ids)} broker(s) are registered.",
+                f"{usable} broker(s) are registered.",
             )
+        self.check_capacity(num_partitions * replication_factor)
 
     def create_topic(
         self,
@@ -211,6 +248,7 @@ class ClusterMetadata:
         )
         self.topics[name] = topic
         self.by_id[topic.topic_id] = topic
+        self.replica_count += _replicas(topic)
         self.persist()
         log.info("created topic %s with %d partitions (id %s)", name, num_partitions, topic.topic_id)
         self.notify("created", name)
@@ -221,6 +259,7 @@ class ClusterMetadata:
         if topic is None:
             raise MetadataError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
         self.by_id.pop(topic.topic_id, None)
+        self.replica_count -= _replicas(topic)
         self.persist()
         log.info("deleted topic %s", name)
         self.notify("deleted", name)
@@ -238,7 +277,10 @@ class ClusterMetadata:
             )
         if new_total == current:
             raise MetadataError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partitions.")
+        if new_total - current > MAX_RECORDS_PER_USER_OP:
+            raise MetadataError(ErrorCode.POLICY_VIOLATION, EXCESSIVE_BATCH)
         rf = topic.replication_factor
+        self.check_capacity((new_total - current) * rf)
         if assignments:
             if len(assignments) != new_total - current:
                 raise MetadataError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "assignment count does not match")
@@ -249,6 +291,7 @@ class ClusterMetadata:
             topic.partitions.append(
                 PartitionMetadata(partition=current + i, leader=r[0], replicas=list(r), isr=list(r))
             )
+            self.replica_count += len(r)
         self.persist()
         self.notify("partitions", name)
         return topic

@@ -27,13 +27,14 @@ import itertools
 import logging
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import trio
 
 from ..iovec import IOV_MAX, advance, byte_views
 from ..protocol.framing import CLOSED, NEED_DATA, NEED_MEMORY, FrameDecoder, FrameError, MemoryPool
 from .apis import CloseConnection, KafkaApis
-from .config import BrokerConfig
+from .config import BrokerConfig, StartupError
 from .quota import ThrottledChannelReaper
 from .request import Request
 
@@ -62,6 +63,17 @@ async def send_frame(sock: trio.socket.SocketType, segments: list) -> None:
         i = advance(views, i, await sock.sendmsg(views[i:i + IOV_MAX]))
 
 
+@dataclass(slots=True)
+class _Activity:
+    """When a connection last received bytes, and whether it is waiting for more (idle closing)."""
+
+    scope: trio.CancelScope
+    last: float
+    conn_id: str = ""
+    peer: str = ""
+    waiting: bool = False
+
+
 class Channel:
     """One connection's mute state: the ``ThrottleCallback`` a quota uses (Kafka's channel muting)."""
 
@@ -85,7 +97,8 @@ class Channel:
         return self._mutes > 0
 
     async def wait_unmuted(self) -> None:
-        await self._unmuted.wait()
+        if self._mutes:
+            await self._unmuted.wait()
 
 
 async def run_reaper(reaper: ThrottledChannelReaper) -> None:
@@ -120,16 +133,21 @@ class SocketServer:
         self.per_ip: Counter[str] = Counter()
         self.refused = 0
         self._slots = trio.CapacityLimiter(config.max_connections)
-        self._memory_freed = trio.Event()
+        self._memory_freed: trio.Event | None = None  # exists while a connection waits for memory
         pool.on_release = self._on_memory_released
+        self._activity: dict[str, _Activity] = {}
 
     def _on_memory_released(self) -> None:
-        self._memory_freed.set()
-        self._memory_freed = trio.Event()
+        if self._memory_freed is not None:
+            self._memory_freed.set()
+            self._memory_freed = None
 
     async def serve(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
         cfg = self.config
-        self.listeners = await trio.open_tcp_listeners(cfg.port, host=cfg.host)
+        try:
+            self.listeners = await trio.open_tcp_listeners(cfg.port, host=cfg.host)
+        except OSError as exc:
+            raise StartupError(f"cannot listen on {cfg.host}:{cfg.port}: {exc.strerror or exc}") from exc
         bound = self.listeners[0].socket.getsockname()[1]
         if cfg.port == 0:
             cfg.port = bound
@@ -137,6 +155,7 @@ class SocketServer:
         async with trio.open_nursery() as nursery:
             for listener in self.listeners:
                 nursery.start_soon(self._accept_loop, listener, nursery)
+            nursery.start_soon(self._close_idle_connections)
             task_status.started(bound)
 
     async def _accept_loop(self, listener: trio.SocketListener, nursery: trio.Nursery) -> None:
@@ -185,8 +204,13 @@ class SocketServer:
         self.per_ip[ip] += 1
         self.open_connections += 1
         decoder = FrameDecoder(self.config.socket_request_max_bytes, pool=self.pool)
+        activity = self._activity[conn_id] = _Activity(trio.CancelScope(), trio.current_time(), conn_id, peer)
         try:
-            await self._request_loop(sock, decoder, conn_id, peer)
+            with activity.scope:
+                await self._request_loop(sock, decoder, activity)
+            if activity.scope.cancelled_caught:
+                log.info("closing connection %s from %s: idle for more than %d ms (connections.max.idle.ms)",
+                         conn_id, peer, self.config.connections_max_idle_ms)
         except (CloseConnection, FrameError) as exc:
             log.warning("closing connection %s from %s: %s", conn_id, peer, exc)
         except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError) as exc:
@@ -194,6 +218,7 @@ class SocketServer:
         except OSError as exc:
             log.info("connection %s from %s failed: %s", conn_id, peer, exc)
         finally:
+            del self._activity[conn_id]
             decoder.close()
             self.open_connections -= 1
             self.per_ip[ip] -= 1
@@ -204,19 +229,20 @@ class SocketServer:
             with trio.CancelScope(shield=True):
                 await trio.aclose_forcefully(stream)
 
-    async def _request_loop(self, sock: trio.socket.SocketType, decoder: FrameDecoder, conn_id: str,
-                            peer: str) -> None:
+    async def _request_loop(self, sock: trio.socket.SocketType, decoder: FrameDecoder, activity: _Activity) -> None:
         channel = Channel()
-        idle_s = self.config.connections_max_idle_ms / 1000
+        conn_id, peer = activity.conn_id, activity.peer
         while True:
             event = decoder.next_event()
             if event is NEED_DATA:
-                with trio.move_on_after(idle_s) as idle:
-                    await self._receive(sock, decoder)
-                if idle.cancelled_caught:
-                    log.info("closing connection %s from %s: idle for more than %d ms (connections.max.idle.ms)",
-                             conn_id, peer, self.config.connections_max_idle_ms)
-                    return
+                activity.waiting = True
+                view = decoder.frame_buffer()  # straight into the frame being filled, else read ahead
+                if view is not None:
+                    decoder.buffer_updated(await sock.recv_into(view))
+                else:
+                    decoder.receive_data(await sock.recv(decoder.read_size))
+                activity.waiting = False
+                activity.last = trio.current_time()
                 continue
             if event is NEED_MEMORY:
                 await self._wait_for_memory()
@@ -228,18 +254,11 @@ class SocketServer:
             finally:
                 self.pool.release(event.pooled)
 
-    @staticmethod
-    async def _receive(sock: trio.socket.SocketType, decoder: FrameDecoder) -> None:
-        """One read: straight into the frame being filled, else up to ``read_size`` bytes of read-ahead."""
-        view = decoder.frame_buffer()
-        if view is not None:
-            decoder.buffer_updated(await sock.recv_into(view))
-        else:
-            decoder.receive_data(await sock.recv(decoder.read_size))
-
     async def _wait_for_memory(self) -> None:
         """Kafka mutes channels while the memory pool is exhausted; here the task waits for a release."""
         if self.pool.is_out_of_memory:
+            if self._memory_freed is None:
+                self._memory_freed = trio.Event()
             await self._memory_freed.wait()
 
     async def _serve_request(self, sock: trio.socket.SocketType, channel: Channel, request: Request) -> None:
@@ -250,3 +269,14 @@ class SocketServer:
             await send_frame(sock, response.segments)
         self.apis.response_sent(response)
         await channel.wait_unmuted()  # muted: nothing more is read from this connection meanwhile
+
+    async def _close_idle_connections(self) -> None:
+        """``connections.max.idle.ms``: close connections that have been waiting for bytes that long
+        (Kafka's ``Selector`` closes the oldest idle channel on each poll; here a sweep)."""
+        idle_s = self.config.connections_max_idle_ms / 1000
+        while True:
+            await trio.sleep(min(max(idle_s / 4, 0.01), 30))
+            now = trio.current_time()
+            for activity in list(self._activity.values()):
+                if activity.waiting and now - activity.last > idle_s:
+                    activity.scope.cancel()

@@ -104,9 +104,10 @@ class TopicController(Protocol):
 
 
 class TopicLookup(Protocol):
-    """Finds a topic, auto-creating it where allowed (Kafka's ``AutoTopicCreationManager``)."""
+    """Finds topics, auto-creating missing ones where allowed (Kafka's ``AutoTopicCreationManager``)."""
 
-    def lookup(self, name: str, auto_create: bool) -> tuple[ErrorCode, TopicMetadata | None]: ...
+    def lookup_many(self, names: Iterable[str], auto_create: bool
+                    ) -> dict[str, tuple[ErrorCode, TopicMetadata | None]]: ...
 
 
 class BrokerConfigs(Protocol):

@@ -8,7 +8,7 @@ frame's memory) and asks :meth:`FrameDecoder.next_event` for what it has:
 a :class:`Frame`, ``NEED_DATA``, ``NEED_MEMORY`` (the shared
 :class:`MemoryPool` is exhausted) or ``CLOSED``.
 
-Memory is bounded the way Kafka bounds it:
+Memory is bounded the way Kafka bounds it, and then some:
 
 * a frame's declared size is never allocated before its bytes arrive: its
   buffer grows in chunks of at most ``chunk_size`` (or, for frames larger than
@@ -19,9 +19,15 @@ Memory is bounded the way Kafka bounds it:
   as Kafka's ``InvalidReceiveException`` does;
 * bytes read ahead of a frame boundary are at most ``read_size``: the decoder
   asks for no more data while it still holds a whole frame;
-* frame buffers are charged to an optional :class:`MemoryPool` (Kafka's
-  ``queued.max.request.bytes`` / ``SimpleMemoryPool``) and released by the
-  caller once the frame has been handled.
+* as in Kafka's ``SimpleMemoryPool`` (``queued.max.request.bytes``), a frame is
+  charged its declared size to the optional :class:`MemoryPool` when its size
+  prefix arrives, so a frame that started always has the memory to finish and
+  frames cannot wait on each other; when the pool is exhausted the decoder says
+  ``NEED_MEMORY`` and reads nothing more.  The caller releases the charge once
+  the frame has been handled.  Deliberate difference: frames of at most
+  ``small_frame`` bytes (default ``read_size``) are always admitted (and
+  charged), so that large partial frames cannot starve small requests; their
+  memory is bounded per connection by ``read_size``.
 
 Used by the broker's socket server, the client connection, wire replay and
 the pcap reader.
@@ -120,9 +126,9 @@ class MemoryPool:
     def is_out_of_memory(self) -> bool:
         return self.size >= 0 and self.used >= self.size
 
-    def try_allocate(self, nbytes: int) -> bool:
-        """Charge ``nbytes``; False (nothing charged) when the pool is exhausted."""
-        if self.size >= 0 and self.used >= self.size and nbytes > 0:
+    def try_allocate(self, nbytes: int, *, force: bool = False) -> bool:
+        """Charge ``nbytes``; False (nothing charged) when the pool is exhausted, unless ``force``."""
+        if not force and self.size >= 0 and self.used >= self.size and nbytes > 0:
             return False
         self.used += nbytes
         return True
@@ -144,11 +150,13 @@ class FrameDecoder:
     """
 
     def __init__(self, max_frame_size: int = UNBOUNDED, *, pool: MemoryPool | None = None,
-                 read_size: int = DEFAULT_READ_SIZE, chunk_size: int = DEFAULT_CHUNK_SIZE) -> None:
+                 read_size: int = DEFAULT_READ_SIZE, chunk_size: int = DEFAULT_CHUNK_SIZE,
+                 small_frame: int | None = None) -> None:
         self.max_frame_size = max_frame_size
         self.pool = pool if pool is not None else MemoryPool()
         self.read_size = read_size
         self.chunk_size = chunk_size
+        self.small_frame = read_size if small_frame is None else small_frame
         self._buf = bytearray()  # bytes received and not yet part of a frame handed out
         self._frame: bytearray | None = None  # a frame being filled in place
         self._frame_size = 0  # its declared size
@@ -162,6 +170,11 @@ class FrameDecoder:
     def buffered(self) -> int:
         """Bytes held and not yet handed out (read-ahead plus any partial frame)."""
         return len(self._buf) + self._frame_have
+
+    @property
+    def allocated(self) -> int:
+        """Bytes of memory the decoder holds (read-ahead and the partial frame's buffer)."""
+        return len(self._buf) + (len(self._frame) if self._frame is not None else 0)
 
     @property
     def in_frame(self) -> bool:
@@ -261,25 +274,23 @@ class FrameDecoder:
             raise InvalidFrameSize(f"invalid frame size {size}")
         if size > self.max_frame_size:
             raise FrameTooLarge(size, self.max_frame_size)
-        if len(buf) - 4 >= size:
-            # The whole frame was read ahead: cut it out (charged to the pool all the same).
-            if not self.pool.try_allocate(size):
-                return NEED_MEMORY
+        whole = len(buf) - 4 >= size
+        if not whole and self._eof:
+            raise TruncatedFrame(f"stream closed {size - len(buf) + 4} bytes before the end of a "
+                                 f"{size}-byte frame")
+        # Charged its declared size now (Kafka's memory pool), admitted anyway when small.
+        if not self.pool.try_allocate(size, force=size <= self.small_frame):
+            return NEED_MEMORY
+        if whole:  # read ahead already: cut it out
             payload = buf[4:4 + size]
             del buf[:4 + size]
             return Frame(payload, size)
-        if self._eof:
-            raise TruncatedFrame(f"stream closed {size - len(buf) + 4} bytes before the end of a "
-                                 f"{size}-byte frame")
         # Fill the frame in place: one chunk now, more as its bytes arrive.
-        first = min(size, max(self.chunk_size, len(buf) - 4))
-        if not self.pool.try_allocate(first):
-            return NEED_MEMORY
-        frame = bytearray(first)
         have = len(buf) - 4
+        frame = bytearray(min(size, max(self.chunk_size, have)))
         frame[:have] = memoryview(buf)[4:]
         buf.clear()
-        self._frame, self._frame_size, self._frame_have, self._pooled = frame, size, have, first
+        self._frame, self._frame_size, self._frame_have, self._pooled = frame, size, have, size
         return NEED_DATA
 
     def _continue_frame(self) -> Event:
@@ -293,11 +304,7 @@ class FrameDecoder:
                 return Frame(frame, pooled)
             if self._frame_have == len(frame):
                 # Full: grow by a chunk, or by as much as already arrived (geometric for huge frames).
-                grow = min(self._frame_size - len(frame), max(self.chunk_size, len(frame)))
-                if not self.pool.try_allocate(grow):
-                    return NEED_MEMORY
-                self._pooled += grow
-                frame += bytes(grow)
+                frame += bytes(min(self._frame_size - len(frame), max(self.chunk_size, len(frame))))
             if not self._buf:
                 break
             n = min(len(self._buf), len(frame) - self._frame_have)

@@ -15,7 +15,7 @@ import pytest
 import trio
 
 from minikafka.broker.broker import Broker
-from minikafka.broker.config import BrokerConfig
+from minikafka.broker.config import BrokerConfig, StartupError
 from minikafka.broker.quota import DEFAULT, ClientQuotaEntity
 from minikafka.cli import build_config, main
 from minikafka.client.connection import KafkaConnection
@@ -143,11 +143,11 @@ def test_serve_quota_flag_builds_the_config():
 
 @pytest.mark.parametrize("bad", ["client-id=app1", "client-id=app1:bogus=1", "group=g:producer_byte_rate=1",
                                  "client-id=app1:producer_byte_rate=fast"])
-def test_serve_rejects_a_bad_quota(bad):
-    with pytest.raises(SystemExit):
+def test_serve_rejects_a_bad_quota(bad, capsys):
+    with pytest.raises(StartupError):
         build_config(serve_args(quota=[bad]))
-    with pytest.raises(SystemExit):
-        main(["serve", "--quota", bad])
+    assert main(["serve", "--quota", bad]) == 1
+    assert capsys.readouterr().err.startswith("minikafka: error: --quota: bad quota")
 
 
 def test_server_properties_quota_keys(tmp_path):

@@ -376,10 +376,26 @@ async def test_seed_experiment_1000_partitions_rf2_request_sizes_and_phantom(ver
             assert q.recorded_bytes == phantom * q.recorded_count and q.recorded_count >= len(seen[bid])
 
 
+class SteppingTimer:
+    """Handler time that does not depend on the machine: every reading is 0.25 ms after the last, so each
+    request (or consumer fetch) is charged exactly 0.25 ms of handler time."""
+
+    def __init__(self) -> None:
+        self.ns = 0
+
+    def task_ns(self) -> int:
+        self.ns += 250_000
+        return self.ns
+
+
 async def test_follower_fetches_exempt_from_request_quota():
     """A tiny request quota for every client never throttles replica fetchers (Kafka answers them with
-    sendResponseExemptThrottle), while a consumer's fetches under the same quota are throttled."""
-    async with serve_cluster(2, client_quotas=["client-id=<default>:request_percentage=0.01"], **FAST) as cluster:
+    sendResponseExemptThrottle), while a consumer's fetches under the same quota are throttled.
+
+    The handler time is injected (0.25 ms a request): 0.01% of the 10 s quota window is 1 ms, so the
+    consumer's 5th fetch is throttled on any machine, and followers, charged the same, never are."""
+    async with serve_cluster(2, client_quotas=["client-id=<default>:request_percentage=0.01"],
+                             timer=SteppingTimer(), **FAST) as cluster:
         throttles: dict[str, list[int]] = {"follower": [], "consumer": []}
 
         def observe(ctx, frame, response) -> None:
@@ -396,6 +412,8 @@ async def test_follower_fetches_exempt_from_request_quota():
             await conn.request(ApiKey.FETCH, 11, {
                 "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20, "isolation_level": 0,
                 "session_id": 0, "session_epoch": -1, "topics": [], "forgotten_topics_data": [], "rack_id": ""})
+            if any(throttles["consumer"]):
+                break
         await wait_until(lambda: len(throttles["follower"]) >= 20, timeout=10, what="follower fetches")
         await conn.aclose()
         assert set(throttles["follower"]) == {0}

@@ -51,13 +51,14 @@ def test_declared_size_is_not_allocated_before_the_bytes_arrive():
     dec = FrameDecoder(max_frame_size=200 << 20, pool=pool, chunk_size=1 << 20)
     dec.receive_data((100 << 20).to_bytes(4, "big") + bytes(64 << 10))
     assert dec.next_event() is NEED_DATA
-    assert pool.used == 1 << 20  # one chunk for a declared 100 MB
-    # Filling the first chunk and more: growth follows what arrived (never the declared size).
+    assert pool.used == 100 << 20  # charged its declared size, as Kafka's memory pool charges it...
+    assert dec.allocated == 1 << 20  # ...but only one chunk of memory exists
+    # Filling the first chunk and more: memory follows what arrived (never the declared size).
     dec.receive_data(bytes(3 << 20))
     assert dec.next_event() is NEED_DATA
-    held = pool.used
-    assert (3 << 20) + (64 << 10) <= held <= 2 * ((3 << 20) + (64 << 10))
-    assert dec.close() == held and pool.used == 0
+    arrived = (3 << 20) + (64 << 10)
+    assert arrived <= dec.allocated <= 2 * arrived
+    assert dec.close() == 100 << 20 and pool.used == 0 and dec.allocated == 0
 
 
 def test_frame_too_large_and_negative_sizes():
@@ -84,7 +85,7 @@ def test_end_of_stream_inside_a_frame(stream):
 def test_exhausted_pool_stops_the_decoder_until_memory_is_released():
     woken = []
     pool = MemoryPool(10, on_release=lambda: woken.append(1))
-    a, b = FrameDecoder(pool=pool), FrameDecoder(pool=pool)
+    a, b = FrameDecoder(pool=pool, small_frame=0), FrameDecoder(pool=pool, small_frame=0)
     a.receive_data(encode_frame(b"x" * 10))
     first = a.next_event()
     assert isinstance(first, Frame) and pool.used == 10
@@ -97,17 +98,20 @@ def test_exhausted_pool_stops_the_decoder_until_memory_is_released():
     assert isinstance(second, Frame) and bytes(second.payload) == b"yyyy"
 
 
-def test_pool_overshoots_by_at_most_one_allocation():
+def test_a_started_frame_always_finishes_and_small_frames_are_admitted():
     pool = MemoryPool(5)
-    dec = FrameDecoder(pool=pool, chunk_size=8)
-    dec.receive_data((20).to_bytes(4, "big") + b"a" * 3)
-    assert dec.next_event() is NEED_DATA and pool.used == 8  # first chunk while memory was left
-    dec.receive_data(b"b" * 5)
-    assert dec.next_event() is NEED_MEMORY  # full chunk, pool exhausted: no growth
-    other = MemoryPool(5)
-    assert other.try_allocate(5) and not other.try_allocate(1)
-    pool.size = 12  # room again (as if another connection's request completed)
-    assert dec.next_event() is NEED_DATA and pool.used == 16  # grew by one chunk, overshooting by < 8
+    big = FrameDecoder(pool=pool, chunk_size=8, small_frame=4)
+    big.receive_data((20).to_bytes(4, "big") + b"a" * 3)
+    assert big.next_event() is NEED_DATA and pool.used == 20  # the whole frame's charge, beyond the pool
+    other = FrameDecoder(pool=pool, small_frame=4)
+    other.receive_data((6).to_bytes(4, "big"))
+    assert other.next_event() is NEED_MEMORY  # a second large frame waits for memory
+    small = FrameDecoder(pool=pool, small_frame=4)
+    small.receive_data(encode_frame(b"tiny"))
+    assert bytes(small.next_event().payload) == b"tiny"  # admitted (and charged) while exhausted
+    assert pool.used == 24
+    big.receive_data(b"b" * 17)  # the started frame grows to its end without asking the pool again
+    assert bytes(big.next_event().payload) == b"a" * 3 + b"b" * 17
 
 
 @given(st.lists(st.binary(max_size=40), min_size=1, max_size=4), st.integers(1, 16), st.integers(0, 2**32),
@@ -147,7 +151,7 @@ def test_take_returns_a_partial_frame_with_its_prefix_and_frees_its_memory():
     pool = MemoryPool(-1)
     dec = FrameDecoder(pool=pool, chunk_size=4)
     dec.receive_data((10).to_bytes(4, "big") + b"abc")
-    assert dec.next_event() is NEED_DATA and pool.used == 4  # filling a frame in place
+    assert dec.next_event() is NEED_DATA and pool.used == 10 and dec.allocated == 4  # filling in place
     assert dec.buffered == 3 and dec.held_bytes == 7  # buffered leaves out the size prefix
     assert dec.peek(2) == b"\x00\x00" and dec.peek(6) == b"\x00\x00\x00\x0aab"
     assert dec.take() == (10).to_bytes(4, "big") + b"abc"

@@ -53,6 +53,15 @@ class MetadataHandler:
         if all_topics:
             topics = [topic_entry(t, include_ops, live) for t in self.metadata.all_topics()]
         else:
+            invalid: dict[str, int] = {}
+            for t in requested or []:
+                if t["name"] is not None:
+                    try:
+                        validate_topic_name(t["name"])
+                    except MetadataError as exc:
+                        invalid[t["name"]] = exc.code
+            found = self.topics.lookup_many((t["name"] for t in requested or []
+                                             if t["name"] is not None and t["name"] not in invalid), auto_create)
             for t in requested or []:
                 name = t["name"]
                 if name is None:  # v10+: by topic id
@@ -63,16 +72,14 @@ class MetadataHandler:
                     else:
                         topics.append(topic_entry(topic, include_ops, live))
                     continue
-                try:
-                    validate_topic_name(name)
-                except MetadataError as exc:
-                    topics.append({"error_code": exc.code, "name": name, "is_internal": False})
+                if name in invalid:
+                    topics.append({"error_code": invalid[name], "name": name, "is_internal": False})
                     continue
-                code, found = self.topics.lookup(name, auto_create)
-                if found is None:
+                code, topic = found[name]
+                if topic is None:
                     topics.append({"error_code": code, "name": name})
                 else:
-                    topics.append(topic_entry(found, include_ops, live))
+                    topics.append(topic_entry(topic, include_ops, live))
         return {
             "throttle_time_ms": 0,
             "brokers": [{"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack} for b in brokers],

@@ -62,9 +62,10 @@ class ProduceHandler:
         now_ms = self.clock.time_ms()
         responses: list[B.ProduceResponseResponses] = []
         pending: list[_Pending] = []
+        found = self.topics.lookup_many((td["name"] for td in req["topic_data"]), auto_create=True)
         for td in req["topic_data"]:
             parts: list[PartitionResponse] = []
-            code, topic = self.topics.lookup(td["name"], auto_create=True)
+            code, topic = found[td["name"]]
             for pd in td["partition_data"]:
                 index = pd["index"]
                 if acks not in (-1, 0, 1):

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ...protocol import bodies as B
 from ...protocol.errors import ErrorCode
 from ..config import BrokerConfig
-from ..metadata import MetadataError
+from ..metadata import (EXCESSIVE_BATCH, EXCESSIVE_PARTITIONS, MAX_PARTITIONS_PER_BATCH, MAX_RECORDS_PER_USER_OP,
+                        MetadataError)
 from ..request import RequestContext
 from ..services import MetadataCache, TopicController
 from .configs import SOURCE_DYNAMIC_TOPIC, validate_topic_config
@@ -20,47 +23,90 @@ def _configs_of(entries: list[B.CreateTopicsRequestTopicsConfigs] | None) -> dic
 
 
 class CreateTopicsHandler:
+    """Kafka's controller ``createTopics``: request-wide limits first (KRaft refuses more than 10,000
+    partitions, or 10,000 metadata records, in one request: every topic gets POLICY_VIOLATION and none is
+    created), then each topic on its own."""
+
     def __init__(self, controller: TopicController, config: BrokerConfig) -> None:
         self.controller = controller
         self.config = config
 
+    def _partitions(self, t: B.CreateTopicsRequestTopics) -> int:
+        if t["assignments"]:
+            return len(t["assignments"])
+        n = t["num_partitions"]
+        return self.config.num_partitions if n == -1 else max(n, 0)
+
     async def handle(self, ctx: RequestContext, req: B.CreateTopicsRequestBody) -> B.CreateTopicsResponseBody:
-        results: list[B.CreateTopicsResponseTopics] = []
+        topics = req["topics"]
+        if sum(self._partitions(t) for t in topics) > MAX_PARTITIONS_PER_BATCH:
+            return _refuse_all(topics, EXCESSIVE_PARTITIONS)
+        results: dict[int, B.CreateTopicsResponseTopics] = {}
+        plans: list[tuple[int, _TopicPlan]] = []
         seen: set[str] = set()
-        for t in req["topics"]:
-            entry: B.CreateTopicsResponseTopics = {"name": t["name"], "error_code": 0, "error_message": None}
+        for i, t in enumerate(topics):
             try:
-                entry.update(self._create(t, seen, req["validate_only"]))
+                plans.append((i, self._plan(t, seen)))
+            except MetadataError as exc:
+                results[i] = {"name": t["name"], "error_code": exc.code, "error_message": exc.message}
+        # The TopicRecord, PartitionRecords and ConfigRecords KRaft would write for the valid topics.
+        records = sum(1 + p.partitions + len(p.configs) for _, p in plans)
+        if records > MAX_RECORDS_PER_USER_OP:
+            return _refuse_all(topics, EXCESSIVE_BATCH)
+        for i, plan in plans:
+            entry: B.CreateTopicsResponseTopics = {"name": plan.name, "error_code": 0, "error_message": None}
+            try:
+                entry.update(self._create(plan, req["validate_only"]))
             except MetadataError as exc:
                 entry.update(error_code=exc.code, error_message=exc.message)
-            results.append(entry)
-        return {"throttle_time_ms": 0, "topics": results}
+            results[i] = entry
+        return {"throttle_time_ms": 0, "topics": [results[i] for i in range(len(topics))]}
 
-    def _create(self, t: B.CreateTopicsRequestTopics, seen: set[str], validate_only: bool
-                ) -> B.CreateTopicsResponseTopics:
+    def _plan(self, t: B.CreateTopicsRequestTopics, seen: set[str]) -> _TopicPlan:
         name = t["name"]
         if name in seen:
             raise MetadataError(ErrorCode.INVALID_REQUEST, "Found multiple entries for this topic.")
         seen.add(name)
         configs = _configs_of(t["configs"])
         assignments = {a["partition_index"]: list(a["broker_ids"]) for a in t["assignments"]} or None
-        nparts = t["num_partitions"] if t["num_partitions"] != -1 else self.config.num_partitions
-        rf = t["replication_factor"] if t["replication_factor"] != -1 else self.config.default_replication_factor
         if assignments and (t["num_partitions"] != -1 or t["replication_factor"] != -1):
             raise MetadataError(ErrorCode.INVALID_REQUEST,
                                 "Both numPartitions or replicationFactor and replicasAssignments were set.")
-        if validate_only:
-            self.controller.check_new_topic(name, nparts, rf, assignments)
-            topic = None
-        else:
-            topic = self.controller.create_topic(name, nparts, rf, configs, assignments)  # type: ignore[arg-type]
+        nparts = t["num_partitions"] if t["num_partitions"] != -1 else self.config.num_partitions
+        rf = t["replication_factor"] if t["replication_factor"] != -1 else self.config.default_replication_factor
+        self.controller.check_new_topic(name, nparts, rf, assignments)
+        return _TopicPlan(name, len(assignments) if assignments else nparts,
+                          len(next(iter(assignments.values()))) if assignments else rf, configs, assignments)
+
+    def _create(self, plan: _TopicPlan, validate_only: bool) -> B.CreateTopicsResponseTopics:
+        topic = None
+        if not validate_only:
+            topic = self.controller.create_topic(plan.name, plan.partitions, plan.replication_factor,
+                                                 plan.configs, plan.assignments)  # type: ignore[arg-type]
         return {
             "topic_id": topic.topic_id if topic else None,
-            "num_partitions": len(assignments) if assignments else nparts,
-            "replication_factor": len(next(iter(assignments.values()))) if assignments else rf,
+            "num_partitions": plan.partitions,
+            "replication_factor": plan.replication_factor,
             "configs": [{"name": k, "value": v, "read_only": False, "config_source": SOURCE_DYNAMIC_TOPIC,
-                         "is_sensitive": False} for k, v in configs.items()],
+                         "is_sensitive": False} for k, v in plan.configs.items()],
         }
+
+
+@dataclass
+class _TopicPlan:
+    """A topic of a CreateTopics request that passed validation."""
+
+    name: str
+    partitions: int
+    replication_factor: int
+    configs: dict[str, str | None]
+    assignments: dict[int, list[int]] | None
+
+
+def _refuse_all(topics: list[B.CreateTopicsRequestTopics], message: str) -> B.CreateTopicsResponseBody:
+    """Every topic answered POLICY_VIOLATION, as Kafka's controller answers a request it refuses whole."""
+    return {"throttle_time_ms": 0, "topics": [{"name": t["name"], "error_code": ErrorCode.POLICY_VIOLATION,
+                                               "error_message": message} for t in topics]}
 
 
 class DeleteTopicsHandler:
@@ -91,6 +137,9 @@ class DeleteTopicsHandler:
 
 
 class CreatePartitionsHandler:
+    """Kafka's controller ``createPartitions``: at most 10,000 new partitions per request (its records
+    limit); a topic that would go beyond it gets POLICY_VIOLATION and nothing is added to it."""
+
     def __init__(self, controller: TopicController, metadata: MetadataCache) -> None:
         self.controller = controller
         self.metadata = metadata
@@ -98,6 +147,7 @@ class CreatePartitionsHandler:
     async def handle(self, ctx: RequestContext, req: B.CreatePartitionsRequestBody
                      ) -> B.CreatePartitionsResponseBody:
         results: list[B.CreatePartitionsResponseResults] = []
+        budget = MAX_RECORDS_PER_USER_OP
         for t in req["topics"]:
             entry: B.CreatePartitionsResponseResults = {"name": t["name"], "error_code": 0, "error_message": None}
             try:
@@ -110,6 +160,10 @@ class CreatePartitionsHandler:
                         ErrorCode.INVALID_PARTITIONS,
                         f"Topic currently has {topic.num_partitions} partitions, which is higher than or equal to "
                         f"the requested {t['count']}.")
+                additional = t["count"] - topic.num_partitions
+                if additional > budget:
+                    raise MetadataError(ErrorCode.POLICY_VIOLATION, EXCESSIVE_BATCH)
+                budget -= additional
                 if not req["validate_only"]:
                     self.controller.add_partitions(t["name"], t["count"], assignments)
             except MetadataError as exc:

@@ -162,5 +162,8 @@ def parse_quota_spec(spec: str) -> tuple[ClientQuotaEntity, dict[str, float]]:
         key, eq, value = item.strip().partition("=")
         if not eq or key not in QUOTA_KEYS:
             raise ValueError(f"bad quota {spec!r}: {item!r} is not one of {', '.join(QUOTA_KEYS)}=N")
-        values[key] = float(value)
+        try:
+            values[key] = float(value)
+        except ValueError:
+            raise ValueError(f"bad quota {spec!r}: {value!r} is not a number") from None
     return ClientQuotaEntity.parse(entity_part), values
