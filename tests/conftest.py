@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 from typing import AsyncIterator, Iterator
 
@@ -11,7 +12,13 @@ import pytest
 from minikafka.broker.broker import Broker, serve_broker
 from minikafka.broker.config import BrokerConfig
 from minikafka.client.connection import KafkaConnection
+from minikafka.protocol.schema import STRICT_ENV, set_strict
 from minikafka.testing import BrokerThread
+
+STRICT_MESSAGES = True  # builds reject undeclared body keys (UnknownFieldError), in this process and children
+if STRICT_MESSAGES:
+    os.environ[STRICT_ENV] = "1"  # for the subprocesses the tests start
+    set_strict(True)
 
 
 @pytest.fixture

@@ -42,3 +42,19 @@ async def fetch(conn: KafkaConnection, topic: str, offset: int = 0, partition: i
 def values(records: bytes) -> list[bytes]:
     """The record values in a fetched records blob."""
     return [r.value for _, v in iter_batches(records) for r in decode_records(v)]
+
+
+async def api_versions_v0(stream, correlation_id: int = 1, client_id: str = "probe", trailing: int = 0) -> bytes:
+    """Send an ApiVersions v0 request on a raw Trio stream (``trailing`` ignored bytes make it large, as
+    Kafka ignores bytes after a body) and return its response frame (without the size prefix)."""
+    from minikafka.protocol.headers import RequestHeader
+    from minikafka.protocol.framing import NEED_DATA, Frame, FrameDecoder
+
+    frame = RequestHeader.build({"request_api_key": 18, "request_api_version": 0, "correlation_id": correlation_id,
+                                 "client_id": client_id}, 1) + bytes(trailing)
+    await stream.send_all(len(frame).to_bytes(4, "big") + frame)
+    decoder = FrameDecoder()
+    while (event := decoder.next_event()) is NEED_DATA:
+        decoder.receive_data(await stream.receive_some(65536))
+    assert isinstance(event, Frame), f"the broker closed the connection ({event})"
+    return bytes(event.payload)

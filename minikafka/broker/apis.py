@@ -134,9 +134,13 @@ class KafkaApis:
             error = ErrorCode.UNKNOWN_SERVER_ERROR
             log.exception("could not encode the %s v%d response to correlation id %d; answering %s",
                           api.name, ctx.api_version, ctx.correlation_id, ErrorCode(error).name)
-            segments = api.response.build_segments(
-                error_response(ctx.api_key, ctx.api_version, request.body, error, ctx.throttle_time_ms),
-                ctx.api_version)
+            try:
+                segments = api.response.build_segments(
+                    error_response(ctx.api_key, ctx.api_version, request.body, error, ctx.throttle_time_ms),
+                    ctx.api_version)
+            except Exception as exc:
+                raise CloseConnection(f"cannot encode even an error response to {api.name} "
+                                      f"v{ctx.api_version}: {exc}") from exc
         segments.insert(0, header)
         return Response(request, segments, error=error)
 

@@ -217,6 +217,8 @@ class SocketServer:
             log.info("connection %s from %s dropped: %s", conn_id, peer, exc)
         except OSError as exc:
             log.info("connection %s from %s failed: %s", conn_id, peer, exc)
+        except Exception:  # a bug must cost one connection, never the broker
+            log.exception("closing connection %s from %s after an internal error", conn_id, peer)
         finally:
             del self._activity[conn_id]
             decoder.close()

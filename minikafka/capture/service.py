@@ -13,7 +13,6 @@ releases the GIL) and the write run in that thread.
 from __future__ import annotations
 
 import logging
-import time
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -78,7 +77,7 @@ class CaptureService:
 
     def _drop(self) -> None:
         self.dropped += 1
-        now = time.monotonic()
+        now = self.clock.monotonic_ns() / 1e9
         if now - self._last_drop_log >= 10 or self.dropped == 1:
             self._last_drop_log = now
             log.warning("capture: writer behind, %d record(s) dropped so far", self.dropped)

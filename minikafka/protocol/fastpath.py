@@ -50,6 +50,11 @@ def _null_error(name: str) -> None:
     raise FastPathError(f"null value in non-nullable field {name}")
 
 
+def _too_many(n: int, left: int, name: str) -> None:
+    raise FastPathError(f"Tried to allocate a collection of size {n} for {name}, but there are only {left} "
+                        "bytes remaining.")
+
+
 class _Compiler:
     """Generates one parse and one build function per KStruct (shared between versions by identity)."""
 
@@ -57,6 +62,7 @@ class _Compiler:
         self.ns: dict[str, Any] = {
             "Container": Container, "ListContainer": ListContainer, "UUID": uuid.UUID,
             "_uv": T.uvarint_at, "_uvb": T.write_uvarint, "_check": _check, "_null": _null_error,
+            "_too_many": _too_many,
             "_H": _H, "_I": _I, "MISSING": _MISSING, "ZERO_UUID": T.ZERO_UUID, "FastPathError": FastPathError,
         }
         self.parsers: dict[int, str] = {}
@@ -155,8 +161,11 @@ class _Compiler:
                 value = "buf[pos:pos + n]" if node.records else "bytes(buf[pos:pos + n])"
                 lines += [f"{inner}_check(pos, n, end)", f"{inner}{target} = {value}", f"{inner}pos += n"]
             else:
+                # Kafka's generated readers: an array longer than the bytes left is refused before
+                # anything is allocated for it (every element takes at least one byte).
                 item = f"i{next(self._ids)}"
-                lines += [f"{inner}{target} = ListContainer()", f"{inner}for _ in range(n):"]
+                lines += [f"{inner}if n > end - pos:", f"{inner}    _too_many(n, end - pos, {name!r})",
+                          f"{inner}{target} = ListContainer()", f"{inner}for _ in range(n):"]
                 lines += self._read(node.subcon, item, inner + "    ", name)
                 lines.append(f"{inner}    {target}.append({item})")
             return lines

@@ -14,11 +14,17 @@ nested struct.  Field names are Kafka's, in snake_case.
 
 Deliberate difference from Kafka: parsed values are ``construct.Container``
 dicts (attribute access), not generated classes; fields absent from a version
-read back as their default.
+read back as their default.  :mod:`minikafka.protocol.bodies` types them.
+
+Strict mode (:func:`set_strict`, or ``MINIKAFKA_STRICT_MESSAGES=1`` at import)
+makes :meth:`Message.build` and :meth:`Message.build_segments` reject a key
+that is no field of its struct in any version (a misspelling would otherwise
+go out silently as the default).  Off, the builders are the plain ones.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -26,7 +32,14 @@ from construct import Construct
 
 from . import types as T
 
-__all__ = ["VersionRange", "Field", "f", "struct", "Message"]
+__all__ = [
+    "VersionRange", "Field", "f", "struct", "Message", "UnknownFieldError", "set_strict", "strict_enabled",
+    "STRICT_ENV", "UNKNOWN_TAGS",
+]
+
+UNKNOWN_TAGS = "_unknown_tags"
+"""The key under which a parsed struct keeps tagged fields it did not know (built back as they were)."""
+STRICT_ENV = "MINIKAFKA_STRICT_MESSAGES"
 
 
 @dataclass(frozen=True)
@@ -286,3 +299,66 @@ class Message:
     def default(self) -> dict:
         """A dict with every field at its default (any version)."""
         return _struct_default(self.fields)
+
+    def check_keys(self, obj: Any) -> None:
+        """Raise :class:`UnknownFieldError` for a key of ``obj``, at any depth, that no version declares."""
+        _check_keys(self.name, self.fields, obj, self.name)
+
+    def _strict_build(self, obj: Any, version: int) -> bytes:
+        """:meth:`build` in strict mode."""
+        self.check_keys(obj)
+        return _PLAIN_BUILD(self, obj, version)
+
+    def _strict_build_segments(self, obj: Any, version: int) -> list:
+        """:meth:`build_segments` in strict mode."""
+        self.check_keys(obj)
+        return _PLAIN_BUILD_SEGMENTS(self, obj, version)
+
+
+class UnknownFieldError(ValueError):
+    """Strict mode: a body holds a key that is no field of its struct in any version."""
+
+    def __init__(self, message: str, path: str, key: Any):
+        super().__init__(f"{path}: unknown field {key!r} (no version of {message} declares it here)")
+        self.message_name = message
+        self.path = path
+        self.key = key
+
+
+def _check_keys(message: str, fields: list[Field], obj: Any, path: str) -> None:
+    if not isinstance(obj, dict):
+        return  # None (all defaults) or a value the builder itself will reject
+    names = {fl.name for fl in fields}
+    for key in obj:
+        if key not in names and key != UNKNOWN_TAGS:
+            raise UnknownFieldError(message, path, key)
+    for fl in fields:
+        value = obj.get(fl.name) if fl.subfields else None
+        if value is None:
+            continue
+        if fl.is_struct:
+            _check_keys(message, fl.subfields, value, f"{path}.{fl.name}")
+        else:
+            for i, item in enumerate(value):
+                _check_keys(message, fl.subfields, item, f"{path}.{fl.name}[{i}]")
+
+
+_PLAIN_BUILD = Message.build
+_PLAIN_BUILD_SEGMENTS = Message.build_segments
+_strict = False
+
+
+def set_strict(on: bool) -> None:
+    """Switch strict mode: swaps the checking builders in or out, so off costs nothing per build."""
+    global _strict
+    _strict = on
+    setattr(Message, "build", Message._strict_build if on else _PLAIN_BUILD)
+    setattr(Message, "build_segments", Message._strict_build_segments if on else _PLAIN_BUILD_SEGMENTS)
+
+
+def strict_enabled() -> bool:
+    """Whether strict mode is on."""
+    return _strict
+
+
+set_strict(os.environ.get(STRICT_ENV) == "1")

@@ -293,6 +293,10 @@ class KArray(_Sized):
         n = self._read_len(stream, path, 4)
         if n < 0:
             return self._null(path)
+        remaining = getattr(stream, "remaining", None)
+        if remaining is not None and n > remaining():  # refused before allocating, as Kafka does
+            raise StreamError(f"Tried to allocate a collection of size {n}, but there are only {remaining()} "
+                              "bytes remaining.", path=path)
         sub = self.subcon._parsereport
         return ListContainer([sub(stream, context, path) for _ in range(n)])
 

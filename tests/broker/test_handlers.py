@@ -222,3 +222,33 @@ async def test_handler_exception_becomes_an_error_response() -> None:
     assert int.from_bytes(raw[:4], "big") == 7
     assert [(p.index, p.error_code) for t in parsed.responses for p in t.partition_responses] == [
         (3, ErrorCode.UNKNOWN_SERVER_ERROR)]
+
+
+async def test_woken_fetch_re_reads_only_the_partition_that_changed(autojump_clock: trio.testing.MockClock) -> None:
+    env = Env()
+    env.metadata.create_topic("t", 8, 1)
+    produce, fetch = env.produce_handler(), env.fetch_handler()
+    reads: list[int] = []
+    real = fetch._read_partition
+
+    def counting(key, *args, **kwargs):  # type: ignore[no-untyped-def]
+        reads.append(key.partition)
+        return real(key, *args, **kwargs)
+
+    fetch._read_partition = counting  # type: ignore[method-assign]
+    fields = fetch_fields("t", {p: 0 for p in range(8)}, max_wait_ms=60_000)
+    fields["min_bytes"] = 1 << 20  # keep waiting after the first append
+    result: list[Any] = []
+
+    async def poll() -> None:
+        result.append(await call(fetch, ApiKey.FETCH, 12, fields))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(poll)
+        await trio.testing.wait_all_tasks_blocked()
+        assert sorted(reads) == list(range(8))  # the first pass reads every partition
+        reads.clear()
+        await call(produce, ApiKey.PRODUCE, 9, produce_fields("t", batch([b"x"]), partition=5))
+        await trio.testing.wait_all_tasks_blocked()
+        assert reads == [5] and not result  # woken, re-read partition 5 only, still below min_bytes
+    assert result and [p.partition_index for p in result[0].responses[0].partitions if p.records] == [5]

@@ -19,6 +19,7 @@ import psutil
 import pytest
 import trio
 
+from helpers import api_versions_v0
 from minikafka.broker.broker import Broker, serve_broker
 from minikafka.broker.config import BrokerConfig
 from minikafka.client.connection import KafkaConnection
@@ -110,21 +111,6 @@ async def wait_for(cond, what: str, timeout: float = 10) -> None:
     raise AssertionError(f"timed out waiting for {what}")
 
 
-async def _large_api_versions(stream: trio.SocketStream, trailing: int) -> bytes:
-    """An ApiVersions v0 request made large by trailing bytes (which Kafka ignores); its response."""
-    from minikafka.protocol.headers import RequestHeader
-
-    frame = RequestHeader.build({"request_api_key": 18, "request_api_version": 0, "correlation_id": 5,
-                                 "client_id": "big"}, 1) + bytes(trailing)
-    await stream.send_all(len(frame).to_bytes(4, "big") + frame)
-    got = b""
-    while len(got) < 4 or len(got) < 4 + int.from_bytes(got[:4], "big"):
-        data = await stream.receive_some(65536)
-        assert data, "closed"
-        got += data
-    return got[4:]
-
-
 async def test_exhausted_memory_pool_holds_large_requests_until_memory_frees() -> None:
     """Kafka's queued.max.request.bytes: a request is charged its declared size when its size arrives;
     while the pool is exhausted, connections with large requests read nothing more; small requests
@@ -139,7 +125,7 @@ async def test_exhausted_memory_pool_holds_large_requests_until_memory_frees() -
         result: list[bytes] = []
 
         async def ask() -> None:
-            result.append(await _large_api_versions(large, 300_000))
+            result.append(await api_versions_v0(large, 5, "big", trailing=300_000))
 
         async with trio.open_nursery() as nursery:
             nursery.start_soon(ask)

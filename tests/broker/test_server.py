@@ -396,3 +396,21 @@ async def test_describe_configs_and_cluster(conn):
     assert bad.topics[0].error_code == ErrorCode.INVALID_CONFIG
     dc = await conn.request(K.DESCRIBE_CLUSTER, 1, {"include_cluster_authorized_operations": False})
     assert dc.error_code == 0 and [b.broker_id for b in dc.brokers] == [0] and dc.controller_id == 0
+
+
+async def test_a_failing_handler_answers_with_an_error_and_keeps_the_connection(broker, conn, caplog) -> None:
+    """Kafka's handleError: the request gets UNKNOWN_SERVER_ERROR on every partition it named, the error is
+    logged once, and the same connection goes on serving."""
+    from helpers import batch
+
+    async def broken(ctx, req):
+        raise RuntimeError("handler bug")
+
+    broker.apis.handlers[ApiKey.PRODUCE] = broken
+    resp = await conn.request(ApiKey.PRODUCE, 9, {"acks": 1, "timeout_ms": 1000, "topic_data": [
+        {"name": "t", "partition_data": [{"index": 0, "records": batch([b"x"])},
+                                         {"index": 1, "records": batch([b"y"])}]}]})
+    assert [(p.index, p.error_code) for p in resp.responses[0].partition_responses] == [
+        (0, ErrorCode.UNKNOWN_SERVER_ERROR), (1, ErrorCode.UNKNOWN_SERVER_ERROR)]
+    assert (await conn.request(ApiKey.API_VERSIONS, 3, {})).error_code == 0
+    assert len([r for r in caplog.records if "error handling Produce v9" in r.getMessage()]) == 1

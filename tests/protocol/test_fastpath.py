@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from minikafka.protocol.messages.fetch import FetchRequest
 from minikafka.protocol.messages.produce import ProduceRequest
-from strategies import message_strategy
+from message_strategies import message_strategy
 from test_roundtrip import CASES, FAST
 
 

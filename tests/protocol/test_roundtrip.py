@@ -13,7 +13,7 @@ from minikafka.protocol.api import APIS
 from minikafka.protocol.headers import RequestHeader, ResponseHeader
 from minikafka.protocol.schema import Field, Message
 from minikafka.protocol.types import write_uvarint
-from strategies import UNKNOWN, default_value, message_strategy, normalise
+from message_strategies import UNKNOWN, default_value, message_strategy, normalise
 
 MESSAGES: list[Message] = [RequestHeader, ResponseHeader]
 for _api in APIS.values():

@@ -16,41 +16,16 @@ from ...protocol.errors import ErrorCode
 from ..config import BrokerConfig
 from ..config_ops import OP_SET, apply_config_ops
 from ..metadata import MetadataError
-from ..quota.replication_quota_manager import (FOLLOWER_THROTTLED_REPLICAS, LEADER_THROTTLED_REPLICAS,
-                                               validate_throttled_replicas)
 from ..request import RequestContext
 from ..services import BrokerConfigs, MetadataCache, TopicController
+from ..topic_config import LIST_TOPIC_CONFIGS, validate_topic_config
 
 log = logging.getLogger(__name__)
 
-# Topic configs minikafka accepts (Kafka's names); others get INVALID_CONFIG.
-TOPIC_CONFIGS = {
-    "cleanup.policy", "compression.type", "delete.retention.ms", "file.delete.delay.ms",
-    "flush.messages", "flush.ms", "index.interval.bytes", "max.compaction.lag.ms",
-    "max.message.bytes", "message.timestamp.type", "message.timestamp.difference.max.ms",
-    "message.timestamp.before.max.ms", "message.timestamp.after.max.ms",
-    "min.cleanable.dirty.ratio", "min.compaction.lag.ms", "min.insync.replicas", "preallocate",
-    "retention.bytes", "retention.ms", "segment.bytes", "segment.index.bytes", "segment.jitter.ms",
-    "segment.ms", "unclean.leader.election.enable", "message.downconversion.enable",
-    LEADER_THROTTLED_REPLICAS, FOLLOWER_THROTTLED_REPLICAS,
-}
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
 SOURCE_DYNAMIC_TOPIC = 1
 SOURCE_DEFAULT = 5
-# The list-typed topic configs (APPEND/SUBTRACT).
-LIST_TOPIC_CONFIGS = {"cleanup.policy", LEADER_THROTTLED_REPLICAS, FOLLOWER_THROTTLED_REPLICAS}
-
-
-def validate_topic_config(name: str, value: str | None) -> None:
-    if name not in TOPIC_CONFIGS:
-        raise MetadataError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {name}")
-    if value is not None and name in (LEADER_THROTTLED_REPLICAS, FOLLOWER_THROTTLED_REPLICAS):
-        try:
-            validate_throttled_replicas(value)
-        except ValueError as exc:
-            raise MetadataError(ErrorCode.INVALID_CONFIG, f"Invalid value {value} for configuration {name}: "
-                                                          f"{exc}") from None
 
 
 def _config_entry(name: str, value: str | None, source: int) -> B.DescribeConfigsResponseResultsConfigs:

@@ -67,8 +67,9 @@ class MetadataHandler:
                 if name is None:  # v10+: by topic id
                     topic = self.metadata.get_topic_by_id(t["topic_id"])
                     if topic is None:
-                        topics.append({"error_code": ErrorCode.UNKNOWN_TOPIC_ID, "name": None,
-                                       "topic_id": t["topic_id"]})
+                        # The response's name is nullable from v12 only.
+                        topics.append({"error_code": ErrorCode.UNKNOWN_TOPIC_ID,
+                                       "name": None if version >= 12 else "", "topic_id": t["topic_id"]})
                     else:
                         topics.append(topic_entry(topic, include_ops, live))
                     continue

@@ -11,7 +11,8 @@ from ..metadata import (EXCESSIVE_BATCH, EXCESSIVE_PARTITIONS, MAX_PARTITIONS_PE
                         MetadataError)
 from ..request import RequestContext
 from ..services import MetadataCache, TopicController
-from .configs import SOURCE_DYNAMIC_TOPIC, validate_topic_config
+from ..topic_config import validate_topic_config
+from .configs import SOURCE_DYNAMIC_TOPIC
 
 
 def _configs_of(entries: list[B.CreateTopicsRequestTopicsConfigs] | None) -> dict[str, str | None]:
