@@ -407,11 +407,12 @@ class Broker:
 
 
 @asynccontextmanager
-async def serve_broker(config: BrokerConfig | None = None, **kwargs: object) -> AsyncIterator[Broker]:
+async def serve_broker(config: BrokerConfig | None = None, *, clock: Clock = SYSTEM_CLOCK,
+                       timer: HandlerTimer | None = None, **kwargs: object) -> AsyncIterator[Broker]:
     """Run a broker for the duration of an ``async with`` block (port 0 picks a free port)."""
     if config is None:
         config = BrokerConfig(**{"port": 0, **kwargs})  # type: ignore[arg-type]
-    broker = Broker(config)
+    broker = Broker(config, clock=clock, timer=timer)
     async with trio.open_nursery() as nursery:
         await nursery.start(broker.run)
         try:

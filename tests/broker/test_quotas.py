@@ -7,11 +7,13 @@ throttle is a fraction of a second and each test takes a few seconds at most.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import asynccontextmanager
-from typing import AsyncIterator
+from typing import Any, AsyncIterator
 
 import pytest
 import trio
+import trio.testing
 
 from minikafka.broker.broker import Broker, serve_broker
 from minikafka.broker.config import BrokerConfig
@@ -32,12 +34,25 @@ P, C, R = "producer_byte_rate", "consumer_byte_rate", "request_percentage"
 # -- helpers ------------------------------------------------------------------------------
 
 @asynccontextmanager
-async def quota_broker(*quotas: str, window_num: int = 2) -> AsyncIterator[Broker]:
+async def quota_broker(*quotas: str, window_num: int = 2, timer: Any = None) -> AsyncIterator[Broker]:
     """A broker with 1 s quota windows, ``window_num`` samples and the given start-up quotas."""
     cfg = BrokerConfig(port=0, group_initial_rebalance_delay_ms=0, quota_window_num=window_num,
                        quota_window_size_seconds=1, client_quotas=list(quotas))
-    async with serve_broker(cfg) as broker:
+    async with serve_broker(cfg, timer=timer) as broker:
         yield broker
+
+
+async def until(cond: Callable[[], bool]) -> None:
+    """Let the other tasks run until ``cond`` holds (the Trio clock may be frozen: no sleeping)."""
+    for _ in range(100_000):
+        if cond():
+            return
+        await trio.sleep(0)
+    raise AssertionError("condition never held")
+
+
+async def api_versions(c: KafkaConnection) -> None:
+    await c.request(K.API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"})
 
 
 async def connect(broker: Broker, client_id: str) -> KafkaConnection:
@@ -298,7 +313,8 @@ async def test_start_up_quotas_are_described():
 
 # -- produce throttling -----------------------------------------------------------------------
 
-async def test_produce_throttle_time_follows_kafkas_formula_and_mutes_the_connection():
+async def test_produce_throttle_time_follows_kafkas_formula_and_mutes_the_connection(
+        mock_clock: trio.testing.MockClock):
     """One produce over a young quota metric: the throttle time is Kafka's, computed by hand.
 
     Quota B = 900 B/s, quota.window.num N = 3, quota.window.size.seconds W = 1.
@@ -337,23 +353,28 @@ async def test_produce_throttle_time_follows_kafkas_formula_and_mutes_the_connec
 
         # KIP-219: the response came at once; now the connection is muted for the throttle time.
         # A request on it is read only when the reaper unmutes it; another connection is served at once.
+        # (Trio's clock is frozen: the throttle passes only when the test moves it.)
         done: dict[str, float] = {}
 
         async def ask(c: KafkaConnection, name: str) -> None:
-            await c.request(K.API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"})
+            await api_versions(c)
             done[name] = trio.current_time() - answered
 
         async with trio.open_nursery() as n:
             n.start_soon(ask, conn, "muted")
-            n.start_soon(ask, other, "other")
-        assert done["other"] < 0.15, done
-        assert expected / 1000 - 0.03 <= done["muted"] < expected / 1000 + 0.4, done
+            await ask(other, "other")
+            assert list(done) == ["other"] and broker.metrics()["Produce:/queue-size"] == 1
+            mock_clock.jump(expected / 1000 - 0.001)
+            await trio.testing.wait_all_tasks_blocked()
+            assert list(done) == ["other"]  # 1 ms before the throttle ends: still muted
+            mock_clock.jump(0.001)
+        assert done == {"other": 0, "muted": pytest.approx(expected / 1000)}
         assert broker.metrics()["Produce:/queue-size"] == 0
         await conn.aclose()
         await other.aclose()
 
 
-async def test_old_produce_version_gets_its_response_delayed_instead():
+async def test_old_produce_version_gets_its_response_delayed_instead(mock_clock: trio.testing.MockClock):
     """Produce v5 predates KIP-219: its client does not back off, so the broker holds the response."""
     B, N = 900.0, 3
     async with quota_broker(f"client-id=<default>:producer_byte_rate={B:g}", window_num=N) as broker:
@@ -366,16 +387,24 @@ async def test_old_produce_version_gets_its_response_delayed_instead():
         expected = java_round((size / (window_ms / 1000) - B) / B * window_ms)
         assert 200 < expected < 800
 
-        sent = trio.current_time()
-        resp = await conn.request(K.PRODUCE, 5, body)
-        waited = trio.current_time() - sent
+        got: list = []
+
+        async def send() -> None:
+            got.append(await conn.request(K.PRODUCE, 5, body))
+
+        async with trio.open_nursery() as n:
+            n.start_soon(send)
+            await until(lambda: broker.reaper.size == 1)  # handled, throttled, the response held
+            async with await connect(broker, "meanwhile") as other:
+                await api_versions(other)
+            assert not got  # Trio's clock is frozen: the throttle has not passed
+            mock_clock.jump(expected / 1000)
+        resp = got[0]
         assert resp.throttle_time_ms == expected
         assert resp.responses[0].partition_responses[0].error_code == 0
-        assert expected / 1000 - 0.03 <= waited < expected / 1000 + 0.4
-        # The delay has been served: the connection is not muted afterwards.
-        t = trio.current_time()
-        await conn.request(K.API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"})
-        assert trio.current_time() - t < 0.15
+        # The delay has been served: the response left when the reaper unmuted the connection.
+        assert broker.reaper.size == 0 and broker.metrics()["Produce:/queue-size"] == 0
+        await api_versions(conn)
         # Each client id under a /clients/<default> quota has its own sensor.
         m = broker.metrics()
         assert "Produce:client-id=old-client,user=/byte-rate" in m
@@ -505,11 +534,24 @@ async def test_consumer_fetch_max_bytes_is_capped_to_the_quota_window():
 
 # -- request quotas ----------------------------------------------------------------------------
 
-async def test_request_percentage_throttles_a_busy_client():
+class SteppingTimer:
+    """Handler time independent of the machine: each reading is 40 us after the last (so each request
+    is charged 40 us)."""
+
+    def __init__(self) -> None:
+        self.ns = 0
+
+    def task_ns(self) -> int:
+        self.ns += 40_000
+        return self.ns
+
+
+async def test_request_percentage_throttles_a_busy_client(mock_clock: trio.testing.MockClock):
     """request_percentage 0.01 (% of one thread) over a 1 s window allows 100 us of handler time:
-    a handful of Metadata requests on 20 topics exceed it.  Kafka bounds request-quota throttles
-    by one quota window (ClientRequestQuotaManager.maxThrottleTimeMs = quota.window.size.seconds)."""
-    async with quota_broker("client-id=busy:request_percentage=0.01", window_num=2) as broker:
+    the third 40 us request exceeds it.  Kafka bounds request-quota throttles by one quota window
+    (ClientRequestQuotaManager.maxThrottleTimeMs = quota.window.size.seconds)."""
+    async with quota_broker("client-id=busy:request_percentage=0.01", window_num=2,
+                            timer=SteppingTimer()) as broker:
         async with await connect(broker, "setup") as setup:
             for i in range(20):
                 await create(setup, f"m{i}")
@@ -527,12 +569,15 @@ async def test_request_percentage_throttles_a_busy_client():
         assert m["Request:client-id=busy,user=/request-time"] > 0.01
         assert m["Request:client-id=busy,user=/throttle-time"] > 0
         assert "Request:client-id=idle,user=/request-time" not in m
-        # The other client has no request quota: not throttled, not delayed.
+        assert n == 3
+        # The other client has no request quota: not throttled, not muted (only the busy one is).
         r = await idle.request(K.METADATA, 12, {"topics": None, "allow_auto_topic_creation": False})
-        assert r.throttle_time_ms == 0 and trio.current_time() - answered < 0.3
-        # The busy connection is muted for the throttle time.
-        await conn.request(K.API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"})
-        assert trio.current_time() - answered >= throttle / 1000 - 0.03
+        assert r.throttle_time_ms == 0 and broker.reaper.size == 1
+        # The busy connection is muted for the throttle time (Trio's clock moves when the test says).
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(api_versions, conn)
+            mock_clock.jump(throttle / 1000)
+        assert trio.current_time() - answered == pytest.approx(throttle / 1000)
         await conn.aclose()
         await idle.aclose()
 
