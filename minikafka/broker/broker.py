@@ -20,6 +20,7 @@ import logging
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 from pathlib import Path
 
 import trio
@@ -50,6 +51,9 @@ from .request import ObserverBase, RequestObserver, Response
 from .server import SocketServer, run_reaper
 from .services import BrokerServices, HandlerTimer
 from .task_time import TaskTimeInstrument
+
+if TYPE_CHECKING:
+    from ..capture.service import CaptureService
 
 log = logging.getLogger(__name__)
 
@@ -203,7 +207,7 @@ class Broker:
                               [self.request_stats_observer])
         self.pool = MemoryPool(config.queued_max_request_bytes)
         self.server = SocketServer(config, self.apis, self.pool)
-        self.capture = None  # a CaptureService while run() captures (config.capture_dir)
+        self.capture: CaptureService | None = None  # while run() captures (config.capture_dir)
         self._serving = False
 
     def _replication_quota(self, kind: str, rate: int) -> ReplicationQuotaManager:
@@ -300,9 +304,9 @@ class Broker:
         from ..capture.service import CaptureService
 
         assert self.config.capture_dir is not None
-        self.capture = CaptureService(self.config.capture_dir, self.node_id, clock=self.clock)
-        nursery.start_soon(self.capture.run)
-        self.observe(CaptureObserver(self.capture))
+        capture = self.capture = CaptureService(self.config.capture_dir, self.node_id, clock=self.clock)
+        nursery.start_soon(capture.run)
+        self.observe(CaptureObserver(capture))
 
     def _join(self, nursery: trio.Nursery) -> None:
         """Register with the metadata (as a broker registers with the controller), take up leadership,

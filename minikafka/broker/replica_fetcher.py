@@ -194,15 +194,15 @@ class ReplicaFetcher:
         for t in resp.topics:
             for p in t.partitions:
                 tp = TopicPartition(t.topic, p.partition)
-                st = self.partitions.get(tp)
-                if st is None or tp not in todo:
+                state = self.partitions.get(tp)
+                if state is None or tp not in todo:
                     continue
                 if p.error_code:
                     log.info("%s: OffsetForLeaderEpoch for %s-%d failed: %s", self.name, tp.topic, tp.partition,
                              ErrorCode(p.error_code).name)
-                    st.delayed_until = now + self.config.replica_fetch_backoff_ms / 1000
+                    state.delayed_until = now + self.config.replica_fetch_backoff_ms / 1000
                     continue
-                self._truncate_partition(st, p.leader_epoch, p.end_offset)
+                self._truncate_partition(state, p.leader_epoch, p.end_offset)
 
     def _truncate_partition(self, st: PartitionFetchState, leader_epoch: int, leader_end: int) -> None:
         """Kafka ``AbstractFetcherThread.getOffsetTruncationState``, simplified."""

@@ -24,8 +24,9 @@ from typing import Protocol
 
 from ..common import SYSTEM_CLOCK, Clock, TopicMetadata, TopicPartition
 from ..common.types import PartitionMetadata
+from ..protocol.bodies import Records
 from ..protocol.errors import ErrorCode
-from ..protocol.records import CorruptRecordError, iter_batches
+from ..protocol.records import CorruptRecordError, RecordBatchHeader, iter_batches
 from .config import BrokerConfig
 from .log import LogConfig, LogManager
 from .partition import Partition, ProduceResult, ReplicaState
@@ -140,9 +141,8 @@ class ReplicaManager:
         return self.partitions.get(TopicPartition(topic, index))
 
     # -- append ------------------------------------------------------------
-    def append_records(
-        self, part: Partition, records: bytes | memoryview | None, now_ms: int, max_message_bytes: int
-    ) -> ProduceResult:
+    def append_records(self, part: Partition, records: Records, now_ms: int, max_message_bytes: int
+                       ) -> ProduceResult:
         """Validate and append one partition's produce data (Kafka's ``appendToLocalLog``).
 
         ``records`` is normally a writable memoryview into the request frame; the
@@ -150,9 +150,11 @@ class ReplicaManager:
         """
         if not records:
             return ProduceResult(ErrorCode.CORRUPT_MESSAGE, message="empty records")
+        if isinstance(records, list):  # chunks (a Python caller's): one contiguous copy
+            records = b"".join(records)
         writable = isinstance(records, memoryview) and not records.readonly
         buf = records if writable else bytearray(records)
-        batches: list[bytearray] = []
+        batches: list[tuple[RecordBatchHeader, memoryview]] = []
         try:
             for header, view in iter_batches(buf, produce=True):
                 if header.size > max_message_bytes:
@@ -167,7 +169,7 @@ class ReplicaManager:
             return ProduceResult(ErrorCode.CORRUPT_MESSAGE, message="no complete record batch")
         lg = part.log
         # Idempotence: every batch of an idempotent producer must be in sequence.
-        to_append = []
+        to_append: list[tuple[RecordBatchHeader, memoryview]] = []
         for header, view in batches:
             if header.producer_id >= 0 and header.base_sequence >= 0:
                 last_seq = header.base_sequence + header.last_offset_delta

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import trio
 
 from ..iovec import IOV_MAX, advance, byte_views
-from ..protocol.framing import CLOSED, NEED_DATA, NEED_MEMORY, FrameDecoder, FrameError, MemoryPool
+from ..protocol.framing import NEED_DATA, NEED_MEMORY, Frame, FrameDecoder, FrameError, MemoryPool
 from .apis import CloseConnection, KafkaApis
 from .config import BrokerConfig, StartupError
 from .quota import ThrottledChannelReaper
@@ -249,7 +249,7 @@ class SocketServer:
             if event is NEED_MEMORY:
                 await self._wait_for_memory()
                 continue
-            if event is CLOSED:
+            if not isinstance(event, Frame):  # CLOSED
                 return
             try:
                 await self._serve_request(sock, channel, self.apis.parse(event.payload, conn_id, peer))

@@ -13,11 +13,13 @@ them structurally; :class:`BrokerServices` is the bundle the broker wires and
 from __future__ import annotations
 
 import uuid
+from collections import OrderedDict
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from ..common import Clock, Node, OffsetAndMetadata, TopicMetadata, TopicPartition
+from ..protocol.bodies import Records
 from ..protocol.errors import ErrorCode
 from .config import BrokerConfig
 
@@ -41,7 +43,7 @@ class PartitionLookup(Protocol):
 class ProduceLog(PartitionLookup, Protocol):
     """Appends produce batches as leader."""
 
-    def append_records(self, part: Partition, records: bytes | memoryview | None, now_ms: int,
+    def append_records(self, part: Partition, records: Records, now_ms: int,
                        max_message_bytes: int) -> ProduceResult: ...
 
 
@@ -200,7 +202,8 @@ class FetchSessions(Protocol):
     """Kafka's ``FetchManager``: the fetch context of each Fetch request."""
 
     def new_context(self, version: int, session_id: int, epoch: int, is_follower: bool,
-                    fetch_data: dict[PartitionKey, PartitionRequest], to_forget: list[PartitionKey]) -> FetchContext: ...
+                    fetch_data: OrderedDict[PartitionKey, PartitionRequest],
+                    to_forget: list[PartitionKey]) -> FetchContext: ...
 
 
 class ClientQuotaStore(Protocol):

@@ -24,7 +24,7 @@ from typing import Callable, Generic, TypeVar
 
 import trio
 
-from ...common import OffsetAndMetadata
+from ...common import OffsetAndMetadata, TopicPartition
 from ...protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -245,7 +245,7 @@ class GroupMetadata:
         self.supported_protocols: dict[str, int] = {}
         self.new_member_added = False
         self.subscribed_topics: set[str] | None = None
-        self.offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
+        self.offsets: dict[TopicPartition, OffsetAndMetadata] = {}
         # The delayed join (DelayedJoin / InitialDelayedJoin) while PreparingRebalance.
         self.join_deadline: float | None = None
         self.join_initial = False
@@ -463,12 +463,12 @@ class GroupMetadata:
 
     # -- offsets -------------------------------------------------------------
 
-    def remove_expired_offsets(self, now_ms: int, retention_ms: int) -> list[tuple[str, int]]:
+    def remove_expired_offsets(self, now_ms: int, retention_ms: int) -> list[TopicPartition]:
         """Drop offsets past retention (Kafka's ``removeExpiredOffsets``); return their keys."""
 
         def expired(
             base: Callable[[OffsetAndMetadata], int], keep_topics: frozenset[str] | set[str] = frozenset()
-        ) -> list[tuple[str, int]]:
+        ) -> list[TopicPartition]:
             out = []
             for tp, om in self.offsets.items():
                 if tp[0] in keep_topics:

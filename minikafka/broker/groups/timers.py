@@ -67,9 +67,10 @@ class TimerLoopMixin(RebalanceMixin):
                     due.append((m.heartbeat_deadline, 3, gid, mid))
         due.sort()
         for deadline, kind, gid, mid in due:
-            g = self.groups.get(gid)
-            if g is None:
+            found = self.groups.get(gid)
+            if found is None:
                 continue
+            g = found
             if kind == 0 and g.join_deadline == deadline:
                 self._on_join_expired(g)
             elif kind == 1 and g.sync_deadline == deadline:

@@ -10,6 +10,7 @@ dynamic replication quota rates can change (INVALID_CONFIG otherwise).
 from __future__ import annotations
 
 import logging
+from typing import cast
 
 from ...protocol import bodies as B
 from ...protocol.errors import ErrorCode
@@ -52,19 +53,20 @@ class DescribeConfigsHandler:
             if rtype == RESOURCE_TOPIC:
                 topic = self.metadata.get_topic(rname)
                 if topic is None:
-                    entry.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                                 error_message=f"Topic {rname} does not exist")
+                    entry.update({"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                  "error_message": f"Topic {rname} does not exist"})
                 else:
                     values = {name: (value, SOURCE_DYNAMIC_TOPIC if name in topic.configs else SOURCE_DEFAULT)
                               for name, value in {**defaults, **topic.configs}.items()}
             elif rtype == RESOURCE_BROKER:
                 if not self.brokers.knows(rname):
-                    entry.update(error_code=ErrorCode.INVALID_REQUEST, error_message=f"Unexpected broker id {rname}")
+                    entry.update({"error_code": ErrorCode.INVALID_REQUEST,
+                                  "error_message": f"Unexpected broker id {rname}"})
                 else:
                     values = dict(self.brokers.describe(rname))
             else:
-                entry.update(error_code=ErrorCode.INVALID_REQUEST,
-                             error_message=f"Unsupported resource type {rtype}")
+                entry.update({"error_code": ErrorCode.INVALID_REQUEST,
+                              "error_message": f"Unsupported resource type {rtype}"})
             entry["configs"] = [_config_entry(name, *values[name]) for name in sorted(values)
                                 if keys is None or name in keys]
             results.append(entry)
@@ -90,20 +92,29 @@ class AlterConfigsHandler:
         for r in resources:
             k = (r["resource_type"], r["resource_name"])
             seen[k] = seen.get(k, 0) + 1
-        out = []
+        out: list[B.AlterConfigsResponseResponses] = []
         for r in resources:
-            entry = {"error_code": 0, "error_message": None, "resource_type": r["resource_type"],
-                     "resource_name": r["resource_name"]}
+            entry: B.AlterConfigsResponseResponses = {
+                "error_code": 0, "error_message": None, "resource_type": r["resource_type"],
+                "resource_name": r["resource_name"]}
             try:
                 if seen[(r["resource_type"], r["resource_name"])] > 1:
                     raise MetadataError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
-                changes = [(c["name"], c["config_operation"] if self.incremental else OP_SET, c["value"])
-                           for c in r["configs"]]
-                self._alter(r["resource_type"], r["resource_name"], changes, req["validate_only"])
+                self._alter(r["resource_type"], r["resource_name"], self._changes(r), req["validate_only"])
             except MetadataError as exc:
-                entry.update(error_code=exc.code, error_message=exc.message)
+                entry.update({"error_code": exc.code, "error_message": exc.message})
             out.append(entry)
-        return {"throttle_time_ms": 0, "responses": out}  # type: ignore[typeddict-item]
+        # The two responses share their layout.
+        return {"throttle_time_ms": 0, "responses": out}
+
+    def _changes(self, r: B.AlterConfigsRequestResources | B.IncrementalAlterConfigsRequestResources
+                 ) -> list[tuple[str, int, str | None]]:
+        """(name, operation, value) per config: IncrementalAlterConfigs names its operation, AlterConfigs
+        sets every config it lists."""
+        if self.incremental:
+            configs = cast(list[B.IncrementalAlterConfigsRequestResourcesConfigs], r["configs"])
+            return [(c["name"], c["config_operation"], c["value"]) for c in configs]
+        return [(c["name"], OP_SET, c["value"]) for c in r["configs"]]
 
     def _alter(self, resource_type: int, name: str, changes: list[tuple[str, int, str | None]],
                validate_only: bool) -> None:

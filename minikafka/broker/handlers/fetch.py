@@ -28,6 +28,7 @@ from ...common import Clock, TopicPartition
 from ...protocol import bodies as B
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.fetch import FetchResponse
+from ...protocol.types import ZERO_UUID
 from ..config import BrokerConfig
 from ..fetch_session import FetchContext, FetchPartitionData, PartitionKey, PartitionRequest
 from ..log import OffsetOutOfRangeError
@@ -54,12 +55,12 @@ def request_partitions(req: B.FetchRequestBody, version: int
                 p["fetch_offset"], p["partition_max_bytes"], p["log_start_offset"], p["current_leader_epoch"],
                 p["last_fetched_epoch"])
     to_forget = []
-    for t in req["forgotten_topics_data"] if version >= 7 else []:
-        for p in t["partitions"]:
+    for f in req["forgotten_topics_data"] if version >= 7 else []:
+        for index in f["partitions"]:
             if version >= 13:
-                to_forget.append(PartitionKey(t["topic_id"], None, p))
+                to_forget.append(PartitionKey(f["topic_id"], None, index))
             else:
-                to_forget.append(PartitionKey(None, t["topic"], p))
+                to_forget.append(PartitionKey(None, f["topic"], index))
     return fetch_data, to_forget
 
 
@@ -79,7 +80,8 @@ def group_by_topic(version: int, data: OrderedDict[PartitionKey, FetchPartitionD
         ident = key.topic_id if version >= 13 else key.topic
         if prev is None or ident != prev:
             partitions = []
-            responses.append({"topic": key.topic or "", "topic_id": key.topic_id, "partitions": partitions})
+            responses.append({"topic": key.topic or "", "topic_id": key.topic_id or ZERO_UUID,
+                              "partitions": partitions})
             prev = ident
         partitions.append(entry.to_response())  # type: ignore[arg-type]
     return responses

@@ -54,7 +54,7 @@ class ListOffsetsHandler:
                     ts, offset, epoch = lookup_offset(part, p["timestamp"], req["isolation_level"])
                     if version == 0:
                         entry["old_style_offsets"] = [offset] if offset >= 0 else []
-                    entry.update(timestamp=ts, offset=offset, leader_epoch=epoch)
+                    entry.update({"timestamp": ts, "offset": offset, "leader_epoch": epoch})
                 parts.append(entry)
             topics.append({"name": t["name"], "partitions": parts})
         return {"throttle_time_ms": 0, "topics": topics}
@@ -77,7 +77,7 @@ class OffsetForLeaderEpochHandler:
                     entry["error_code"] = err
                 else:
                     epoch, end = part.log.end_offset_for_epoch(p["leader_epoch"])
-                    entry.update(leader_epoch=epoch, end_offset=end)
+                    entry.update({"leader_epoch": epoch, "end_offset": end})
                 parts.append(entry)
             topics.append({"topic": t["topic"], "partitions": parts})
         return {"throttle_time_ms": 0, "topics": topics}

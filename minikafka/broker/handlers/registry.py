@@ -36,7 +36,7 @@ HandlerFactory = Callable[[BrokerServices], Handler]
 # Produce v0-2 but still advertises v0 (KAFKA-18659): librdkafka before 2.10 only
 # compresses with gzip/snappy/lz4 when the broker claims Produce v0.  Requests
 # below the parsed minimum still close the connection.
-ADVERTISED_MIN_VERSION = {ApiKey.PRODUCE: 0}
+ADVERTISED_MIN_VERSION: dict[int, int] = {ApiKey.PRODUCE: 0}
 
 
 def supported_api_versions(keys: Iterable[int]) -> list[B.ApiVersionsResponseApiKeys]:
@@ -66,7 +66,7 @@ HANDLER_FACTORIES: Mapping[ApiKey, HandlerFactory] = {
     ApiKey.SYNC_GROUP: lambda s: SyncGroupHandler(s.group_coordinator).handle,
     ApiKey.DESCRIBE_GROUPS: lambda s: DescribeGroupsHandler(s.group_coordinator).handle,
     ApiKey.LIST_GROUPS: lambda s: ListGroupsHandler(s.group_coordinator).handle,
-    ApiKey.API_VERSIONS: lambda s: ApiVersionsHandler(lambda: supported_api_versions(HANDLER_FACTORIES)).handle,
+    ApiKey.API_VERSIONS: lambda s: ApiVersionsHandler(supported_api_versions(HANDLER_FACTORIES)).handle,
     ApiKey.CREATE_TOPICS: lambda s: CreateTopicsHandler(s.controller, s.config).handle,
     ApiKey.DELETE_TOPICS: lambda s: DeleteTopicsHandler(s.controller, s.metadata, s.config).handle,
     ApiKey.DELETE_RECORDS: lambda s: DeleteRecordsHandler(s.records_deleter).handle,

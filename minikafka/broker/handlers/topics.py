@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 
 from ...protocol import bodies as B
+from ...protocol.types import ZERO_UUID
 from ...protocol.errors import ErrorCode
 from ..config import BrokerConfig
 from ..metadata import (EXCESSIVE_BATCH, EXCESSIVE_PARTITIONS, MAX_PARTITIONS_PER_BATCH, MAX_RECORDS_PER_USER_OP,
@@ -59,7 +61,7 @@ class CreateTopicsHandler:
             try:
                 entry.update(self._create(plan, req["validate_only"]))
             except MetadataError as exc:
-                entry.update(error_code=exc.code, error_message=exc.message)
+                entry.update({"error_code": exc.code, "error_message": exc.message})
             results[i] = entry
         return {"throttle_time_ms": 0, "topics": [results[i] for i in range(len(topics))]}
 
@@ -85,7 +87,7 @@ class CreateTopicsHandler:
             topic = self.controller.create_topic(plan.name, plan.partitions, plan.replication_factor,
                                                  plan.configs, plan.assignments)  # type: ignore[arg-type]
         return {
-            "topic_id": topic.topic_id if topic else None,
+            "topic_id": topic.topic_id if topic else ZERO_UUID,
             "num_partitions": plan.partitions,
             "replication_factor": plan.replication_factor,
             "configs": [{"name": k, "value": v, "read_only": False, "config_source": SOURCE_DYNAMIC_TOPIC,
@@ -117,10 +119,11 @@ class DeleteTopicsHandler:
         self.config = config
 
     async def handle(self, ctx: RequestContext, req: B.DeleteTopicsRequestBody) -> B.DeleteTopicsResponseBody:
+        wanted: list[tuple[str | None, uuid.UUID]]
         if ctx.api_version >= 6:
             wanted = [(t["name"], t["topic_id"]) for t in req["topics"]]
         else:
-            wanted = [(n, None) for n in req["topic_names"]]
+            wanted = [(n, ZERO_UUID) for n in req["topic_names"]]
         responses: list[B.DeleteTopicsResponseResponses] = []
         for name, topic_id in wanted:
             topic = self.metadata.get_topic(name) if name else self.metadata.get_topic_by_id(topic_id)
@@ -131,7 +134,7 @@ class DeleteTopicsHandler:
             elif not self.config.delete_topic_enable:
                 entry["error_code"] = ErrorCode.TOPIC_DELETION_DISABLED
             else:
-                entry.update(name=topic.name, topic_id=topic.topic_id)
+                entry.update({"name": topic.name, "topic_id": topic.topic_id})
                 self.controller.delete_topic(topic.name)
             responses.append(entry)
         return {"throttle_time_ms": 0, "responses": responses}
@@ -168,6 +171,6 @@ class CreatePartitionsHandler:
                 if not req["validate_only"]:
                     self.controller.add_partitions(t["name"], t["count"], assignments)
             except MetadataError as exc:
-                entry.update(error_code=exc.code, error_message=exc.message)
+                entry.update({"error_code": exc.code, "error_message": exc.message})
             results.append(entry)
         return {"throttle_time_ms": 0, "results": results}

@@ -115,6 +115,8 @@ class OffsetIndex(SparseIndex):
     """Sparse ``relative offset -> file position`` map of one segment."""
 
     __slots__ = ("rel", "pos")
+    rel: array
+    pos: array
 
     ENTRY = struct.Struct(">ii")
     COLUMNS = (("rel", "i", True), ("pos", "i", True))
@@ -149,6 +151,8 @@ class TimeIndex(SparseIndex):
     """Sparse ``max timestamp so far -> relative offset`` map of one segment."""
 
     __slots__ = ("ts", "rel")
+    ts: array
+    rel: array
 
     ENTRY = struct.Struct(">qi")
     COLUMNS = (("ts", "q", True), ("rel", "i", False))

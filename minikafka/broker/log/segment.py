@@ -162,7 +162,7 @@ class MemorySegment(Segment):
             if not min_one_batch:
                 return [], 0, False
             j = i + 1
-        chunks: list[bytes | memoryview] = list(map(memoryview, self.batches[i:j]))
+        chunks: list[bytes | memoryview] = [memoryview(b) for b in self.batches[i:j]]
         return chunks, self.positions[j] - start, j == n
 
     def batch_at(self, offset: int) -> bytes | memoryview | None:

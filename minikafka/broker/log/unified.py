@@ -278,7 +278,8 @@ class Log:
         os.replace(tmp, p)
 
     # -- appends --------------------------------------------------------------------------
-    def append_as_leader(self, batches: list[bytearray], leader_epoch: int, now_ms: int) -> LogAppendInfo:
+    def append_as_leader(self, batches: Sequence[bytearray | memoryview], leader_epoch: int,
+                         now_ms: int) -> LogAppendInfo:
         """Assign offsets to already CRC-validated batches and store them.
 
         Rewrites baseOffset and partitionLeaderEpoch in place (outside the CRC); for

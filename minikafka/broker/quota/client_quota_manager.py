@@ -217,10 +217,12 @@ class QuotaManagers:
         self.configs = configs
         self.metrics = metrics
         self.reaper = reaper
-        kw = dict(window_num=window_num, window_size_s=window_size_s, clock_ms=clock_ms)
-        self.produce = ClientQuotaManager("Produce", configs, metrics, self.reaper, **kw)
-        self.fetch = FetchQuotaManager("Fetch", configs, metrics, self.reaper, **kw)
-        self.request = ClientRequestQuotaManager("Request", configs, metrics, self.reaper, **kw)
+        self.produce = ClientQuotaManager("Produce", configs, metrics, reaper, window_num=window_num,
+                                          window_size_s=window_size_s, clock_ms=clock_ms)
+        self.fetch = FetchQuotaManager("Fetch", configs, metrics, reaper, window_num=window_num,
+                                       window_size_s=window_size_s, clock_ms=clock_ms)
+        self.request = ClientRequestQuotaManager("Request", configs, metrics, reaper, window_num=window_num,
+                                                 window_size_s=window_size_s, clock_ms=clock_ms)
 
     def by_type(self, quota_type: str) -> ClientQuotaManager:
         return {"Produce": self.produce, "Fetch": self.fetch, "Request": self.request}[quota_type]
