@@ -36,7 +36,7 @@ import math
 import mmap
 import os
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -201,11 +201,11 @@ def read_split(split: CaptureSplit, options: dict[str, str] | None = None,
 class CaptureReader(DataSourceReader):
     """Plans splits on the driver, decodes them in the executors."""
 
-    def __init__(self, options: dict[str, str], table: str) -> None:
+    def __init__(self, options: Mapping[str, str], table: str) -> None:
         self.options = dict(options)
         self.table = table
 
-    def partitions(self) -> list[InputPartition]:
+    def partitions(self) -> list[CaptureSplit]:
         paths = _option(self.options, "path") or _option(self.options, "paths")
         if not paths:
             raise ValueError("the minikafka data source needs a path (capture directory, .mkcap or pcap files)")

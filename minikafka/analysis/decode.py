@@ -325,7 +325,7 @@ class RecordDecoder:
             except Exception as exc:  # noqa: BLE001
                 resp_exc = exc
         req_body = None if req_off is None else len(request) - req_off
-        resp_body = None if resp_off is None else len(response) - resp_off
+        resp_body = None if resp_off is None or response is None else len(response) - resp_off
         api = APIS.get(key)
         if api is None:
             return None, None, f"unknown api key {key}", req_body, resp_body
@@ -480,7 +480,7 @@ class RecordDecoder:
         for key in keys:
             q = asked.get(key)
             a = answered.get(key)
-            topic, tid, _ = q or a
+            topic, tid, _ = q or answered[key]  # every key was asked or answered
             if a is not None:
                 ap = a[2]
                 b, c, n, first, last = batch_stats(ap["records"])

@@ -89,8 +89,8 @@ def run_spark_replay(paths: Iterable[str | Path], options: ReplayOptions, master
     number of connections).  ``master`` is passed to
     :func:`minikafka.analysis.session.spark_session` (``local[*]`` if None).
     """
-    paths = [str(Path(p).resolve()) for p in paths]
-    counts, first = index_capture(paths)
+    resolved = [str(Path(p).resolve()) for p in paths]
+    counts, first = index_capture(resolved)
     if not counts:
         raise ValueError("the capture has no records")
     spark = spark if spark is not None else _session(master)
@@ -104,7 +104,7 @@ def run_spark_replay(paths: Iterable[str | Path], options: ReplayOptions, master
     # Deal the connections round-robin (busiest first) into n partitions.  Not ``repartition(n)``: PySpark
     # shuffles pickled batches of elements, so a small RDD's connections may all land in one task.
     rdd = sc.parallelize([(i % n, list(k)) for i, k in enumerate(keys)], n).partitionBy(n, lambda i: i).values()
-    collected: list[ReplayReport] = rdd.mapPartitions(_replay_task(paths, opts)).collect()
+    collected: list[ReplayReport] = rdd.mapPartitions(_replay_task(resolved, opts)).collect()
     log.info("Spark replay: %d task report(s) in %.1f s", len(collected), time.perf_counter() - started)
     if not collected:
         return ReplayReport(options.target, options.speed, tasks=0)

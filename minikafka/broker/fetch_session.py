@@ -77,7 +77,7 @@ class FetchPartitionData:
     high_watermark: int = -1
     last_stable_offset: int = -1
     log_start_offset: int = -1
-    records: bytes | list = b""
+    records: bytes | memoryview | list = b""
     size: int = 0
 
     def to_response(self) -> dict:
@@ -335,7 +335,9 @@ class SessionlessFetchContext(FetchContext):
     def partitions(self) -> list[tuple[PartitionKey, PartitionRequest]]:
         return list(self.fetch_data.items())
 
-    def update_and_generate_response(self, data):
+    def update_and_generate_response(
+        self, data: "OrderedDict[PartitionKey, FetchPartitionData]"
+    ) -> "tuple[int, OrderedDict[PartitionKey, FetchPartitionData]]":
         return INVALID_SESSION_ID, data
 
 
@@ -352,7 +354,9 @@ class FullFetchContext(FetchContext):
     def partitions(self) -> list[tuple[PartitionKey, PartitionRequest]]:
         return list(self.fetch_data.items())
 
-    def update_and_generate_response(self, data):
+    def update_and_generate_response(
+        self, data: "OrderedDict[PartitionKey, FetchPartitionData]"
+    ) -> "tuple[int, OrderedDict[PartitionKey, FetchPartitionData]]":
         assert self.cache is not None
 
         def create() -> "OrderedDict[PartitionKey, CachedPartition]":
@@ -382,7 +386,9 @@ class IncrementalFetchContext(FetchContext):
         assert self.session is not None
         return [(k, cp.request()) for k, cp in self.session.partitions.items()]
 
-    def peek_response(self, data):
+    def peek_response(
+        self, data: "OrderedDict[PartitionKey, FetchPartitionData]"
+    ) -> "OrderedDict[PartitionKey, FetchPartitionData]":
         session = self.session
         assert session is not None
         return OrderedDict(
@@ -394,7 +400,9 @@ class IncrementalFetchContext(FetchContext):
         assert self.session is not None
         return self.session.id
 
-    def update_and_generate_response(self, data):
+    def update_and_generate_response(
+        self, data: "OrderedDict[PartitionKey, FetchPartitionData]"
+    ) -> "tuple[int, OrderedDict[PartitionKey, FetchPartitionData]]":
         session = self.session
         assert session is not None
         selected: OrderedDict[PartitionKey, FetchPartitionData] = OrderedDict()

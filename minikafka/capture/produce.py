@@ -20,9 +20,9 @@ def _address(buf: Any) -> int:
     return ctypes.addressof(ctypes.c_char.from_buffer(buf))
 
 
-def original_frame_parts(frame: bytearray, req: Any) -> list | bytes:
+def original_frame_parts(frame: bytearray, req: Any) -> list | bytes | bytearray:
     """The request frame as received, as buffers to concatenate (or a copy when the batches
-    cannot be located inside ``frame``)."""
+    cannot be located inside ``frame``, or ``frame`` itself when it holds no batches)."""
     try:
         base = _address(frame)
         size = len(frame)

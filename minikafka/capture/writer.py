@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+from io import FileIO
 from pathlib import Path
 
 from ..iovec import writev_all
@@ -48,7 +49,7 @@ class CaptureFileWriter:
         seqs = [int(m.group(2)) for p in self.dir.glob(f"capture-{broker_id}-*{FILE_SUFFIX}")
                 if (m := FILE_RE.search(p.name)) and int(m.group(1)) == broker_id]
         self.seq = max(seqs, default=-1)
-        self._file = None
+        self._file: FileIO | None = None
         self._file_size = 0
         self._cache_from = 0
         self.pending: list[bytes] = []
@@ -78,11 +79,12 @@ class CaptureFileWriter:
     def write_block(self, block: bytes, count: int) -> None:
         """Append a block, rolling to a new file first when the current one is full (thread-safe
         as long as one thread writes at a time)."""
-        if self._file is None or self._file_size >= self.roll_bytes:
-            self._roll()
-        writev_all(self._file.fileno(), [block])
+        f = self._file
+        if f is None or self._file_size >= self.roll_bytes:
+            f = self._roll()
+        writev_all(f.fileno(), [block])
         if self.fsync:
-            os.fsync(self._file.fileno())
+            os.fsync(f.fileno())
         self._file_size += len(block)
         self.bytes_written += len(block)
         self.blocks_written += 1
@@ -92,8 +94,9 @@ class CaptureFileWriter:
         """Append a block whose payload is the concatenation of ``parts`` (records as
         :func:`~.format.record_parts` makes them), without joining the large ones: small parts
         are coalesced, then everything goes out with ``writev``."""
-        if self._file is None or self._file_size >= self.roll_bytes:
-            self._roll()
+        f = self._file
+        if f is None or self._file_size >= self.roll_bytes:
+            f = self._roll()
         header = block_header(parts, payload_len, count)
         iov: list = [header]
         small: list = []
@@ -107,22 +110,21 @@ class CaptureFileWriter:
             iov.append(part)
         if small:
             iov.append(b"".join(small))
-        writev_all(self._file.fileno(), iov)
+        writev_all(f.fileno(), iov)
         if self.fsync:
-            os.fsync(self._file.fileno())
+            os.fsync(f.fileno())
         size = len(header) + payload_len
         self._file_size += size
-        self._maybe_drop_cache()
+        self._maybe_drop_cache(f.fileno())
         self.bytes_written += size
         self.blocks_written += 1
         self.records_written += count
 
-    def _maybe_drop_cache(self) -> None:
-        """Every ``DROP_CACHE_BYTES``, write the file's pages out and drop them from the page cache,
-        so that capturing does not fill memory with pages nobody reads soon."""
+    def _maybe_drop_cache(self, fd: int) -> None:
+        """Every ``DROP_CACHE_BYTES``, write the current file's (``fd``) pages out and drop them from
+        the page cache, so that capturing does not fill memory with pages nobody reads soon."""
         if self._file_size - self._cache_from < DROP_CACHE_BYTES or not hasattr(os, "posix_fadvise"):
             return
-        fd = self._file.fileno()
         os.fdatasync(fd)
         os.posix_fadvise(fd, self._cache_from, self._file_size - self._cache_from, os.POSIX_FADV_DONTNEED)
         self._cache_from = self._file_size
@@ -133,7 +135,8 @@ class CaptureFileWriter:
         if taken is not None:
             self.write_block(*taken)
 
-    def _roll(self) -> None:
+    def _roll(self) -> FileIO:
+        """Close the current file and open the next one (returned)."""
         if self._file is not None:
             self._file.close()
         self.seq += 1
@@ -143,6 +146,7 @@ class CaptureFileWriter:
         self._cache_from = 0
         self.files.append(path)
         log.info("capture: writing %s", path)
+        return self._file
 
     def close(self) -> None:
         """Flush and close the current file."""

@@ -174,7 +174,7 @@ class FetchRequestData:
         for tp, data in self.to_send.items():
             key = data.topic_id if by_id else tp.topic
             if current is None or current[0] != key:
-                entry = {"topic": tp.topic, "topic_id": data.topic_id, "partitions": []}
+                entry: dict[str, Any] = {"topic": tp.topic, "topic_id": data.topic_id, "partitions": []}
                 topics.append(entry)
                 current = (key, entry)
             current[1]["partitions"].append(data.to_request(version))

@@ -5,7 +5,7 @@
   negotiation (each request goes at the highest version both sides support),
   and KIP-219 client-side throttling (after a response with
   ``throttle_time_ms`` the connection sends nothing more until it has passed).
-* :class:`ClusterMetadata`: brokers, topics, topic ids, partition leaders and
+* :class:`Metadata` (Kafka's client-side ``Metadata``): brokers, topics, topic ids, partition leaders and
   leader epochs from Metadata responses.
 * :class:`NetworkClient`: connects by node id (or through the bootstrap
   servers), keeps the metadata fresh, and owns the reader tasks in its own
@@ -36,9 +36,9 @@ BOOTSTRAP = -1
 
 
 class KafkaClientError(Exception):
-    """A request failed; ``code`` is the Kafka error code when there is one."""
+    """A request failed; ``code`` is the Kafka error code when there is one (as sent: maybe a plain int)."""
 
-    def __init__(self, message: str, code: ErrorCode | None = None, retriable: bool = True) -> None:
+    def __init__(self, message: str, code: int | None = None, retriable: bool = True) -> None:
         super().__init__(message)
         self.code = code
         self.retriable = retriable
@@ -212,7 +212,7 @@ class PendingResponse:
         return result
 
 
-class ClusterMetadata:
+class Metadata:
     """What a client knows of the cluster (Kafka's client-side ``Metadata``)."""
 
     def __init__(self) -> None:
@@ -275,7 +275,7 @@ class NetworkClient:
         self.request_timeout_ms = request_timeout_ms
         self.metadata_max_age_s = metadata_max_age_ms / 1000
         self.retry_backoff_s = retry_backoff_ms / 1000
-        self.metadata = ClusterMetadata()
+        self.metadata = Metadata()
         self._connections: dict[int, BrokerConnection] = {}
         self._connecting: dict[int, trio.Lock] = {}
         self._metadata_lock = trio.Lock()
@@ -359,7 +359,7 @@ class NetworkClient:
         self._wanted_topics.update(topics)
 
     async def refresh_metadata(self, topics: list[str] | None = None, *, force: bool = False,
-                               allow_auto_create: bool = True) -> ClusterMetadata:
+                               allow_auto_create: bool = True) -> Metadata:
         """Fetch metadata for the wanted topics (plus ``topics``), at most once per backoff unless forced."""
         if topics:
             self._wanted_topics.update(topics)

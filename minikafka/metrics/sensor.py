@@ -45,7 +45,7 @@ class _FnMeasurable:
 
 def as_measurable(m: MeasurableOrFn) -> Measurable:
     if hasattr(m, "measure"):
-        return m  # type: ignore[return-value]
+        return m
     if callable(m):
         return _FnMeasurable(m)
     raise TypeError(f"Unsupported metric value provider {m!r}")
@@ -159,7 +159,7 @@ class Sensor:
                              self.registry.clock_ms)
         self.registry.register_metric(metric)
         self._metrics[metric_name] = metric
-        self._stats.append((stat, lambda m=metric: m.config))
+        self._stats.append((stat, lambda: metric.config))
         return True
 
     def add_compound(self, stat: CompoundStat, config: MetricConfig | None = None) -> bool:

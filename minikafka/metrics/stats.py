@@ -306,9 +306,9 @@ class Rate(MeasurableStat):
     and the rate is measured at the very start of a sample, dividing by zero).
     """
 
-    def __init__(self, unit: str = "seconds", stat: SampledStat | None = None) -> None:
+    def __init__(self, unit: str | SampledStat = "seconds", stat: SampledStat | None = None) -> None:
         if isinstance(unit, SampledStat):  # Rate(WindowedCount()) like Java's Rate(SampledStat)
-            unit, stat = "seconds", unit
+            stat, unit = unit, "seconds"
         convert_ms(1, unit)  # validate
         self.unit = unit.lower()
         self.stat: SampledStat = stat if stat is not None else WindowedSum()

@@ -88,7 +88,7 @@ def xerial_snappy_encode(data: Buffer, block_size: int = XERIAL_BLOCK_SIZE) -> b
 
 
 def _xerial_decode(mv: memoryview) -> bytes:
-    parts = []
+    parts: list[bytes] = []
     append = parts.append
     decompress_raw = cramjam.snappy.decompress_raw
     unpack_from = _INT32.unpack_from

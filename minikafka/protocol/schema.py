@@ -158,7 +158,7 @@ _NODEFAULT = object()
 
 def f(
     name: str,
-    type: "str | Sequence[Field] | _Struct",
+    type: "str | list[Field] | tuple[Field, ...] | _Struct",
     versions: str | None = "0+",
     *,
     nullable: str | None = None,

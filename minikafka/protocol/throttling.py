@@ -10,7 +10,8 @@ from __future__ import annotations
 from .api import ApiKey
 
 # First version of each API whose clients throttle themselves; APIs not listed: from v0.
-CLIENT_THROTTLES_FROM = {
+# Keyed by ApiKey members, looked up by plain api key ints (an IntEnum hashes as its value).
+CLIENT_THROTTLES_FROM: dict[int, int] = {
     ApiKey.PRODUCE: 6, ApiKey.FETCH: 8, ApiKey.LIST_OFFSETS: 3, ApiKey.METADATA: 6,
     ApiKey.OFFSET_COMMIT: 4, ApiKey.OFFSET_FETCH: 4, ApiKey.FIND_COORDINATOR: 2, ApiKey.JOIN_GROUP: 3,
     ApiKey.HEARTBEAT: 2, ApiKey.LEAVE_GROUP: 2, ApiKey.SYNC_GROUP: 2, ApiKey.DESCRIBE_GROUPS: 2,

@@ -1,14 +1,17 @@
 """A corpus of request frames captured, at test time, from real clients talking to a minikafka broker,
 and the mutations the fuzz tests apply to them.
 
-The clients: confluent-kafka (librdkafka: admin, idempotent producer, group consumer) and kafka-python
-(admin, producer, group consumer), plus minikafka's quota tool for the client-quota APIs.  The broker
-captures every frame (``capture_dir``); nothing is kept in the repository.
+The clients: confluent-kafka (librdkafka 2.x: admin, idempotent producer, group consumer), kcat (the
+Debian build, an older librdkafka), kafka-python (admin, producer, group consumer), aiokafka (producer,
+group consumer) and minikafka's own producer, consumer and quota tool.  The broker captures every frame
+(``capture_dir``); nothing is kept in the repository.
 """
 
 from __future__ import annotations
 
 import random
+import shutil
+import subprocess
 import time
 import warnings
 from collections import defaultdict
@@ -97,22 +100,77 @@ def _kafka_python_session(bootstrap: str) -> None:
     admin.close()
 
 
-def _quota_session(bootstrap: str) -> None:
+def _kcat_session(bootstrap: str) -> None:
+    kcat = shutil.which("kcat")
+    if kcat is None:
+        return
+    subprocess.run([kcat, "-P", "-b", bootstrap, "-t", "fz-kcat", "-z", "gzip"], input=b"a\nb\nc\n",
+                   capture_output=True, timeout=60, check=True)
+    subprocess.run([kcat, "-C", "-b", bootstrap, "-t", "fz-kcat", "-o", "beginning", "-e"],
+                   capture_output=True, timeout=60, check=True)
+    subprocess.run([kcat, "-L", "-b", bootstrap], capture_output=True, timeout=60, check=True)
+
+
+def _aiokafka_session(bootstrap: str) -> None:
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+    async def main() -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True)
+        await producer.start()
+        try:
+            for i in range(20):
+                await producer.send_and_wait("fz-aio", b"value-%d" % i, key=b"k")
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer("fz-aio", bootstrap_servers=bootstrap, group_id="fz-aio-group",
+                                    auto_offset_reset="earliest", enable_auto_commit=False)
+        await consumer.start()
+        try:
+            got = 0
+            while got < 20:
+                batches = await asyncio.wait_for(consumer.getmany(timeout_ms=500), 30)
+                got += sum(len(v) for v in batches.values())
+            await consumer.commit()
+        finally:
+            await consumer.stop()
+
+    asyncio.run(main())
+
+
+def _minikafka_session(bootstrap: str) -> None:
     import trio
 
+    from minikafka.client.consumer import KafkaConsumer
+    from minikafka.client.producer import KafkaProducer
     from minikafka.client.quotas_cli import alter, describe
 
-    trio.run(alter, bootstrap, "client-id=fz", ["producer_byte_rate=1e9"], [], False)
-    trio.run(describe, bootstrap, None)
+    async def main() -> None:
+        async with KafkaProducer(bootstrap, linger_ms=1) as p:
+            for i in range(20):
+                await p.send("fz-mk", b"v%d" % i)
+            await p.flush()
+        async with KafkaConsumer("fz-mk", bootstrap_servers=bootstrap, group_id="fz-mk-group",
+                                 auto_offset_reset="earliest") as c:
+            got = 0
+            with trio.fail_after(30):
+                while got < 20:
+                    got += sum(len(v) for v in (await c.poll(500)).values())
+            await c.commit()
+        await alter(bootstrap, "client-id=fz", ["producer_byte_rate=1e9"], [], False)
+        await describe(bootstrap, None)
+
+    trio.run(main)
 
 
 def capture_corpus(directory: Path) -> list[tuple[int, int, bytes]]:
     """(api key, api version, request frame) of every request the real clients sent."""
     config = BrokerConfig(port=0, capture_dir=directory, group_initial_rebalance_delay_ms=0)
     with BrokerThread(config) as broker:
-        _confluent_session(broker.bootstrap)
-        _kafka_python_session(broker.bootstrap)
-        _quota_session(broker.bootstrap)
+        for session in (_confluent_session, _kcat_session, _kafka_python_session, _aiokafka_session,
+                        _minikafka_session):
+            session(broker.bootstrap)
     return [(r.api_key, r.api_version, bytes(r.request)) for r in read_capture([directory])]
 
 

@@ -141,27 +141,44 @@ def test_mutated_real_client_frames(corpus, tmp_path: Path) -> None:
                 with trio.move_on_after(0.2):
                     await stop.wait()
 
-        async def main() -> float:
+        async def steady(stop: trio.Event | None, count: int = 0) -> float:
+            """A well-behaved client's request rate: ApiVersions back to back on one connection, until
+            ``stop`` is set (or ``count`` requests)."""
+            n, t0 = 0, trio.current_time()
+            async with await trio.open_tcp_stream("127.0.0.1", port) as stream:
+                while (stop is not None and not stop.is_set()) or (stop is None and n < count):
+                    await api_versions_v0(stream, n, "steady")
+                    n += 1
+            return n / (trio.current_time() - t0)
+
+        async def main() -> tuple[float, float, float]:
+            rates: dict[str, float] = {}
             stop = trio.Event()
             t0 = trio.current_time()
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(watch, stop)
+
+                async def under_attack() -> None:
+                    rates["attack"] = await steady(stop)
+
+                nursery.start_soon(under_attack)
                 async with trio.open_nursery() as workers:
                     for index in range(WORKERS):
                         workers.start_soon(attack.worker, index)
                 elapsed = trio.current_time() - t0
                 stop.set()
             probes.append(await _probe(port))
-            return elapsed
+            return elapsed, rates["attack"], await steady(None, 3000)
 
-        elapsed = trio.run(main)
+        elapsed, attacked_rate, alone_rate = trio.run(main)
         peak_rss[0] = max(peak_rss[0], broker.memory_info().rss / MiB)
         log = log_path.read_text(errors="replace")
         internal = [line for line in log.splitlines() if "Traceback" in line or "error handling" in line]
         print(f"\nfuzz: {attack.sent} mutated frames of {len(frames)} corpus frames in {elapsed:.1f} s "
               f"({attack.sent / elapsed:.0f} frames/s), {attack.responses} answered, {attack.closed_by_broker} "
               f"connections closed by the broker; probe ApiVersions max {max(probes) * 1000:.0f} ms over "
-              f"{len(probes)} probes; broker peak RSS {peak_rss[0]:.0f} MB")
+              f"{len(probes)} probes; broker peak RSS {peak_rss[0]:.0f} MB; a steady client's requests/s "
+              f"{attacked_rate:.0f} under attack, {alone_rate:.0f} alone")
         assert proc.poll() is None, "the broker died"
         assert attack.sent == MUTATED_FRAMES
         assert max(probes) < 1.0

@@ -200,7 +200,7 @@ def replay_client(rows: Any, settings: dict[str, Any]) -> Any:
         conn = r.connection_id or ""
         mu = muted_until.get(conn)
         delayed = mu is not None and recv < mu
-        delay = (mu - recv) if delayed else 0
+        delay = (mu - recv) if delayed and mu is not None else 0
         muted = 0
         if throttle > 0:
             end = t + throttle

@@ -47,7 +47,7 @@ class FindCoordinatorHandler:
         if ctx.api_version >= 4:
             return {"throttle_time_ms": ctx.throttle_time_ms,
                     "coordinators": [{"key": key, **coordinator()} for key in req["coordinator_keys"]]}
-        return {"throttle_time_ms": ctx.throttle_time_ms, **coordinator()}  # type: ignore[typeddict-item]
+        return {"throttle_time_ms": ctx.throttle_time_ms, **coordinator()}  # type: ignore[typeddict-unknown-key]
 
 
 class _GroupHandler:
@@ -215,7 +215,7 @@ class OffsetFetchHandler(_GroupHandler):
             for g in req["groups"]:
                 err, offsets = self.coordinator.fetch_offsets(g["group_id"], _requested(g["topics"]), require_stable)
                 groups.append({"group_id": g["group_id"], "error_code": err,
-                               "topics": _offset_topics(offsets, E.NONE) if err == E.NONE else []})  # type: ignore[typeddict-item]
+                               "topics": _offset_topics(offsets, E.NONE) if err == E.NONE else []})
             return {"throttle_time_ms": ctx.throttle_time_ms, "groups": groups}
         requested = _requested(req["topics"])
         err, offsets = self.coordinator.fetch_offsets(req["group_id"], requested, require_stable)

@@ -100,7 +100,7 @@ def _pcapng_packets(f: BinaryIO, head: bytes, stats: PcapStats) -> Iterator[tupl
             iface, hi, lo, caplen, orig = struct.unpack_from(endian + "IIIII", body)
             if iface < len(ifaces):
                 linktype, _snap, conv = ifaces[iface]
-                last_ts = conv((hi << 32) | lo)  # type: ignore[operator]
+                last_ts = conv((hi << 32) | lo)
                 if caplen < orig:
                     stats.truncated_packets += 1
                 yield last_ts, linktype, body[20:20 + caplen]
@@ -128,7 +128,7 @@ def _pcapng_packets(f: BinaryIO, head: bytes, stats: PcapStats) -> Iterator[tupl
             iface, _drops, hi, lo, caplen, orig = struct.unpack_from(endian + "HHIIII", body)
             if iface < len(ifaces):
                 linktype, _snap, conv = ifaces[iface]
-                last_ts = conv((hi << 32) | lo)  # type: ignore[operator]
+                last_ts = conv((hi << 32) | lo)
                 yield last_ts, linktype, body[20:20 + caplen]
         h = read(8)
 

@@ -7,8 +7,8 @@ import os
 import zlib
 from collections import deque
 from collections.abc import Iterable, Iterator
-from contextlib import nullcontext
-from typing import BinaryIO
+from contextlib import AbstractContextManager, nullcontext
+from typing import BinaryIO, cast
 
 from ..format import CaptureRecord
 from ..tcp import ACK, DEFAULT_MAX_PENDING, RST, SYN
@@ -186,10 +186,15 @@ def read_pcap(path: str | os.PathLike | BinaryIO, ports: Iterable[int] | None = 
     if shard is not None and not 0 <= shard[0] < shard[1]:
         raise ValueError(f"bad shard {shard!r}: want (i, n) with 0 <= i < n")
     dec = _Decoder(stats, port_set, broker_ids, shard, max_pending, max_frame)
-    own = not hasattr(path, "read")
-    name = str(path) if own else getattr(path, "name", "<file>")
+    opened: AbstractContextManager[BinaryIO]
+    if not hasattr(path, "read"):
+        name = str(path)
+        opened = open(path, "rb", buffering=1 << 20)
+    else:
+        name = getattr(path, "name", "<file>")
+        opened = nullcontext(cast(BinaryIO, path))  # a file object (hasattr does not narrow the union)
     ts = 0
-    with open(path, "rb", buffering=1 << 20) if own else nullcontext(path) as f:  # type: ignore[arg-type]
+    with opened as f:
         ready = dec.ready
         for ts, linktype, data in iter_packets(f, stats):
             stats.packets += 1

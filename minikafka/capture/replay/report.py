@@ -199,13 +199,13 @@ class ReplayReport:
                 mapped = f" (expected {ex['expected']!r})" if "expected" in ex else ""
                 lines.append(f"  {name} corr {ex['correlation_id']} (conn {ex['connection']}): {ex['path']}: "
                              f"{ex['captured']!r} -> {ex['replayed']!r}{mapped}")
-        expected = Counter()
+        expected: Counter[str] = Counter()
         for st in self.per_api.values():
             expected.update(st.expected_differences)
         if expected:
             lines.append("expected differences (ignored): "
                          + ", ".join(f"{k} x{n}" for k, n in expected.most_common(8)))
-        mapped = [f"{kind} {m['changed']}/{m['mapped']}" for kind, m in sorted(self.mappings.items()) if m["mapped"]]
-        if mapped:
-            lines.append("values mapped (changed/seen): " + ", ".join(mapped))
+        mapped_counts = [f"{kind} {m['changed']}/{m['mapped']}" for kind, m in sorted(self.mappings.items()) if m["mapped"]]
+        if mapped_counts:
+            lines.append("values mapped (changed/seen): " + ", ".join(mapped_counts))
         return "\n".join(lines)

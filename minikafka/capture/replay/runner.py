@@ -9,6 +9,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import trio
 
@@ -138,7 +139,7 @@ class _Replayer:
         ctx = _Ctx(rec.broker_id, body.get("group_id"))
         entry = _Entry(rid, rec, ctx, known=True)
         fields = list(_mapped_fields(body, ctx, _REQUEST_KINDS))
-        producers: list[tuple[dict, list[tuple[int, int]]]] = []
+        producers: list[tuple[Any, list[tuple[int, int]]]] = []  # (partition_data, (pid, epoch) pairs)
         if rec.api_key == ApiKey.PRODUCE:
             for td in body.topic_data:
                 for pd in td.partition_data:

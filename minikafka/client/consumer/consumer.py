@@ -166,10 +166,10 @@ class KafkaConsumer:
 
     def assign(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
         """Consume exactly these partitions (no group membership)."""
-        partitions = [TopicPartition(*tp) for tp in partitions]
-        self.subscriptions.assign_from_user(partitions)
+        tps = [TopicPartition(*tp) for tp in partitions]
+        self.subscriptions.assign_from_user(tps)
         if self.client is not None:
-            self.client.want_topics(sorted({tp.topic for tp in partitions}))
+            self.client.want_topics(sorted({tp.topic for tp in tps}))
         self._wakeup()
 
     def unsubscribe(self) -> None:

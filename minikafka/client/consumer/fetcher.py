@@ -130,11 +130,12 @@ class CompletedFetch:
         buf = self._buffer
         while len(out) < n:
             if not buf:
-                buf = next(self._it, None)
-                if buf is None:
+                batch = next(self._it, None)
+                if batch is None:
                     self.exhausted = True
                     buf = []
                     break
+                buf = batch
             want = n - len(out)
             if len(buf) <= want:
                 out.extend(buf)
@@ -234,15 +235,15 @@ class Fetcher:
         builder = handler.new_builder()
         sent: dict[TopicPartition, tuple[int, int]] = {}
         for tp in parts:
-            st = self.subscriptions.assignment[tp]
-            assert st.fetch_offset is not None
+            state = self.subscriptions.assignment[tp]
+            assert state.fetch_offset is not None
             info = md.topics.get(tp.topic)
             pinfo = info.partition(tp.partition) if info else None
             topic_id = info.topic_id if info and info.topic_id else ZERO_UUID
-            builder.add(tp, PartitionData(tp.topic, topic_id, tp.partition, st.fetch_offset, -1,
+            builder.add(tp, PartitionData(tp.topic, topic_id, tp.partition, state.fetch_offset, -1,
                                           cfg.max_partition_fetch_bytes,
                                           pinfo.leader_epoch if pinfo else -1, -1))
-            sent[tp] = (st.epoch, st.fetch_offset)
+            sent[tp] = (state.epoch, state.fetch_offset)
         data = builder.build()
         try:
             conn = await self.client.connection(node)

@@ -171,7 +171,7 @@ class SubscriptionState:
     def all_consumed(self) -> dict[TopicPartition, OffsetAndMetadata]:
         """Positions to commit (Java's ``allConsumed``)."""
         return {tp: OffsetAndMetadata(st.position, leader_epoch=st.leader_epoch)
-                for tp, st in self.assignment.items() if st.has_valid_position}
+                for tp, st in self.assignment.items() if st.position is not None and st.has_valid_position}
 
     def fetchable_partitions(self) -> list[TopicPartition]:
         return [tp for tp, st in self.assignment.items() if st.is_fetchable]

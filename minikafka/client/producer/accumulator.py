@@ -19,7 +19,6 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ...common import TopicPartition
 from .batch import BATCH_HEADER_SIZE, Callback, FutureRecordMetadata, ProducerBatch
 from .buffer_pool import BufferPool
 from .errors import ProducerClosedError
@@ -52,16 +51,16 @@ class RecordAccumulator:
         self.pool = pool
         self.txn = txn
         self.clock_ms = clock_ms
-        self.batches: dict[TopicPartition, deque[ProducerBatch]] = {}
+        self.batches: dict[tuple[str, int], deque[ProducerBatch]] = {}  # by (topic, partition)
         self.incomplete: set[ProducerBatch] = set()  # IncompleteBatches
-        self.muted: set[TopicPartition] = set()
+        self.muted: set[tuple[str, int]] = set()
         self.flushes_in_progress = 0
         self.appends_in_progress = 0
         self.closed = False
         self._drain_index: dict[int, int] = {}
 
     # -- append ----------------------------------------------------------------------------------
-    def try_append_existing(self, tp: TopicPartition, timestamp: int, key: bytes | None, value: bytes | None,
+    def try_append_existing(self, tp: tuple[str, int], timestamp: int, key: bytes | None, value: bytes | None,
                             headers: bytes, callback: Callback | None) -> FutureRecordMetadata | None:
         """Append to the last batch of the partition if it has room (no allocation, no waiting)."""
         dq = self.batches.get(tp)
@@ -69,7 +68,7 @@ class RecordAccumulator:
             return dq[-1].try_append(timestamp, key, value, headers, callback)
         return None
 
-    def new_batch(self, tp: TopicPartition, buffer: bytearray, capacity: int) -> ProducerBatch:
+    def new_batch(self, tp: tuple[str, int], buffer: bytearray, capacity: int) -> ProducerBatch:
         """Start a batch with a buffer from the pool and put it at the end of the partition's deque."""
         if self.closed:
             self.pool.deallocate(buffer, capacity)
@@ -127,7 +126,7 @@ class RecordAccumulator:
         return any(self.batches.values())
 
     # -- drain -----------------------------------------------------------------------------------
-    def drain(self, partitions_of_node: Callable[[int], list[TopicPartition]], nodes: set[int],
+    def drain(self, partitions_of_node: Callable[[int], list[tuple[str, int]]], nodes: set[int],
               max_size: int, now_ms: float) -> dict[int, list[ProducerBatch]]:
         """Batches to send per node, at most ``max_size`` bytes per node (``drain``)."""
         out: dict[int, list[ProducerBatch]] = {}
@@ -137,7 +136,7 @@ class RecordAccumulator:
                 out[node] = got
         return out
 
-    def _drain_node(self, parts: list[TopicPartition], node: int, max_size: int, now_ms: float) -> list[ProducerBatch]:
+    def _drain_node(self, parts: list[tuple[str, int]], node: int, max_size: int, now_ms: float) -> list[ProducerBatch]:
         size = 0
         ready: list[ProducerBatch] = []
         n = len(parts)

@@ -155,7 +155,7 @@ class FutureRecordMetadata:
                     await self.result.event.wait()
         return self.value()
 
-    def __await__(self):  # type: ignore[no-untyped-def]
+    def __await__(self):
         return self.get().__await__()
 
     def exception(self) -> BaseException | None:
@@ -183,8 +183,8 @@ class ProducerBatch:
         self.write_limit = write_limit  # batch.size
         self.compression = compression
         self.created_ms = now_ms
-        self.last_attempt_ms = now_ms
-        self.drained_ms = now_ms
+        self.last_attempt_ms: float = now_ms  # the Sender's clock_ms() (float) once drained or retried
+        self.drained_ms: float = now_ms
         self.attempts = 0
         self.record_count = 0
         self.base_timestamp = -1
@@ -265,11 +265,11 @@ class ProducerBatch:
             return len(self.built)
         return BATCH_HEADER_SIZE + len(self.buffer)
 
-    def waited_ms(self, now_ms: int) -> int:
+    def waited_ms(self, now_ms: float) -> float:
         """``waitedTimeMs``: since creation, or since the last attempt for a retry."""
         return now_ms - max(self.created_ms, self.last_attempt_ms)
 
-    def has_reached_delivery_timeout(self, delivery_timeout_ms: int, now_ms: int) -> bool:
+    def has_reached_delivery_timeout(self, delivery_timeout_ms: float, now_ms: float) -> bool:
         return delivery_timeout_ms <= now_ms - self.created_ms
 
     @property

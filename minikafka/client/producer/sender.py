@@ -56,7 +56,7 @@ class Sender:
         self.txn = txn
         self.clock_ms = clock_ms
         self.nursery = nursery
-        self.acks = int(config.acks)  # type: ignore[arg-type]
+        self.acks = int(config.acks)
         self.guarantee_order = config.max_in_flight_requests_per_connection == 1
         self.in_flight: dict[int, int] = {}
         self.in_flight_batches: set[ProducerBatch] = set()

@@ -15,7 +15,6 @@ import bisect
 import logging
 from dataclasses import dataclass, field
 
-from ...common import TopicPartition
 from ...protocol.records import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE
 from .batch import ProducerBatch
 
@@ -38,7 +37,7 @@ class TransactionManager:
     def __init__(self) -> None:
         self.producer_id = NO_PRODUCER_ID
         self.producer_epoch = NO_PRODUCER_EPOCH
-        self.partitions: dict[TopicPartition, PartitionSequences] = {}
+        self.partitions: dict[tuple[str, int], PartitionSequences] = {}
         self.epoch_bump_required = False
         self.fatal_error: BaseException | None = None
 
@@ -63,7 +62,7 @@ class TransactionManager:
             entry.in_flight = renumbered
             entry.next_sequence = seq
 
-    def entry(self, tp: TopicPartition) -> PartitionSequences:
+    def entry(self, tp: tuple[str, int]) -> PartitionSequences:
         e = self.partitions.get(tp)
         if e is None:
             e = self.partitions[tp] = PartitionSequences()
@@ -77,11 +76,11 @@ class TransactionManager:
         e.next_sequence += batch.record_count
         bisect.insort(e.in_flight, (batch.base_sequence, id(batch), batch))
 
-    def first_in_flight_sequence(self, tp: TopicPartition) -> int:
+    def first_in_flight_sequence(self, tp: tuple[str, int]) -> int:
         e = self.partitions.get(tp)
         return e.in_flight[0][0] if e and e.in_flight else NO_SEQUENCE
 
-    def should_stop_drain(self, batch: ProducerBatch, tp: TopicPartition) -> bool:
+    def should_stop_drain(self, batch: ProducerBatch, tp: tuple[str, int]) -> bool:
         """``shouldStopDrainBatchesForPartition``: keep batches of a partition in sequence order."""
         if not self.has_producer_id or self.epoch_bump_required:
             return True
