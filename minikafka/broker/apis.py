@@ -142,7 +142,7 @@ class KafkaApis:
                 raise CloseConnection(f"cannot encode even an error response to {api.name} "
                                       f"v{ctx.api_version}: {exc}") from exc
         segments.insert(0, header)
-        return Response(request, segments, error=error)
+        return Response(request, segments, error=error, body=body)
 
     def _apply_request_quota(self, ctx: RequestContext, handler_ns: int) -> None:
         """Charge the handler's run time to the request quota; remember the longest throttle."""

@@ -84,6 +84,9 @@ class Response:
     segments: list | None
     hold_until_unmuted: bool = False
     error: int = 0  # the error code of an error response built because the handler failed
+    body: Any = None  # the response body the segments encode (for observers; None without a response)
+    sent_ns: int = 0  # monotonic ns when the response left (set by the server before on_response_sent)
+    injected: str = ""  # the fault rule that produced or changed this response, if any
 
     @property
     def size(self) -> int:

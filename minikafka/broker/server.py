@@ -269,6 +269,7 @@ class SocketServer:
             await channel.wait_unmuted()
         if response.segments is not None:
             await send_frame(sock, response.segments)
+        response.sent_ns = self.apis.clock.monotonic_ns()
         self.apis.response_sent(response)
         await channel.wait_unmuted()  # muted: nothing more is read from this connection meanwhile
 
