@@ -40,6 +40,10 @@ def _serve_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--capture", type=Path, default=None, metavar="DIR",
                    help="record every request and response frame in rolling capture files in DIR "
                         "(see `minikafka capture`)")
+    p.add_argument("--http-port", type=int, default=None, metavar="PORT",
+                   help="serve HTTP on PORT (0 = any free port): Prometheus metrics at /metrics, fault rules "
+                        "at /v1/faults and, with --brokers, broker stop/start and partition leadership "
+                        "(see `minikafka faults`)")
     p.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
 
 
@@ -57,18 +61,6 @@ def _quotas_parser(sub: argparse._SubParsersAction) -> None:
                    help="producer_byte_rate, consumer_byte_rate or request_percentage (repeatable)")
     a.add_argument("--delete", action="append", default=[], metavar="KEY", help="a quota key to remove")
     a.add_argument("--validate-only", action="store_true")
-
-
-def _startup_error(exc: BaseException) -> StartupError | None:
-    """The StartupError an exception is, or holds (Trio nurseries wrap errors in exception groups)."""
-    if isinstance(exc, StartupError):
-        return exc
-    if isinstance(exc, BaseExceptionGroup):
-        for inner in exc.exceptions:
-            found = _startup_error(inner)
-            if found is not None:
-                return found
-    return None
 
 
 def build_config(args: argparse.Namespace) -> BrokerConfig:
@@ -102,7 +94,17 @@ def build_config(args: argparse.Namespace) -> BrokerConfig:
     return cfg
 
 
-async def _serve(cfg: BrokerConfig) -> None:
+async def _start_http(nursery: trio.Nursery, target, cfg: BrokerConfig, http_port: int | None) -> str:
+    """Start the HTTP port if asked for; returns ``", HTTP on host:port"`` for the ready line."""
+    if http_port is None:
+        return ""
+    from .broker.admin_http import serve_admin_http
+
+    bound = await nursery.start(serve_admin_http, target, cfg.host, http_port)
+    return f", HTTP on {cfg.host}:{bound}"
+
+
+async def _serve(cfg: BrokerConfig, http_port: int | None = None) -> None:
     """Run the broker until SIGINT/SIGTERM, then shut it down cleanly."""
     from .broker.broker import Broker
 
@@ -110,8 +112,9 @@ async def _serve(cfg: BrokerConfig) -> None:
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as nursery:
             port = await nursery.start(broker.run)
+            http = await _start_http(nursery, broker, cfg, http_port)
             where = f"data dir {cfg.data_dir}" if cfg.data_dir else "in-memory storage"
-            print(f"minikafka broker {cfg.node_id} ready on {cfg.host}:{port} ({where}); Ctrl-C stops it",
+            print(f"minikafka broker {cfg.node_id} ready on {cfg.host}:{port} ({where}){http}; Ctrl-C stops it",
                   flush=True)
             async for signum in signals:
                 log.info("received %s, shutting down", signal.Signals(signum).name)
@@ -159,7 +162,7 @@ async def _read_commands(cluster, stdin: trio.abc.ReceiveStream) -> None:
                 print("commands: stop ID | start ID | status", flush=True)
 
 
-async def _serve_cluster(cfg: BrokerConfig, n: int) -> None:
+async def _serve_cluster(cfg: BrokerConfig, n: int, http_port: int | None = None) -> None:
     """Run an N-broker cluster until SIGINT/SIGTERM; stdin commands or SIGUSR1/SIGUSR2 stop/restart brokers."""
     import os
 
@@ -171,8 +174,9 @@ async def _serve_cluster(cfg: BrokerConfig, n: int) -> None:
     with trio.open_signal_receiver(*sigs) as signals:
         async with trio.open_nursery() as nursery:
             await nursery.start(cluster.run)
+            http = await _start_http(nursery, cluster, cfg, http_port)
             where = f"data dir {cfg.data_dir}" if cfg.data_dir else "in-memory storage"
-            print(f"minikafka cluster of {n} brokers ready on {cluster.bootstrap} ({where}); Ctrl-C stops it",
+            print(f"minikafka cluster of {n} brokers ready on {cluster.bootstrap} ({where}){http}; Ctrl-C stops it",
                   flush=True)
             stdin = None
             try:
@@ -216,27 +220,26 @@ def main(argv: list[str] | None = None) -> int:
     _replay_parser(sub)
     from .analysis.cli import add_parser as _analyze_parser
     _analyze_parser(sub)
+    from .tools import add_parsers as _tools_parsers  # topics, console-*, consumer-groups, configs, perf-test
+    _tools_parsers(sub)
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=getattr(logging, str(getattr(args, "log_level", "WARNING")).upper(), logging.INFO),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     if args.command == "serve":
-        try:
+        from .tools.common import find_error, run_reporting
+
+        def serve() -> int:
             cfg = build_config(args)
             if args.brokers > 1:
-                trio.run(_serve_cluster, cfg, args.brokers)
+                trio.run(_serve_cluster, cfg, args.brokers, args.http_port)
             else:
-                trio.run(_serve, cfg)
-        except BaseException as exc:
-            startup = _startup_error(exc)
-            if startup is None:
-                raise
-            log.debug("start-up failed", exc_info=exc)
-            print(f"minikafka: error: {startup}", file=sys.stderr)
-            return 1
-        print("minikafka: stopped", file=sys.stderr)
-        return 0
+                trio.run(_serve, cfg, args.http_port)
+            print("minikafka: stopped", file=sys.stderr)
+            return 0
+
+        return run_reporting(serve, lambda exc: find_error(exc, (StartupError,)))
     if args.command == "quotas":
         from .client.quotas_cli import run_quotas_command
 
@@ -247,6 +250,8 @@ def main(argv: list[str] | None = None) -> int:
         return run_analyze_command(args)
     if args.command == "replay":
         return _run_replay(args)
+    if getattr(args, "run_tool", None) is not None:  # a Kafka command-line tool (minikafka.tools)
+        return args.run_tool(args)
     if args.command == "capture":
         from .capture.cli import run_capture_command
 

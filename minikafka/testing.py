@@ -21,6 +21,7 @@ import trio
 from .broker.broker import Broker
 from .broker.cluster import Cluster
 from .broker.config import BrokerConfig
+from .broker.faults import FaultInjector
 
 T = TypeVar("T")
 
@@ -30,7 +31,9 @@ class _LoopThread:
 
     name = "minikafka"
 
-    def __init__(self) -> None:
+    def __init__(self, http_port: int | None = None) -> None:
+        self.http_port = http_port
+        self.http_address: str | None = None  # "host:port" of the HTTP API once started (with http_port)
         self._token: trio.lowlevel.TrioToken | None = None
         self._cancel: trio.CancelScope | None = None
         self._ready = threading.Event()
@@ -40,6 +43,13 @@ class _LoopThread:
     async def _serve(self, nursery: trio.Nursery) -> None:
         """Start the service in ``nursery`` and return once it accepts connections."""
         raise NotImplementedError
+
+    async def _serve_http(self, nursery: trio.Nursery, target: Broker | Cluster, host: str) -> None:
+        if self.http_port is not None:
+            from .broker.admin_http import serve_admin_http
+
+            port = await nursery.start(serve_admin_http, target, host, self.http_port)
+            self.http_address = f"{host}:{port}"
 
     def start(self, timeout: float = 20):
         self._ready = threading.Event()
@@ -99,10 +109,12 @@ class BrokerThread(_LoopThread):
 
     name = "minikafka-broker"
 
-    def __init__(self, config: BrokerConfig | None = None, **settings: Any) -> None:
-        super().__init__()
+    def __init__(self, config: BrokerConfig | None = None, *, http_port: int | None = None,
+                 **settings: Any) -> None:
+        super().__init__(http_port)
         self.config = config or BrokerConfig(**{"port": 0, **settings})
         self.broker: Broker | None = None
+        self.faults = FaultInjector()  # kept across restarts
 
     @property
     def port(self) -> int:
@@ -112,9 +124,27 @@ class BrokerThread(_LoopThread):
     def bootstrap(self) -> str:
         return f"{self.config.advertised}:{self.config.port}"
 
+    @property
+    def capture_dir(self) -> Path | None:
+        """Where the broker captures its traffic (``capture_dir`` setting), if it does."""
+        return None if self.config.capture_dir is None else Path(self.config.capture_dir)
+
     async def _serve(self, nursery: trio.Nursery) -> None:
-        self.broker = Broker(self.config)
+        self.broker = Broker(self.config, faults=self.faults)
         await nursery.start(self.broker.run)
+        await self._serve_http(nursery, self.broker, self.config.host)
+
+    def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 1,
+                     configs: dict[str, str] | None = None) -> str:
+        """Create a topic (from the test thread); returns its name."""
+        assert self.broker is not None, "the broker is not running"
+        broker = self.broker
+        self.call(lambda: broker.create_topic(name, partitions, replication_factor, configs or {}))
+        return name
+
+    def delete_topic(self, name: str) -> None:
+        assert self.broker is not None, "the broker is not running"
+        self.call(self.broker.delete_topic, name)
 
     def restart(self) -> "BrokerThread":
         """Stop and start again on the same port and data dir (for persistence tests)."""
@@ -134,8 +164,9 @@ class ClusterThread(_LoopThread):
 
     name = "minikafka-cluster"
 
-    def __init__(self, num_brokers: int = 3, config: BrokerConfig | None = None, **settings: Any) -> None:
-        super().__init__()
+    def __init__(self, num_brokers: int = 3, config: BrokerConfig | None = None, *, http_port: int | None = None,
+                 **settings: Any) -> None:
+        super().__init__(http_port)
         self.cluster = Cluster(num_brokers, config, **settings)
 
     @property
@@ -143,11 +174,53 @@ class ClusterThread(_LoopThread):
         """``host:port`` of every running broker."""
         return self.cluster.bootstrap
 
+    @property
+    def faults(self) -> FaultInjector:
+        """The rules of every broker of the cluster (``broker=ID`` in a rule picks one)."""
+        return self.cluster.faults
+
+    @property
+    def capture_dir(self) -> Path | None:
+        """Where the brokers capture their traffic (``capture_dir`` setting), if they do."""
+        cfg = self.cluster.base_config
+        return None if cfg.capture_dir is None else Path(cfg.capture_dir)
+
+    @property
+    def broker_ids(self) -> list[int]:
+        return self.cluster.broker_ids
+
+    @property
+    def running_brokers(self) -> list[int]:
+        return self.call(lambda: sorted(self.cluster.brokers))
+
     async def _serve(self, nursery: trio.Nursery) -> None:
         await nursery.start(self.cluster.run)
+        await self._serve_http(nursery, self.cluster, self.cluster.base_config.host)
 
     def stop_broker(self, broker_id: int) -> None:
         self.run(self.cluster.stop_broker, broker_id)
 
     def start_broker(self, broker_id: int) -> None:
         self.run(self.cluster.start_broker, broker_id)
+
+    def leader(self, topic: str, partition: int) -> int:
+        return self.call(self.cluster.leader, topic, partition)
+
+    def move_leader(self, topic: str, partition: int, broker_id: int) -> int:
+        """Make ``broker_id`` (an in-sync replica) the partition's leader; returns the new leader epoch."""
+        return self.call(self.cluster.metadata.move_leader, topic, partition, broker_id)
+
+    def create_topic(self, name: str, partitions: int = 1, replication_factor: int | None = None,
+                     configs: dict[str, str] | None = None) -> str:
+        """Create a topic (replication factor default: min(3, brokers)); returns its name."""
+        rf = replication_factor or min(3, len(self.cluster.broker_ids))
+
+        def create() -> None:
+            broker = next(iter(self.cluster.brokers.values()))
+            broker.create_topic(name, partitions, rf, configs or {})
+
+        self.call(create)
+        return name
+
+    def delete_topic(self, name: str) -> None:
+        self.call(lambda: next(iter(self.cluster.brokers.values())).delete_topic(name))

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import trio
+
 from minikafka.client.connection import KafkaConnection
 from minikafka.protocol.api import ApiKey
 from minikafka.protocol.records import Record, build_batch, decode_records, iter_batches
@@ -37,6 +41,15 @@ async def fetch(conn: KafkaConnection, topic: str, offset: int = 0, partition: i
         "topics": [t]})
     return resp.responses[0].partitions[0]
 
+
+
+async def wait_until(cond: Callable[[], bool], timeout: float = 5, what: str = "condition") -> None:
+    """Poll ``cond`` every 10 ms of Trio time until it holds; fail after ``timeout`` seconds."""
+    with trio.move_on_after(timeout):
+        while not cond():
+            await trio.sleep(0.01)
+        return
+    raise AssertionError(f"timed out waiting for {what}")
 
 
 def values(records: bytes) -> list[bytes]:

@@ -4,7 +4,7 @@
 * No import cycle among minikafka's modules.
 * ``protocol`` is pure wire format: it imports nothing outside itself and never Trio.
 * ``common`` and ``metrics`` import no other minikafka package and no Trio; the client never imports the
-  broker.
+  broker, nor do the command-line tools (``tools``).
 * Handlers never touch sockets and never see the whole broker: they import neither the socket server,
   the broker, the cluster nor Trio's socket module.
 """
@@ -118,6 +118,9 @@ def _under(module: str, package: str) -> bool:
     ("minikafka.common", ["minikafka.common"]),
     ("minikafka.metrics", ["minikafka.metrics"]),
     ("minikafka.client", ["minikafka.client", "minikafka.protocol", "minikafka.common", "minikafka.metrics"]),
+    # The command-line tools work against any Kafka broker: through the clients, never the broker.
+    ("minikafka.tools", ["minikafka.tools", "minikafka.client", "minikafka.protocol", "minikafka.common",
+                         "minikafka.metrics"]),
 ])
 def test_layers_import_only_below_them(package: str, allowed: list[str]) -> None:
     bad = {(m, d) for m, deps in GRAPH.items() if _under(m, package) for d in deps

@@ -86,6 +86,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     fmt.add_argument("--csv-only", action="store_true", help="write CSV tables only")
     fmt.add_argument("--parquet-only", action="store_true", help="write Parquet tables only")
     p.add_argument("--no-report", action="store_true", help="do not write report.html")
+    p.add_argument("--no-progress", action="store_true", help="no progress display (none when stderr is no terminal)")
     p.add_argument("--log-level", default="WARNING", help="logging level (default WARNING)")
 
 

@@ -52,6 +52,7 @@ REQUEST_COLUMNS: list[tuple[str, str]] = [
     ("response_session_id", "int"), ("max_wait_ms", "int"), ("min_bytes", "int"), ("max_bytes", "int"),
     ("request_partitions", "int"), ("response_partitions", "int"), ("forgotten_partitions", "int"),
     ("record_bytes", "bigint"), ("record_count", "bigint"), ("decode_error", "string"),
+    ("injected", "string"),
 ]
 
 PARTITION_COLUMNS: list[tuple[str, str]] = [
@@ -406,7 +407,7 @@ class RecordDecoder:
                 response is not None,
                 throttle, error_code, error_name(error_code), len(errs),
                 replica, acks, sess_id, sess_epoch, kind, resp_sess, max_wait, min_bytes, max_bytes,
-                n_req, n_resp, n_forgot, rec_bytes, rec_count, err)
+                n_req, n_resp, n_forgot, rec_bytes, rec_count, err, r.injected or None)
 
     # -- partitions table -------------------------------------------------------------
     def partition_rows(self, r: CaptureRecord, req: Any, resp: Any) -> Iterator[tuple]:

@@ -34,7 +34,7 @@ import logging
 import shutil
 import time
 import traceback
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -138,7 +138,8 @@ def _run_job(name: str, mod: Any, tables: Any, opts: AnalysisOptions, out: Path,
 def analyze(paths: str | Path | Iterable[str | Path], out_dir: str | Path, jobs: Sequence[str] | None = None,
             opts: AnalysisOptions | None = None, spark: Any = None, formats: Sequence[str] = FORMATS,
             report: bool = True, *, master: str | None = None, load_options: dict[str, Any] | None = None,
-            stop_session: bool = False) -> dict[str, Any]:
+            stop_session: bool = False, on_progress: Callable[[int, int, str], None] | None = None
+            ) -> dict[str, Any]:
     """Run ``jobs`` (default: every job module that imports) over the captures at ``paths``.
 
     Writes ``out_dir/<job>/<table>.parquet`` and ``.csv`` (as ``formats`` says) and
@@ -148,6 +149,7 @@ def analyze(paths: str | Path | Iterable[str | Path], out_dir: str | Path, jobs:
     rows and the paths written) and ``failed`` (names of the jobs that failed).  ``spark``: a
     session to use (default: the active one, else a new one on ``master``; ``stop_session``
     stops a session this call created).  ``load_options``: data source options (``ports``...).
+    ``on_progress(jobs done, jobs in all, job starting)`` is told before each job and at the end.
     """
     from minikafka.analysis.report import ReportGroup, write_report
     from minikafka.analysis.session import spark_session
@@ -175,7 +177,9 @@ def analyze(paths: str | Path | Iterable[str | Path], out_dir: str | Path, jobs:
         summary["capture"] = facts
         log.info("capture: %s", facts)
         names = list(jobs) if jobs else list(JOB_MODULES)
-        for name in names:
+        for done, name in enumerate(names):
+            if on_progress is not None:
+                on_progress(done, len(names), name)
             t0 = time.monotonic()
             try:
                 mod = job(name)
@@ -194,6 +198,8 @@ def analyze(paths: str | Path | Iterable[str | Path], out_dir: str | Path, jobs:
             groups.append(ReportGroup(info["title"], sections, name, info["status"],
                                       info.get("traceback") if info["status"] != "ok" else None))
         summary["failed"] = [n for n, i in summary["jobs"].items() if i["status"] == "failed"]
+        if on_progress is not None:
+            on_progress(len(names), len(names), "report" if report else "")
         if report:
             unavailable = [n for n, i in summary["jobs"].items() if i["status"] == "unavailable"]
             job_facts = [(n, f"{i['status']}" + (f" ({i['seconds']:.1f} s)" if i.get("seconds") else ""))
@@ -250,9 +256,13 @@ def run_analyze_command(args: argparse.Namespace) -> int:
     opts = options_from_args(args)
     formats = ("csv",) if args.csv_only else ("parquet",) if args.parquet_only else ("parquet", "csv")
     load_options = {"ports": ",".join(str(p) for p in args.port)} if args.port else {}
-    summary = analyze(args.paths, args.out, jobs=job_names(args), opts=opts, formats=formats,
-                      report=not args.no_report, master=args.master, load_options=load_options,
-                      stop_session=True)
+    from minikafka.tools.progress import ProgressDisplay, progress_enabled
+
+    with ProgressDisplay("analysis jobs", enabled=progress_enabled(args.no_progress)) as bar:
+        summary = analyze(args.paths, args.out, jobs=job_names(args), opts=opts, formats=formats,
+                          report=not args.no_report, master=args.master, load_options=load_options,
+                          stop_session=True,
+                          on_progress=lambda done, total, job: bar.update(completed=done, total=total, status=job))
     print_summary(summary)
     return 1 if summary["failed"] else 0
 

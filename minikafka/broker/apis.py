@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from ..common import Clock
 from ..protocol.api import APIS, ApiKey
@@ -27,6 +28,7 @@ from ..protocol.errors import ErrorCode
 from ..protocol.headers import encode_response_header, parse_request_header, response_header_version
 from ..protocol.throttling import client_throttles_itself
 from .error_responses import error_code_for, error_response
+from .faults import BrokerFaults, FaultPlan, merge_partition_errors, split_request
 from .handlers.registry import Handler, supported_api_versions
 from .quota import QuotaManagers, ThrottleCallback
 from .request import Request, RequestContext, RequestObserver, Response
@@ -43,12 +45,13 @@ class KafkaApis:
     """Turns request frames into responses for one broker, through handlers given their services."""
 
     def __init__(self, handlers: Mapping[int, Handler], quotas: QuotaManagers, timer: HandlerTimer, clock: Clock,
-                 observers: Sequence[RequestObserver] = ()) -> None:
+                 observers: Sequence[RequestObserver] = (), faults: BrokerFaults | None = None) -> None:
         self.handlers = dict(handlers)
         self.quotas = quotas
         self.timer = timer
         self.clock = clock
         self.observers: list[RequestObserver] = list(observers)
+        self.faults = faults
 
     # -- parsing -------------------------------------------------------------------------------
     def parse(self, frame: bytearray, connection_id: str, peer: str = "") -> Request:
@@ -86,6 +89,9 @@ class KafkaApis:
         ctx = request.context
         if request.body is None:
             response = self._unsupported_api_versions(request)
+        elif self.faults is not None and (plan := self.faults.match(ctx.api_key, ctx.api_version, ctx.client_id,
+                                                                    request.body)) is not None:
+            response = await self._run_faulted(request, plan)
         else:
             response = await self._run_handler(request)
         if ctx.throttle_time_ms:
@@ -109,19 +115,63 @@ class KafkaApis:
         return Response(request, [encode_response_header(request.context.correlation_id, 0), body])
 
     async def _run_handler(self, request: Request) -> Response:
-        ctx = request.context
-        api = APIS[ctx.api_key]
+        body, error = await self._call_handler(request.context, request.body)
+        return self._encode(request, body, error)
+
+    async def _call_handler(self, ctx: RequestContext, request_body: Any) -> tuple[Any, int]:
+        """The handler's response body (None: no response is due) and the error code if it failed."""
         started_ns = ctx.handler_started_ns = self.timer.task_ns()
         error = 0
         try:
-            body = await self.handlers[ctx.api_key](ctx, request.body)
+            body = await self.handlers[ctx.api_key](ctx, request_body)
         except Exception as exc:  # Kafka's handleError: answer the request, keep the connection
             error = error_code_for(exc)
             log.exception("error handling %s v%d (correlation id %d) from client %r on %s; answering %s",
-                          api.name, ctx.api_version, ctx.correlation_id, ctx.client_id, ctx.connection_id,
-                          ErrorCode(error).name)
-            body = error_response(ctx.api_key, ctx.api_version, request.body, error)
+                          APIS[ctx.api_key].name, ctx.api_version, ctx.correlation_id, ctx.client_id,
+                          ctx.connection_id, ErrorCode(error).name)
+            body = error_response(ctx.api_key, ctx.api_version, request_body, error)
         self._apply_request_quota(ctx, self.timer.task_ns() - started_ns)
+        return body, error
+
+    async def _run_faulted(self, request: Request, plan: FaultPlan) -> Response:
+        """Apply injected faults (:mod:`.faults`): latency, then a drop, an error instead of (or, per
+        partition, besides) the handler, a held response, a drop instead of the response."""
+        ctx = request.context
+        await plan.delay()
+        rule = plan.error
+        if plan.drop_before:
+            response = Response(request, None, close_connection=True)
+        elif rule is None:
+            response = await self._run_handler(request)
+        elif not rule.per_partition:
+            assert rule.error_code is not None
+            no_response = ctx.api_key == ApiKey.PRODUCE and request.body["acks"] == 0
+            body = None if no_response else error_response(ctx.api_key, ctx.api_version, request.body,
+                                                           rule.error_code)
+            response = self._encode(request, body, rule.error_code)
+        else:
+            assert self.faults is not None and rule.error_code is not None
+            names = self.faults.topic_name
+            faulted, kept = split_request(ctx.api_key, request.body, plan, names)
+            body, error = await self._call_handler(ctx, kept)
+            if body is not None:
+                errors = error_response(ctx.api_key, ctx.api_version, faulted, rule.error_code)
+                body = merge_partition_errors(ctx.api_key, body, errors, plan, names)
+            response = self._encode(request, body, error)
+        if not plan.drop_before:
+            await plan.wait_hold()
+        if plan.drop_after:
+            response.segments = None
+            response.close_connection = True
+        response.injected = plan.description
+        log.debug("injected %s into %s v%d (correlation id %d) from client %r on %s", response.injected,
+                  APIS[ctx.api_key].name, ctx.api_version, ctx.correlation_id, ctx.client_id, ctx.connection_id)
+        return response
+
+    def _encode(self, request: Request, body: Any, error: int) -> Response:
+        """The response frame's buffers for a response body (None: no response)."""
+        ctx = request.context
+        api = APIS[ctx.api_key]
         if body is None:
             return Response(request, None)
         if ctx.throttle_time_ms and "throttle_time_ms" in body:

@@ -17,6 +17,7 @@ Use :func:`serve_broker` as an async context manager from Python, or
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -31,7 +32,9 @@ from ..protocol.api import APIS
 from ..protocol.errors import ErrorCode
 from ..protocol.framing import MemoryPool
 from .apis import KafkaApis
+from .broker_metrics import BrokerMetricsObserver, server_metrics
 from .config import BrokerConfig, StartupError
+from .faults import BrokerFaults, FaultInjector
 from .dynamic_config import DynamicBrokerConfig, DynamicConfigStore
 from .fetch_session import FetchManager, FetchSessionCache
 from .groups import GroupCoordinator
@@ -66,6 +69,7 @@ class SharedState:
     group_coordinator: GroupCoordinator
     producer_ids: ProducerIdManager = field(default_factory=ProducerIdManager)
     dynamic_configs: DynamicConfigStore = field(default_factory=DynamicConfigStore)
+    faults: FaultInjector = field(default_factory=FaultInjector)  # rules for every broker (by broker id)
     owns_groups: bool = True  # whether this broker runs (and closes) the group coordinator
     clustered: bool = False  # one of a Cluster's brokers (replication metrics are reported)
 
@@ -154,9 +158,11 @@ class Broker:
     """A single Kafka broker."""
 
     def __init__(self, config: BrokerConfig, shared: SharedState | None = None, *,
-                 clock: Clock = SYSTEM_CLOCK, timer: HandlerTimer | None = None) -> None:
+                 clock: Clock = SYSTEM_CLOCK, timer: HandlerTimer | None = None,
+                 faults: FaultInjector | None = None) -> None:
         """``timer`` measures handler run time for request quotas (default: each Trio task's own run time,
-        :class:`~minikafka.broker.task_time.TaskTimeInstrument`); tests inject a deterministic one."""
+        :class:`~minikafka.broker.task_time.TaskTimeInstrument`); tests inject a deterministic one.
+        ``faults``: the fault rules of a lone broker (default: its own; a cluster's are in ``shared``)."""
         self.config = config
         self.node_id = config.node_id
         self.clock = clock
@@ -165,8 +171,10 @@ class Broker:
         if shared is None:
             shared = SharedState(ClusterMetadata([config.node_id], config.data_dir,
                                                  max_partitions=config.max_partitions),
-                                 GroupCoordinator(config, config.data_dir, wall_clock=lambda: clock.time_ns() / 1e9))
+                                 GroupCoordinator(config, config.data_dir, wall_clock=lambda: clock.time_ns() / 1e9),
+                                 faults=faults if faults is not None else FaultInjector(clock))
         self.shared = shared
+        self.faults = shared.faults
         self.metadata = shared.metadata
         self.group_coordinator = shared.group_coordinator
         self.producer_ids = shared.producer_ids
@@ -203,12 +211,18 @@ class Broker:
         self.task_time: HandlerTimer = timer or TaskTimeInstrument()
         # The request path: services -> handlers -> KafkaApis -> socket server.
         self.request_stats_observer = RequestStats()
+        self.broker_metrics_observer = BrokerMetricsObserver(self.metadata)
         self.apis = KafkaApis(build_handlers(self._services()), self.quotas, self.task_time, clock,
-                              [self.request_stats_observer])
+                              [self.request_stats_observer, self.broker_metrics_observer],
+                              BrokerFaults(self.faults, self.node_id, self._topic_name))
         self.pool = MemoryPool(config.queued_max_request_bytes)
         self.server = SocketServer(config, self.apis, self.pool)
         self.capture: CaptureService | None = None  # while run() captures (config.capture_dir)
         self._serving = False
+
+    def _topic_name(self, topic_id: uuid.UUID) -> str | None:
+        topic = self.metadata.get_topic_by_id(topic_id)
+        return None if topic is None else topic.name
 
     def _replication_quota(self, kind: str, rate: int) -> ReplicationQuotaManager:
         cfg = self.config
@@ -255,6 +269,9 @@ class Broker:
         out.update(self.metrics_registry.snapshot())
         out.update(self.replication_quota_metrics())
         out.update(self.request_stats_observer.metrics())
+        out.update(self.broker_metrics_observer.metrics())
+        out.update(self.faults.metrics(self.node_id))
+        out.update(server_metrics(self.pool, self.server.open_connections, (self.delayed_fetch, self.delayed_produce)))
         return out
 
     def replication_quota_metrics(self) -> dict[str, float]:

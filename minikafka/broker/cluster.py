@@ -35,6 +35,7 @@ from ..common import SYSTEM_CLOCK, Clock
 from .broker import Broker, SharedState, check_data_dir
 from .config import BrokerConfig
 from .dynamic_config import DynamicConfigStore
+from .faults import FaultInjector
 from .groups import GroupCoordinator
 from .metadata import ClusterMetadata
 from .producer_state import ProducerIdManager
@@ -62,8 +63,9 @@ class Cluster:
         # Dynamic broker configs (IncrementalAlterConfigs/AlterConfigs on broker resources), per broker id
         # and cluster-wide: kept here so they survive a broker restart, as Kafka keeps them in its metadata.
         self.dynamic_configs = DynamicConfigStore()
+        self.faults = FaultInjector(clock)  # one rule set for every broker (rules match by broker id)
         self.shared = SharedState(self.metadata, self.group_coordinator, self.producer_ids, self.dynamic_configs,
-                                  owns_groups=False, clustered=True)
+                                  faults=self.faults, owns_groups=False, clustered=True)
         self.configs: dict[int, BrokerConfig] = {
             i: dataclasses.replace(
                 base, node_id=i, port=base.port + i if base.port else 0,

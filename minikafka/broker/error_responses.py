@@ -52,7 +52,7 @@ def _partitions(topics: Any, topic_key: str, parts_key: str, index_key: str, out
 
 def _produce(req: Any, v: int, code: int) -> ErrorBody:
     return {"responses": [{"name": t["name"],
-                           "partition_responses": [{"index": p["index"], "error_code": code}
+                           "partition_responses": [{"index": p["index"], "error_code": code, "base_offset": -1}
                                                    for p in t["partition_data"]]}
                           for t in req["topic_data"]]}
 

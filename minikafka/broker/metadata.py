@@ -348,6 +348,28 @@ class ClusterMetadata:
             self.notify("leadership", name)
         return moved
 
+    def move_leader(self, topic: str, partition: int, broker_id: int) -> int:
+        """An operator's leader election (Kafka's ``ElectLeaders`` towards a chosen replica): ``broker_id``,
+        a live in-sync replica, becomes the leader with leader epoch + 1; returns the new epoch.
+
+        MetadataError: UNKNOWN_TOPIC_OR_PARTITION, ELIGIBLE_LEADERS_NOT_AVAILABLE (not a live ISR member),
+        ELECTION_NOT_NEEDED (it leads already)."""
+        meta = self.topics.get(topic)
+        if meta is None or not 0 <= partition < len(meta.partitions):
+            raise MetadataError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no partition {topic}-{partition}")
+        pm = meta.partitions[partition]
+        if pm.leader == broker_id:
+            raise MetadataError(ErrorCode.ELECTION_NOT_NEEDED, f"broker {broker_id} leads {topic}-{partition} already")
+        if broker_id not in pm.isr or broker_id not in self.live:
+            raise MetadataError(ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
+                                f"broker {broker_id} is not a live in-sync replica of {topic}-{partition} "
+                                f"(ISR {pm.isr})")
+        pm.leader = broker_id
+        pm.leader_epoch += 1
+        self.persist()
+        self.notify("leadership", topic)
+        return pm.leader_epoch
+
     def broker_started(self, broker_id: int, host: str, port: int, rack: str | None = None) -> None:
         """A broker registered: offline partitions whose ISR holds it get it as leader (epoch + 1)."""
         self.live[broker_id] = Node(broker_id, host, port, rack)

@@ -39,6 +39,7 @@ from ..common import Node, TopicMetadata, TopicPartition
 from ..protocol.api import ApiKey
 from ..protocol.errors import ErrorCode
 from ..protocol.records import CorruptRecordError
+from .broker_metrics import records_size
 from .config import BrokerConfig
 from .partition import Partition
 
@@ -113,6 +114,7 @@ class ReplicaFetcher:
         self._changed = trio.Event()
         self.rounds = 0
         self.throttled_skips = 0  # partitions left out of a request by the follower quota
+        self.bytes_in = 0  # record bytes appended (Kafka's ReplicationBytesInPerSec)
 
     # -- the partition map -------------------------------------------------------
     def add_partition(self, part: Partition) -> None:
@@ -284,8 +286,9 @@ class ReplicaFetcher:
             code = pd.error_code
             if code == ErrorCode.NONE:
                 records = pd.records
+                size = records_size(records)
                 if records and quota.is_throttled(tp.topic, tp.partition):
-                    quota.record(len(records) if not isinstance(records, memoryview) else records.nbytes)
+                    quota.record(size)
                 if records:
                     try:
                         self.log.append_as_follower(st.part, records)
@@ -294,6 +297,7 @@ class ReplicaFetcher:
                                     offsets[tp], exc)
                         st.delayed_until = now + backoff
                         continue
+                    self.bytes_in += size
                 self.log.set_follower_high_watermark(st.part, pd.high_watermark)
                 st.lag = max(pd.high_watermark - lg.log_end_offset, 0)
                 st.in_sync = st.lag == 0
@@ -319,6 +323,7 @@ class ReplicaFetcherManager:
         self.quota = quota
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self.nursery: trio.Nursery | None = None
+        self.retired_bytes_in = 0  # bytes_in of the fetchers shut down
 
     def start(self, nursery: trio.Nursery) -> None:
         self.nursery = nursery
@@ -340,6 +345,7 @@ class ReplicaFetcherManager:
                 # Kafka's shutdownIdleFetcherThreads
                 fetcher.cancel_scope.cancel()
                 del self.fetchers[leader_id]
+                self.retired_bytes_in += fetcher.bytes_in
 
     def has_partition(self, part: Partition) -> bool:
         tp = TopicPartition(part.topic, part.index)
@@ -349,11 +355,17 @@ class ReplicaFetcherManager:
         """``kafka.server:type=ReplicaFetcherManager,name=MaxLag,clientId=Replica``."""
         return max((f.max_lag() for f in self.fetchers.values()), default=0)
 
+    @property
+    def replication_bytes_in(self) -> int:
+        """Record bytes appended from leaders so far (Kafka's ``ReplicationBytesInPerSec`` count)."""
+        return self.retired_bytes_in + sum(f.bytes_in for f in self.fetchers.values())
+
     def metrics(self) -> dict[str, float]:
+        out: dict[str, float] = {"kafka.server:type=BrokerTopicMetrics,name=ReplicationBytesInPerSec":
+                                 self.replication_bytes_in}
         if not self.fetchers:
-            return {}
-        out: dict[str, float] = {"kafka.server:type=ReplicaFetcherManager,name=MaxLag,clientId=Replica":
-                                 self.max_lag()}
+            return out
+        out["kafka.server:type=ReplicaFetcherManager,name=MaxLag,clientId=Replica"] = self.max_lag()
         for f in self.fetchers.values():
             for tp, st in f.partitions.items():
                 out[f"kafka.server:type=FetcherLagMetrics,name=ConsumerLag,clientId={f.name},"

@@ -86,7 +86,8 @@ class Response:
     error: int = 0  # the error code of an error response built because the handler failed
     body: Any = None  # the response body the segments encode (for observers; None without a response)
     sent_ns: int = 0  # monotonic ns when the response left (set by the server before on_response_sent)
-    injected: str = ""  # the fault rule that produced or changed this response, if any
+    injected: str = ""  # the fault rules that produced or changed this response, if any
+    close_connection: bool = False  # close the connection instead of sending (an injected drop)
 
     @property
     def size(self) -> int:

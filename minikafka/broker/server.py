@@ -271,6 +271,8 @@ class SocketServer:
             await send_frame(sock, response.segments)
         response.sent_ns = self.apis.clock.monotonic_ns()
         self.apis.response_sent(response)
+        if response.close_connection:
+            raise CloseConnection(f"fault injection {response.injected}")
         await channel.wait_unmuted()  # muted: nothing more is read from this connection meanwhile
 
     async def _close_idle_connections(self) -> None:

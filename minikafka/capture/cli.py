@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import logging
 from collections import defaultdict
+from collections.abc import Callable, Iterable, Iterator
 
-from .format import ReadStats, capture_files
+from .format import CaptureRecord, ReadStats, capture_files
 from .reading import read_capture
 
 log = logging.getLogger(__name__)
@@ -25,6 +26,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     e.add_argument("paths", nargs="+", help="capture directories, .mkcap files, or tcpdump pcap/pcapng files")
     e.add_argument("--port", type=int, action="append", default=None, metavar="PORT",
                    help="Kafka port in pcap/pcapng files (repeatable; default 9092)")
+    e.add_argument("--no-progress", action="store_true", help="no progress display (none when stderr is no terminal)")
 
 
 def summarize(paths: list[str], ports: list[int] | None = None) -> tuple[dict, ReadStats]:
@@ -49,6 +51,19 @@ def summarize(paths: list[str], ports: list[int] | None = None) -> tuple[dict, R
         last = r.send_ns if last is None else max(last, r.send_ns)
     return {"per_api": dict(per_api), "connections": len(conns), "first_ns": first, "last_ns": last,
             "pcap": pcap_stats}, stats
+
+
+def _counted(records: Iterable[CaptureRecord], advance: Callable[[int], None], every: int = 1024
+             ) -> Iterator[CaptureRecord]:
+    """``records``, calling ``advance(n)`` after every ``every`` of them and after the last."""
+    n = 0
+    for r in records:
+        yield r
+        n += 1
+        if n == every:
+            advance(n)
+            n = 0
+    advance(n)
 
 
 def run_capture_command(args: argparse.Namespace) -> int:
@@ -84,12 +99,15 @@ def run_capture_command(args: argparse.Namespace) -> int:
         print(f"{'total':<24} {'':>4} {tot[0]:>9} {tot[1]:>14} {tot[2]:>15}")
         return 0
     if args.capture_command == "export":
+        from ..tools.progress import ProgressDisplay, progress_enabled
         from .pcap import records_to_packets, write_pcap
 
         stats = ReadStats()
-        with open(args.pcap, "wb") as out:
-            n = write_pcap(out, records_to_packets(read_capture(args.paths, stats, ports=args.port),
-                                                   handshake=not args.no_handshake))
+        with open(args.pcap, "wb") as out, \
+                ProgressDisplay("exporting requests", enabled=progress_enabled(args.no_progress)) as bar:
+            records = _counted(read_capture(args.paths, stats, ports=args.port), bar.advance)
+            n = write_pcap(out, records_to_packets(records, handshake=not args.no_handshake))
+            bar.update(total=stats.records)
         print(f"wrote {n} packet(s) for {stats.records} request(s) to {args.pcap}")
         return 0
     return 2

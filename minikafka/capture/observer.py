@@ -28,4 +28,4 @@ class CaptureObserver(ObserverBase):
     def on_response_sent(self, response: Response) -> None:
         request = response.request
         raw = self._originals.pop(id(request), request.frame)
-        self.service.record(request.context, raw, response.segments)
+        self.service.record(request.context, raw, response.segments, response.injected)

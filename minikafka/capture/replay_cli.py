@@ -49,6 +49,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         f"(default {DEFAULT_SPARK_THRESHOLD})")
     p.add_argument("--master", default=None, help="Spark master (default local[*])")
     p.add_argument("--partitions", type=int, default=None, metavar="N", help="Spark tasks (default: parallelism)")
+    p.add_argument("--no-progress", action="store_true", help="no progress display (none when stderr is no terminal)")
     p.add_argument("--log-level", default="WARNING", help="logging level (default WARNING)")
 
 
@@ -86,9 +87,12 @@ def run_replay_command(args: argparse.Namespace) -> int:
 
         report = run_spark_replay(args.paths, options, master=args.master, partitions=args.partitions)
     else:
+        from ..tools.progress import ProgressDisplay, progress_enabled
         from .replay import run_replay
 
-        report = run_replay(args.paths, options)
+        with ProgressDisplay("replaying requests", enabled=progress_enabled(args.no_progress)) as bar:
+            report = run_replay(args.paths, options,
+                                on_progress=lambda done, total: bar.update(completed=done, total=total))
     print(report.summary())
     if args.report is not None:
         args.report.parent.mkdir(parents=True, exist_ok=True)

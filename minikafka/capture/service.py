@@ -55,11 +55,11 @@ class CaptureService:
         # Monotonic (what the request context holds) to wall-clock nanoseconds.
         self._wall_offset = clock.time_ns() - clock.monotonic_ns()
 
-    def record(self, ctx: RequestContext, frame: Any, response: list | None) -> None:
+    def record(self, ctx: RequestContext, frame: Any, response: list | None, injected: str = "") -> None:
         """Hand one answered request to the writer (called right after its response was sent).
 
         ``frame`` is the request frame or a list of buffers making it up; ``response`` the
-        response's buffers or None.  Dropped (and counted) when the writer is too far behind,
+        response's buffers or None; ``injected`` the fault rules that made the response, if any.  Dropped (and counted) when the writer is too far behind,
         by count or by bytes; never waits.
         """
         size = _size(frame) + (_size(response) if response is not None else 0)
@@ -67,7 +67,7 @@ class CaptureService:
             self._drop()
             return
         try:
-            self._send.send_nowait((ctx, frame, response, self.clock.monotonic_ns(), size))
+            self._send.send_nowait((ctx, frame, response, self.clock.monotonic_ns(), size, injected))
         except trio.WouldBlock:
             self._drop()
             return
@@ -84,11 +84,11 @@ class CaptureService:
 
     def _to_parts(self, item: tuple, parts: list) -> int:
         """Append one record's buffers to ``parts``; returns its size."""
-        ctx, frame, response, sent_ns, _ = item
+        ctx, frame, response, sent_ns, _, injected = item
         off = self._wall_offset
         rec, size = record_parts(ctx.received_ns + off, sent_ns + off, self.broker_id, ctx.api_key,
                                  ctx.api_version, ctx.correlation_id, ctx.connection_id, ctx.peer, self.server,
-                                 ctx.principal, ctx.client_id, frame, response)
+                                 ctx.principal, ctx.client_id, frame, response, injected)
         parts.extend(rec)
         return size
 

@@ -48,7 +48,7 @@ __all__ = [
     "CREATE_TIME", "LOG_APPEND_TIME",
     "CorruptRecordError", "InvalidRecordError",
     "RecordBatchHeader", "Record", "ConsumerRecord", "RecoveryResult", "ControlRecordType",
-    "read_header", "validate_batch", "iter_batches", "recover_batches", "assign_offsets",
+    "read_header", "validate_batch", "iter_batches", "count_records", "recover_batches", "assign_offsets",
     "decode_raw_records", "decode_records", "encode_records", "build_batch",
     "build_control_batch", "decode_control_key",
 ]
@@ -318,6 +318,20 @@ def iter_batches(buf: Buffer, *, check_crc: bool = True, produce: bool = False,
         _check(bview, h, check_crc, produce)
         yield h, bview
         pos += size
+
+
+def count_records(buf: Buffer) -> int:
+    """The records in already validated batches, summed from their headers' record counts
+    (``LogAppendInfo.numMessages``): no CRC check, no decompression; a truncated tail counts nothing."""
+    n = len(buf)
+    pos = count = 0
+    while pos + BATCH_HEADER_SIZE <= n:
+        (length,) = _I32.unpack_from(buf, pos + LENGTH_OFFSET)
+        if length < MIN_BATCH_LENGTH or pos + length + LOG_OVERHEAD > n:
+            break
+        count += _I32.unpack_from(buf, pos + RECORDS_COUNT_OFFSET)[0]
+        pos += length + LOG_OVERHEAD
+    return count
 
 
 class RecoveryResult(NamedTuple):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable
 
 import pytest
 import trio
@@ -14,18 +13,10 @@ from minikafka.protocol.api import ApiKey
 from minikafka.protocol.errors import ErrorCode
 from minikafka.protocol.records import iter_batches
 from minikafka.broker.request import ResponseObserver
-from helpers import batch, fetch, produce, values
+from helpers import batch, fetch, produce, values, wait_until
 
 K = ApiKey
 FAST = dict(replica_fetch_wait_max_ms=50, replica_fetch_backoff_ms=50, group_initial_rebalance_delay_ms=0)
-
-
-async def wait_until(cond: Callable[[], bool], timeout: float = 5, what: str = "condition") -> None:
-    with trio.move_on_after(timeout):
-        while not cond():
-            await trio.sleep(0.01)
-        return
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 async def connect(cluster: Cluster, broker_id: int) -> KafkaConnection:

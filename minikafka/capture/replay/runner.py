@@ -9,7 +9,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import trio
 
@@ -77,9 +77,16 @@ class _ConnectionState:
         self.unsent = 0  # requests not yet sent (or given up)
 
 
+ProgressCallback = Callable[[int, int], None]
+"""Told (requests settled, requests in all) each time a request is answered, times out or is given up."""
+
+
 class _Replayer:
-    def __init__(self, conns: dict[ConnKey, list[CaptureRecord]], options: ReplayOptions) -> None:
+    def __init__(self, conns: dict[ConnKey, list[CaptureRecord]], options: ReplayOptions,
+                 on_progress: ProgressCallback | None = None) -> None:
         self.opt = options
+        self.on_progress = on_progress
+        self.settled = 0
         self.report = ReplayReport(options.target, options.speed, max_examples=options.max_examples)
         self.mapper = _Mapper()
         self.conns: dict[ConnKey, list[tuple[int, CaptureRecord]]] = {}
@@ -87,6 +94,7 @@ class _Replayer:
         for key, recs in conns.items():
             self.conns[key] = [(next(rid), r) for r in recs]
         all_recs = [ir for recs in self.conns.values() for ir in recs]
+        self.total = len(all_recs)
         if options.causality == "global":
             order = _Order(all_recs)
             self.orders = {key: order for key in self.conns}
@@ -195,6 +203,12 @@ class _Replayer:
         finally:
             self.mapper.settle(self.introduces.get(entry.rid, ()))
             self.orders[state.key].done(entry.rid)
+            self._progress(1)
+
+    def _progress(self, settled: int) -> None:
+        self.settled += settled
+        if self.on_progress is not None:
+            self.on_progress(self.settled, self.total)
 
     def _compare(self, state: _ConnectionState, entry: _Entry, st: ApiStats) -> None:
         rec, frame = entry.rec, entry.frame
@@ -245,6 +259,7 @@ class _Replayer:
             self.report.api(rec.api_key).not_sent += 1
             self.mapper.settle(self.introduces.get(rid, ()))
             self.orders[state.key].done(rid)
+        self._progress(len(recs))
 
     def _conn_failed(self, state: _ConnectionState, error: str) -> None:
         if state.closed is None:
@@ -353,9 +368,10 @@ class _Replayer:
         return self.report
 
 
-async def replay_records(conns: dict[ConnKey, list[CaptureRecord]], options: ReplayOptions) -> ReplayReport:
+async def replay_records(conns: dict[ConnKey, list[CaptureRecord]], options: ReplayOptions,
+                         on_progress: ProgressCallback | None = None) -> ReplayReport:
     """Replay connections (as :func:`group_connections` returns them) against ``options``' target."""
-    replayer = _Replayer({k: v for k, v in conns.items() if v}, options)
+    replayer = _Replayer({k: v for k, v in conns.items() if v}, options, on_progress)
     log.info("replaying %d request(s) on %d connection(s) to %s", sum(len(v) for v in conns.values()),
              len(replayer.conns), options.target)
     return await replayer.run()
@@ -363,14 +379,14 @@ async def replay_records(conns: dict[ConnKey, list[CaptureRecord]], options: Rep
 
 async def replay_capture(paths: Iterable[str | Path], options: ReplayOptions,
                          connections: set[ConnKey] | None = None,
-                         stats: ReadStats | None = None) -> ReplayReport:
+                         stats: ReadStats | None = None, on_progress: ProgressCallback | None = None) -> ReplayReport:
     """Read a capture (files or directories) and replay it; ``connections`` limits it to those."""
     conns = group_connections(read_capture(paths, stats), connections)
-    return await replay_records(conns, options)
+    return await replay_records(conns, options, on_progress)
 
 
 def run_replay(paths: Iterable[str | Path], options: ReplayOptions,
-               connections: set[ConnKey] | None = None) -> ReplayReport:
+               connections: set[ConnKey] | None = None, on_progress: ProgressCallback | None = None) -> ReplayReport:
     """:func:`replay_capture` on a new Trio loop (from synchronous code)."""
     paths = list(paths)
-    return trio.run(replay_capture, paths, options, connections)
+    return trio.run(replay_capture, paths, options, connections, None, on_progress)
