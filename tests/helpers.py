@@ -25,9 +25,9 @@ async def create(conn: KafkaConnection, name: str, partitions: int = 1, **extra)
 
 
 async def produce(conn: KafkaConnection, topic: str, records: bytes, partition: int = 0, acks: int = -1,
-                  version: int = 9):
+                  version: int = 9, transactional_id: str | None = None):
     resp = await conn.request(K.PRODUCE, version, {
-        "acks": acks, "timeout_ms": 1000,
+        "acks": acks, "timeout_ms": 1000, "transactional_id": transactional_id,
         "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": records}]}]})
     return resp.responses[0].partition_responses[0]
 

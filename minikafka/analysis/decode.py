@@ -9,13 +9,33 @@ executors, and they are usable on their own.  Three tables:
 * ``partitions``: one row per topic-partition named in a Produce or Fetch
   request or response (:data:`PARTITION_SCHEMA`): offsets, record bytes and
   counts (read from the 61-byte batch headers; records are never decoded),
-  high watermark, errors, session fields, and forgotten partitions.
+  high watermark and last stable offset, errors, session fields, and forgotten
+  partitions.
 * ``topics``: topic id -> name, from Metadata and CreateTopics responses, to
   name partitions of Fetch v13+ requests, which carry only topic ids.
 
 Sizes count the whole frame including its 4-byte size prefix, as the bytes on
 the wire; ``*_body_bytes`` count the body after the header (the seed figures
 12031/12043/33 are body sizes).
+
+Transactions (KIP-98; the columns after ``injected`` in ``requests`` and after
+``batch_count`` in ``partitions``): control batches (attributes bit 5: the
+commit/abort markers a transaction coordinator writes) are counted apart from
+data batches.  ``record_bytes``, ``record_count`` and ``batch_count`` are the
+data batches (a truncated trailing batch counts in ``record_bytes``, as
+before); ``control_bytes`` and ``control_batch_count`` the control batches
+(``record_bytes + control_bytes`` is the size of the records fields);
+``commit_markers``/``abort_markers`` their control records by type (only
+control batches are decoded, see :func:`~minikafka.capture.transactions.batch_counts`);
+``transactional_batch_count``/``transactional_record_count`` the data batches
+with the transactional bit (4) and their records.  Fetch rows carry the
+request's ``isolation_level`` (0 read_uncommitted, 1 read_committed; in
+``requests`` ListOffsets rows too) and
+``aborted_transactions``, the entries of a partition response's aborted
+transactions list (0 when null; summed over partitions in ``requests``).
+``requests`` also has ``transactional_id`` (the request's top-level field:
+Produce, InitProducerId, EndTxn, AddOffsetsToTxn, TxnOffsetCommit...) and, for
+WriteTxnMarkers, the markers it asks for per partition in ``commit_markers``/``abort_markers``.
 
 :meth:`RecordDecoder.iter_rows` is the data source's path: each record's
 headers and bodies are parsed once, and only the records a table needs
@@ -33,6 +53,7 @@ from typing import Any
 
 from ..capture.format import CaptureRecord
 from ..capture.frames import api_name
+from ..capture.transactions import BatchCounts, batch_counts
 from ..protocol.api import APIS, ApiKey
 from ..protocol.errors import ErrorCode
 from ..protocol.headers import request_body_offset, response_body_offset
@@ -53,6 +74,10 @@ REQUEST_COLUMNS: list[tuple[str, str]] = [
     ("request_partitions", "int"), ("response_partitions", "int"), ("forgotten_partitions", "int"),
     ("record_bytes", "bigint"), ("record_count", "bigint"), ("decode_error", "string"),
     ("injected", "string"),
+    # Transactions (KIP-98), appended (see the module docstring).
+    ("transactional_id", "string"), ("isolation_level", "int"),
+    ("control_bytes", "bigint"), ("control_batch_count", "int"), ("commit_markers", "int"), ("abort_markers", "int"),
+    ("transactional_batch_count", "int"), ("transactional_record_count", "bigint"), ("aborted_transactions", "int"),
 ]
 
 PARTITION_COLUMNS: list[tuple[str, str]] = [
@@ -67,6 +92,10 @@ PARTITION_COLUMNS: list[tuple[str, str]] = [
     ("base_offset", "bigint"), ("last_offset", "bigint"),
     ("high_watermark", "bigint"), ("last_stable_offset", "bigint"), ("log_start_offset", "bigint"),
     ("error_code", "int"), ("record_bytes", "bigint"), ("record_count", "bigint"), ("batch_count", "int"),
+    # Transactions (KIP-98), appended (see the module docstring).
+    ("control_bytes", "bigint"), ("control_batch_count", "int"), ("commit_markers", "int"), ("abort_markers", "int"),
+    ("transactional_batch_count", "int"), ("transactional_record_count", "bigint"), ("aborted_transactions", "int"),
+    ("isolation_level", "int"),
 ]
 
 TOPIC_COLUMNS: list[tuple[str, str]] = [("topic_id", "string"), ("topic", "string"), ("receive_ns", "bigint")]
@@ -85,6 +114,7 @@ COLUMNS = {"requests": REQUEST_COLUMNS, "partitions": PARTITION_COLUMNS, "topics
 
 _ZERO_UUID = "00000000-0000-0000-0000-000000000000"
 _FETCH, _PRODUCE = int(ApiKey.FETCH), int(ApiKey.PRODUCE)
+_WRITE_TXN_MARKERS = 27  # by number: the requests table reads it when the protocol layer knows it
 _METADATA, _CREATE_TOPICS = int(ApiKey.METADATA), int(ApiKey.CREATE_TOPICS)
 _TOPIC_APIS = (_METADATA, _CREATE_TOPICS)
 _PARTITION_APIS = (_PRODUCE, _FETCH, _METADATA, _CREATE_TOPICS)
@@ -93,10 +123,6 @@ _PARTITION_APIS = (_PRODUCE, _FETCH, _METADATA, _CREATE_TOPICS)
 TABLE_API_KEYS: dict[str, frozenset[int] | None] = {
     "requests": None, "partitions": frozenset(_PARTITION_APIS), "topics": frozenset(_TOPIC_APIS)}
 
-# The fields of a v2 batch header that batch_stats needs, in one unpack: base offset (0), batch length (8),
-# magic (16), attributes (21), last offset delta (23), record count (57) of the 61-byte header.
-_BATCH_FIELDS = struct.Struct(">qi4xb4xhi30xi")
-_BATCH_HEADER_SIZE = _BATCH_FIELDS.size  # 61
 # Types of parsed values that hold no error code (skipped without a look inside).
 _SCALAR_TYPES = frozenset({int, bool, str, bytes, memoryview, float, type(None), uuid.UUID})
 
@@ -136,37 +162,10 @@ def fetch_kind(version: int, session_id: int, epoch: int) -> str:
 
 
 def batch_stats(records: Any) -> tuple[int, int, int, int, int]:
-    """(bytes, records, batches, first base offset, last offset) of a records field, from batch headers only.
-
-    A truncated trailing batch (allowed in Fetch responses) counts in the bytes but not in the batches.
-    What :func:`~minikafka.protocol.records.iter_batches` (no CRC check, truncated tail allowed) accepts,
-    read with one unpack per batch: the counting stops at the end, at a truncated batch, or at a batch
-    that ``iter_batches`` rejects (wrong magic, length under the header's, unknown codec, negative count).
-    """
-    if records is None:
-        return 0, 0, 0, -1, -1
-    n = len(records)
-    view = records if isinstance(records, memoryview) else memoryview(records)
-    if view.format != "B" or view.ndim != 1:
-        view = view.cast("B")
-    end = len(view)
-    count = batches = pos = 0
-    first = last = -1
-    unpack = _BATCH_FIELDS.unpack_from
-    while end - pos >= _BATCH_HEADER_SIZE:
-        base, length, magic, attributes, last_delta, record_count = unpack(view, pos)
-        if magic != 2 or length < 49 or attributes & 7 > 4 or record_count < 0:
-            break
-        size = length + 12
-        if size > end - pos:
-            break
-        count += record_count
-        batches += 1
-        if first < 0:
-            first = base
-        last = base + last_delta
-        pos += size
-    return n, count, batches, first, last
+    """(bytes, records, batches, first base offset, last offset) of a records field, control batches
+    included, from :func:`~minikafka.capture.transactions.batch_counts` (batch headers only)."""
+    c = batch_counts(records)
+    return c.size, c.records + c.control_records, c.all_batches, c.first_offset, c.last_offset
 
 
 def _errors(obj: Any, acc: list[int]) -> None:
@@ -270,17 +269,50 @@ def response_errors(api_key: int, api_version: int, resp: Any) -> list[int]:
     return acc
 
 
-def _records_total(topics: Any, parts_field: str) -> tuple[int, int, int]:
-    """(partitions, record bytes, records) over the ``records`` of every partition of ``topics``."""
-    n = rec_bytes = rec_count = 0
+#: The transaction columns of a partition row that come from its records, when it has none.
+_NO_TXN = (0, 0, 0, 0, 0, 0)
+
+
+def _txn(c: BatchCounts) -> tuple[int, int, int, int, int, int]:
+    """(control bytes, control batches, commit markers, abort markers, transactional batches, their records)."""
+    return (c.control_bytes, c.control_batches, c.commit_markers, c.abort_markers, c.transactional_batches,
+            c.transactional_records)
+
+
+def _records_total(topics: Any, parts_field: str, aborted: bool = False) -> tuple[int, list[int]]:
+    """(partitions, totals) over the ``records`` of every partition of ``topics``; totals are data bytes,
+    data records, then the :func:`_txn` columns, then (``aborted``) the aborted transactions listed."""
+    n = 0
+    tot = [0] * 9
     for t in topics:
         parts = t[parts_field]
         n += len(parts)
         for p in parts:
-            b, c, _n, _f, _l = batch_stats(p["records"])
-            rec_bytes += b
-            rec_count += c
-    return n, rec_bytes, rec_count
+            c = batch_counts(p["records"])
+            tot[0] += c.size - c.control_bytes
+            tot[1] += c.records
+            if c.control_batches or c.transactional_batches:
+                tot[2] += c.control_bytes
+                tot[3] += c.control_batches
+                tot[4] += c.commit_markers
+                tot[5] += c.abort_markers
+                tot[6] += c.transactional_batches
+                tot[7] += c.transactional_records
+            if aborted:
+                tot[8] += len(p.get("aborted_transactions") or ())
+    return n, tot
+
+
+def _markers_requested(req: Any) -> tuple[int, int]:
+    """(commit, abort) markers a WriteTxnMarkers request asks for: one per partition of each marker."""
+    commits = aborts = 0
+    for m in req["markers"]:
+        n = sum(len(t["partition_indexes"] or ()) for t in m["topics"])
+        if m["transaction_result"]:
+            commits += n
+        else:
+            aborts += n
+    return commits, aborts
 
 
 def _uuid(u: Any) -> str | None:
@@ -372,12 +404,21 @@ class RecordDecoder:
         sess_id = sess_epoch = kind = resp_sess = max_wait = min_bytes = max_bytes = None
         n_req = n_resp = n_forgot = None
         rec_bytes = rec_count = None
+        txn_id = isolation = None
+        txn: tuple = (None,) * 7
         errs: list[int] = []
         if resp is not None:
             throttle = resp.get("throttle_time_ms")
             top = resp.get("error_code")
             errs = response_errors(key, r.api_version, resp)
             error_code = top if top else (errs[0] if errs else 0)
+        if req is not None:
+            tid = req.get("transactional_id")
+            if type(tid) is str:
+                txn_id = tid
+            level = req.get("isolation_level")  # Fetch, ListOffsets
+            if type(level) is int:
+                isolation = level
         if req is not None and key == _FETCH:
             replica = req["replica_id"]
             max_wait, min_bytes, max_bytes = req["max_wait_ms"], req["min_bytes"], req["max_bytes"]
@@ -392,14 +433,24 @@ class RecordDecoder:
                 n_forgot += len(t["partitions"])
             if resp is not None:
                 resp_sess = resp.get("session_id", 0)
-                n_resp, rec_bytes, rec_count = _records_total(resp["responses"], "partitions")
+                n_resp, tot = _records_total(resp["responses"], "partitions", aborted=True)
+                rec_bytes, rec_count = tot[0], tot[1]
+                txn = tuple(tot[2:9])
         elif req is not None and key == _PRODUCE:
             acks = req["acks"]
-            n_req, rec_bytes, rec_count = _records_total(req["topic_data"], "partition_data")
+            n_req, tot = _records_total(req["topic_data"], "partition_data")
+            rec_bytes, rec_count = tot[0], tot[1]
+            txn = (*tot[2:8], None)
             if resp is not None:
                 n_resp = 0
                 for t in resp["responses"]:
                     n_resp += len(t["partition_responses"])
+        elif req is not None and key == _WRITE_TXN_MARKERS:
+            try:
+                commits, aborts = _markers_requested(req)
+                txn = (None, None, commits, aborts, None, None, None)
+            except (KeyError, TypeError):  # not the shape minikafka's declaration has
+                pass
         return (self.source, r.broker_id, r.connection_id, r.peer, r.server, r.principal, r.client_id,
                 key, _api_name(key), r.api_version, r.correlation_id,
                 r.receive_ns, r.send_ns, (r.send_ns - r.receive_ns) / 1e6 if response is not None else None,
@@ -407,7 +458,8 @@ class RecordDecoder:
                 response is not None,
                 throttle, error_code, error_name(error_code), len(errs),
                 replica, acks, sess_id, sess_epoch, kind, resp_sess, max_wait, min_bytes, max_bytes,
-                n_req, n_resp, n_forgot, rec_bytes, rec_count, err, r.injected or None)
+                n_req, n_resp, n_forgot, rec_bytes, rec_count, err, r.injected or None,
+                txn_id, isolation, *txn)
 
     # -- partitions table -------------------------------------------------------------
     def partition_rows(self, r: CaptureRecord, req: Any, resp: Any) -> Iterator[tuple]:
@@ -435,22 +487,25 @@ class RecordDecoder:
         for t in req["topic_data"]:
             name = t["name"]
             for p in t["partition_data"]:
-                b, c, n, _first, _last = batch_stats(p["records"])
+                bc = batch_counts(p["records"])
+                b, c, n = bc.size - bc.control_bytes, bc.records, bc.batches
+                tail = _txn(bc) + (None, None)
                 index = p["index"]
                 a = answers.pop((name, index), None) if answers else None
                 if a is not None:
                     base = a["base_offset"]
-                    last_off = base + c - 1 if base is not None and base >= 0 and c else None
+                    total = c + bc.control_records
+                    last_off = base + total - 1 if base is not None and base >= 0 and total else None
                     out.append(head + (None, None, None, None, name, None, index, True, True, False,
                                        None, None, base, last_off, None, None,
-                                       a.get("log_start_offset"), a["error_code"], b, c, n))
+                                       a.get("log_start_offset"), a["error_code"], b, c, n) + tail)
                 else:
                     out.append(head + (None, None, None, None, name, None, index, True, False, False,
-                                       None, None, None, None, None, None, None, None, b, c, n))
+                                       None, None, None, None, None, None, None, None, b, c, n) + tail)
         for (topic, index), a in answers.items():  # answered but not asked: should not happen
             out.append(head + (None, None, None, None, topic, None, index, False, True, False, None, None,
                                a["base_offset"], None, None, None, a.get("log_start_offset"), a["error_code"],
-                               0, 0, 0))
+                               0, 0, 0) + _NO_TXN + (None, None))
         return out
 
     def _topic(self, t: Any, version: int) -> tuple[str | None, str | None]:
@@ -464,6 +519,7 @@ class RecordDecoder:
         sess_id = req.get("session_id", 0)
         epoch = req.get("session_epoch", -1)
         sess = (req["replica_id"], sess_id, epoch, fetch_kind(version, sess_id, epoch))
+        isolation = req.get("isolation_level", 0)
         asked: dict[tuple, Any] = {}
         for t in req["topics"]:
             topic, tid = self._topic(t, version)
@@ -482,13 +538,17 @@ class RecordDecoder:
             q = asked.get(key)
             a = answered.get(key)
             topic, tid, _ = q or answered[key]  # every key was asked or answered
+            answer: tuple
             if a is not None:
                 ap = a[2]
-                b, c, n, first, last = batch_stats(ap["records"])
-                answer = (first if n else None, last if n else None, ap["high_watermark"],
-                          ap["last_stable_offset"], ap["log_start_offset"], ap["error_code"], b, c, n)
+                bc = batch_counts(ap["records"])
+                any_batch = bc.batches or bc.control_batches
+                answer = (bc.first_offset if any_batch else None, bc.last_offset if any_batch else None,
+                          ap["high_watermark"], ap["last_stable_offset"], ap["log_start_offset"], ap["error_code"],
+                          bc.size - bc.control_bytes, bc.records, bc.batches) + _txn(bc) + (
+                              len(ap.get("aborted_transactions") or ()), isolation)
             else:
-                answer = (None, None, None, None, None, None, 0, 0, 0)
+                answer = (None, None, None, None, None, None, 0, 0, 0) + _NO_TXN + (None, isolation)
             if q is not None:
                 qp = q[2]
                 ask = (qp["fetch_offset"], qp["partition_max_bytes"])
@@ -498,7 +558,8 @@ class RecordDecoder:
         for t in req.get("forgotten_topics_data") or ():
             topic, tid = self._topic(t, version)
             for part in t["partitions"]:
-                out.append(head + sess + (topic, tid, part, False, False, True) + (None,) * 8 + (0, 0, 0))
+                out.append(head + sess + (topic, tid, part, False, False, True) + (None,) * 8 + (0, 0, 0)
+                           + _NO_TXN + (None, isolation))
         return out
 
     # -- topics table -----------------------------------------------------------------

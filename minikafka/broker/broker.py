@@ -54,6 +54,9 @@ from .request import ObserverBase, RequestObserver, Response
 from .server import SocketServer, run_reaper
 from .services import BrokerServices, HandlerTimer
 from .task_time import TaskTimeInstrument
+from .inter_broker import InterBrokerChannel
+from .txn import TransactionCoordinator
+from .txn.verification import AddPartitionsToTxnManager
 
 if TYPE_CHECKING:
     from ..capture.service import CaptureService
@@ -70,7 +73,8 @@ class SharedState:
     producer_ids: ProducerIdManager = field(default_factory=ProducerIdManager)
     dynamic_configs: DynamicConfigStore = field(default_factory=DynamicConfigStore)
     faults: FaultInjector = field(default_factory=FaultInjector)  # rules for every broker (by broker id)
-    owns_groups: bool = True  # whether this broker runs (and closes) the group coordinator
+    txn_coordinator: TransactionCoordinator | None = None  # made by the broker when not shared
+    owns_groups: bool = True  # whether this broker runs (and closes) the group and transaction coordinators
     clustered: bool = False  # one of a Cluster's brokers (replication metrics are reported)
 
 
@@ -173,7 +177,11 @@ class Broker:
                                                  max_partitions=config.max_partitions),
                                  GroupCoordinator(config, config.data_dir, wall_clock=lambda: clock.time_ns() / 1e9),
                                  faults=faults if faults is not None else FaultInjector(clock))
+        if shared.txn_coordinator is None:
+            shared.txn_coordinator = TransactionCoordinator(config, config.data_dir, shared.producer_ids,
+                                                            shared.metadata, clock, shared.group_coordinator)
         self.shared = shared
+        self.txn_coordinator: TransactionCoordinator = shared.txn_coordinator
         self.faults = shared.faults
         self.metadata = shared.metadata
         self.group_coordinator = shared.group_coordinator
@@ -209,6 +217,9 @@ class Broker:
             config.max_incremental_fetch_session_cache_slots, config.min_incremental_fetch_session_eviction_ms,
             clock_ms=clock.time_ms))
         self.task_time: HandlerTimer = timer or TaskTimeInstrument()
+        # KIP-890 verification of transactional produce goes to the coordinator over the wire.
+        self.txn_channel = InterBrokerChannel(f"broker-{self.node_id}-txn-verifier", self.metadata.live.get)
+        self.txn_verifier = AddPartitionsToTxnManager(self.txn_channel, self.metadata.coordinator)
         # The request path: services -> handlers -> KafkaApis -> socket server.
         self.request_stats_observer = RequestStats()
         self.broker_metrics_observer = BrokerMetricsObserver(self.metadata)
@@ -239,7 +250,8 @@ class Broker:
             fetch_sessions=self.fetch_manager, group_coordinator=self.group_coordinator,
             produce_quota=self.quotas.produce, fetch_quota=self.quotas.fetch, request_quota=self.quotas.request,
             leader_quota=self.leader_quota, quota_store=self.quota_configs, broker_configs=self.dynamic_config,
-            producer_ids=self.producer_ids, timer=self.task_time)
+            producer_ids=self.producer_ids, timer=self.task_time, txn_coordinator=self.txn_coordinator,
+            txn_verifier=self.txn_verifier, marker_log=rm)
 
     # -- observers and metrics ---------------------------------------------------------------------
     def observe(self, observer: RequestObserver) -> RequestObserver:
@@ -296,6 +308,7 @@ class Broker:
             async with trio.open_nursery() as nursery:
                 if self.shared.owns_groups:
                     nursery.start_soon(self.group_coordinator.run)
+                    await nursery.start(self.txn_coordinator.run)
                 nursery.start_soon(run_reaper, self.reaper)
                 nursery.start_soon(self._retention_loop)
                 if self.config.capture_dir is not None:
@@ -308,6 +321,8 @@ class Broker:
                 task_status.started(port)
         finally:
             self._leave()
+            with trio.CancelScope(shield=True):
+                await self.txn_channel.aclose()
             self.reaper.release_all()
             if instrument is not None:
                 try:
@@ -383,6 +398,7 @@ class Broker:
     def close(self) -> None:
         if self.shared.owns_groups:
             self.group_coordinator.close()
+            self.txn_coordinator.close()
         self.replica_manager.log_manager.close_all()
         if self._serving:
             log.info("broker %d stopped", self.node_id)

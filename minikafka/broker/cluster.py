@@ -19,6 +19,9 @@ leader election.  Groups: FindCoordinator names the lowest live broker, and
 all brokers share one group coordinator (offsets in
 ``<data_dir>/__consumer_offsets``), so groups and committed offsets survive the
 coordinator broker stopping, as if ``__consumer_offsets`` were replicated.
+Transactions likewise: one shared transaction coordinator (state in
+``<data_dir>/__transaction_state``), whose markers go to the partition leaders
+over the wire (WriteTxnMarkers).
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from .groups import GroupCoordinator
 from .metadata import ClusterMetadata
 from .producer_state import ProducerIdManager
 from .services import HandlerTimer
+from .txn import TransactionCoordinator
 
 log = logging.getLogger(__name__)
 
@@ -64,8 +68,11 @@ class Cluster:
         # and cluster-wide: kept here so they survive a broker restart, as Kafka keeps them in its metadata.
         self.dynamic_configs = DynamicConfigStore()
         self.faults = FaultInjector(clock)  # one rule set for every broker (rules match by broker id)
+        self.txn_coordinator = TransactionCoordinator(base, self.data_dir, self.producer_ids, self.metadata, clock,
+                                                      self.group_coordinator)
         self.shared = SharedState(self.metadata, self.group_coordinator, self.producer_ids, self.dynamic_configs,
-                                  faults=self.faults, owns_groups=False, clustered=True)
+                                  faults=self.faults, txn_coordinator=self.txn_coordinator, owns_groups=False,
+                                  clustered=True)
         self.configs: dict[int, BrokerConfig] = {
             i: dataclasses.replace(
                 base, node_id=i, port=base.port + i if base.port else 0,
@@ -101,12 +108,14 @@ class Cluster:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
                 nursery.start_soon(self.group_coordinator.run)
+                await nursery.start(self.txn_coordinator.run)
                 for i in self.broker_ids:
                     await self.start_broker(i)
                 task_status.started(self)
                 await trio.sleep_forever()
         finally:
             self.group_coordinator.close()
+            self.txn_coordinator.close()
 
     async def start_broker(self, broker_id: int) -> Broker:
         """Start (or restart) one broker on its port and log dir."""

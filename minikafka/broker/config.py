@@ -38,6 +38,8 @@ _AT_LEAST = {
     "connections_max_idle_ms": 1, "max_partitions": 1, "quota_window_num": 1, "quota_window_size_seconds": 1,
     "replication_quota_window_num": 1, "replication_quota_window_size_seconds": 1, "min_insync_replicas": 1,
     "max_incremental_fetch_session_cache_slots": 0, "fetch_max_bytes": 0, "port": 0,
+    "transaction_max_timeout_ms": 1, "transaction_abort_timed_out_transaction_cleanup_interval_ms": 1,
+    "transaction_remove_expired_transaction_cleanup_interval_ms": 1, "transactional_id_expiration_ms": 1,
 }
 
 
@@ -80,6 +82,9 @@ class BrokerConfig:
     group_max_size: int = 2147483647
     min_insync_replicas: int = 1
     transactional_id_expiration_ms: int = 604800000
+    transaction_max_timeout_ms: int = 900000
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10000
+    transaction_remove_expired_transaction_cleanup_interval_ms: int = 3600000
     producer_id_expiration_ms: int = 86400000
     fetch_max_bytes: int = 57671680
     max_incremental_fetch_session_cache_slots: int = 1000
@@ -147,6 +152,12 @@ class BrokerConfig:
         "group.max.session.timeout.ms": "group_max_session_timeout_ms",
         "group.max.size": "group_max_size",
         "min.insync.replicas": "min_insync_replicas",
+        "transaction.max.timeout.ms": "transaction_max_timeout_ms",
+        "transactional.id.expiration.ms": "transactional_id_expiration_ms",
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms":
+            "transaction_abort_timed_out_transaction_cleanup_interval_ms",
+        "transaction.remove.expired.transaction.cleanup.interval.ms":
+            "transaction_remove_expired_transaction_cleanup_interval_ms",
         "fetch.max.bytes": "fetch_max_bytes",
         "max.incremental.fetch.session.cache.slots": "max_incremental_fetch_session_cache_slots",
         "min.incremental.fetch.session.eviction.ms": "min_incremental_fetch_session_eviction_ms",

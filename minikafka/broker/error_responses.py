@@ -70,8 +70,9 @@ def _list_offsets(req: Any, v: int, code: int) -> ErrorBody:
 
 
 def _metadata(req: Any, v: int, code: int) -> ErrorBody:
-    return {"brokers": [], "topics": [{"error_code": code, "name": t["name"], "topic_id": t["topic_id"]}
-                                      for t in req["topics"] or []]}
+    # A request topic's name is nullable from v10, the response's only from v12.
+    return {"brokers": [], "topics": [{"error_code": code, "name": t["name"] if v >= 12 else t["name"] or "",
+                                       "topic_id": t["topic_id"]} for t in req["topics"] or []]}
 
 
 def _offset_commit(req: Any, v: int, code: int) -> ErrorBody:
@@ -143,6 +144,45 @@ def _offset_for_leader_epoch(req: Any, v: int, code: int) -> ErrorBody:
     return {"topics": _partitions(req["topics"], "topic", "partitions", "partition", "partition", code)}
 
 
+def _add_partitions_to_txn(req: Any, v: int, code: int) -> ErrorBody:
+    if v >= 4:  # the broker (batched) form answers with the top-level code only, as Kafka does
+        return {"error_code": code, "results_by_transaction": []}
+    return {"results_by_topic_v3_and_below": [
+        {"name": t["name"], "results_by_partition": [{"partition_index": p, "partition_error_code": code}
+                                                     for p in t["partitions"]]}
+        for t in req["v3_and_below_topics"]]}
+
+
+def _end_txn(req: Any, v: int, code: int) -> ErrorBody:
+    return {"error_code": code, "producer_id": -1, "producer_epoch": -1}
+
+
+def _write_txn_markers(req: Any, v: int, code: int) -> ErrorBody:
+    return {"markers": [{"producer_id": m["producer_id"],
+                         "topics": _partitions(m["topics"], "name", "partition_indexes", "", "partition_index", code)}
+                        for m in req["markers"]]}
+
+
+def _txn_offset_commit(req: Any, v: int, code: int) -> ErrorBody:
+    return {"topics": _partitions(req["topics"], "name", "partitions", "partition_index", "partition_index", code)}
+
+
+def _describe_producers(req: Any, v: int, code: int) -> ErrorBody:
+    # Kafka's getErrorResponse builds these topics but never adds them (an empty list goes out);
+    # naming every partition the request asked for is what its callers expect.
+    return {"topics": _partitions(req["topics"], "name", "partition_indexes", "", "partition_index", code,
+                                  error_message=None, active_producers=[])}
+
+
+def _describe_transactions(req: Any, v: int, code: int) -> ErrorBody:
+    return {"transaction_states": [{"error_code": code, "transactional_id": t, "transaction_state": "",
+                                    "topics": []} for t in req["transactional_ids"]]}
+
+
+def _list_transactions(req: Any, v: int, code: int) -> ErrorBody:
+    return {"error_code": code, "unknown_state_filters": [], "transaction_states": []}
+
+
 def _resources(req: Any, v: int, code: int, key: str) -> ErrorBody:
     return {key: [{"error_code": code, "error_message": code_name(code), "resource_type": r["resource_type"],
                    "resource_name": r["resource_name"]} for r in req["resources"]]}
@@ -197,6 +237,11 @@ _BUILDERS: dict[int, Callable[[Any, int, int], ErrorBody]] = {
     ApiKey.DELETE_RECORDS: _delete_records,
     ApiKey.INIT_PRODUCER_ID: _init_producer_id,
     ApiKey.OFFSET_FOR_LEADER_EPOCH: _offset_for_leader_epoch,
+    ApiKey.ADD_PARTITIONS_TO_TXN: _add_partitions_to_txn,
+    ApiKey.ADD_OFFSETS_TO_TXN: _top_level,
+    ApiKey.END_TXN: _end_txn,
+    ApiKey.WRITE_TXN_MARKERS: _write_txn_markers,
+    ApiKey.TXN_OFFSET_COMMIT: _txn_offset_commit,
     ApiKey.DESCRIBE_CONFIGS: lambda req, v, code: _resources(req, v, code, "results"),
     ApiKey.ALTER_CONFIGS: lambda req, v, code: _resources(req, v, code, "responses"),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: lambda req, v, code: _resources(req, v, code, "responses"),
@@ -205,12 +250,19 @@ _BUILDERS: dict[int, Callable[[Any, int, int], ErrorBody]] = {
     ApiKey.DESCRIBE_CLIENT_QUOTAS: _describe_client_quotas,
     ApiKey.ALTER_CLIENT_QUOTAS: _alter_client_quotas,
     ApiKey.DESCRIBE_CLUSTER: _describe_cluster,
+    ApiKey.DESCRIBE_PRODUCERS: _describe_producers,
+    ApiKey.DESCRIBE_TRANSACTIONS: _describe_transactions,
+    ApiKey.LIST_TRANSACTIONS: _list_transactions,
 }
+
+_NO_THROTTLE_TIME = frozenset({ApiKey.WRITE_TXN_MARKERS})
+"""Api keys whose response has no ``throttle_time_ms`` (inter-broker WriteTxnMarkers)."""
 
 
 def error_response(api_key: int, version: int, request: Any, code: int, throttle_time_ms: int = 0) -> ErrorBody:
     """The error response body for a parsed ``request`` of ``api_key``/``version``."""
     builder = _BUILDERS.get(api_key, _top_level)
     body = builder(request, version, code)
-    body["throttle_time_ms"] = throttle_time_ms
+    if api_key not in _NO_THROTTLE_TIME:
+        body["throttle_time_ms"] = throttle_time_ms
     return body

@@ -94,6 +94,9 @@ TOPIC_PATHS: dict[int, tuple[str, str]] = {
     ApiKey.DELETE_TOPICS: ("topics", "name"),  # v6+; older versions list ``topic_names``
     ApiKey.CREATE_PARTITIONS: ("topics", "name"),
     ApiKey.OFFSET_FETCH: ("topics", "name"),  # v0-7; v8+ lists groups
+    ApiKey.ADD_PARTITIONS_TO_TXN: ("v3_and_below_topics", "name"),  # the client form (v0-3)
+    ApiKey.TXN_OFFSET_COMMIT: ("topics", "name"),
+    ApiKey.DESCRIBE_PRODUCERS: ("topics", "name"),
 }
 
 

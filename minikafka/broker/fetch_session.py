@@ -79,12 +79,14 @@ class FetchPartitionData:
     log_start_offset: int = -1
     records: bytes | memoryview | list = b""
     size: int = 0
+    aborted_transactions: list[dict] | None = None  # read_committed: [{producer_id, first_offset}]
 
     def to_response(self) -> dict:
         """The FetchResponse partition entry."""
         return {"partition_index": self.partition_index, "error_code": self.error_code,
                 "high_watermark": self.high_watermark, "last_stable_offset": self.last_stable_offset,
-                "log_start_offset": self.log_start_offset, "records": self.records}
+                "log_start_offset": self.log_start_offset, "aborted_transactions": self.aborted_transactions,
+                "records": self.records}
 
 
 @dataclass(slots=True)

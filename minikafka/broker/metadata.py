@@ -153,6 +153,13 @@ class ClusterMetadata:
         """The node that plays the controller: the lowest live broker id."""
         return min(self.live) if self.live else min(self.broker_ids)
 
+    def partition_leader(self, topic: str, partition: int) -> int | None:
+        """The leader of a partition (-1 offline), or None when it does not exist."""
+        t = self.topics.get(topic)
+        if t is None or not 0 <= partition < len(t.partitions):
+            return None
+        return t.partitions[partition].leader
+
     def coordinator(self) -> Node:
         """The group and transaction coordinator: the lowest live broker (-1 when none is up)."""
         if not self.live:

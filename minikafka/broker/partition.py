@@ -24,7 +24,7 @@ class ReplicaState:
 
 @dataclass
 class Partition:
-    """A partition this broker hosts: its log, leader epoch and producer state.
+    """A partition this broker hosts: its log, leader epoch and producer state (open transactions too).
 
     ``leader_id`` is who leads it as this broker last heard (``local_id`` leads
     it when they are equal); as leader, ``remote`` holds each follower's state.
@@ -47,6 +47,13 @@ class Partition:
     @property
     def is_leader(self) -> bool:
         return self.leader_id == self.local_id
+
+    @property
+    def last_stable_offset(self) -> int:
+        """The LSO: the high watermark, or the first offset of an unstable transaction below it."""
+        hw = self.log.high_watermark
+        first = self.producers.first_unstable_offset(hw)
+        return hw if first is None or first > hw else first
 
     @property
     def is_replicated(self) -> bool:

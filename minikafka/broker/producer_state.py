@@ -1,9 +1,14 @@
-"""Idempotent-producer state: producer ids, epochs and per-partition sequence checks.
+"""Producer state: producer ids, epochs, per-partition sequence checks and open transactions.
 
 Models Kafka's ``ProducerStateManager`` / ``ProducerAppendInfo`` (the last
 five batches per producer are remembered so that a retried duplicate is
-answered with its original offsets) and ``ProducerIdManager`` (id
-allocation).  Transactions are not modelled.
+answered with its original offsets, and each producer's open transaction is
+tracked by its first offset, which bounds the last stable offset) and
+``ProducerIdManager`` (id allocation).
+
+Deliberate differences from Kafka: no producer-state snapshots (the state is
+rebuilt from the log when a partition is loaded or truncated) and no producer
+id expiration (``producer.id.expiration.ms``).
 """
 
 from __future__ import annotations
@@ -25,12 +30,24 @@ class BatchMetadata(NamedTuple):
     timestamp: int
 
 
+class CompletedTxn(NamedTuple):
+    """A transaction a marker ended (Kafka's ``CompletedTxn``): its first offset and the marker's."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    is_aborted: bool
+
+
 @dataclass
 class ProducerEntry:
     """What a partition remembers about one producer id."""
 
     epoch: int
     batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=NUM_BATCHES_TO_RETAIN))
+    current_txn_first_offset: int = -1  # the first offset of its open transaction, -1 when none
+    coordinator_epoch: int = -1
+    last_timestamp: int = -1
 
     @property
     def last_seq(self) -> int:
@@ -49,10 +66,13 @@ def _next_seq(seq: int) -> int:
 
 
 class ProducerStateManager:
-    """Per-partition producer state."""
+    """Per-partition producer state, including the transactions open on the partition."""
 
     def __init__(self) -> None:
         self.producers: dict[int, ProducerEntry] = {}
+        self.ongoing: dict[int, int] = {}  # producer id -> first offset of its open transaction
+        # Transactions whose marker is not yet below the high watermark: they still hold the LSO back.
+        self.unreplicated: list[CompletedTxn] = []
 
     def check(self, producer_id: int, epoch: int, first_seq: int, last_seq: int) -> SequenceCheck:
         """Validate a batch's epoch and sequence before it is appended."""
@@ -75,15 +95,92 @@ class ProducerStateManager:
             return SequenceCheck(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER)
         return SequenceCheck(ErrorCode.NONE)
 
-    def update(self, producer_id: int, epoch: int, meta: BatchMetadata) -> None:
-        """Remember an appended batch."""
+    def check_transactional(self, producer_id: int, epoch: int, is_transactional: bool) -> ErrorCode:
+        """Kafka's ``ProducerAppendInfo.checkProducerEpoch`` plus the transactional-state check:
+        a non-transactional batch while the producer has a transaction open is INVALID_TXN_STATE."""
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            return ErrorCode.NONE
+        if epoch < entry.epoch:
+            return ErrorCode.INVALID_PRODUCER_EPOCH
+        if not is_transactional and entry.current_txn_first_offset >= 0:
+            return ErrorCode.INVALID_TXN_STATE
+        return ErrorCode.NONE
+
+    def has_ongoing_txn(self, producer_id: int, epoch: int) -> bool:
+        """Whether this producer (at this epoch) already has a transaction open here (no KIP-890 check needed)."""
+        entry = self.producers.get(producer_id)
+        return entry is not None and entry.epoch == epoch and entry.current_txn_first_offset >= 0
+
+    def update(self, producer_id: int, epoch: int, meta: BatchMetadata, is_transactional: bool = False) -> None:
+        """Remember an appended batch (and open a transaction at its offset if it is the first)."""
         entry = self.producers.get(producer_id)
         if entry is None or epoch != entry.epoch:
+            old = entry
             entry = self.producers[producer_id] = ProducerEntry(epoch)
+            if old is not None:
+                entry.current_txn_first_offset = old.current_txn_first_offset
+                entry.coordinator_epoch = old.coordinator_epoch
         entry.batches.append(meta)
+        entry.last_timestamp = meta.timestamp
+        if is_transactional and entry.current_txn_first_offset < 0:
+            entry.current_txn_first_offset = meta.first_offset
+            self.ongoing[producer_id] = meta.first_offset
+
+    def check_marker(self, producer_id: int, epoch: int, coordinator_epoch: int) -> ErrorCode:
+        """Kafka's ``appendEndTxnMarker`` checks: a stale producer epoch or coordinator epoch is refused."""
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            return ErrorCode.NONE
+        if epoch < entry.epoch:
+            return ErrorCode.INVALID_PRODUCER_EPOCH
+        if coordinator_epoch < entry.coordinator_epoch:
+            return ErrorCode.TRANSACTION_COORDINATOR_FENCED
+        return ErrorCode.NONE
+
+    def complete_txn(self, producer_id: int, epoch: int, coordinator_epoch: int, marker_offset: int,
+                     is_aborted: bool, timestamp: int, log_start_offset: int = 0) -> CompletedTxn | None:
+        """A COMMIT/ABORT marker at ``marker_offset``: close the producer's open transaction.
+
+        Returns the completed transaction, or None when the producer had none open here
+        (a marker for a transaction that wrote nothing to this partition).  A transaction
+        whose start is no longer known (rebuilt from a log whose start was deleted) is
+        taken to start at ``log_start_offset``."""
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            entry = self.producers[producer_id] = ProducerEntry(epoch)
+        elif epoch > entry.epoch:  # a bumped epoch (fencing, or KIP-890): sequences restart at 0
+            entry = self.producers[producer_id] = ProducerEntry(
+                epoch, current_txn_first_offset=entry.current_txn_first_offset)
+        entry.coordinator_epoch = coordinator_epoch
+        entry.last_timestamp = timestamp
+        first = entry.current_txn_first_offset
+        entry.current_txn_first_offset = -1
+        self.ongoing.pop(producer_id, None)
+        if first < 0:
+            return None
+        done = CompletedTxn(producer_id, max(first, log_start_offset), marker_offset, is_aborted)
+        self.unreplicated.append(done)
+        return done
+
+    def first_unstable_offset(self, high_watermark: int) -> int | None:
+        """The first offset of an open transaction, or of a completed one whose marker is not yet below
+        the high watermark (Kafka's ``firstUnstableOffset``); None when every transaction is stable."""
+        if self.unreplicated:
+            self.unreplicated = [t for t in self.unreplicated if t.last_offset >= high_watermark]
+        first: int | None = None
+        for off in self.ongoing.values():
+            if first is None or off < first:
+                first = off
+        for t in self.unreplicated:
+            if first is None or t.first_offset < first:
+                first = t.first_offset
+        return first
 
     def truncate(self) -> None:
         self.producers.clear()
+        self.ongoing.clear()
+        self.unreplicated.clear()
 
 
 class ProducerIdManager:

@@ -26,11 +26,13 @@ from ..common import SYSTEM_CLOCK, Clock, TopicMetadata, TopicPartition
 from ..common.types import PartitionMetadata
 from ..protocol.bodies import Records
 from ..protocol.errors import ErrorCode
-from ..protocol.records import CorruptRecordError, RecordBatchHeader, iter_batches
+from ..protocol.records import (ControlRecordType, CorruptRecordError, RecordBatchHeader, build_control_batch,
+                                iter_batches, read_end_txn_marker)
 from .config import BrokerConfig
 from .log import LogConfig, LogManager
+from .log.txn_index import AbortedTxn
 from .partition import Partition, ProduceResult, ReplicaState
-from .producer_state import BatchMetadata, ProducerStateManager
+from .producer_state import BatchMetadata, CompletedTxn, ProducerStateManager
 from .purgatory import DelayedOperationPurgatory
 
 __all__ = ["Partition", "ProduceResult", "ReplicaManager", "ReplicaState", "log_config_for"]
@@ -127,8 +129,10 @@ class ReplicaManager:
                 lg = self.log_manager.get_or_create(topic.name, pm.partition, cfg)
                 if len(pm.replicas) > 1:
                     lg.auto_advance_hw = False  # the leader advances it from follower positions
-                self.partitions[key] = Partition(topic.name, pm.partition, lg, pm.leader_epoch,
-                                                 local_id=me, leader_id=pm.leader, replicas=list(pm.replicas))
+                part = self.partitions[key] = Partition(topic.name, pm.partition, lg, pm.leader_epoch,
+                                                        local_id=me, leader_id=pm.leader, replicas=list(pm.replicas))
+                if lg.log_end_offset > lg.log_start_offset:
+                    self.rebuild_producer_state(part)  # a loaded log: open transactions, aborted index
 
     def remove_topic(self, name: str) -> None:
         for key in [k for k in self.partitions if k[0] == name]:
@@ -168,9 +172,19 @@ class ReplicaManager:
         if not batches:
             return ProduceResult(ErrorCode.CORRUPT_MESSAGE, message="no complete record batch")
         lg = part.log
-        # Idempotence: every batch of an idempotent producer must be in sequence.
+        # Idempotence: every batch of an idempotent producer must be in sequence; transactional batches
+        # must come from a producer id, and a producer with a transaction open here sends only those.
         to_append: list[tuple[RecordBatchHeader, memoryview]] = []
         for header, view in batches:
+            if header.is_control:
+                return ProduceResult(ErrorCode.INVALID_RECORD, message="clients may not produce control batches")
+            if header.producer_id >= 0:
+                err = part.producers.check_transactional(header.producer_id, header.producer_epoch,
+                                                         header.is_transactional)
+                if err:
+                    return ProduceResult(err, message=err.name)
+            elif header.is_transactional:
+                return ProduceResult(ErrorCode.INVALID_RECORD, message="transactional batch without a producer id")
             if header.producer_id >= 0 and header.base_sequence >= 0:
                 last_seq = header.base_sequence + header.last_offset_delta
                 check = part.producers.check(header.producer_id, header.producer_epoch, header.base_sequence, last_seq)
@@ -193,6 +207,7 @@ class ReplicaManager:
                     header.producer_epoch,
                     BatchMetadata(header.base_sequence, header.base_sequence + header.last_offset_delta,
                                   offset, last, header.max_timestamp),
+                    header.is_transactional,
                 )
             offset += header.last_offset_delta + 1
         if not lg.auto_advance_hw:
@@ -217,20 +232,63 @@ class ReplicaManager:
         return low
 
     def rebuild_producer_state(self, part: Partition) -> None:
-        """Kafka ``rebuildProducerState`` after a truncation: replay the whole (local) log."""
+        """Kafka ``rebuildProducerState`` (after a load or a truncation): replay the whole local log,
+        which also rebuilds the open transactions and the aborted-transactions index."""
         part.producers = ProducerStateManager()
         lg = part.log
-        got = lg.read(lg.log_start_offset, max(lg.size_in_bytes, 1))
-        for chunk in got.chunks:
-            self._update_producers(part, chunk)
+        lg.txn_index.clear()
+        for h, view in lg.iter_batches_from(lg.log_start_offset):
+            self._update_producer(part, h, view)
+
+    def _update_producers(self, part: Partition, records: bytes | memoryview) -> None:
+        for h, view in iter_batches(records, check_crc=False):
+            self._update_producer(part, h, view)
 
     @staticmethod
-    def _update_producers(part: Partition, records: bytes | memoryview) -> None:
-        for h, _ in iter_batches(records, check_crc=False):
-            if h.producer_id >= 0 and h.base_sequence >= 0:
-                part.producers.update(h.producer_id, h.producer_epoch, BatchMetadata(
-                    h.base_sequence, h.base_sequence + h.last_offset_delta, h.base_offset,
-                    h.base_offset + h.last_offset_delta, h.max_timestamp))
+    def _update_producer(part: Partition, h: RecordBatchHeader, view: memoryview) -> None:
+        """Producer state from one stored batch (a follower's or a reload's view of the leader's appends)."""
+        if h.producer_id < 0:
+            return
+        if h.is_control:
+            try:
+                control_type, coordinator_epoch = read_end_txn_marker(view)
+            except CorruptRecordError:
+                return
+            if control_type in (ControlRecordType.COMMIT, ControlRecordType.ABORT):
+                done = part.producers.complete_txn(h.producer_id, h.producer_epoch, coordinator_epoch,
+                                                   h.base_offset, control_type == ControlRecordType.ABORT,
+                                                   h.max_timestamp, part.log.log_start_offset)
+                _index_aborted(part, done)
+            return
+        if h.base_sequence >= 0 or h.is_transactional:
+            part.producers.update(h.producer_id, h.producer_epoch, BatchMetadata(
+                h.base_sequence, h.base_sequence + h.last_offset_delta, h.base_offset,
+                h.base_offset + h.last_offset_delta, h.max_timestamp), h.is_transactional)
+
+    # -- transaction markers (Kafka's ReplicaManager for WriteTxnMarkers) -----------
+    def write_txn_marker(self, part: Partition, producer_id: int, producer_epoch: int, coordinator_epoch: int,
+                         commit: bool) -> ErrorCode:
+        """Append a COMMIT or ABORT marker for one producer as leader (``appendRecords`` with
+        ``AppendOrigin.Coordinator``): closes its open transaction; an abort enters the index."""
+        if not part.is_leader:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        err = part.producers.check_marker(producer_id, producer_epoch, coordinator_epoch)
+        if err:
+            return err
+        now_ms = self.clock.time_ms()
+        lg = part.log
+        batch = bytearray(build_control_batch(ControlRecordType.COMMIT if commit else ControlRecordType.ABORT,
+                                              producer_id=producer_id, producer_epoch=producer_epoch,
+                                              coordinator_epoch=coordinator_epoch, timestamp=now_ms))
+        lso = part.last_stable_offset
+        info = lg.append_as_leader([memoryview(batch)], part.leader_epoch, now_ms)
+        done = part.producers.complete_txn(producer_id, producer_epoch, coordinator_epoch, info.first_offset,
+                                           not commit, now_ms, lg.log_start_offset)
+        _index_aborted(part, done, lso)
+        if not lg.auto_advance_hw:
+            self.maybe_increment_hw(part)
+        self.partition_changed(part.tp)  # the LSO moved: read_committed fetches may complete
+        return ErrorCode.NONE
 
     # -- leadership (Kafka's makeLeader / makeFollower) --------------------
     def apply_leadership(self, topic_name: str | None = None) -> None:
@@ -386,3 +444,12 @@ class ReplicaManager:
         """Wake the fetches and produces waiting on ``tp`` (and only those)."""
         self.delayed_fetch.check_and_complete(tp)
         self.delayed_produce.check_and_complete(tp)
+
+
+def _index_aborted(part: Partition, done: CompletedTxn | None, lso: int | None = None) -> None:
+    """Record an aborted transaction in the partition's index (once, however often it is replayed)."""
+    if done is not None and done.is_aborted:
+        idx = part.log.txn_index
+        if not idx.entries or idx.entries[-1].last_offset < done.last_offset:
+            idx.append(AbortedTxn(done.producer_id, done.first_offset, done.last_offset,
+                                  part.last_stable_offset if lso is None else lso))

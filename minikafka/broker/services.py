@@ -24,6 +24,7 @@ from ..protocol.errors import ErrorCode
 from .config import BrokerConfig
 
 if TYPE_CHECKING:
+    from .txn import ProducerIdAndEpoch, TransactionListing, TransactionMetadata
     from .fetch_session import FetchContext, PartitionKey, PartitionRequest
     from .groups.metadata import GroupOverview, GroupSummary, JoinResult, SyncResult
     from .purgatory import Watch
@@ -57,6 +58,20 @@ class RecordsDeleter(PartitionLookup, Protocol):
     """DeleteRecords: moves a partition's log start offset."""
 
     def delete_records(self, part: Partition, offset: int) -> int: ...
+
+
+class TxnMarkerLog(PartitionLookup, Protocol):
+    """WriteTxnMarkers: appends COMMIT/ABORT markers as leader."""
+
+    def write_txn_marker(self, part: Partition, producer_id: int, producer_epoch: int, coordinator_epoch: int,
+                         commit: bool) -> ErrorCode: ...
+
+
+class TxnVerifier(Protocol):
+    """KIP-890 part 1: asks the transaction coordinator whether partitions are in a producer's transaction."""
+
+    async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                     partitions: list[TopicPartition]) -> dict[TopicPartition, ErrorCode]: ...
 
 
 class DelayedOperations(Protocol):
@@ -157,6 +172,12 @@ class GroupCoordinatorApi(Protocol):
 
     def delete_groups(self, group_ids: list[str]) -> dict[str, ErrorCode]: ...
 
+    def pending_txn_partitions(self, group_id: str) -> set[TopicPartition]: ...
+
+    def txn_commit_offsets(self, group_id: str, producer_id: int, member_id: str, group_instance_id: str | None,
+                           generation_id: int, offsets: dict[TopicPartition, OffsetAndMetadata]
+                           ) -> dict[TopicPartition, ErrorCode]: ...
+
     def now_ms(self) -> int: ...
 
 
@@ -219,6 +240,30 @@ class ClientQuotaStore(Protocol):
     def remove(self, entity: ClientQuotaEntity, key: str) -> None: ...
 
 
+class TransactionCoordinatorApi(Protocol):
+    """The transaction coordinator (Kafka's ``TransactionCoordinator``) as its handlers use it."""
+
+    def init_producer_id(self, transactional_id: str, timeout_ms: int, expected_producer_id: int = -1,
+                         expected_epoch: int = -1) -> ProducerIdAndEpoch: ...
+
+    def add_partitions(self, transactional_id: str, producer_id: int, epoch: int,
+                       partitions: Iterable[TopicPartition] = (), groups: Iterable[str] = ()) -> ErrorCode: ...
+
+    def verify_partitions(self, transactional_id: str, producer_id: int, epoch: int,
+                          partitions: Iterable[TopicPartition]) -> dict[TopicPartition, ErrorCode]: ...
+
+    def txn_offset_commit_allowed(self, transactional_id: str, producer_id: int, epoch: int,
+                                  group_id: str) -> ErrorCode: ...
+
+    def end_transaction(self, transactional_id: str, producer_id: int, epoch: int, commit: bool,
+                        bump_epoch: bool = False) -> ProducerIdAndEpoch: ...
+
+    def describe(self, transactional_id: str) -> TransactionMetadata | None: ...
+
+    def list_transactions(self, states: set[str] | None = None, producer_ids: set[int] | None = None,
+                          min_duration_ms: int = -1) -> list[TransactionListing]: ...
+
+
 class ProducerIdGenerator(Protocol):
     def generate(self) -> int: ...
 
@@ -259,3 +304,6 @@ class BrokerServices:
     broker_configs: BrokerConfigs
     producer_ids: ProducerIdGenerator
     timer: HandlerTimer
+    txn_coordinator: TransactionCoordinatorApi
+    txn_verifier: TxnVerifier
+    marker_log: TxnMarkerLog

@@ -20,6 +20,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     s.add_argument("paths", nargs="+", help="capture directories, .mkcap files, or tcpdump pcap/pcapng files")
     s.add_argument("--port", type=int, action="append", default=None, metavar="PORT",
                    help="Kafka port in pcap/pcapng files (repeatable; default 9092)")
+    s.add_argument("--transactions", action="store_true",
+                   help="also summarise transactional traffic (KIP-98): transactional produce batches, "
+                        "control batches (commit/abort markers), read_committed fetches, aborted "
+                        "transactions (parses every Produce and Fetch)")
     e = csub.add_parser("export", help="write the capture as a pcap (tshark: -d tcp.port==PORT,kafka)")
     e.add_argument("--pcap", required=True, metavar="OUT.pcap", help="output file")
     e.add_argument("--no-handshake", action="store_true", help="leave out the synthesised SYN/SYN-ACK/ACK")
@@ -29,15 +33,20 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--no-progress", action="store_true", help="no progress display (none when stderr is no terminal)")
 
 
-def summarize(paths: list[str], ports: list[int] | None = None) -> tuple[dict, ReadStats]:
+def summarize(paths: list[str], ports: list[int] | None = None,
+              transactions: bool = False) -> tuple[dict, ReadStats]:
     """Per api key [requests, request bytes, response bytes], plus totals, and what the reader met.
 
-    For pcap/pcapng files (Kafka on ``ports``) the summary's "pcap" is a :class:`~.pcapread.PcapStats`.
+    For pcap/pcapng files (Kafka on ``ports``) the summary's "pcap" is a :class:`~.pcapread.PcapStats`;
+    with ``transactions`` its "transactions" is a :class:`~.transactions.TransactionSummary` (None
+    otherwise).
     """
     from .pcapread import PcapStats
+    from .transactions import TransactionSummary
 
     stats = ReadStats()
     pcap_stats = PcapStats()
+    txn = TransactionSummary() if transactions else None
     per_api: dict[int, list[int]] = defaultdict(lambda: [0, 0, 0])
     conns: set[tuple[int, str]] = set()
     first = last = None
@@ -49,8 +58,10 @@ def summarize(paths: list[str], ports: list[int] | None = None) -> tuple[dict, R
         conns.add((r.broker_id, r.connection_id))
         first = r.receive_ns if first is None else min(first, r.receive_ns)
         last = r.send_ns if last is None else max(last, r.send_ns)
+        if txn is not None:
+            txn.add(r)
     return {"per_api": dict(per_api), "connections": len(conns), "first_ns": first, "last_ns": last,
-            "pcap": pcap_stats}, stats
+            "pcap": pcap_stats, "transactions": txn}, stats
 
 
 def _counted(records: Iterable[CaptureRecord], advance: Callable[[int], None], every: int = 1024
@@ -73,7 +84,7 @@ def run_capture_command(args: argparse.Namespace) -> int:
     if args.capture_command == "show":
         from ..protocol.api import APIS
 
-        summary, stats = summarize(args.paths, args.port)
+        summary, stats = summarize(args.paths, args.port, getattr(args, "transactions", False))
         files = capture_files(args.paths)
         print(f"{len(files)} file(s), {stats.blocks} block(s), {stats.records} request(s), "
               f"{summary['connections']} connection(s)")
@@ -97,6 +108,9 @@ def run_capture_command(args: argparse.Namespace) -> int:
             print(f"{name:<24} {key:>4} {n:>9} {rq:>14} {rs:>15}")
             tot = [tot[0] + n, tot[1] + rq, tot[2] + rs]
         print(f"{'total':<24} {'':>4} {tot[0]:>9} {tot[1]:>14} {tot[2]:>15}")
+        if summary["transactions"] is not None:
+            for line in summary["transactions"].lines():
+                print(line)
         return 0
     if args.capture_command == "export":
         from ..tools.progress import ProgressDisplay, progress_enabled

@@ -30,6 +30,112 @@ class ResponseHeaderBody(TypedDict, total=False):
     _unknown_tags: UnknownTags
 
 
+class AddOffsetsToTxnRequestBody(TypedDict, total=False):
+    """AddOffsetsToTxnRequest v0-4: the whole body."""
+
+    transactional_id: str  # v0+
+    producer_id: int  # v0+
+    producer_epoch: int  # v0+
+    group_id: str  # v0+
+    _unknown_tags: UnknownTags
+
+
+class AddOffsetsToTxnResponseBody(TypedDict, total=False):
+    """AddOffsetsToTxnResponse v0-4: the whole body."""
+
+    throttle_time_ms: int  # v0+
+    error_code: int  # v0+
+    _unknown_tags: UnknownTags
+
+
+class AddPartitionsToTxnRequestBody(TypedDict, total=False):
+    """AddPartitionsToTxnRequest v0-5: the whole body."""
+
+    transactions: list[AddPartitionsToTxnRequestTransactions]  # v4+
+    v3_and_below_transactional_id: str  # v0-3
+    v3_and_below_producer_id: int  # v0-3
+    v3_and_below_producer_epoch: int  # v0-3
+    v3_and_below_topics: list[AddPartitionsToTxnRequestV3AndBelowTopics]  # v0-3
+    _unknown_tags: UnknownTags
+
+
+class AddPartitionsToTxnRequestTransactions(TypedDict, total=False):
+    """AddPartitionsToTxnRequest v0-5: an element of ``transactions`` (v4+)."""
+
+    transactional_id: str  # v4+
+    producer_id: int  # v4+
+    producer_epoch: int  # v4+
+    verify_only: bool  # v4+
+    topics: list[AddPartitionsToTxnRequestTransactionsTopics]  # v4+
+    _unknown_tags: UnknownTags
+
+
+class AddPartitionsToTxnRequestTransactionsTopics(TypedDict, total=False):
+    """AddPartitionsToTxnRequest v0-5: an element of ``transactions[].topics`` (v4+)."""
+
+    name: str  # v0+
+    partitions: list[int]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class AddPartitionsToTxnRequestV3AndBelowTopics(TypedDict, total=False):
+    """AddPartitionsToTxnRequest v0-5: an element of ``v3_and_below_topics`` (v0-3)."""
+
+    name: str  # v0+
+    partitions: list[int]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class AddPartitionsToTxnResponseBody(TypedDict, total=False):
+    """AddPartitionsToTxnResponse v0-5: the whole body."""
+
+    throttle_time_ms: int  # v0+
+    error_code: int  # v4+
+    results_by_transaction: list[AddPartitionsToTxnResponseResultsByTransaction]  # v4+
+    results_by_topic_v3_and_below: list[AddPartitionsToTxnResponseResultsByTopicV3AndBelow]  # v0-3
+    _unknown_tags: UnknownTags
+
+
+class AddPartitionsToTxnResponseResultsByTransaction(TypedDict, total=False):
+    """AddPartitionsToTxnResponse v0-5: an element of ``results_by_transaction`` (v4+)."""
+
+    transactional_id: str  # v4+
+    topic_results: list[AddPartitionsToTxnResponseResultsByTransactionTopicResults]  # v4+
+    _unknown_tags: UnknownTags
+
+
+class AddPartitionsToTxnResponseResultsByTransactionTopicResults(TypedDict, total=False):
+    """AddPartitionsToTxnResponse v0-5: an element of ``results_by_transaction[].topic_results`` (v4+)."""
+
+    name: str  # v0+
+    results_by_partition: list[AddPartitionsToTxnResponseResultsByTransactionTopicResultsResultsByPartition]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class AddPartitionsToTxnResponseResultsByTransactionTopicResultsResultsByPartition(TypedDict, total=False):
+    """AddPartitionsToTxnResponse v0-5: an element of ``results_by_transaction[].topic_results[].results_by_partition`` (v0+)."""
+
+    partition_index: int  # v0+
+    partition_error_code: int  # v0+
+    _unknown_tags: UnknownTags
+
+
+class AddPartitionsToTxnResponseResultsByTopicV3AndBelow(TypedDict, total=False):
+    """AddPartitionsToTxnResponse v0-5: an element of ``results_by_topic_v3_and_below`` (v0-3)."""
+
+    name: str  # v0+
+    results_by_partition: list[AddPartitionsToTxnResponseResultsByTopicV3AndBelowResultsByPartition]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class AddPartitionsToTxnResponseResultsByTopicV3AndBelowResultsByPartition(TypedDict, total=False):
+    """AddPartitionsToTxnResponse v0-5: an element of ``results_by_topic_v3_and_below[].results_by_partition`` (v0+)."""
+
+    partition_index: int  # v0+
+    partition_error_code: int  # v0+
+    _unknown_tags: UnknownTags
+
+
 class AlterClientQuotasRequestBody(TypedDict, total=False):
     """AlterClientQuotasRequest v0-1: the whole body."""
 
@@ -582,6 +688,116 @@ class DescribeGroupsResponseGroupsMembers(TypedDict, total=False):
     _unknown_tags: UnknownTags
 
 
+class DescribeProducersRequestBody(TypedDict, total=False):
+    """DescribeProducersRequest v0-0: the whole body."""
+
+    topics: list[DescribeProducersRequestTopics]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class DescribeProducersRequestTopics(TypedDict, total=False):
+    """DescribeProducersRequest v0-0: an element of ``topics`` (v0+)."""
+
+    name: str  # v0+
+    partition_indexes: list[int]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class DescribeProducersResponseBody(TypedDict, total=False):
+    """DescribeProducersResponse v0-0: the whole body."""
+
+    throttle_time_ms: int  # v0+
+    topics: list[DescribeProducersResponseTopics]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class DescribeProducersResponseTopics(TypedDict, total=False):
+    """DescribeProducersResponse v0-0: an element of ``topics`` (v0+)."""
+
+    name: str  # v0+
+    partitions: list[DescribeProducersResponseTopicsPartitions]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class DescribeProducersResponseTopicsPartitions(TypedDict, total=False):
+    """DescribeProducersResponse v0-0: an element of ``topics[].partitions`` (v0+)."""
+
+    partition_index: int  # v0+
+    error_code: int  # v0+
+    error_message: str | None  # v0+
+    active_producers: list[DescribeProducersResponseTopicsPartitionsActiveProducers]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class DescribeProducersResponseTopicsPartitionsActiveProducers(TypedDict, total=False):
+    """DescribeProducersResponse v0-0: an element of ``topics[].partitions[].active_producers`` (v0+)."""
+
+    producer_id: int  # v0+
+    producer_epoch: int  # v0+
+    last_sequence: int  # v0+
+    last_timestamp: int  # v0+
+    coordinator_epoch: int  # v0+
+    current_txn_start_offset: int  # v0+
+    _unknown_tags: UnknownTags
+
+
+class DescribeTransactionsRequestBody(TypedDict, total=False):
+    """DescribeTransactionsRequest v0-0: the whole body."""
+
+    transactional_ids: list[str]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class DescribeTransactionsResponseBody(TypedDict, total=False):
+    """DescribeTransactionsResponse v0-0: the whole body."""
+
+    throttle_time_ms: int  # v0+
+    transaction_states: list[DescribeTransactionsResponseTransactionStates]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class DescribeTransactionsResponseTransactionStates(TypedDict, total=False):
+    """DescribeTransactionsResponse v0-0: an element of ``transaction_states`` (v0+)."""
+
+    error_code: int  # v0+
+    transactional_id: str  # v0+
+    transaction_state: str  # v0+
+    transaction_timeout_ms: int  # v0+
+    transaction_start_time_ms: int  # v0+
+    producer_id: int  # v0+
+    producer_epoch: int  # v0+
+    topics: list[DescribeTransactionsResponseTransactionStatesTopics]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class DescribeTransactionsResponseTransactionStatesTopics(TypedDict, total=False):
+    """DescribeTransactionsResponse v0-0: an element of ``transaction_states[].topics`` (v0+)."""
+
+    topic: str  # v0+
+    partitions: list[int]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class EndTxnRequestBody(TypedDict, total=False):
+    """EndTxnRequest v0-5: the whole body."""
+
+    transactional_id: str  # v0+
+    producer_id: int  # v0+
+    producer_epoch: int  # v0+
+    committed: bool  # v0+
+    _unknown_tags: UnknownTags
+
+
+class EndTxnResponseBody(TypedDict, total=False):
+    """EndTxnResponse v0-5: the whole body."""
+
+    throttle_time_ms: int  # v0+
+    error_code: int  # v0+
+    producer_id: int  # v5+
+    producer_epoch: int  # v5+
+    _unknown_tags: UnknownTags
+
+
 class FetchRequestBody(TypedDict, total=False):
     """FetchRequest v4-13: the whole body."""
 
@@ -794,7 +1010,7 @@ class IncrementalAlterConfigsResponseResponses(TypedDict, total=False):
 
 
 class InitProducerIdRequestBody(TypedDict, total=False):
-    """InitProducerIdRequest v0-4: the whole body."""
+    """InitProducerIdRequest v0-5: the whole body."""
 
     transactional_id: str | None  # v0+
     transaction_timeout_ms: int  # v0+
@@ -804,7 +1020,7 @@ class InitProducerIdRequestBody(TypedDict, total=False):
 
 
 class InitProducerIdResponseBody(TypedDict, total=False):
-    """InitProducerIdResponse v0-4: the whole body."""
+    """InitProducerIdResponse v0-5: the whole body."""
 
     throttle_time_ms: int  # v0+
     error_code: int  # v0+
@@ -972,6 +1188,34 @@ class ListOffsetsResponseTopicsPartitions(TypedDict, total=False):
     timestamp: int  # v1+
     offset: int  # v1+
     leader_epoch: int  # v4+
+    _unknown_tags: UnknownTags
+
+
+class ListTransactionsRequestBody(TypedDict, total=False):
+    """ListTransactionsRequest v0-1: the whole body."""
+
+    state_filters: list[str]  # v0+
+    producer_id_filters: list[int]  # v0+
+    duration_filter: int  # v1+
+    _unknown_tags: UnknownTags
+
+
+class ListTransactionsResponseBody(TypedDict, total=False):
+    """ListTransactionsResponse v0-1: the whole body."""
+
+    throttle_time_ms: int  # v0+
+    error_code: int  # v0+
+    unknown_state_filters: list[str]  # v0+
+    transaction_states: list[ListTransactionsResponseTransactionStates]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class ListTransactionsResponseTransactionStates(TypedDict, total=False):
+    """ListTransactionsResponse v0-1: an element of ``transaction_states`` (v0+)."""
+
+    transactional_id: str  # v0+
+    producer_id: int  # v0+
+    transaction_state: str  # v0+
     _unknown_tags: UnknownTags
 
 
@@ -1329,4 +1573,117 @@ class SyncGroupResponseBody(TypedDict, total=False):
     protocol_type: str | None  # v5+
     protocol_name: str | None  # v5+
     assignment: bytes  # v0+
+    _unknown_tags: UnknownTags
+
+
+class TxnOffsetCommitRequestBody(TypedDict, total=False):
+    """TxnOffsetCommitRequest v0-5: the whole body."""
+
+    transactional_id: str  # v0+
+    group_id: str  # v0+
+    producer_id: int  # v0+
+    producer_epoch: int  # v0+
+    generation_id: int  # v3+
+    member_id: str  # v3+
+    group_instance_id: str | None  # v3+
+    topics: list[TxnOffsetCommitRequestTopics]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class TxnOffsetCommitRequestTopics(TypedDict, total=False):
+    """TxnOffsetCommitRequest v0-5: an element of ``topics`` (v0+)."""
+
+    name: str  # v0+
+    partitions: list[TxnOffsetCommitRequestTopicsPartitions]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class TxnOffsetCommitRequestTopicsPartitions(TypedDict, total=False):
+    """TxnOffsetCommitRequest v0-5: an element of ``topics[].partitions`` (v0+)."""
+
+    partition_index: int  # v0+
+    committed_offset: int  # v0+
+    committed_leader_epoch: int  # v2+
+    committed_metadata: str | None  # v0+
+    _unknown_tags: UnknownTags
+
+
+class TxnOffsetCommitResponseBody(TypedDict, total=False):
+    """TxnOffsetCommitResponse v0-5: the whole body."""
+
+    throttle_time_ms: int  # v0+
+    topics: list[TxnOffsetCommitResponseTopics]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class TxnOffsetCommitResponseTopics(TypedDict, total=False):
+    """TxnOffsetCommitResponse v0-5: an element of ``topics`` (v0+)."""
+
+    name: str  # v0+
+    partitions: list[TxnOffsetCommitResponseTopicsPartitions]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class TxnOffsetCommitResponseTopicsPartitions(TypedDict, total=False):
+    """TxnOffsetCommitResponse v0-5: an element of ``topics[].partitions`` (v0+)."""
+
+    partition_index: int  # v0+
+    error_code: int  # v0+
+    _unknown_tags: UnknownTags
+
+
+class WriteTxnMarkersRequestBody(TypedDict, total=False):
+    """WriteTxnMarkersRequest v0-1: the whole body."""
+
+    markers: list[WriteTxnMarkersRequestMarkers]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class WriteTxnMarkersRequestMarkers(TypedDict, total=False):
+    """WriteTxnMarkersRequest v0-1: an element of ``markers`` (v0+)."""
+
+    producer_id: int  # v0+
+    producer_epoch: int  # v0+
+    transaction_result: bool  # v0+
+    topics: list[WriteTxnMarkersRequestMarkersTopics]  # v0+
+    coordinator_epoch: int  # v0+
+    _unknown_tags: UnknownTags
+
+
+class WriteTxnMarkersRequestMarkersTopics(TypedDict, total=False):
+    """WriteTxnMarkersRequest v0-1: an element of ``markers[].topics`` (v0+)."""
+
+    name: str  # v0+
+    partition_indexes: list[int]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class WriteTxnMarkersResponseBody(TypedDict, total=False):
+    """WriteTxnMarkersResponse v0-1: the whole body."""
+
+    markers: list[WriteTxnMarkersResponseMarkers]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class WriteTxnMarkersResponseMarkers(TypedDict, total=False):
+    """WriteTxnMarkersResponse v0-1: an element of ``markers`` (v0+)."""
+
+    producer_id: int  # v0+
+    topics: list[WriteTxnMarkersResponseMarkersTopics]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class WriteTxnMarkersResponseMarkersTopics(TypedDict, total=False):
+    """WriteTxnMarkersResponse v0-1: an element of ``markers[].topics`` (v0+)."""
+
+    name: str  # v0+
+    partitions: list[WriteTxnMarkersResponseMarkersTopicsPartitions]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class WriteTxnMarkersResponseMarkersTopicsPartitions(TypedDict, total=False):
+    """WriteTxnMarkersResponse v0-1: an element of ``markers[].topics[].partitions`` (v0+)."""
+
+    partition_index: int  # v0+
+    error_code: int  # v0+
     _unknown_tags: UnknownTags

@@ -50,7 +50,7 @@ __all__ = [
     "RecordBatchHeader", "Record", "ConsumerRecord", "RecoveryResult", "ControlRecordType",
     "read_header", "validate_batch", "iter_batches", "count_records", "recover_batches", "assign_offsets",
     "decode_raw_records", "decode_records", "encode_records", "build_batch",
-    "build_control_batch", "decode_control_key",
+    "build_control_batch", "decode_control_key", "read_end_txn_marker",
 ]
 
 Buffer = Union[bytes, bytearray, memoryview]
@@ -708,3 +708,15 @@ def build_control_batch(control_type: int, *, producer_id: int, producer_epoch: 
     return build_batch([rec], base_offset=base_offset, producer_id=producer_id,
                        producer_epoch=producer_epoch, is_transactional=True, is_control=True,
                        partition_leader_epoch=partition_leader_epoch, base_timestamp=timestamp)
+
+
+def read_end_txn_marker(batch: Buffer) -> tuple[int, int]:
+    """``(control type, coordinator epoch)`` of a transaction marker batch
+    (``EndTransactionMarker.deserialize``); raises ``InvalidRecordError`` if it is none."""
+    recs = decode_records(batch, check_crc=False)
+    if len(recs) != 1:
+        raise InvalidRecordError(f"a control batch holds {len(recs)} records, not 1")
+    _, control_type = decode_control_key(recs[0].key)
+    value = recs[0].value
+    coordinator_epoch = _END_TXN_VALUE.unpack_from(value)[1] if value is not None and len(value) >= 6 else -1
+    return control_type, coordinator_epoch

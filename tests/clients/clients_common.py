@@ -232,3 +232,82 @@ def report_client_versions(request: pytest.FixtureRequest, record_testsuite_prop
         for k, v in versions.items():
             record_testsuite_property(f"version.{k}", v)
     return versions
+
+
+# -- transactions (confluent-kafka helpers for tests/clients/test_transactions_clients.py and
+#    tests/cluster/test_cluster_transactions.py) ------------------------------------------
+
+def ck_offsets_client(bootstrap: str, *, committed: bool) -> Consumer:
+    """A consumer to ask end offsets with (:func:`ck_end_offsets`) under one isolation level."""
+    return Consumer({"bootstrap.servers": bootstrap, "group.id": f"offsets-{uuid.uuid4().hex[:8]}",
+                     "isolation.level": "read_committed" if committed else "read_uncommitted",
+                     "topic.metadata.refresh.interval.ms": 1000})
+
+
+def ck_end_offsets(bootstrap: str, topic: str, partitions: int, *, committed: bool,
+                   client: Consumer | None = None) -> dict[int, int]:
+    """Each partition's end offset by ListOffsets(latest): the LSO under ``committed`` (read_committed),
+    else the high watermark.
+
+    Pass a ``client`` (:func:`ck_offsets_client`, same isolation) to ask repeatedly: a new librdkafka
+    client may take a second or more before its first request (it replaces its bootstrap connections)."""
+    c = client or ck_offsets_client(bootstrap, committed=committed)
+    try:
+        return {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)[1]
+                for p in range(partitions)}
+    finally:
+        if client is None:
+            c.close()
+
+
+def ck_wait_stable(bootstrap: str, topic: str, partitions: int, timeout: float = 20) -> dict[int, int]:
+    """Wait until no transaction holds any partition's LSO back (LSO == high watermark); return the offsets."""
+    committed = ck_offsets_client(bootstrap, committed=True)
+    uncommitted = ck_offsets_client(bootstrap, committed=False)
+
+    def stable() -> dict[int, int] | None:
+        try:
+            lso = ck_end_offsets(bootstrap, topic, partitions, committed=True, client=committed)
+            hw = ck_end_offsets(bootstrap, topic, partitions, committed=False, client=uncommitted)
+        except KafkaException:  # e.g. a leader moving: ask again
+            return None
+        return hw if lso == hw else None
+
+    try:
+        return wait_for(stable, timeout=timeout, interval=0.1, what=f"{topic}: LSO == high watermark")
+    finally:
+        committed.close()
+        uncommitted.close()
+
+
+def ck_read_isolated(bootstrap: str, topic: str, partitions: int, *, committed: bool, timeout: float = 30) -> list:
+    """Every record of ``topic`` a consumer reads from the beginning up to each partition's end (the LSO under
+    ``committed``: read_committed, else the high watermark), with no group membership.
+
+    Call it once the partitions are stable (:func:`ck_wait_stable`) to read everything."""
+    c = Consumer({
+        "bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4().hex[:8]}",
+        "enable.auto.commit": False, "enable.partition.eof": True, "fetch.wait.max.ms": 100,
+        "isolation.level": "read_committed" if committed else "read_uncommitted",
+        "topic.metadata.refresh.interval.ms": 1000,
+    })
+    try:
+        c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        got: list = []
+        eof: set[int] = set()
+        deadline = time.monotonic() + timeout
+        while len(eof) < partitions:
+            assert time.monotonic() < deadline, f"read {len(got)} messages of {topic}, eof on {sorted(eof)}"
+            for m in c.consume(500, 0.2):
+                if m.error():
+                    if m.error().code() == KafkaError._PARTITION_EOF:
+                        eof.add(m.partition())
+                        continue
+                    if m.error().retriable() or m.error().code() == KafkaError._TRANSPORT:
+                        continue
+                    raise KafkaException(m.error())
+                eof.discard(m.partition())
+                got.append(m)
+        return got
+    finally:
+        c.close()

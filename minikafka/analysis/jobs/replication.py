@@ -37,6 +37,14 @@ to the follower's fetch offset, so this is mostly 0; ``fetched_ahead`` (last
 offset returned + 1 - fetch offset, a lower bound of the leader's log end
 minus the follower's) shows how far behind the follower was when it fetched.
 
+Transactions (KIP-98): record bytes and records are those of data batches; the
+control batches a leader replicates (transaction markers) are counted apart
+(``control_bytes``, ``control_batches``, ``commit_markers``, ``abort_markers``;
+they are real replicated data, so ``throttled_record_bytes`` and the throttled
+sizes count their bytes too), and the partition tables carry the leader's last
+stable offset beside its high watermark (``last_lso``, ``max_lso``).  These
+columns come after the ones earlier versions had.
+
 Tables: ``replication_pairs``, ``replication_leaders``, ``replication_series``,
 ``replication_partitions``, ``replication_lag``, ``replication_empty_sizes``.
 """
@@ -167,6 +175,14 @@ def _sum(col: Any, name: str) -> Any:
     return F.coalesce(F.sum(col), F.lit(0)).cast("long").alias(name)
 
 
+_TXN_COLS = ["control_bytes", "control_batches", "commit_markers", "abort_markers"]
+
+
+def _txn_last(df: Any) -> Any:
+    """``df`` with the transaction columns moved after the others (columns are only ever appended)."""
+    return df.select(*[c for c in df.columns if c not in _TXN_COLS], *[c for c in _TXN_COLS if c in df.columns])
+
+
 def run(tables: Any, opts: AnalysisOptions) -> dict[str, Any]:
     """The replication tables (see the module docstring)."""
     from pyspark.sql import Window
@@ -186,9 +202,12 @@ def run(tables: Any, opts: AnalysisOptions) -> dict[str, Any]:
     has_resp = F.coalesce(F.col("has_response"), F.lit(False))
     f = (tables.requests.where(follower)
          .select(*key, "send_ns", "replica_id", "api_version", "fetch_kind", "request_bytes", "response_bytes",
-                 "has_response", "record_bytes", "record_count")
+                 "has_response", "record_bytes", "record_count", "control_bytes", "control_batch_count",
+                 "commit_markers", "abort_markers")
          .withColumn("empty_bytes", F.when(has_resp, F.element_at(size_map, F.col("api_version"))).otherwise(0)))
-    parts = tables.partitions.where(follower)
+    # The whole records field of a partition, data and control batches: what the leader sends and sizes.
+    parts = tables.partitions.where(follower).withColumn(
+        "batch_bytes", F.coalesce(F.col("record_bytes"), F.lit(0)) + F.coalesce(F.col("control_bytes"), F.lit(0)))
     if configs:
         rules = F.broadcast(_rules_frame(spark, configs))
         cond = ((F.col("topic") == F.col("r_topic"))
@@ -197,8 +216,9 @@ def run(tables: Any, opts: AnalysisOptions) -> dict[str, Any]:
         candidates = parts.where(F.col("in_response")).join(rules, cond, "left_semi")
         udf = F.udf(lambda b, v, ps: throttled_size(b, v, ps, configs), "long")
         thr = (candidates.groupBy(*key, "api_version")
-               .agg(F.collect_list(F.struct("topic", "topic_id", "partition", "record_bytes")).alias("tparts"),
-                    _sum("record_bytes", "throttled_record_bytes"))
+               .agg(F.collect_list(F.struct("topic", "topic_id", "partition",
+                                            F.col("batch_bytes").alias("record_bytes"))).alias("tparts"),
+                    _sum("batch_bytes", "throttled_record_bytes"))
                .withColumn("throttled_size", udf(F.col("broker_id"), F.col("api_version"), F.col("tparts")))
                .drop("tparts", "api_version"))
         f = (f.join(thr, on=key, how="left")
@@ -222,6 +242,8 @@ def run(tables: Any, opts: AnalysisOptions) -> dict[str, Any]:
         _sum("record_bytes", "record_bytes"), _sum("record_count", "records"),
         _sum("recorded_bytes", "recorded_bytes"), _sum("throttled_record_bytes", "throttled_record_bytes"),
         _sum("phantom_bytes", "phantom_bytes"), _sum("empty_bytes", "empty_response_bytes"),
+        _sum("control_bytes", "control_bytes"), _sum("control_batch_count", "control_batches"),
+        _sum("commit_markers", "commit_markers"), _sum("abort_markers", "abort_markers"),
     ]
     span = [F.min("receive_ns").alias("_first"), F.max(F.coalesce(F.col("send_ns"), F.col("receive_ns"))).alias("_last")]
 
@@ -243,14 +265,16 @@ def run(tables: Any, opts: AnalysisOptions) -> dict[str, Any]:
     pairs = per_second(f.groupBy("leader_id", "follower_id").agg(
         *fetch_aggs, *span,
         F.concat_ws(",", F.array_sort(F.collect_set(F.col("api_version").cast("string")))).alias("fetch_versions"))
-    ).orderBy("leader_id", "follower_id")
+    ).transform(_txn_last).orderBy("leader_id", "follower_id")
     leaders = per_second(f.groupBy("leader_id").agg(
-        F.countDistinct("follower_id").cast("int").alias("followers"), *fetch_aggs, *span)).orderBy("leader_id")
+        F.countDistinct("follower_id").cast("int").alias("followers"), *fetch_aggs, *span)
+    ).transform(_txn_last).orderBy("leader_id")
     series = (f.withColumn("bucket_start", time_bucket("receive_ns", sec))
               .groupBy("leader_id", "follower_id", "bucket_start").agg(*fetch_aggs)
               .withColumn("record_bytes_per_s", F.col("record_bytes") / F.lit(sec))
               .withColumn("phantom_bytes_per_s", F.col("phantom_bytes") / F.lit(sec))
               .withColumn("recorded_bytes_per_s", F.col("recorded_bytes") / F.lit(sec))
+              .transform(_txn_last)
               .orderBy("leader_id", "follower_id", "bucket_start"))
 
     # Per partition: replicated records and lag.
@@ -262,7 +286,9 @@ def run(tables: Any, opts: AnalysisOptions) -> dict[str, Any]:
           .withColumn("ok", (F.coalesce(F.col("error_code"), F.lit(0)) == 0) & F.col("high_watermark").isNotNull()
                       & (F.col("high_watermark") >= 0) & F.col("offset").isNotNull())
           .withColumn("hw_lag", F.when(F.col("ok"), F.greatest(F.col("high_watermark") - F.col("offset"), F.lit(0))))
-          .withColumn("fetched_ahead", F.when(F.col("ok") & (F.col("record_count") > 0) & F.col("last_offset").isNotNull(),
+          .withColumn("fetched_ahead", F.when(F.col("ok") & (F.coalesce(F.col("batch_count"), F.lit(0))
+                                                             + F.coalesce(F.col("control_batch_count"), F.lit(0)) > 0)
+                                              & F.col("last_offset").isNotNull(),
                                               F.greatest(F.col("last_offset") + 1 - F.col("offset"), F.lit(0)))
                       .when(F.col("ok"), F.lit(0)))
           .withColumnRenamed("broker_id", "leader_id").withColumnRenamed("replica_id", "follower_id")
@@ -274,13 +300,17 @@ def run(tables: Any, opts: AnalysisOptions) -> dict[str, Any]:
                        F.max("hw_lag").alias("max_hw_lag"), F.max("fetched_ahead").alias("max_fetched_ahead"),
                        F.max_by("high_watermark", "receive_ns").alias("last_high_watermark"),
                        F.max_by("offset", "receive_ns").alias("last_fetch_offset"),
-                       _sum((F.coalesce(F.col("error_code"), F.lit(0)) != 0).cast("int"), "error_responses"))
+                       _sum((F.coalesce(F.col("error_code"), F.lit(0)) != 0).cast("int"), "error_responses"),
+                       F.max_by("last_stable_offset", "receive_ns").alias("last_lso"),
+                       _sum("control_bytes", "control_bytes"), _sum("control_batch_count", "control_batches"),
+                       _sum("commit_markers", "commit_markers"), _sum("abort_markers", "abort_markers"))
                   .orderBy(*part_key))
     lag = (pr.where(F.col("ok")).groupBy(*part_key, "bucket_start")
            .agg(F.count(F.lit(1)).cast("long").alias("responses"),
                 F.max("hw_lag").alias("max_hw_lag"), F.avg("hw_lag").alias("avg_hw_lag"),
                 F.max("fetched_ahead").alias("max_fetched_ahead"), _sum("record_bytes", "record_bytes"),
-                F.max("high_watermark").alias("max_high_watermark"))
+                F.max("high_watermark").alias("max_high_watermark"),
+                F.max("last_stable_offset").alias("max_lso"), _sum("control_bytes", "control_bytes"))
            .orderBy(*part_key, "bucket_start"))
     empty = spark.createDataFrame([(v, n) for v, n in sizes.items()], "fetch_version int, empty_response_bytes int")
     return {"replication_pairs": pairs, "replication_leaders": leaders, "replication_series": series,

@@ -9,8 +9,14 @@ frames on the wire including the 4-byte size prefix, as in
 * ``by_client``: per client id and api: requests, responses, bytes, error responses, first/last request.
 * ``connections``: per connection: client id, broker, peer, requests, responses, bytes, the apis used.
 * ``by_topic_time`` (``partitions`` table): per time bucket and topic: Produce record bytes/records as
-  sent, Fetch record bytes/records as returned to consumers and to follower replicas.
+  sent, Fetch record bytes/records as returned to consumers and to follower replicas; then (KIP-98)
+  the transactional batches/records produced, the control batches (transaction markers: bytes,
+  batches, commit and abort markers) returned to consumers and to followers, the transactional records
+  and the aborted transactions listed in consumer fetches.
 * ``by_topic``: the same per topic over the whole capture.
+
+Record bytes and records are those of data batches; control batches are counted apart (their bytes
+are not in the record bytes).  Columns added later come after the ones earlier versions had.
 * ``summary``: per api: requests, responses, bytes (frame and body), error responses, decode errors,
   and the error names with their counts.
 * ``errors``: per api and error name: responses whose (first) error is that one, and all non-zero
@@ -129,13 +135,32 @@ def run(tables: Any, opts: AnalysisOptions) -> dict[str, Any]:
             _sum(F.when(fetch & replica, F.col("record_count")), "replica_fetch_records"),
         ]
 
+    def txn_aggs() -> list[Any]:
+        consumer, follower = fetch & ~replica, fetch & replica
+        return [
+            _sum(F.when(produce, F.col("transactional_batch_count")), "produce_transactional_batches"),
+            _sum(F.when(produce, F.col("transactional_record_count")), "produce_transactional_records"),
+            _sum(F.when(consumer, F.col("control_bytes")), "fetch_control_bytes"),
+            _sum(F.when(consumer, F.col("control_batch_count")), "fetch_control_batches"),
+            _sum(F.when(consumer, F.col("commit_markers")), "fetch_commit_markers"),
+            _sum(F.when(consumer, F.col("abort_markers")), "fetch_abort_markers"),
+            _sum(F.when(consumer, F.col("transactional_record_count")), "fetch_transactional_records"),
+            _sum(F.when(consumer, F.col("aborted_transactions")), "fetch_aborted_transactions"),
+            _sum(F.when(follower, F.col("control_bytes")), "replica_fetch_control_bytes"),
+            _sum(F.when(follower, F.col("control_batch_count")), "replica_fetch_control_batches"),
+        ]
+
+    txn_cols = ["produce_transactional_batches", "produce_transactional_records", "fetch_control_bytes",
+                "fetch_control_batches", "fetch_commit_markers", "fetch_abort_markers", "fetch_transactional_records",
+                "fetch_aborted_transactions", "replica_fetch_control_bytes", "replica_fetch_control_batches"]
     tp = p.where(produce | fetch).withColumn("topic", F.coalesce(F.col("topic"), F.lit("(unknown)")))
-    by_topic_time = (tp.groupBy("bucket_start", "topic").agg(*topic_aggs())
+    by_topic_time = (tp.groupBy("bucket_start", "topic").agg(*topic_aggs(), *txn_aggs())
                      .withColumn("produce_bytes_per_s", F.col("produce_record_bytes") / F.lit(sec))
-                     .withColumn("fetch_bytes_per_s", F.col("fetch_record_bytes") / F.lit(sec))
+                     .withColumn("fetch_bytes_per_s", F.col("fetch_record_bytes") / F.lit(sec)))
+    by_topic_time = (by_topic_time.select(*[c for c in by_topic_time.columns if c not in txn_cols], *txn_cols)
                      .transform(ordered, "bucket_start", "topic"))
     by_topic = (tp.groupBy("topic").agg(*topic_aggs(),
-                                         F.countDistinct("partition").cast("long").alias("partitions"))
+                                         F.countDistinct("partition").cast("long").alias("partitions"), *txn_aggs())
                 .transform(ordered, "topic"))
 
     return {"summary": summary, "errors": err.transform(ordered, "api_name", "error_name"), "by_api_time": by_api_time,
@@ -275,6 +300,18 @@ def report(results: dict[str, Any], opts: AnalysisOptions) -> list[Section]:
     bt = results.get("by_topic")
     if bt is not None and not bt.empty:
         s.tables.append(("Per topic", bt))
+        if "fetch_control_batches" in bt.columns:
+            txn = {c: int(bt[c].sum()) for c in ("produce_transactional_records", "fetch_control_batches",
+                                                 "fetch_commit_markers", "fetch_abort_markers",
+                                                 "fetch_aborted_transactions", "replica_fetch_control_batches")}
+            if any(txn.values()):
+                s.text.append(
+                    f"Transactions: {txn['produce_transactional_records']:,} transactional records produced; "
+                    f"consumers fetched {txn['fetch_control_batches']:,} control batches "
+                    f"({txn['fetch_commit_markers']:,} commit and {txn['fetch_abort_markers']:,} abort markers, "
+                    f"{txn['fetch_aborted_transactions']:,} aborted transactions listed), followers "
+                    f"{txn['replica_fetch_control_batches']:,}. Record bytes and records are data batches only; "
+                    "control batches are counted apart.")
     out.append(s)
 
     s = Section("Clients")

@@ -80,6 +80,7 @@ class CoordinatorCore:
             group.protocol_type = loaded.protocol_type
             group.generation_id = loaded.generation_id
             group.offsets = loaded.offsets
+            group.pending_txn_offsets = loaded.pending_txn_offsets
             self.groups[gid] = group
 
     def _persist(self, records: list[dict]) -> None:

@@ -246,6 +246,8 @@ class GroupMetadata:
         self.new_member_added = False
         self.subscribed_topics: set[str] | None = None
         self.offsets: dict[TopicPartition, OffsetAndMetadata] = {}
+        # Offsets of open transactions by producer id (TxnOffsetCommit), visible only on commit.
+        self.pending_txn_offsets: dict[int, dict[TopicPartition, OffsetAndMetadata]] = {}
         # The delayed join (DelayedJoin / InitialDelayedJoin) while PreparingRebalance.
         self.join_deadline: float | None = None
         self.join_initial = False

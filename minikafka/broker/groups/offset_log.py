@@ -14,6 +14,11 @@ below) and flushed to the OS after every commit:
     record, without members);
 ``{"t":"d","g":group}``
     the group was deleted or went Dead: drop everything about it.
+``{"t":"to","g":group,"pid":producer_id,"tp":topic,"p":partition,"o":...,"e":...,"m":...,"ct":...,"xt":...}``
+    an offset committed inside a transaction (TxnOffsetCommit), pending until its end;
+``{"t":"te","g":group,"pid":producer_id,"c":true|false}``
+    that transaction ended: its pending offsets become committed (``c`` true) or are dropped
+    (Kafka writes a COMMIT/ABORT marker into ``__consumer_offsets``).
 
 Replay applies the records in order.  A torn last line (a crash mid-write) is
 ignored and cut off so later appends start on a clean line; an unparsable line
@@ -52,6 +57,7 @@ class LoadedGroup:
     protocol_type: str | None = None
     generation_id: int = 0
     offsets: dict[TopicPartition, OffsetAndMetadata] = field(default_factory=dict)
+    pending_txn_offsets: dict[int, dict[TopicPartition, OffsetAndMetadata]] = field(default_factory=dict)
 
 
 def offset_record(group_id: str, topic: str, partition: int, om: OffsetAndMetadata) -> dict[str, Any]:
@@ -59,6 +65,15 @@ def offset_record(group_id: str, topic: str, partition: int, om: OffsetAndMetada
         "t": "o", "g": group_id, "tp": topic, "p": partition, "o": om.offset, "e": om.leader_epoch,
         "m": om.metadata, "ct": om.commit_timestamp, "xt": om.expire_timestamp,
     }
+
+
+def txn_offset_record(group_id: str, producer_id: int, topic: str, partition: int,
+                      om: OffsetAndMetadata) -> dict[str, Any]:
+    return {**offset_record(group_id, topic, partition, om), "t": "to", "pid": producer_id}
+
+
+def txn_end_record(group_id: str, producer_id: int, commit: bool) -> dict[str, Any]:
+    return {"t": "te", "g": group_id, "pid": producer_id, "c": commit}
 
 
 def tombstone_record(group_id: str, topic: str, partition: int) -> dict[str, Any]:
@@ -114,7 +129,7 @@ class OffsetLog:
             if good_end < len(data):
                 with open(self.path, "r+b") as f:
                     f.truncate(good_end)
-        live = sum(len(g.offsets) + 1 for g in groups.values())
+        live = sum(len(g.offsets) + 1 + sum(map(len, g.pending_txn_offsets.values())) for g in groups.values())
         if count > _COMPACT_MIN_RECORDS and count > 2 * live:
             self._rewrite(groups)
             count = live
@@ -130,6 +145,9 @@ class OffsetLog:
                 f.write(_dumps(group_record(gid, g.protocol_type, g.generation_id)))
                 for (topic, partition), om in g.offsets.items():
                     f.write(_dumps(offset_record(gid, topic, partition, om)))
+                for pid, pending in g.pending_txn_offsets.items():
+                    for (topic, partition), om in pending.items():
+                        f.write(_dumps(txn_offset_record(gid, pid, topic, partition, om)))
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, self.path)
@@ -158,13 +176,23 @@ def _apply(groups: dict[str, LoadedGroup], rec: dict[str, Any]) -> None:
     gid = rec["g"]
     if not isinstance(gid, str):
         raise TypeError("group id is not a string")
-    if kind == "o":
+    if kind in ("o", "to"):
         om = OffsetAndMetadata(
             offset=int(rec["o"]), leader_epoch=int(rec.get("e", -1)), metadata=rec.get("m") or "",
             commit_timestamp=int(rec.get("ct", 0)),
             expire_timestamp=None if rec.get("xt") is None else int(rec["xt"]),
         )
-        groups.setdefault(gid, LoadedGroup()).offsets[TopicPartition(str(rec["tp"]), int(rec["p"]))] = om
+        tp = TopicPartition(str(rec["tp"]), int(rec["p"]))
+        group = groups.setdefault(gid, LoadedGroup())
+        if kind == "o":
+            group.offsets[tp] = om
+        else:
+            group.pending_txn_offsets.setdefault(int(rec["pid"]), {})[tp] = om
+    elif kind == "te":
+        g = groups.get(gid)
+        pending = g.pending_txn_offsets.pop(int(rec["pid"]), None) if g is not None else None
+        if g is not None and pending and rec.get("c"):
+            g.offsets.update(pending)
     elif kind == "x":
         g = groups.get(gid)
         if g is not None:

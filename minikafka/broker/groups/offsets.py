@@ -11,7 +11,7 @@ from ...protocol.errors import ErrorCode
 from ...common import TopicPartition
 from .core import E, S, log
 from .metadata import UNKNOWN_MEMBER_ID, GroupMetadata, OffsetAndMetadata
-from .offset_log import offset_record, tombstone_record
+from .offset_log import offset_record, tombstone_record, txn_end_record, txn_offset_record
 from .rebalance import RebalanceMixin
 
 OFFSET_METADATA_MAX_SIZE = 4096  # offset.metadata.max.bytes
@@ -80,6 +80,64 @@ class OffsetsMixin(RebalanceMixin):
             out[tp] = E.NONE
         self._persist(records)
         return out
+
+    # ---------------------------------------------------- TxnOffsetCommit
+
+    def txn_commit_offsets(
+        self,
+        group_id: str,
+        producer_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        generation_id: int,
+        offsets: dict[TopicPartition, OffsetAndMetadata],
+    ) -> dict[TopicPartition, ErrorCode]:
+        """Kafka's ``handleTxnCommitOffsets``: offsets held pending for the producer's transaction.
+
+        With group metadata (KIP-447: a generation, member id or instance id) the member is checked
+        as for OffsetCommit, so a zombie from an older generation is fenced (ILLEGAL_GENERATION,
+        UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID)."""
+        err = self._inactive_error(group_id, need_non_empty=True)
+        if err is not None:
+            return {tp: err for tp in offsets}
+        group = self.groups.get(group_id)
+        if group is None:
+            group = self.groups[group_id] = GroupMetadata(group_id, self._now_ms())
+        if generation_id >= 0 or member_id != UNKNOWN_MEMBER_ID or group_instance_id is not None:
+            err = self._validate_offset_commit(group, generation_id, member_id, group_instance_id)
+        elif group.state == S.DEAD:
+            err = E.COORDINATOR_NOT_AVAILABLE
+        if err is not None:
+            return {tp: err for tp in offsets}
+        out: dict[TopicPartition, ErrorCode] = {}
+        pending = group.pending_txn_offsets.setdefault(producer_id, {})
+        records = []
+        for tp, om in offsets.items():
+            if len(om.metadata) > OFFSET_METADATA_MAX_SIZE:
+                out[tp] = E.OFFSET_METADATA_TOO_LARGE
+                continue
+            pending[tp] = om
+            records.append(txn_offset_record(group_id, producer_id, tp[0], tp[1], om))
+            out[tp] = E.NONE
+        self._persist(records)
+        return out
+
+    def complete_txn_offsets(self, group_id: str, producer_id: int, commit: bool) -> None:
+        """The transaction ended (Kafka's ``scheduleHandleTxnCompletion``): its offsets are committed or dropped."""
+        group = self.groups.get(group_id)
+        pending = group.pending_txn_offsets.pop(producer_id, None) if group is not None else None
+        if group is None or pending is None:
+            return
+        self._persist([txn_end_record(group_id, producer_id, commit)])
+        if commit:
+            group.offsets.update(pending)
+
+    def pending_txn_partitions(self, group_id: str) -> set[TopicPartition]:
+        """Partitions with offsets in an open transaction (OffsetFetch ``require_stable``: UNSTABLE_OFFSET_COMMIT)."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return set()
+        return {tp for pending in group.pending_txn_offsets.values() for tp in pending}
 
     # --------------------------------------------------------- OffsetFetch
 

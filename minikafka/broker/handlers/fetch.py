@@ -135,10 +135,12 @@ class FetchHandler:
     # -- reading -------------------------------------------------------------------------------
     def _read_partition(self, key: PartitionKey, preq: PartitionRequest, name: str | None, version: int,
                         is_follower: bool, limit: int, first: bool,
-                        throttle: Callable[[Partition], bool] | None) -> FetchPartitionData:
+                        throttle: Callable[[Partition], bool] | None, read_committed: bool = False
+                        ) -> FetchPartitionData:
         """One partition's response data.  ``throttle(part)`` true: answered with no records (leader-side
         replication throttling, Kafka's ``readFromLocalLog`` returning ``MemoryRecords.EMPTY``), its bytes
-        not counting towards ``min_bytes`` (as in Kafka's ``DelayedFetch``)."""
+        not counting towards ``min_bytes`` (as in Kafka's ``DelayedFetch``).  ``read_committed``: read up to
+        the last stable offset, with the aborted transactions overlapping what was read."""
         entry = FetchPartitionData(key.partition)
         part = self.log.get(name, key.partition) if name is not None else None
         if part is None:
@@ -146,13 +148,14 @@ class FetchHandler:
                                 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             return entry
         lg = part.log
-        entry.high_watermark = entry.last_stable_offset = lg.high_watermark
+        entry.high_watermark = lg.high_watermark
+        entry.last_stable_offset = lso = part.last_stable_offset
         entry.log_start_offset = lg.log_start_offset
         err = check_leader(part) or check_leader_epoch(part, preq.current_leader_epoch)
         if err:
             entry.error_code = err
             return entry
-        max_offset = lg.log_end_offset if is_follower else lg.high_watermark
+        max_offset = lg.log_end_offset if is_follower else lso if read_committed else lg.high_watermark
         if preq.fetch_offset == max_offset and preq.fetch_offset >= lg.log_start_offset:
             return entry  # caught up: nothing to read (the common case of an idle partition)
         if throttle is not None and throttle(part):
@@ -168,6 +171,10 @@ class FetchHandler:
         if got.size:
             entry.records = got.chunks  # stored batches, sent by reference
             entry.size = got.size
+            if read_committed:
+                entry.aborted_transactions = [
+                    {"producer_id": t.producer_id, "first_offset": t.first_offset}
+                    for t in lg.txn_index.collect_aborted(preq.fetch_offset, max_offset)]
         return entry
 
     def _leader_throttle(self, replica_id: int) -> Callable[[Partition], bool] | None:
@@ -213,7 +220,8 @@ class FetchHandler:
             max_bytes = int(min(max_bytes, self.fetch_quota.get_max_value_in_quota_window(
                 ctx.user, ctx.quota_client_id)))
         data = await self._read_until_ready(partitions, names, version, replica_id, max_bytes,
-                                            min(req["min_bytes"], max_bytes), req["max_wait_ms"])
+                                            min(req["min_bytes"], max_bytes), req["max_wait_ms"],
+                                            not is_follower and version >= 4 and req["isolation_level"] == 1)
         if not is_follower and self.fetch_quota.quotas_enabled:
             throttle = self._charge_consumer_quotas(ctx, version, fctx, data)
             if throttle:
@@ -229,7 +237,7 @@ class FetchHandler:
 
     async def _read_until_ready(self, partitions: list[tuple[PartitionKey, PartitionRequest]],
                                 names: dict[PartitionKey, str | None], version: int, replica_id: int,
-                                max_bytes: int, min_bytes: int, max_wait_ms: int
+                                max_bytes: int, min_bytes: int, max_wait_ms: int, read_committed: bool = False
                                 ) -> OrderedDict[PartitionKey, FetchPartitionData]:
         """Read every partition; while below ``min_bytes`` and without errors, wait (Kafka's
         ``DelayedFetch``) and re-read only the partitions whose change woke the fetch."""
@@ -239,7 +247,7 @@ class FetchHandler:
         total = 0
         for key, preq in partitions:
             entry = data[key] = self._read_partition(key, preq, names[key], version, is_follower,
-                                                     max_bytes - total, total == 0, throttle)
+                                                     max_bytes - total, total == 0, throttle, read_committed)
             total += entry.size
         deadline = trio.current_time() + max(max_wait_ms, 0) / 1000
         if total >= min_bytes or any(e.error_code for e in data.values()) or trio.current_time() >= deadline:
@@ -260,7 +268,8 @@ class FetchHandler:
                     for key in by_tp.get(tp, ()):  # type: ignore[call-overload]
                         rest = total - data[key].size
                         entry = data[key] = self._read_partition(key, requests[key], names[key], version,
-                                                                 is_follower, max_bytes - rest, rest == 0, throttle)
+                                                                 is_follower, max_bytes - rest, rest == 0, throttle,
+                                                                 read_committed)
                         total = rest + entry.size
                         error = error or bool(entry.error_code)
                 if total >= min_bytes or error or trio.current_time() >= deadline:

@@ -185,15 +185,22 @@ class OffsetCommitHandler(_GroupHandler):
 
 
 def _offset_topics(offsets: dict[TopicPartition, OffsetAndMetadata | None],
-                   partition_error: ErrorCode) -> list[B.OffsetFetchResponseTopics]:
+                   partition_error: ErrorCode, unstable: set[TopicPartition] | None = None
+                   ) -> list[B.OffsetFetchResponseTopics]:
+    """``unstable``: partitions with transactional offsets pending (KIP-447 ``require_stable``), answered
+    UNSTABLE_OFFSET_COMMIT without an offset."""
     by_topic: dict[str, list[B.OffsetFetchResponseTopicsPartitions]] = {}
-    for (topic, partition), om in offsets.items():
-        by_topic.setdefault(topic, []).append({
-            "partition_index": partition,
+    for tp, om in offsets.items():
+        if unstable and tp in unstable:
+            om, code = None, E.UNSTABLE_OFFSET_COMMIT
+        else:
+            code = partition_error
+        by_topic.setdefault(tp[0], []).append({
+            "partition_index": tp[1],
             "committed_offset": om.offset if om is not None else -1,
             "committed_leader_epoch": om.leader_epoch if om is not None else -1,
             "metadata": om.metadata if om is not None else "",
-            "error_code": partition_error,
+            "error_code": code,
         })
     return [{"name": t, "partitions": parts} for t, parts in by_topic.items()]
 
@@ -214,8 +221,9 @@ class OffsetFetchHandler(_GroupHandler):
             groups: list[B.OffsetFetchResponseGroups] = []
             for g in req["groups"]:
                 err, offsets = self.coordinator.fetch_offsets(g["group_id"], _requested(g["topics"]), require_stable)
+                unstable = self.coordinator.pending_txn_partitions(g["group_id"]) if require_stable else None
                 groups.append({"group_id": g["group_id"], "error_code": err,
-                               "topics": _offset_topics(offsets, E.NONE) if err == E.NONE else []})
+                               "topics": _offset_topics(offsets, E.NONE, unstable) if err == E.NONE else []})
             return {"throttle_time_ms": ctx.throttle_time_ms, "groups": groups}
         requested = _requested(req["topics"])
         err, offsets = self.coordinator.fetch_offsets(req["group_id"], requested, require_stable)
@@ -225,7 +233,8 @@ class OffsetFetchHandler(_GroupHandler):
             # v0-1 have no top-level error: report it on every requested partition.
             return {"throttle_time_ms": ctx.throttle_time_ms,
                     "topics": _offset_topics(dict.fromkeys(requested or []), err)}
-        return {"throttle_time_ms": ctx.throttle_time_ms, "topics": _offset_topics(offsets, E.NONE),
+        unstable = self.coordinator.pending_txn_partitions(req["group_id"]) if require_stable else None
+        return {"throttle_time_ms": ctx.throttle_time_ms, "topics": _offset_topics(offsets, E.NONE, unstable),
                 "error_code": E.NONE}
 
 

@@ -22,8 +22,8 @@ def lookup_offset(part: Partition, timestamp: int, isolation_level: int) -> tupl
     lg = part.log
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
         return -1, lg.log_start_offset, part.leader_epoch
-    if timestamp in (LATEST, LATEST_TIERED):
-        return -1, lg.high_watermark, part.leader_epoch
+    if timestamp in (LATEST, LATEST_TIERED):  # read_committed (isolation 1) sees up to the LSO
+        return -1, part.last_stable_offset if isolation_level == 1 else lg.high_watermark, part.leader_epoch
     if timestamp == MAX_TIMESTAMP:
         ts, off = lg.max_timestamp_and_offset()
         return (ts, off, part.leader_epoch) if off >= 0 else (-1, -1, -1)

@@ -5,6 +5,11 @@ the ISR is smaller than ``min.insync.replicas``, and otherwise answered only
 when the high watermark passes the appended batches (Kafka's ``DelayedProduce``,
 woken only by changes to those partitions) or after the request's
 ``timeout_ms`` with REQUEST_TIMED_OUT.  acks=1 answers at once.
+
+Transactional batches that would open a transaction on a partition are first
+verified with the transaction coordinator (KIP-890 part 1, through the
+:class:`~minikafka.broker.services.TxnVerifier`); a partition that fails gets
+the verification's error and nothing is appended to it.
 """
 
 from __future__ import annotations
@@ -14,13 +19,14 @@ from dataclasses import dataclass
 
 import trio
 
-from ...common import Clock, TopicMetadata
+from ...common import Clock, TopicMetadata, TopicPartition
 from ...protocol import bodies as B
 from ...protocol.errors import ErrorCode
+from ...protocol.records import BATCH_HEADER_SIZE, read_header
 from ..config import BrokerConfig
 from ..partition import Partition
 from ..request import RequestContext
-from ..services import ClientQuota, DelayedOperations, ProduceLog, TopicLookup
+from ..services import ClientQuota, DelayedOperations, ProduceLog, TopicLookup, TxnVerifier
 
 log = logging.getLogger(__name__)
 
@@ -41,8 +47,9 @@ class ProduceHandler:
     """Kafka's ``handleProduceRequest`` over one narrow log dependency (tansu's ``produce.rs`` shape)."""
 
     def __init__(self, log: ProduceLog, topics: TopicLookup, delayed: DelayedOperations, quota: ClientQuota,
-                 config: BrokerConfig, clock: Clock) -> None:
+                 config: BrokerConfig, clock: Clock, verifier: TxnVerifier | None = None) -> None:
         self.log = log
+        self.verifier = verifier
         self.topics = topics
         self.delayed = delayed
         self.quota = quota
@@ -63,6 +70,7 @@ class ProduceHandler:
         responses: list[B.ProduceResponseResponses] = []
         pending: list[_Pending] = []
         found = self.topics.lookup_many((td["name"] for td in req["topic_data"]), auto_create=True)
+        unverified = await self._verify_transactional(req) if req["transactional_id"] is not None else {}
         for td in req["topic_data"]:
             parts: list[PartitionResponse] = []
             code, topic = found[td["name"]]
@@ -77,6 +85,10 @@ class ProduceHandler:
                     continue
                 if not part.is_leader:
                     parts.append({"index": index, "error_code": ErrorCode.NOT_LEADER_OR_FOLLOWER})
+                    continue
+                failed = unverified.get(part.tp) if unverified else None
+                if failed:
+                    parts.append({"index": index, "error_code": failed, "error_message": failed.name})
                     continue
                 min_isr = self._min_insync_replicas(topic) if acks == -1 and part.is_replicated else 0
                 if min_isr and len(self.log.isr(part)) < min_isr:
@@ -108,6 +120,31 @@ class ProduceHandler:
         if acks == 0:
             return None  # acks=0: Kafka sends no response at all (a throttle still mutes the connection)
         return {"responses": responses, "throttle_time_ms": 0}
+
+    async def _verify_transactional(self, req: B.ProduceRequestBody) -> dict[TopicPartition, ErrorCode]:
+        """KIP-890 part 1: partitions where a transactional batch would open a transaction must be in
+        the producer's ongoing transaction; returns the ones that are not, with their error."""
+        if self.verifier is None:
+            return {}
+        todo: dict[tuple[int, int], list[TopicPartition]] = {}
+        for td in req["topic_data"]:
+            for pd in td["partition_data"]:
+                records = pd["records"]
+                if isinstance(records, list) or records is None or len(records) < BATCH_HEADER_SIZE:
+                    continue
+                h = read_header(records)
+                if not h.is_transactional or h.is_control or h.producer_id < 0:
+                    continue
+                part = self.log.get(td["name"], pd["index"])
+                if part is None or not part.is_leader or part.producers.has_ongoing_txn(h.producer_id,
+                                                                                          h.producer_epoch):
+                    continue
+                todo.setdefault((h.producer_id, h.producer_epoch), []).append(part.tp)
+        failed: dict[TopicPartition, ErrorCode] = {}
+        for (pid, epoch), tps in todo.items():
+            got = await self.verifier.verify(req["transactional_id"] or "", pid, epoch, tps)
+            failed.update((tp, code) for tp, code in got.items() if code)
+        return failed
 
     def _settle(self, pending: list[_Pending]) -> None:
         """Complete each partition whose HW reached the required offset, or that lost leadership."""

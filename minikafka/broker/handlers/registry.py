@@ -25,7 +25,9 @@ from .groups import (DeleteGroupsHandler, DescribeGroupsHandler, FindCoordinator
 from .list_offsets import DeleteRecordsHandler, ListOffsetsHandler, OffsetForLeaderEpochHandler
 from .metadata import DescribeClusterHandler, MetadataHandler
 from .produce import ProduceHandler
-from .producer_ids import InitProducerIdHandler
+from .transactions import (AddOffsetsToTxnHandler, AddPartitionsToTxnHandler, DescribeProducersHandler,
+                           DescribeTransactionsHandler, EndTxnHandler, InitProducerIdHandler, ListTransactionsHandler,
+                           TxnOffsetCommitHandler, WriteTxnMarkersHandler)
 from .quotas import AlterClientQuotasHandler, DescribeClientQuotasHandler
 from .topics import CreatePartitionsHandler, CreateTopicsHandler, DeleteTopicsHandler
 
@@ -49,9 +51,14 @@ def supported_api_versions(keys: Iterable[int]) -> list[B.ApiVersionsResponseApi
     ]
 
 
+def _is_coordinator(s: BrokerServices) -> Callable[[], bool]:
+    """Whether FindCoordinator names this broker (for groups and transactions alike)."""
+    return lambda: s.metadata.coordinator().node_id == s.config.node_id
+
+
 HANDLER_FACTORIES: Mapping[ApiKey, HandlerFactory] = {
     ApiKey.PRODUCE: lambda s: ProduceHandler(s.replica_manager, s.topics, s.delayed_produce, s.produce_quota,
-                                             s.config, s.clock).handle,
+                                             s.config, s.clock, s.txn_verifier).handle,
     ApiKey.FETCH: lambda s: FetchHandler(s.fetch_log, s.metadata, s.fetch_sessions, s.delayed_fetch,
                                          s.fetch_quota, s.request_quota, s.leader_quota, s.timer, s.config,
                                          s.clock).handle,
@@ -70,7 +77,19 @@ HANDLER_FACTORIES: Mapping[ApiKey, HandlerFactory] = {
     ApiKey.CREATE_TOPICS: lambda s: CreateTopicsHandler(s.controller, s.config).handle,
     ApiKey.DELETE_TOPICS: lambda s: DeleteTopicsHandler(s.controller, s.metadata, s.config).handle,
     ApiKey.DELETE_RECORDS: lambda s: DeleteRecordsHandler(s.records_deleter).handle,
-    ApiKey.INIT_PRODUCER_ID: lambda s: InitProducerIdHandler(s.producer_ids).handle,
+    ApiKey.INIT_PRODUCER_ID: lambda s: InitProducerIdHandler(s.producer_ids, s.txn_coordinator,
+                                                             _is_coordinator(s)).handle,
+    ApiKey.ADD_PARTITIONS_TO_TXN: lambda s: AddPartitionsToTxnHandler(s.txn_coordinator, s.metadata,
+                                                                      _is_coordinator(s)).handle,
+    ApiKey.ADD_OFFSETS_TO_TXN: lambda s: AddOffsetsToTxnHandler(s.txn_coordinator, _is_coordinator(s)).handle,
+    ApiKey.END_TXN: lambda s: EndTxnHandler(s.txn_coordinator, _is_coordinator(s)).handle,
+    ApiKey.WRITE_TXN_MARKERS: lambda s: WriteTxnMarkersHandler(s.marker_log, s.delayed_produce).handle,
+    ApiKey.TXN_OFFSET_COMMIT: lambda s: TxnOffsetCommitHandler(s.group_coordinator, s.txn_coordinator,
+                                                               s.metadata).handle,
+    ApiKey.DESCRIBE_PRODUCERS: lambda s: DescribeProducersHandler(s.replica_manager).handle,
+    ApiKey.DESCRIBE_TRANSACTIONS: lambda s: DescribeTransactionsHandler(s.txn_coordinator,
+                                                                        _is_coordinator(s)).handle,
+    ApiKey.LIST_TRANSACTIONS: lambda s: ListTransactionsHandler(s.txn_coordinator, _is_coordinator(s)).handle,
     ApiKey.OFFSET_FOR_LEADER_EPOCH: lambda s: OffsetForLeaderEpochHandler(s.replica_manager).handle,
     ApiKey.DESCRIBE_CONFIGS: lambda s: DescribeConfigsHandler(s.metadata, s.broker_configs, s.config).handle,
     ApiKey.ALTER_CONFIGS: lambda s: AlterConfigsHandler(s.controller, s.metadata, s.broker_configs,

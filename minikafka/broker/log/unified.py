@@ -5,7 +5,8 @@ Deliberate differences from Kafka:
 * Single-threaded and synchronous: the broker calls it from trio tasks; writes
   are ``os.writev`` on an ``O_APPEND`` descriptor (page cache, no fsync unless
   ``flush(fsync=True)``), reads are ``os.pread``.
-* No producer-state snapshots, transactions index or compaction.
+* No producer-state snapshots or compaction; the aborted-transactions index
+  (:mod:`.txn_index`) is in memory, rebuilt with the producer state on load.
 * The log start offset and high watermark are checkpointed per partition in
   ``partition-offsets-checkpoint`` (Kafka keeps one log-start-offset-checkpoint
   and one replication-offset-checkpoint per data directory).
@@ -21,7 +22,7 @@ import logging
 import os
 import shutil
 from bisect import bisect_right
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -43,6 +44,7 @@ from minikafka.protocol.records import (
 
 from .epoch import CHECKPOINT_FILE, LeaderEpochFileCache
 from .index import IndexCorruptError
+from .txn_index import TransactionIndex
 from .segment import BatchMeta, FileSegment, MemorySegment, Segment
 
 log = logging.getLogger(__name__)
@@ -124,6 +126,7 @@ class Log:
         self.log_end_offset = 0
         self._high_watermark = 0
         self._closed = False
+        self.txn_index = TransactionIndex()
         if directory is not None:
             directory.mkdir(parents=True, exist_ok=True)
             self.epoch_cache = LeaderEpochFileCache(directory / CHECKPOINT_FILE)
@@ -422,6 +425,22 @@ class Log:
                     break
         return info
 
+    def iter_batches_from(self, offset: int, chunk_bytes: int = 1 << 20
+                          ) -> Iterator[tuple[RecordBatchHeader, memoryview]]:
+        """Every stored batch from the one holding ``offset`` on, read ``chunk_bytes`` at a time
+        (headers are not CRC-checked: these are batches this log stored)."""
+        pos = max(offset, self.log_start_offset)
+        while pos < self.log_end_offset:
+            got = self.read(pos, chunk_bytes, min_one_batch=True)
+            after = pos
+            for chunk in got.chunks:
+                for h, view in iter_batches(chunk, check_crc=False):
+                    yield h, view
+                    after = h.next_offset
+            if after <= pos:
+                return
+            pos = after
+
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int, int] | None:
         """``(offset, timestamp, leader_epoch)`` of the earliest record with timestamp >=
         *timestamp* (Kafka ``fetchOffsetByTimestamp``), or None. Exact for uncompressed,
@@ -484,6 +503,7 @@ class Log:
         if doomed:
             self._drop_segments(doomed)
         self.epoch_cache.truncate_from_start(offset)
+        self.txn_index.delete_before(offset)
         self._write_offsets_checkpoint()
         return self.log_start_offset
 
@@ -517,6 +537,7 @@ class Log:
         if self.segments[0].base_offset > self.log_start_offset:
             self.log_start_offset = self.segments[0].base_offset
             self.epoch_cache.truncate_from_start(self.log_start_offset)
+            self.txn_index.delete_before(self.log_start_offset)
             self._write_offsets_checkpoint()
         return len(doomed)
 
@@ -535,6 +556,7 @@ class Log:
         self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
         self._high_watermark = min(self._high_watermark, self.log_end_offset)
         self.epoch_cache.truncate_from_end(self.log_end_offset)
+        self.txn_index.truncate_to(offset)
         self._write_offsets_checkpoint()
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
@@ -543,6 +565,7 @@ class Log:
         self._add_segment(offset, self.clock.time_ms())
         self.log_start_offset = self.log_end_offset = self._high_watermark = offset
         self.epoch_cache.clear()
+        self.txn_index.clear()
         self._write_offsets_checkpoint()
 
     # -- lifecycle ------------------------------------------------------------------------

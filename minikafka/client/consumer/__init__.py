@@ -10,10 +10,11 @@ from .assignors import RangeAssignor, RoundRobinAssignor
 from .config import ConsumerConfig
 from .consumer import ConsumerMessage, KafkaConsumer
 from .errors import CommitFailedError, ConsumerError, GroupError, NoOffsetForPartitionError
+from .group_metadata import ConsumerGroupMetadata
 from .subscription import OffsetAndMetadata
 
 __all__ = [
     "KafkaConsumer", "ConsumerConfig", "ConsumerMessage", "TopicPartition", "OffsetAndMetadata",
     "RangeAssignor", "RoundRobinAssignor", "ConsumerError", "CommitFailedError", "GroupError",
-    "NoOffsetForPartitionError",
+    "NoOffsetForPartitionError", "ConsumerGroupMetadata",
 ]

@@ -33,6 +33,7 @@ from .config import ConsumerConfig
 from .coordinator import ConsumerCoordinator
 from .errors import ConsumerError
 from .fetcher import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, Fetcher
+from .group_metadata import ConsumerGroupMetadata
 from .metrics import COORDINATOR_GROUP, ConsumerMetrics
 from .subscription import OffsetAndMetadata, SubscriptionState
 
@@ -320,6 +321,13 @@ class KafkaConsumer:
 
     async def committed_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, OffsetAndMetadata]:
         return await self._require_group().fetch_committed(partitions)
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """``groupMetadata``: the group id, generation, member id and group instance id, for
+        ``KafkaProducer.send_offsets_to_transaction`` (KIP-447).  Needs ``group_id``."""
+        coord = self._require_group()
+        return ConsumerGroupMetadata(coord.group_id, coord.generation, coord.member_id,
+                                     self.config.group_instance_id)
 
     async def beginning_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         return await self._require_started().list_offsets({TopicPartition(*tp): EARLIEST_TIMESTAMP

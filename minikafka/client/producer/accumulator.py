@@ -219,6 +219,22 @@ class RecordAccumulator:
             dq.clear()
         return aborted
 
+    def abort_undrained_batches(self, error: BaseException) -> list[ProducerBatch]:
+        """Fail the batches never sent (no sequence yet) (``abortUndrainedBatches``, when a transaction
+        is being aborted); batches already sent are left to complete."""
+        aborted = []
+        for b in list(self.incomplete):
+            if b.has_sequence:
+                continue
+            dq = self.batches.get((b.topic, b.partition))
+            if dq is not None and b in dq:
+                dq.remove(b)
+            b.close_for_appends()
+            if b.complete(-1, -1, error):
+                aborted.append(b)
+            self.deallocate(b)
+        return aborted
+
     def begin_flush(self) -> None:
         self.flushes_in_progress += 1
 

@@ -17,7 +17,7 @@ from crc32c import crc32c
 
 from ...protocol.compression import compress
 from ...protocol.records import (ATTRIBUTES_OFFSET, BATCH_HEADER, BATCH_HEADER_SIZE, CRC_OFFSET, LOG_OVERHEAD,
-                                 MAGIC, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE)
+                                 MAGIC, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, TRANSACTIONAL_MASK)
 
 log = logging.getLogger(__name__)
 
@@ -172,7 +172,7 @@ class ProducerBatch:
                  "drained_ms", "attempts", "record_count", "base_timestamp", "max_timestamp", "result",
                  "callbacks", "closed", "payload", "compression", "producer_id", "producer_epoch",
                  "base_sequence", "built", "retry", "final_state", "uncompressed_size", "futures",
-                 "reopened", "estimated_size")
+                 "reopened", "estimated_size", "is_transactional")
 
     def __init__(self, topic: str, partition: int, buffer: bytearray, capacity: int, write_limit: int,
                  compression: int, now_ms: int) -> None:
@@ -203,6 +203,7 @@ class ProducerBatch:
         self.uncompressed_size = 0
         self.reopened = False
         self.estimated_size = BATCH_HEADER_SIZE
+        self.is_transactional = False  # attributes bit 4, set with the producer state of a transactional producer
 
     # -- appending -------------------------------------------------------------------------------
     def try_append(self, timestamp: int, key: bytes | None, value: bytes | None, headers_bytes: bytes,
@@ -302,8 +303,9 @@ class ProducerBatch:
             self.payload = compress(self.compression, raw) if self.compression else raw
         payload = self.payload
         count = self.record_count
+        attributes = (self.compression & 7) | (TRANSACTIONAL_MASK if self.is_transactional else 0)
         header = bytearray(BATCH_HEADER.pack(
-            0, BATCH_HEADER_SIZE - LOG_OVERHEAD + len(payload), -1, MAGIC, 0, self.compression & 7,
+            0, BATCH_HEADER_SIZE - LOG_OVERHEAD + len(payload), -1, MAGIC, 0, attributes,
             count - 1, self.base_timestamp, self.max_timestamp, self.producer_id, self.producer_epoch,
             self.base_sequence, count))
         crc = crc32c(payload, crc32c(memoryview(header)[ATTRIBUTES_OFFSET:]))

@@ -9,6 +9,8 @@ Deliberate differences from the Java client:
 * ``clock`` (seconds, default ``trio.current_time``) is injectable so tests can run on trio's
   MockClock.  Record timestamps use ``wall_clock_ms`` (Java's ``System.currentTimeMillis``).
 * Java's dotted names are accepted too: ``ProducerConfig.from_dict({"linger.ms": 10})``.
+* ``transactional_id`` implies idempotence (as Java's ``postProcessAndValidateIdempotenceConfigs``):
+  left at None, ``enable_idempotence`` becomes True; explicitly False is an error.
 """
 
 from __future__ import annotations
@@ -54,6 +56,8 @@ class ProducerConfig:
     value_serializer: Callable[[Any], bytes | None] | None = None
     metrics_sample_window_ms: int = 30000
     metrics_num_samples: int = 2
+    transactional_id: str | None = None  # set: a transactional producer (implies idempotence)
+    transaction_timeout_ms: int = 60000
     clock: Callable[[], float] = field(default=trio.current_time, repr=False)
     wall_clock_ms: Callable[[], int] = field(default=_wall_clock_ms, repr=False)
 
@@ -65,6 +69,14 @@ class ProducerConfig:
             raise ValueError(f"acks must be all, -1, 0 or 1, not {self.acks!r}")
         if self.compression_type not in COMPRESSION_CODECS:
             raise ValueError(f"unknown compression.type {self.compression_type!r}")
+        if self.transactional_id is not None:
+            if not self.transactional_id:
+                raise ValueError("transactional.id must not be empty")
+            if self.enable_idempotence is False:
+                raise ValueError("Cannot set a transactional.id without also enabling idempotence.")
+            self.enable_idempotence = True
+        if self.transaction_timeout_ms <= 0:
+            raise ValueError("transaction.timeout.ms must be positive")
         if self.enable_idempotence is None:
             # Java: idempotence defaults to true but is silently disabled when the user set
             # conflicting configs without setting enable.idempotence explicitly.

@@ -37,3 +37,36 @@ class RecordTooLargeError(KafkaProducerError):
 class ProducerClosedError(KafkaProducerError):
     """Raised by send() after close(), and for records aborted by a forced close
     (Kafka's ``IllegalStateException`` / ``KafkaException("Producer is closed forcefully.")``)."""
+
+
+class IllegalStateError(KafkaProducerError):
+    """Kafka's ``IllegalStateException`` from the transactional API: a call in the wrong state
+    (``send`` outside a transaction, ``commit_transaction`` before ``begin_transaction``, a call
+    while an earlier timed-out one must be retried, ...)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+
+
+class ProducerFencedError(KafkaProducerError):
+    """Kafka's ``ProducerFencedException``: another producer with the same transactional id has
+    initialized (PRODUCER_FENCED, or INVALID_PRODUCER_EPOCH for a transactional producer).  Fatal:
+    the producer can only be closed."""
+
+    def __init__(self, message: str, code: int = ErrorCode.PRODUCER_FENCED) -> None:
+        super().__init__(message, code)
+
+
+class TransactionalIdAuthorizationError(KafkaProducerError):
+    """Kafka's ``TransactionalIdAuthorizationException`` (TRANSACTIONAL_ID_AUTHORIZATION_FAILED). Fatal."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+
+
+class TransactionAbortedError(KafkaProducerError):
+    """Kafka's ``TransactionAbortedException``: a record that was never sent because its
+    transaction was aborted."""
+
+    def __init__(self, message: str = "Failing batch since transaction was aborted") -> None:
+        super().__init__(message)

@@ -68,6 +68,17 @@ class ProducerMetrics:
         self.buffer_exhausted.add_meter(name("buffer-exhausted-rate"), name("buffer-exhausted-total"))
         self.flush_time = sensor("flush-time")
         self.flush_time.add(name("flush-time-ns-total"), CumulativeSum())
+        # KafkaProducerMetrics: total time in each transactional call
+        self.txn_init_time = sensor("txn-init-time")
+        self.txn_init_time.add(name("txn-init-time-ns-total"), CumulativeSum())
+        self.txn_begin_time = sensor("txn-begin-time")
+        self.txn_begin_time.add(name("txn-begin-time-ns-total"), CumulativeSum())
+        self.txn_send_offsets_time = sensor("txn-send-offsets-time")
+        self.txn_send_offsets_time.add(name("txn-send-offsets-time-ns-total"), CumulativeSum())
+        self.txn_commit_time = sensor("txn-commit-time")
+        self.txn_commit_time.add(name("txn-commit-time-ns-total"), CumulativeSum())
+        self.txn_abort_time = sensor("txn-abort-time")
+        self.txn_abort_time.add(name("txn-abort-time-ns-total"), CumulativeSum())
         _ = (Value, WindowedCount)
 
     def gauge(self, metric: str, fn: Callable[[], float], desc: str = "") -> None:

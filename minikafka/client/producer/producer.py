@@ -13,30 +13,46 @@
 allocating from the :class:`BufferPool` (blocking up to max.block.ms when memory runs out).  The
 :class:`Sender` runs as a task in the producer's own nursery: no threads.
 
+Transactions (KIP-98; ``transactional_id`` set)::
+
+    async with KafkaProducer(bootstrap_servers=..., transactional_id="tx-1") as producer:
+        await producer.init_transactions()       # fences older producers with this id
+        producer.begin_transaction()
+        await producer.send("out", b"v")
+        await producer.send_offsets_to_transaction({TopicPartition("in", 0): 42}, consumer.group_metadata())
+        await producer.commit_transaction()      # or: await producer.abort_transaction()
+
 Deliberate differences from Java: ``send`` is a coroutine (it may wait for metadata or memory,
 which Java does by blocking the calling thread); it yields to the scheduler whenever a batch is
-started or becomes full, so the Sender gets to run even in a tight loop of sends.
+started or becomes full, so the Sender gets to run even in a tight loop of sends.  The
+transactional calls that wait for the broker are coroutines too; ``begin_transaction`` (local
+only) is not.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import trio
 
+from ...common import OffsetAndMetadata, TopicPartition
 from ...protocol.errors import ErrorCode
+from ..consumer.group_metadata import ConsumerGroupMetadata
 from ..network import KafkaClientError, NetworkClient
 from .accumulator import RecordAccumulator
 from .batch import Callback, FutureRecordMetadata, RecordMetadata, encode_headers
 from .buffer_pool import BufferPool
 from .config import ProducerConfig
-from .errors import KafkaProducerError, KafkaTimeoutError, ProducerClosedError, RecordTooLargeError
+from .errors import IllegalStateError, KafkaProducerError, KafkaTimeoutError, ProducerClosedError, RecordTooLargeError
 from .metrics import ProducerMetrics
 from .partitioner import BuiltInPartitioner, murmur2
 from .sender import Sender
-from .transaction_manager import TransactionManager
+from .transaction_manager import TransactionalRequestResult, TransactionManager
+
+if TYPE_CHECKING:
+    from ...metrics import Sensor
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +91,8 @@ class KafkaProducer:
         m = self.metrics_registry
         self.pool = BufferPool(config.buffer_memory, config.batch_size, clock,
                                on_wait=lambda s: m.bufferpool_wait.record(s * 1e9))
-        self.txn = TransactionManager() if config.enable_idempotence else None
+        self.txn = (TransactionManager(config.transactional_id, config.transaction_timeout_ms, config.retry_backoff_ms)
+                    if config.enable_idempotence else None)
         self.accumulator = RecordAccumulator(config.batch_size, config.compression_codec, config.linger_ms,
                                              config.retry_backoff_ms, config.delivery_timeout_ms, self.pool,
                                              self.txn, self._clock_ms)
@@ -153,6 +170,11 @@ class KafkaProducer:
         """Queue one record (``KafkaProducer.send``); returns a future of its :class:`RecordMetadata`."""
         if self._closed:
             raise ProducerClosedError("Cannot perform operation after producer has been closed")
+        txn = self.txn
+        if txn is not None and txn.is_transactional:
+            txn.fail_if_not_ready_for_send()
+        else:
+            txn = None
         config = self.config
         kb = key if key is None or type(key) is bytes else self._key_ser(key)
         vb = value if value is None or type(value) is bytes else self._value_ser(value)
@@ -188,6 +210,8 @@ class KafkaProducer:
                                      f"[0...{nparts}).", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         tp = (topic, partition)
         acc = self.accumulator
+        if txn is not None:
+            txn.fail_if_not_ready_for_send()  # again: the transaction may have ended while we waited
         fut = acc.try_append_existing(tp, timestamp_ms, kb, vb, hb, callback)
         if fut is None:
             size = acc.allocation_size(kb, vb, hb)
@@ -200,6 +224,12 @@ class KafkaProducer:
                 except KafkaTimeoutError:
                     self.metrics_registry.buffer_exhausted.record(1)
                     raise
+                if txn is not None:
+                    try:
+                        txn.fail_if_not_ready_for_send()
+                    except KafkaProducerError:
+                        pool.deallocate(buf, size)
+                        raise
                 fut = acc.try_append_existing(tp, timestamp_ms, kb, vb, hb, callback)
                 if fut is not None:  # someone else started a batch while we waited
                     pool.deallocate(buf, size)
@@ -207,13 +237,19 @@ class KafkaProducer:
                 batch = acc.new_batch(tp, buf, size)
                 fut = batch.try_append(timestamp_ms, kb, vb, hb, callback)
                 assert fut is not None
+            if txn is not None:
+                txn.maybe_add_partition(tp)
             if sticky is not None:
                 sticky.update(partition, est, lambda: self._available_partitions(topic), nparts)
             assert self._sender is not None
             self._sender.wakeup()
             await trio.lowlevel.checkpoint()  # let the Sender run (Java: sender.wakeup())
-        elif sticky is not None:
-            sticky.update(partition, est, lambda: self._available_partitions(topic), nparts)
+        else:
+            if txn is not None and txn.maybe_add_partition(tp):
+                assert self._sender is not None
+                self._sender.wakeup()
+            if sticky is not None:
+                sticky.update(partition, est, lambda: self._available_partitions(topic), nparts)
         return fut
 
     async def send_callback(self, topic: str, value: Any = None, key: Any = None, *, callback: Callback,
@@ -258,6 +294,77 @@ class KafkaProducer:
             except KafkaClientError as exc:
                 log.info("metadata for %s not available yet: %s", topic, exc)
 
+    # -- transactions ----------------------------------------------------------------------------
+    def _transaction_manager(self) -> TransactionManager:
+        """``throwIfNoTransactionManager`` + ``throwIfProducerClosed``."""
+        txn = self.txn
+        if txn is None or not txn.is_transactional:
+            raise IllegalStateError("Cannot use transactional methods without enabling transactions by setting "
+                                    "the transactional_id configuration property")
+        if self._closed or (self._sender is not None and self._sender.done.is_set()):
+            raise ProducerClosedError("Cannot perform operation after producer has been closed")
+        if self._sender is None:
+            raise IllegalStateError("use KafkaProducer as `async with` before transactional calls")
+        return txn
+
+    async def _await_result(self, result: TransactionalRequestResult, sensor: "Sensor") -> None:
+        assert self._sender is not None
+        self._sender.wakeup()
+        clock = self.config.clock
+        started = clock()
+        await result.wait(self.config.max_block_ms)
+        sensor.record((clock() - started) * 1e9)
+
+    async def init_transactions(self) -> None:
+        """``initTransactions``: get a producer id and epoch for ``transactional_id`` from its
+        transaction coordinator, fencing any older producer with the id and completing (committing or
+        aborting) its pending transaction.  Call once, before any other transactional call.
+
+        Raises :class:`KafkaTimeoutError` after max.block.ms (call again to keep waiting),
+        :class:`ProducerFencedError` or :class:`TransactionalIdAuthorizationError` (fatal).
+        """
+        txn = self._transaction_manager()
+        await self._await_result(txn.initialize_transactions(), self.metrics_registry.txn_init_time)
+
+    def begin_transaction(self) -> None:
+        """``beginTransaction``: start a transaction (local only; the coordinator hears of it with the
+        first AddPartitionsToTxn or AddOffsetsToTxn)."""
+        txn = self._transaction_manager()
+        clock = self.config.clock
+        started = clock()
+        txn.begin_transaction()
+        self.metrics_registry.txn_begin_time.record((clock() - started) * 1e9)
+
+    async def send_offsets_to_transaction(
+            self, offsets: Mapping[TopicPartition | tuple[str, int], OffsetAndMetadata | int],
+            group_metadata: ConsumerGroupMetadata | str) -> None:
+        """``sendOffsetsToTransaction``: commit the consumer group's ``offsets`` (the next offsets to
+        consume) as part of the transaction: AddOffsetsToTxn, then TxnOffsetCommit to the group
+        coordinator with the consumer's generation and member id (``consumer.group_metadata()``,
+        KIP-447; a bare group id commits without generation checks).  They become visible to the
+        group only if the transaction commits."""
+        txn = self._transaction_manager()
+        group = group_metadata if isinstance(group_metadata, ConsumerGroupMetadata) \
+            else ConsumerGroupMetadata(group_metadata)
+        oms = {(tp[0], tp[1]): om if isinstance(om, OffsetAndMetadata) else OffsetAndMetadata(int(om))
+               for tp, om in offsets.items()}
+        if not oms:
+            return
+        await self._await_result(txn.send_offsets_to_transaction(oms, group),
+                                 self.metrics_registry.txn_send_offsets_time)
+
+    async def commit_transaction(self) -> None:
+        """``commitTransaction``: send every buffered record, then EndTxn(commit).  If a record of the
+        transaction failed, this raises its error and the transaction must be aborted."""
+        txn = self._transaction_manager()
+        await self._await_result(txn.begin_commit(), self.metrics_registry.txn_commit_time)
+
+    async def abort_transaction(self) -> None:
+        """``abortTransaction``: fail the records not yet sent (:class:`TransactionAbortedError`), wait
+        for those in flight, then EndTxn(abort).  Also the way out of an abortable error."""
+        txn = self._transaction_manager()
+        await self._await_result(txn.begin_abort(), self.metrics_registry.txn_abort_time)
+
     # -- flush, metadata, metrics ----------------------------------------------------------------
     async def flush(self) -> None:
         """Make every buffered record sendable now and wait until all have completed (``flush``)."""
@@ -283,7 +390,7 @@ class KafkaProducer:
 
     @property
     def producer_id(self) -> tuple[int, int]:
-        """(producer id, epoch) of the idempotent producer; (-1, -1) without idempotence."""
+        """(producer id, epoch) of the idempotent or transactional producer; (-1, -1) without idempotence."""
         return (self.txn.producer_id, self.txn.producer_epoch) if self.txn else (-1, -1)
 
 

@@ -9,6 +9,14 @@ sequence numbers reach the broker in order); their responses are awaited by smal
 producer's nursery, which complete, retry (with retry.backoff.ms, back into the deque in sequence
 order) or fail the batches.
 
+Transactions (``Sender.maybeSendAndPollTransactionalRequest``): each loop first sends the
+:class:`TransactionManager`'s next transactional request (FindCoordinator, InitProducerId,
+AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit, EndTxn), to any broker or to the coordinator
+it needs, and awaits its response before producing anything (as Java's Sender returns while one is
+in flight).  While a transaction is being completed the accumulator is flushed (EndTxn waits for
+every batch); while it is being aborted or has an abortable error the batches never sent are failed;
+after a fatal error every incomplete batch is failed.  A graceful close aborts an ongoing transaction.
+
 Deliberate differences: no separate NetworkClient poll loop (Trio tasks do the I/O);
 MESSAGE_TOO_LARGE batches are failed, not split; a request timeout does not close the connection.
 """
@@ -26,9 +34,10 @@ from ...protocol.errors import ErrorCode
 from ..network import KafkaClientError, NetworkClient, is_retriable
 from .accumulator import RecordAccumulator
 from .batch import ProducerBatch
-from .errors import KafkaProducerError, KafkaTimeoutError, ProducerClosedError
+from .errors import (KafkaProducerError, KafkaTimeoutError, ProducerClosedError, TransactionAbortedError,
+                     TransactionalIdAuthorizationError)
 from .metrics import ProducerMetrics
-from .transaction_manager import TransactionManager
+from .transaction_manager import TransactionManager, TxnRequestHandler
 
 if TYPE_CHECKING:
     from .config import ProducerConfig
@@ -68,6 +77,8 @@ class Sender:
         self._refreshing = False
         self._last_refresh_ms = -math.inf
         self._metadata_wanted = False
+        self._txn_flushing = False  # began an accumulator flush for a commit or abort
+        self._txn_scope: trio.CancelScope | None = None  # around a transactional request (force_close)
 
     # -- control ---------------------------------------------------------------------------------
     def wakeup(self) -> None:
@@ -82,6 +93,8 @@ class Sender:
     def force_close(self) -> None:
         """``forceClose``: stop now and fail everything not yet done."""
         self.forced = True
+        if self._txn_scope is not None:
+            self._txn_scope.cancel()
         self.initiate_close()
 
     @property
@@ -93,9 +106,12 @@ class Sender:
         log.debug("sender started")
         try:
             while True:
-                if not self.running and (self.forced or not (self.acc.has_undrained() or self.in_flight_batches
-                                                             or self.acc.incomplete)):
-                    break
+                if not self.running:
+                    if not self.forced:
+                        self._maybe_abort_on_close()
+                    if self.forced or not (self.acc.has_undrained() or self.in_flight_batches or self.acc.incomplete
+                                           or self._transaction_ongoing()):
+                        break
                 try:
                     await self.run_once()
                 except trio.Cancelled:
@@ -109,13 +125,20 @@ class Sender:
                 for b in self.acc.abort_incomplete(err):
                     if self.txn is not None:
                         self.txn.remove_in_flight(b)
+            if self.txn is not None and self.txn.is_transactional:
+                self.txn.close(ProducerClosedError("The producer closed forcefully"))
             self.done.set()
             log.debug("sender stopped")
 
     async def run_once(self) -> None:
         now = self.clock_ms()
         txn = self.txn
-        if txn is not None and (not txn.has_producer_id or (txn.epoch_bump_required and not self.in_flight_batches)):
+        if txn is not None and txn.is_transactional:
+            if await self._run_transactional():
+                return
+            now = self.clock_ms()
+        elif txn is not None and (not txn.has_producer_id
+                                  or (txn.epoch_bump_required and not self.in_flight_batches)):
             if not await self._init_producer_id():
                 await self._poll(self.config.retry_backoff_ms)
                 return
@@ -179,6 +202,108 @@ class Sender:
         if first is None:
             return None
         return max(first + self.config.delivery_timeout_ms - now, 0)
+
+    # -- transactions ----------------------------------------------------------------------------
+    def _transaction_ongoing(self) -> bool:
+        txn = self.txn
+        return txn is not None and txn.is_transactional and txn.has_ongoing_transaction
+
+    def _maybe_abort_on_close(self) -> None:
+        """A graceful close aborts a transaction that was neither committed nor aborted (Java's
+        "Aborting incomplete transaction due to shutdown")."""
+        txn = self.txn
+        if txn is None or not txn.is_transactional or not txn.has_ongoing_transaction or txn.is_completing:
+            return
+        log.info("aborting incomplete transaction %r due to shutdown", txn.transactional_id)
+        pt = txn.pending_transition
+        if pt is not None and pt.result.is_completed:
+            pt.result.acked = True  # nobody is left to see it: it must not block the abort
+        try:
+            txn.begin_abort()
+        except KafkaProducerError as exc:
+            log.warning("cannot abort transaction %r on close: %s", txn.transactional_id, exc)
+
+    async def _run_transactional(self) -> bool:
+        """The transactional part of ``runOnce``; True when this loop is done (a transactional request
+        was sent, or a fatal error stops producing)."""
+        txn = self.txn
+        assert txn is not None
+        if txn.has_fatal_error:
+            err = txn.last_error or KafkaProducerError("fatal transaction error")
+            if self.acc.incomplete:
+                log.error("aborting producer batches due to fatal error: %s", err)
+                for b in self.acc.abort_incomplete(err):
+                    txn.remove_in_flight(b)
+            self._end_txn_flush()
+            await self._poll(self.config.retry_backoff_ms)
+            return True
+        if txn.is_completing:
+            if not self._txn_flushing:  # EndTxn goes once every batch is done: send them all now
+                self.acc.begin_flush()
+                self._txn_flushing = True
+        else:
+            self._end_txn_flush()
+        if (txn.has_abortable_error or txn.is_aborting) and self.acc.incomplete:
+            err = txn.last_error or TransactionAbortedError()
+            aborted = self.acc.abort_undrained_batches(err)
+            if aborted:
+                log.debug("failed %d unsent batch(es) of the aborted transaction: %s", len(aborted), err)
+        handler = txn.next_request(bool(self.acc.incomplete))
+        if handler is None:
+            return False
+        if handler.is_retry:
+            await trio.sleep(handler.retry_backoff_ms / 1000)
+        await self._send_transactional_request(handler)
+        return True
+
+    def _end_txn_flush(self) -> None:
+        if self._txn_flushing:
+            self.acc.end_flush()
+            self._txn_flushing = False
+
+    async def _send_transactional_request(self, handler: TxnRequestHandler) -> None:
+        """Send one transactional request to its broker (any, or the coordinator) and handle the answer."""
+        txn = self.txn
+        assert txn is not None
+        resp: Any = None
+        version = -1
+        try:
+            with trio.CancelScope() as scope:
+                self._txn_scope = scope
+                if handler.coordinator_type is None:
+                    conn = await self.nc.any_connection()
+                else:
+                    node = txn.coordinator(handler.coordinator_type, handler.coordinator_key)
+                    if node is None:
+                        txn.lookup_coordinator_for(handler)
+                        return
+                    conn = await self.nc.connection(node)
+                version = conn.pick_version(handler.api_key, handler.max_version)
+                body = handler.build(version)
+                log.debug("sending %s v%d to broker %d: %s", handler.name, version, conn.node_id, body)
+                resp = await conn.request(handler.api_key, body, version=version)
+        except KafkaClientError as exc:
+            if exc.retriable:
+                log.info("%s failed: %s", handler.name, exc)
+                handler.on_request_failed(exc)
+            else:  # the broker does not support the API (UnsupportedVersionException): fatal
+                handler.fatal_error(KafkaProducerError(f"{handler.name}: {exc}", ErrorCode.UNSUPPORTED_VERSION))
+            return
+        except OSError as exc:
+            log.info("%s failed: %s", handler.name, exc)
+            handler.on_request_failed(exc)
+            return
+        finally:
+            self._txn_scope = None
+        if scope.cancelled_caught:
+            handler.reenqueue()
+            return
+        log.debug("%s response: %s", handler.name, resp)
+        try:
+            handler.handle_response(resp, version)
+        except Exception as exc:  # a bug or a malformed response must not leave the caller waiting
+            log.exception("handling the %s response failed", handler.name)
+            handler.fail(exc)
 
     # -- connections and metadata ----------------------------------------------------------------
     def _node_ready(self, node: int) -> float | None:
@@ -279,7 +404,8 @@ class Sender:
             if b.attempts:
                 m.retries.record(b.record_count, now_i, False)
         m.records_per_request.record(records, now_i, False)
-        body = {"transactional_id": None, "acks": self.acks, "timeout_ms": self.config.request_timeout_ms,
+        body = {"transactional_id": self.txn.transactional_id if self.txn is not None else None,
+                "acks": self.acks, "timeout_ms": self.config.request_timeout_ms,
                 "topic_data": [{"name": t, "partition_data": pd} for t, pd in topics.items()]}
         conn = self.nc._connections.get(node)  # noqa: SLF001
         self.in_flight[node] = self.in_flight.get(node, 0) + 1
@@ -360,10 +486,16 @@ class Sender:
                 self._last_refresh_ms = -math.inf
             return
         name = ErrorCode(code).name if code in ErrorCode._value2member_map_ else str(code)
+        txn = self.txn
         if batch.has_reached_delivery_timeout(self.config.delivery_timeout_ms, now):
             err: KafkaProducerError = KafkaTimeoutError(
                 f"Expiring {batch.record_count} record(s) for {batch.topic}-{batch.partition}: "
                 f"{now - batch.created_ms:.0f} ms has passed since batch creation (last error {name})")
+        elif txn is not None and txn.is_transactional and code in (ErrorCode.PRODUCER_FENCED,
+                                                                   ErrorCode.INVALID_PRODUCER_EPOCH):
+            err = txn.fenced_error(code)
+        elif txn is not None and txn.is_transactional and code == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
+            err = TransactionalIdAuthorizationError(f"{name}: {message or 'produce failed'}")
         else:
             err = KafkaProducerError(f"{name}: {message or 'produce failed'}", code, is_retriable(code))
         self._fail_batch(batch, err, now)
@@ -381,6 +513,8 @@ class Sender:
         if code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER:
             return txn.can_retry_out_of_order(batch)
         if code == ErrorCode.UNKNOWN_PRODUCER_ID:
+            if txn.is_transactional:
+                return False  # fails the batch, so the transaction; the epoch is bumped after the abort
             txn.epoch_bump_required = True
             return True
         if code == ErrorCode.INVALID_PRODUCER_EPOCH and batch.producer_epoch < txn.producer_epoch:
@@ -389,7 +523,7 @@ class Sender:
 
     def _fail_batch(self, batch: ProducerBatch, error: BaseException, now: float) -> None:
         if self.txn is not None:
-            self.txn.handle_failed(batch)
+            self.txn.handle_failed(batch, error)
         self.metrics.errors.record(batch.record_count, int(now), False)
         log.debug("failing %r: %s", batch, error)
         batch.complete(-1, -1, error)

@@ -1,25 +1,169 @@
-"""Producer id, epoch and per-partition sequence bookkeeping for the idempotent producer
-(the idempotence half of Kafka's ``TransactionManager`` + ``TxnPartitionMap``).
+"""Producer id, epoch, sequence numbers and transactions (Kafka's ``TransactionManager`` +
+``TxnPartitionMap`` + the ``TxnRequestHandler`` family), without I/O: the :class:`Sender` asks
+:meth:`TransactionManager.next_request` for the next transactional request, sends it, and gives the
+response to the handler.
 
-Transactions are not modelled.  Deliberate simplification: when a sequence becomes unresolved
-(a batch that had been sent fails or expires, or the broker answers OUT_OF_ORDER_SEQUENCE_NUMBER
-for the batch that was next in line, or UNKNOWN_PRODUCER_ID), the producer bumps its epoch
-(KIP-360 InitProducerId with the current id/epoch, or a fresh id on old brokers) once nothing is
-in flight, and renumbers *every* partition's pending batches from sequence 0, as Java does for the
-partitions it resets.
+Idempotence.  When a sequence becomes unresolved (a batch that had been sent fails or expires, or
+the broker answers OUT_OF_ORDER_SEQUENCE_NUMBER for the batch that was next in line, or
+UNKNOWN_PRODUCER_ID), the idempotent producer bumps its epoch (KIP-360 InitProducerId with the
+current id/epoch, or a fresh id on old brokers) once nothing is in flight, and renumbers *every*
+partition's pending batches from sequence 0, as Java does for the partitions it resets.
+
+Transactions (KIP-98, with KIP-447's group metadata in TxnOffsetCommit).  States and transitions
+are Java's (:class:`TxnState`).  ``initialize_transactions`` finds the transaction coordinator
+(FindCoordinator key type 1) and sends InitProducerId with the transactional id;
+``begin_transaction`` is local; a send to a partition not yet in the transaction queues it for
+AddPartitionsToTxn (the v0-3 per-client form), and the accumulator drains no batch of a partition
+until the coordinator has added it; ``send_offsets_to_transaction`` sends AddOffsetsToTxn, then
+TxnOffsetCommit to the *group* coordinator; ``begin_commit``/``begin_abort`` queue EndTxn, which
+goes out only once every batch has completed (an EndTxn v5 response may carry a bumped epoch,
+KIP-890 part 2, which is adopted).  A transaction in which nothing was added ends locally.
+
+Errors: COORDINATOR_NOT_AVAILABLE / NOT_COORDINATOR find the coordinator again and retry;
+CONCURRENT_TRANSACTIONS and COORDINATOR_LOAD_IN_PROGRESS retry after a short backoff;
+PRODUCER_FENCED, INVALID_PRODUCER_EPOCH and TRANSACTIONAL_ID_AUTHORIZATION_FAILED are fatal (the
+producer can only be closed); a failed batch or offset commit is abortable (the transaction can
+only be aborted, after which the epoch is bumped, KIP-360, since sequences may be unresolved).
+
+Deliberate differences from Java: INVALID_PRODUCER_EPOCH on a produce response of a transactional
+producer is fatal (:class:`ProducerFencedError`), not KIP-588's abortable error; an epoch bump that
+becomes necessary while a transaction is already being aborted is still done after the abort (Java
+skips it), unless the EndTxn v5 response already bumped the epoch; EndTxn v5 is used together with
+AddPartitionsToTxn (Java pairs it with transactions V2, which adds partitions implicitly); the
+requests queue is FIFO within a priority.
 """
 
 from __future__ import annotations
 
 import bisect
+import heapq
+import itertools
 import logging
 from dataclasses import dataclass, field
+from enum import Enum, IntEnum
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
+import trio
+
+from ...protocol.api import ApiKey
+from ...protocol.errors import ErrorCode
 from ...protocol.records import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE
+from ..network import is_retriable
 from .batch import ProducerBatch
+from .errors import (IllegalStateError, KafkaProducerError, KafkaTimeoutError, ProducerFencedError,
+                     TransactionalIdAuthorizationError)
+
+if TYPE_CHECKING:
+    from ...common import OffsetAndMetadata
+    from ..consumer.group_metadata import ConsumerGroupMetadata
 
 log = logging.getLogger(__name__)
 
+#: TRANSACTION_ABORTABLE (KIP-890); minikafka's ErrorCode may not name it
+TRANSACTION_ABORTABLE = 120
+#: Java's ADD_PARTITIONS_RETRY_BACKOFF_MS, used for CONCURRENT_TRANSACTIONS (the previous
+#: transaction's markers are still being written)
+CONCURRENT_TRANSACTIONS_BACKOFF_MS = 20
+
+TP = tuple[str, int]
+
+
+class TxnState(Enum):
+    """``TransactionManager.State``."""
+
+    UNINITIALIZED = "UNINITIALIZED"
+    INITIALIZING = "INITIALIZING"
+    READY = "READY"
+    IN_TRANSACTION = "IN_TRANSACTION"
+    COMMITTING_TRANSACTION = "COMMITTING_TRANSACTION"
+    ABORTING_TRANSACTION = "ABORTING_TRANSACTION"
+    ABORTABLE_ERROR = "ABORTABLE_ERROR"
+    FATAL_ERROR = "FATAL_ERROR"
+
+
+S = TxnState
+#: ``State.isTransitionValid``: the states each state may be entered from (FATAL_ERROR: any).
+VALID_SOURCES: dict[TxnState, frozenset[TxnState]] = {
+    S.UNINITIALIZED: frozenset({S.READY, S.ABORTABLE_ERROR}),
+    S.INITIALIZING: frozenset({S.UNINITIALIZED, S.COMMITTING_TRANSACTION, S.ABORTING_TRANSACTION}),
+    S.READY: frozenset({S.INITIALIZING, S.COMMITTING_TRANSACTION, S.ABORTING_TRANSACTION}),
+    S.IN_TRANSACTION: frozenset({S.READY}),
+    S.COMMITTING_TRANSACTION: frozenset({S.IN_TRANSACTION}),
+    S.ABORTING_TRANSACTION: frozenset({S.IN_TRANSACTION, S.ABORTABLE_ERROR}),
+    S.ABORTABLE_ERROR: frozenset({S.IN_TRANSACTION, S.COMMITTING_TRANSACTION, S.ABORTABLE_ERROR, S.INITIALIZING}),
+    S.FATAL_ERROR: frozenset(TxnState),
+}
+
+
+class CoordinatorType(IntEnum):
+    """``FindCoordinatorRequest.CoordinatorType``: the FindCoordinator key type."""
+
+    GROUP = 0
+    TRANSACTION = 1
+
+
+class Priority(IntEnum):
+    """``TransactionManager.Priority``: lower goes first."""
+
+    FIND_COORDINATOR = 0
+    INIT_PRODUCER_ID = 1
+    ADD_PARTITIONS_OR_OFFSETS = 2
+    END_TXN = 3
+
+
+def _name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return "TRANSACTION_ABORTABLE" if code == TRANSACTION_ABORTABLE else str(code)
+
+
+class TransactionalRequestResult:
+    """``TransactionalRequestResult``: what ``init_transactions``, ``commit_transaction``, ... wait for."""
+
+    def __init__(self, operation: str) -> None:
+        self.operation = operation
+        self.error: BaseException | None = None
+        self.acked = False  # the caller has seen the outcome (Java's isAcked)
+        self._event = trio.Event()
+
+    def done(self) -> None:
+        if not self._event.is_set():
+            self._event.set()
+
+    def fail(self, error: BaseException) -> None:
+        if not self._event.is_set():
+            self.error = error
+            self._event.set()
+
+    @property
+    def is_completed(self) -> bool:
+        return self._event.is_set()
+
+    @property
+    def is_successful(self) -> bool:
+        return self._event.is_set() and self.error is None
+
+    async def wait(self, timeout_ms: float | None = None) -> None:
+        """``await``: the outcome, or :class:`KafkaTimeoutError` after ``timeout_ms`` (the operation
+        goes on; calling the same API again waits for it)."""
+        if not self._event.is_set():
+            with trio.move_on_after(timeout_ms / 1000 if timeout_ms is not None else float("inf")):
+                await self._event.wait()
+        if not self._event.is_set():
+            raise KafkaTimeoutError(f"Timeout expired after {timeout_ms:.0f} ms while awaiting {self.operation}")
+        self.acked = True
+        if self.error is not None:
+            raise self.error
+
+
+@dataclass
+class PendingStateTransition:
+    """``PendingStateTransition``: an API call whose result the caller has not seen yet."""
+
+    result: TransactionalRequestResult
+    state: TxnState
+    operation: str
 
 
 @dataclass
@@ -31,15 +175,406 @@ class PartitionSequences:
     in_flight: list[tuple[int, int, ProducerBatch]] = field(default_factory=list)  # (seq, id, batch)
 
 
-class TransactionManager:
-    """Idempotent producer state (``TransactionManager`` without transactions)."""
+# -- request handlers -------------------------------------------------------------------------------
+class TxnRequestHandler:
+    """``TxnRequestHandler``: builds one transactional request and handles its response.
 
-    def __init__(self) -> None:
+    ``coordinator_type`` None means any broker; otherwise the request goes to that coordinator,
+    which is looked up first when unknown.
+    """
+
+    api_key: ApiKey
+    priority: Priority
+    max_version: int | None = None
+    coordinator_type: CoordinatorType | None = CoordinatorType.TRANSACTION
+    is_end_txn = False
+
+    def __init__(self, txn: "TransactionManager", operation: str,
+                 result: TransactionalRequestResult | None = None) -> None:
+        self.txn = txn
+        self.result = result if result is not None else TransactionalRequestResult(operation)
+        self.is_retry = False
+        self.retry_backoff_ms: float = txn.retry_backoff_ms
+
+    @property
+    def name(self) -> str:
+        return type(self).__name__.removesuffix("Handler")
+
+    @property
+    def coordinator_key(self) -> str:
+        assert self.txn.transactional_id is not None
+        return self.txn.transactional_id
+
+    def build(self, version: int) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def handle_response(self, resp: Any, version: int) -> None:
+        raise NotImplementedError
+
+    # -- outcomes ---------------------------------------------------------------------------------
+    def reenqueue(self, backoff_ms: float | None = None) -> None:
+        """Send again (after retry.backoff.ms, or ``backoff_ms``)."""
+        self.is_retry = True
+        self.retry_backoff_ms = self.txn.retry_backoff_ms if backoff_ms is None else backoff_ms
+        self.txn.enqueue(self)
+
+    def fatal_error(self, error: KafkaProducerError) -> None:
+        self.result.fail(error)
+        self.txn.transition_to_fatal_error(error)
+
+    def abortable_error(self, error: KafkaProducerError) -> None:
+        self.result.fail(error)
+        self.txn.transition_to_abortable_error(error)
+
+    def abortable_error_if_possible(self, error: KafkaProducerError) -> None:
+        """Abortable (with an epoch bump after the abort) if the coordinator can bump epochs, else fatal."""
+        if self.txn.coordinator_supports_bumping_epoch:
+            self.txn.epoch_bump_required = True
+            self.abortable_error(error)
+        else:
+            self.fatal_error(error)
+
+    def fail(self, error: BaseException) -> None:
+        self.result.fail(error)
+
+    def on_request_failed(self, error: BaseException) -> None:
+        """Disconnected or timed out: find the coordinator again and retry (``onComplete`` when
+        ``wasDisconnected``/``wasTimedOut``)."""
+        log.debug("%s failed (%s); retrying", self.name, error)
+        if self.coordinator_type is not None:
+            self.txn.lookup_coordinator(self.coordinator_type, self.coordinator_key)
+        self.reenqueue()
+
+    def handle_coordinator_errors(self, err: int) -> bool:
+        """The errors every transaction-coordinator response shares; True if ``err`` was one."""
+        txn = self.txn
+        if err in (ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR):
+            txn.lookup_coordinator(CoordinatorType.TRANSACTION, self.coordinator_key)
+            self.reenqueue()
+        elif err == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+            self.reenqueue()
+        elif err == ErrorCode.CONCURRENT_TRANSACTIONS:
+            self.reenqueue(min(CONCURRENT_TRANSACTIONS_BACKOFF_MS, txn.retry_backoff_ms))
+        elif err in (ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH):
+            self.fatal_error(txn.fenced_error(err))
+        elif err == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
+            self.fatal_error(TransactionalIdAuthorizationError(
+                f"Transactional id {txn.transactional_id!r} is not authorized"))
+        elif err in (ErrorCode.UNKNOWN_PRODUCER_ID, ErrorCode.INVALID_PRODUCER_ID_MAPPING):
+            self.abortable_error_if_possible(KafkaProducerError(f"{self.name}: {_name(err)}", err))
+        elif err == TRANSACTION_ABORTABLE:
+            self.abortable_error(KafkaProducerError(f"{self.name}: the transaction must be aborted", err))
+        else:
+            return False
+        return True
+
+    def unexpected(self, err: int) -> None:
+        self.fatal_error(KafkaProducerError(f"Unexpected error in {self.name}Response: {_name(err)}", err))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(retry={self.is_retry})"
+
+
+class FindCoordinatorHandler(TxnRequestHandler):
+    """``FindCoordinatorHandler``: key type 1 (transactional id) or 0 (group id)."""
+
+    api_key = ApiKey.FIND_COORDINATOR
+    priority = Priority.FIND_COORDINATOR
+    coordinator_type = None  # any broker answers
+
+    def __init__(self, txn: "TransactionManager", key_type: CoordinatorType, key: str) -> None:
+        super().__init__(txn, "FindCoordinator")
+        self.key_type = key_type
+        self.key = key
+
+    def build(self, version: int) -> dict[str, Any]:
+        return {"key": self.key, "key_type": int(self.key_type), "coordinator_keys": [self.key]}
+
+    def handle_response(self, resp: Any, version: int) -> None:
+        if version >= 4:
+            c = next((c for c in resp.coordinators if c.key == self.key), resp.coordinators[0])
+            err, node = c.error_code, c.node_id
+        else:
+            err, node = resp.error_code, resp.node_id
+        if err == ErrorCode.NONE:
+            log.info("discovered %s coordinator %d for %r", self.key_type.name.lower(), node, self.key)
+            self.txn.set_coordinator(self.key_type, self.key, node)
+            self.result.done()
+        elif is_retriable(err):
+            self.reenqueue()
+        elif err == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
+            self.fatal_error(TransactionalIdAuthorizationError(
+                f"Transactional id {self.key!r} is not authorized"))
+        elif err == ErrorCode.GROUP_AUTHORIZATION_FAILED:
+            self.abortable_error(KafkaProducerError(f"Not authorized to group {self.key!r}", err))
+        else:
+            self.fatal_error(KafkaProducerError(
+                f"Could not find a coordinator with type {self.key_type.name} with key {self.key!r} "
+                f"due to unexpected error: {_name(err)}", err))
+
+
+class InitProducerIdHandler(TxnRequestHandler):
+    """``InitProducerIdHandler``: a producer id and epoch for the transactional id (fencing any older
+    producer with it); with ``is_epoch_bump`` the current id and epoch are sent (KIP-360)."""
+
+    api_key = ApiKey.INIT_PRODUCER_ID
+    priority = Priority.INIT_PRODUCER_ID
+
+    def __init__(self, txn: "TransactionManager", is_epoch_bump: bool,
+                 result: TransactionalRequestResult | None = None) -> None:
+        super().__init__(txn, "InitProducerId", result)
+        self.is_epoch_bump = is_epoch_bump
+
+    def build(self, version: int) -> dict[str, Any]:
+        txn = self.txn
+        txn.coordinator_supports_bumping_epoch = version >= 3
+        bump = self.is_epoch_bump and version >= 3
+        return {"transactional_id": txn.transactional_id, "transaction_timeout_ms": txn.transaction_timeout_ms,
+                "producer_id": txn.producer_id if bump else NO_PRODUCER_ID,
+                "producer_epoch": txn.producer_epoch if bump else NO_PRODUCER_EPOCH}
+
+    def handle_response(self, resp: Any, version: int) -> None:
+        err = resp.error_code
+        if err == ErrorCode.NONE:
+            self.txn.set_producer_id(resp.producer_id, resp.producer_epoch)
+            self.txn.transition_to(TxnState.READY)
+            self.result.done()
+        elif not self.handle_coordinator_errors(err):
+            self.unexpected(err)
+
+
+class AddPartitionsToTxnHandler(TxnRequestHandler):
+    """``AddPartitionsToTxnHandler`` (v0-3, the client form): the partitions the transaction writes to."""
+
+    api_key = ApiKey.ADD_PARTITIONS_TO_TXN
+    priority = Priority.ADD_PARTITIONS_OR_OFFSETS
+    max_version = 3
+
+    def __init__(self, txn: "TransactionManager", partitions: Iterable[TP]) -> None:
+        super().__init__(txn, "AddPartitionsToTxn")
+        self.partitions = set(partitions)
+
+    def build(self, version: int) -> dict[str, Any]:
+        txn = self.txn
+        topics: dict[str, list[int]] = {}
+        for t, p in sorted(self.partitions):
+            topics.setdefault(t, []).append(p)
+        return {"v3_and_below_transactional_id": txn.transactional_id,
+                "v3_and_below_producer_id": txn.producer_id, "v3_and_below_producer_epoch": txn.producer_epoch,
+                "v3_and_below_topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
+
+    def handle_response(self, resp: Any, version: int) -> None:
+        txn = self.txn
+        results = {(t.name, p.partition_index): p.partition_error_code
+                   for t in resp.results_by_topic_v3_and_below for p in t.results_by_partition}
+        unauthorized: set[TP] = set()
+        failed: dict[TP, int] = {}
+        for tp, err in results.items():
+            if err == ErrorCode.NONE or err == ErrorCode.OPERATION_NOT_ATTEMPTED:
+                continue
+            if err == ErrorCode.TOPIC_AUTHORIZATION_FAILED:
+                unauthorized.add(tp)
+            elif err in (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
+                self.reenqueue()
+                return
+            elif err == ErrorCode.INVALID_TXN_STATE:
+                self.fatal_error(KafkaProducerError(f"AddPartitionsToTxn: {_name(err)}", err))
+                return
+            elif self.handle_coordinator_errors(err):
+                return
+            else:
+                failed[tp] = err
+        txn.pending_partitions_in_transaction -= self.partitions
+        missing = self.partitions - set(results)
+        if missing:  # the broker did not answer for them: ask again
+            txn.new_partitions_in_transaction |= missing
+        if unauthorized:
+            self.abortable_error(KafkaProducerError(f"Not authorized to produce to {sorted(unauthorized)}",
+                                                    ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+        elif failed:
+            self.abortable_error(KafkaProducerError(
+                "Could not add partitions to transaction due to errors: "
+                + ", ".join(f"{t}-{p}: {_name(e)}" for (t, p), e in sorted(failed.items())),
+                next(iter(failed.values()))))
+        else:
+            added = self.partitions - missing
+            log.debug("added partitions %s to transaction %r", sorted(added), txn.transactional_id)
+            txn.partitions_in_transaction |= added
+            txn.transaction_started = True
+            self.result.done()
+
+
+class AddOffsetsToTxnHandler(TxnRequestHandler):
+    """``AddOffsetsToTxnHandler``: puts the group's offsets partition in the transaction, then
+    queues TxnOffsetCommit (same result)."""
+
+    api_key = ApiKey.ADD_OFFSETS_TO_TXN
+    priority = Priority.ADD_PARTITIONS_OR_OFFSETS
+
+    def __init__(self, txn: "TransactionManager", offsets: dict[TP, "OffsetAndMetadata"],
+                 group: "ConsumerGroupMetadata") -> None:
+        super().__init__(txn, "sendOffsetsToTransaction")
+        self.offsets = offsets
+        self.group = group
+
+    def build(self, version: int) -> dict[str, Any]:
+        txn = self.txn
+        return {"transactional_id": txn.transactional_id, "producer_id": txn.producer_id,
+                "producer_epoch": txn.producer_epoch, "group_id": self.group.group_id}
+
+    def handle_response(self, resp: Any, version: int) -> None:
+        err = resp.error_code
+        if err == ErrorCode.NONE:
+            log.debug("added offsets of group %r to transaction %r", self.group.group_id, self.txn.transactional_id)
+            self.txn.transaction_started = True
+            self.txn.enqueue(TxnOffsetCommitHandler(self.txn, self.offsets, self.group, self.result))
+        elif err == ErrorCode.GROUP_AUTHORIZATION_FAILED:
+            self.abortable_error(KafkaProducerError(f"Not authorized to group {self.group.group_id!r}", err))
+        elif not self.handle_coordinator_errors(err):
+            self.unexpected(err)
+
+
+class TxnOffsetCommitHandler(TxnRequestHandler):
+    """``TxnOffsetCommitHandler``: the offsets, to the group coordinator, with the consumer's
+    generation, member id and group instance id (KIP-447); partitions that failed with a retriable
+    error are sent again."""
+
+    api_key = ApiKey.TXN_OFFSET_COMMIT
+    priority = Priority.ADD_PARTITIONS_OR_OFFSETS
+    coordinator_type = CoordinatorType.GROUP
+    max_version = 4  # v5 means transactions V2 (implicit AddOffsetsToTxn)
+
+    def __init__(self, txn: "TransactionManager", offsets: dict[TP, "OffsetAndMetadata"],
+                 group: "ConsumerGroupMetadata", result: TransactionalRequestResult) -> None:
+        super().__init__(txn, "sendOffsetsToTransaction", result)
+        self.pending = dict(offsets)
+        self.group = group
+
+    @property
+    def coordinator_key(self) -> str:
+        return self.group.group_id
+
+    def build(self, version: int) -> dict[str, Any]:
+        txn = self.txn
+        g = self.group
+        topics: dict[str, list[dict[str, Any]]] = {}
+        for (t, p), om in sorted(self.pending.items()):
+            topics.setdefault(t, []).append({"partition_index": p, "committed_offset": om.offset,
+                                             "committed_leader_epoch": om.leader_epoch,
+                                             "committed_metadata": om.metadata})
+        return {"transactional_id": txn.transactional_id, "group_id": g.group_id, "producer_id": txn.producer_id,
+                "producer_epoch": txn.producer_epoch, "generation_id": g.generation_id, "member_id": g.member_id,
+                "group_instance_id": g.group_instance_id,
+                "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
+
+    def handle_response(self, resp: Any, version: int) -> None:
+        txn = self.txn
+        had_failure = False
+        looked_up = False
+        for t in resp.topics:
+            for p in t.partitions:
+                tp = (t.name, p.partition_index)
+                err = p.error_code
+                if err == ErrorCode.NONE:
+                    self.pending.pop(tp, None)
+                elif err in (ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR,
+                             ErrorCode.REQUEST_TIMED_OUT):
+                    had_failure = True
+                    if not looked_up:
+                        txn.lookup_coordinator(CoordinatorType.GROUP, self.group.group_id)
+                        looked_up = True
+                elif err in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS):
+                    had_failure = True
+                elif err in (ErrorCode.GROUP_AUTHORIZATION_FAILED, ErrorCode.FENCED_INSTANCE_ID,
+                             TRANSACTION_ABORTABLE):
+                    self.abortable_error(KafkaProducerError(f"TxnOffsetCommit for {tp}: {_name(err)}", err))
+                    return
+                elif err in (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION):
+                    self.abortable_error(KafkaProducerError(
+                        f"Transaction offset Commit failed due to consumer group metadata mismatch: {_name(err)}",
+                        err))
+                    return
+                elif err in (ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH):
+                    self.fatal_error(txn.fenced_error(err))
+                    return
+                elif err == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
+                    self.fatal_error(TransactionalIdAuthorizationError(
+                        f"Transactional id {txn.transactional_id!r} is not authorized"))
+                    return
+                else:
+                    self.unexpected(err)
+                    return
+        if had_failure and self.pending:
+            self.reenqueue()
+        else:
+            self.result.done()
+
+
+class EndTxnHandler(TxnRequestHandler):
+    """``EndTxnHandler``: commit or abort; with v5 (KIP-890 part 2) adopt the epoch the coordinator
+    bumped.  If an epoch bump is required afterwards, InitProducerId follows with the same result."""
+
+    api_key = ApiKey.END_TXN
+    priority = Priority.END_TXN
+    is_end_txn = True
+
+    def __init__(self, txn: "TransactionManager", committed: bool) -> None:
+        super().__init__(txn, "commitTransaction" if committed else "abortTransaction")
+        self.committed = committed
+
+    def build(self, version: int) -> dict[str, Any]:
+        txn = self.txn
+        return {"transactional_id": txn.transactional_id, "producer_id": txn.producer_id,
+                "producer_epoch": txn.producer_epoch, "committed": self.committed}
+
+    def handle_response(self, resp: Any, version: int) -> None:
+        txn = self.txn
+        err = resp.error_code
+        if err == ErrorCode.NONE:
+            pid, epoch = getattr(resp, "producer_id", -1), getattr(resp, "producer_epoch", -1)
+            if version >= 5 and pid >= 0 and epoch >= 0 and (pid, epoch) != (txn.producer_id, txn.producer_epoch):
+                log.info("transaction %r: the coordinator bumped the producer epoch to %d (producer id %d)",
+                         txn.transactional_id, epoch, pid)
+                txn.set_producer_id(pid, epoch)
+            txn.complete_transaction(self.result)
+        elif err == ErrorCode.INVALID_TXN_STATE:
+            self.fatal_error(KafkaProducerError(f"EndTxn: {_name(err)}", err))
+        elif not self.handle_coordinator_errors(err):
+            self.unexpected(err)
+
+
+# -- the manager ------------------------------------------------------------------------------------
+class TransactionManager:
+    """``TransactionManager``: idempotent producer state, and the transaction state machine when
+    ``transactional_id`` is set."""
+
+    def __init__(self, transactional_id: str | None = None, transaction_timeout_ms: int = 60000,
+                 retry_backoff_ms: float = 100) -> None:
         self.producer_id = NO_PRODUCER_ID
         self.producer_epoch = NO_PRODUCER_EPOCH
-        self.partitions: dict[tuple[str, int], PartitionSequences] = {}
+        self.partitions: dict[TP, PartitionSequences] = {}
         self.epoch_bump_required = False
         self.fatal_error: BaseException | None = None
+        # transactions
+        self.transactional_id = transactional_id
+        self.transaction_timeout_ms = transaction_timeout_ms
+        self.retry_backoff_ms = retry_backoff_ms
+        self.state = TxnState.UNINITIALIZED
+        self.last_error: KafkaProducerError | None = None
+        self.pending_transition: PendingStateTransition | None = None
+        self.transaction_started = False  # something was added: EndTxn must be sent
+        self.new_partitions_in_transaction: set[TP] = set()
+        self.pending_partitions_in_transaction: set[TP] = set()
+        self.partitions_in_transaction: set[TP] = set()
+        self.coordinator_supports_bumping_epoch = True
+        self.transaction_coordinator: int | None = None
+        self.group_coordinators: dict[str, int] = {}
+        self._pending: list[tuple[int, int, TxnRequestHandler]] = []
+        self._seq = itertools.count()
+
+    @property
+    def is_transactional(self) -> bool:
+        return self.transactional_id is not None
 
     @property
     def has_producer_id(self) -> bool:
@@ -62,27 +597,339 @@ class TransactionManager:
             entry.in_flight = renumbered
             entry.next_sequence = seq
 
-    def entry(self, tp: tuple[str, int]) -> PartitionSequences:
+    def entry(self, tp: TP) -> PartitionSequences:
         e = self.partitions.get(tp)
         if e is None:
             e = self.partitions[tp] = PartitionSequences()
         return e
 
-    # -- drain ----------------------------------------------------------------------------------
+    # -- state ------------------------------------------------------------------------------------
+    @property
+    def has_error(self) -> bool:
+        return self.state in (TxnState.ABORTABLE_ERROR, TxnState.FATAL_ERROR)
+
+    @property
+    def has_fatal_error(self) -> bool:
+        return self.state == TxnState.FATAL_ERROR
+
+    @property
+    def has_abortable_error(self) -> bool:
+        return self.state == TxnState.ABORTABLE_ERROR
+
+    @property
+    def is_completing(self) -> bool:
+        return self.state in (TxnState.COMMITTING_TRANSACTION, TxnState.ABORTING_TRANSACTION)
+
+    @property
+    def is_aborting(self) -> bool:
+        return self.state == TxnState.ABORTING_TRANSACTION
+
+    @property
+    def is_in_transaction(self) -> bool:
+        return self.state == TxnState.IN_TRANSACTION
+
+    @property
+    def has_ongoing_transaction(self) -> bool:
+        """``hasOngoingTransaction``: begun and not yet committed or aborted."""
+        return self.state in (TxnState.IN_TRANSACTION, TxnState.COMMITTING_TRANSACTION,
+                              TxnState.ABORTING_TRANSACTION, TxnState.ABORTABLE_ERROR)
+
+    def transition_to(self, target: TxnState, error: KafkaProducerError | None = None) -> None:
+        """``transitionTo``: IllegalStateError for a transition Java does not allow."""
+        if self.state not in VALID_SOURCES[target]:
+            raise IllegalStateError(f"TransactionalId {self.transactional_id}: Invalid transition attempted from "
+                                    f"state {self.state.name} to state {target.name}")
+        if target in (TxnState.ABORTABLE_ERROR, TxnState.FATAL_ERROR):
+            if error is None:
+                raise ValueError(f"Cannot transition to {target.name} without an error")
+            self.last_error = error
+            log.debug("transition from state %s to error state %s: %s", self.state.name, target.name, error)
+        else:
+            self.last_error = None
+            log.debug("transition from state %s to %s", self.state.name, target.name)
+        self.state = target
+
+    def transition_to_abortable_error(self, error: KafkaProducerError) -> None:
+        if self.state == TxnState.ABORTING_TRANSACTION:
+            log.debug("not entering ABORTABLE_ERROR: the transaction is already being aborted (%s)", error)
+            return
+        if self.state not in VALID_SOURCES[TxnState.ABORTABLE_ERROR]:
+            log.warning("ignoring abortable error in state %s: %s", self.state.name, error)
+            return
+        log.info("transaction %r: abortable error: %s", self.transactional_id, error)
+        self.transition_to(TxnState.ABORTABLE_ERROR, error)
+
+    def transition_to_fatal_error(self, error: KafkaProducerError) -> None:
+        """FATAL_ERROR: every queued request and the pending API call fail with ``error``."""
+        log.error("transaction %r: fatal error: %s", self.transactional_id, error)
+        self.transition_to(TxnState.FATAL_ERROR, error)
+        self.fatal_error = error
+        self._fail_pending(error)
+
+    def _fail_pending(self, error: BaseException) -> None:
+        for _, _, h in self._pending:
+            h.result.fail(error)
+        self._pending.clear()
+        if self.pending_transition is not None:
+            self.pending_transition.result.fail(error)
+
+    def fenced_error(self, code: int = ErrorCode.PRODUCER_FENCED) -> ProducerFencedError:
+        return ProducerFencedError(
+            f"Producer with transactionalId {self.transactional_id!r} and producer id {self.producer_id} "
+            f"epoch {self.producer_epoch} has been fenced by another producer with the same transactionalId "
+            f"({_name(code)})", code)
+
+    def maybe_fail_with_error(self) -> None:
+        """``maybeFailWithError``: raise if in an error state."""
+        if not self.has_error:
+            return
+        err = self.last_error
+        if isinstance(err, ProducerFencedError):
+            raise self.fenced_error(err.code or ErrorCode.PRODUCER_FENCED)
+        raise KafkaProducerError(f"Cannot execute transactional method because we are in an error state: {err}",
+                                 err.code if err is not None else None) from err
+
+    def _ensure_transactional(self) -> None:
+        if not self.is_transactional:
+            raise IllegalStateError("Transactional method invoked on a non-transactional producer.")
+
+    def _throw_if_pending_state(self, operation: str) -> None:
+        pt = self.pending_transition
+        if pt is not None:
+            if pt.result.acked:
+                self.pending_transition = None
+            else:
+                raise IllegalStateError(f"Cannot attempt operation `{operation}` because the previous call to "
+                                        f"`{pt.operation}` timed out and must be retried")
+
+    def _cached_result(self, next_state: TxnState, operation: str,
+                       start: Callable[[], TransactionalRequestResult]) -> TransactionalRequestResult:
+        """``handleCachedTransactionRequestResult``: a call repeated after a timeout waits on the first one."""
+        self._ensure_transactional()
+        pt = self.pending_transition
+        if pt is not None:
+            if pt.result.acked:
+                self.pending_transition = None
+            elif pt.state != next_state:
+                raise IllegalStateError(f"Cannot attempt operation `{operation}` because the previous call to "
+                                        f"`{pt.operation}` timed out and must be retried")
+            else:
+                return pt.result
+        result = start()
+        self.pending_transition = PendingStateTransition(result, next_state, operation)
+        return result
+
+    # -- the transactional API --------------------------------------------------------------------
+    def initialize_transactions(self) -> TransactionalRequestResult:
+        """``initializeTransactions``: InitProducerId (after FindCoordinator) for the transactional id."""
+        self._ensure_transactional()
+        self.maybe_fail_with_error()
+
+        def start() -> TransactionalRequestResult:
+            self.transition_to(TxnState.INITIALIZING)
+            self.producer_id, self.producer_epoch = NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+            log.info("transaction %r: invoking InitProducerId for the first time", self.transactional_id)
+            handler = InitProducerIdHandler(self, is_epoch_bump=False)
+            self.enqueue(handler)
+            return handler.result
+
+        return self._cached_result(TxnState.INITIALIZING, "initTransactions", start)
+
+    def begin_transaction(self) -> None:
+        """``beginTransaction``: local only."""
+        self._ensure_transactional()
+        self._throw_if_pending_state("beginTransaction")
+        self.maybe_fail_with_error()
+        self.transition_to(TxnState.IN_TRANSACTION)
+
+    def send_offsets_to_transaction(self, offsets: dict[TP, "OffsetAndMetadata"],
+                                    group: "ConsumerGroupMetadata") -> TransactionalRequestResult:
+        """``sendOffsetsToTransaction``: AddOffsetsToTxn, then TxnOffsetCommit."""
+        self._ensure_transactional()
+        self._throw_if_pending_state("sendOffsetsToTransaction")
+        self.maybe_fail_with_error()
+        if self.state != TxnState.IN_TRANSACTION:
+            raise IllegalStateError("Cannot send offsets if a transaction is not in progress "
+                                    f"(currentState= {self.state.name})")
+        log.debug("transaction %r: sending offsets %s for group %r", self.transactional_id, offsets, group.group_id)
+        handler = AddOffsetsToTxnHandler(self, offsets, group)
+        self.enqueue(handler)
+        return handler.result
+
+    def begin_commit(self) -> TransactionalRequestResult:
+        """``beginCommit``: EndTxn(commit) once every batch has completed."""
+        def start() -> TransactionalRequestResult:
+            self.maybe_fail_with_error()
+            self.transition_to(TxnState.COMMITTING_TRANSACTION)
+            return self._begin_completing(True)
+
+        return self._cached_result(TxnState.COMMITTING_TRANSACTION, "commitTransaction", start)
+
+    def begin_abort(self) -> TransactionalRequestResult:
+        """``beginAbort``: unsent batches are failed (by the Sender), then EndTxn(abort)."""
+        def start() -> TransactionalRequestResult:
+            if self.state != TxnState.ABORTABLE_ERROR:
+                self.maybe_fail_with_error()
+            self.transition_to(TxnState.ABORTING_TRANSACTION)
+            self.new_partitions_in_transaction.clear()
+            return self._begin_completing(False)
+
+        return self._cached_result(TxnState.ABORTING_TRANSACTION, "abortTransaction", start)
+
+    def _begin_completing(self, committed: bool) -> TransactionalRequestResult:
+        if self.new_partitions_in_transaction:
+            self.enqueue(self._add_partitions_handler())
+        handler = EndTxnHandler(self, committed)
+        self.enqueue(handler)
+        return handler.result
+
+    def complete_transaction(self, result: TransactionalRequestResult | None = None) -> None:
+        """``completeTransaction``: back to READY, or INITIALIZING and an epoch bump (completing
+        ``result`` once it is done)."""
+        bump = self.epoch_bump_required
+        self.transition_to(TxnState.INITIALIZING if bump else TxnState.READY)
+        self.transaction_started = False
+        self.new_partitions_in_transaction.clear()
+        self.pending_partitions_in_transaction.clear()
+        self.partitions_in_transaction.clear()
+        if bump:
+            log.info("transaction %r: bumping the epoch of producer id %d epoch %d", self.transactional_id,
+                     self.producer_id, self.producer_epoch)
+            self.enqueue(InitProducerIdHandler(self, is_epoch_bump=True, result=result))
+        elif result is not None:
+            result.done()
+
+    # -- sending ----------------------------------------------------------------------------------
+    def fail_if_not_ready_for_send(self) -> None:
+        """``failIfNotReadyForSend``: ``send`` needs an ongoing transaction and no error."""
+        if self.has_error:
+            self.maybe_fail_with_error()
+        if self.is_transactional:
+            if not self.has_producer_id:
+                raise IllegalStateError("Cannot perform a 'send' before completing a call to init_transactions "
+                                        "when transactions are enabled.")
+            if self.state != TxnState.IN_TRANSACTION:
+                raise IllegalStateError(f"Cannot call send in state {self.state.name}")
+
+    def maybe_add_partition(self, tp: TP) -> bool:
+        """``maybeAddPartition``: queue ``tp`` for AddPartitionsToTxn; True if it is new to the transaction."""
+        if not self.is_transactional:
+            return False
+        self.fail_if_not_ready_for_send()
+        if (tp in self.partitions_in_transaction or tp in self.pending_partitions_in_transaction
+                or tp in self.new_partitions_in_transaction):
+            return False
+        log.debug("transaction %r: adding partition %s-%d", self.transactional_id, *tp)
+        self.new_partitions_in_transaction.add(tp)
+        return True
+
+    def is_send_to_partition_allowed(self, tp: TP) -> bool:
+        """``isSendToPartitionAllowed``: a transactional batch waits until its partition is added."""
+        if self.has_fatal_error:
+            return False
+        return not self.is_transactional or tp in self.partitions_in_transaction
+
+    def _add_partitions_handler(self) -> AddPartitionsToTxnHandler:
+        self.pending_partitions_in_transaction |= self.new_partitions_in_transaction
+        handler = AddPartitionsToTxnHandler(self, self.new_partitions_in_transaction)
+        self.new_partitions_in_transaction = set()
+        return handler
+
+    # -- the request queue ------------------------------------------------------------------------
+    def enqueue(self, handler: TxnRequestHandler) -> None:
+        log.debug("enqueuing transactional request %r", handler)
+        heapq.heappush(self._pending, (int(handler.priority), next(self._seq), handler))
+
+    def has_pending_requests(self) -> bool:
+        return bool(self._pending) or bool(self.new_partitions_in_transaction)
+
+    def next_request(self, has_incomplete_batches: bool) -> TxnRequestHandler | None:
+        """``nextRequest``: the next request to send, or None (EndTxn waits for every batch)."""
+        if self.new_partitions_in_transaction and not self.has_error:
+            self.enqueue(self._add_partitions_handler())
+        if not self._pending:
+            return None
+        handler = self._pending[0][2]
+        if handler.is_end_txn and has_incomplete_batches:
+            return None
+        heapq.heappop(self._pending)
+        if self._maybe_terminate_request_with_error(handler):
+            log.debug("not sending %r: in state %s", handler, self.state.name)
+            return None
+        if handler.is_end_txn and not self.transaction_started:
+            log.debug("not sending EndTxn: no partitions or offsets were added to the transaction")
+            if self.state != TxnState.FATAL_ERROR:
+                self.complete_transaction(handler.result)
+            else:
+                handler.result.done()
+            return heapq.heappop(self._pending)[2] if self._pending else None
+        return handler
+
+    def _maybe_terminate_request_with_error(self, handler: TxnRequestHandler) -> bool:
+        if self.has_error:
+            if self.has_abortable_error and isinstance(handler, FindCoordinatorHandler):
+                return False  # no harm finding the coordinator while waiting for the abort
+            assert self.last_error is not None
+            handler.fail(self.last_error)
+            return True
+        return False
+
+    # -- coordinators -----------------------------------------------------------------------------
+    def coordinator(self, key_type: CoordinatorType, key: str) -> int | None:
+        if key_type == CoordinatorType.TRANSACTION:
+            return self.transaction_coordinator
+        return self.group_coordinators.get(key)
+
+    def set_coordinator(self, key_type: CoordinatorType, key: str, node: int) -> None:
+        if key_type == CoordinatorType.TRANSACTION:
+            self.transaction_coordinator = node
+        else:
+            self.group_coordinators[key] = node
+
+    def lookup_coordinator(self, key_type: CoordinatorType, key: str) -> None:
+        """``lookupCoordinator``: forget the coordinator and queue FindCoordinator (once)."""
+        if key_type == CoordinatorType.TRANSACTION:
+            self.transaction_coordinator = None
+        else:
+            self.group_coordinators.pop(key, None)
+        for _, _, h in self._pending:
+            if isinstance(h, FindCoordinatorHandler) and h.key_type == key_type and h.key == key:
+                return
+        self.enqueue(FindCoordinatorHandler(self, key_type, key))
+
+    def lookup_coordinator_for(self, handler: TxnRequestHandler) -> None:
+        """The coordinator ``handler`` needs is unknown: find it, then send ``handler``."""
+        assert handler.coordinator_type is not None
+        self.lookup_coordinator(handler.coordinator_type, handler.coordinator_key)
+        handler.is_retry = False
+        self.enqueue(handler)
+
+    def close(self, error: BaseException) -> None:
+        """``close``: the Sender has stopped; whatever is still queued fails."""
+        self._fail_pending(error)
+
+    # -- drain ------------------------------------------------------------------------------------
     def assign_sequence(self, batch: ProducerBatch) -> None:
         """Give a batch drained for the first time its producer state and sequence (``RecordAccumulator.drain``)."""
         e = self.entry((batch.topic, batch.partition))
+        batch.is_transactional = self.is_transactional
         batch.set_producer_state(self.producer_id, self.producer_epoch, e.next_sequence)
         e.next_sequence += batch.record_count
         bisect.insort(e.in_flight, (batch.base_sequence, id(batch), batch))
 
-    def first_in_flight_sequence(self, tp: tuple[str, int]) -> int:
+    def first_in_flight_sequence(self, tp: TP) -> int:
         e = self.partitions.get(tp)
         return e.in_flight[0][0] if e and e.in_flight else NO_SEQUENCE
 
-    def should_stop_drain(self, batch: ProducerBatch, tp: tuple[str, int]) -> bool:
-        """``shouldStopDrainBatchesForPartition``: keep batches of a partition in sequence order."""
-        if not self.has_producer_id or self.epoch_bump_required:
+    def should_stop_drain(self, batch: ProducerBatch, tp: TP) -> bool:
+        """``shouldStopDrainBatchesForPartition`` (and ``isSendToPartitionAllowed``): keep batches of a
+        partition in sequence order; a transactional batch only once its partition is in the transaction."""
+        if not self.has_producer_id:
+            return True
+        if self.is_transactional:
+            if not self.is_send_to_partition_allowed(tp):
+                return True
+        elif self.epoch_bump_required:
             return True
         first = self.first_in_flight_sequence(tp)
         if batch.has_sequence:
@@ -90,7 +937,7 @@ class TransactionManager:
             return first != NO_SEQUENCE and batch.base_sequence != first
         return False
 
-    # -- completion -----------------------------------------------------------------------------
+    # -- completion -------------------------------------------------------------------------------
     def remove_in_flight(self, batch: ProducerBatch) -> None:
         e = self.partitions.get((batch.topic, batch.partition))
         if e is None:
@@ -106,9 +953,23 @@ class TransactionManager:
             e.last_acked_sequence = max(e.last_acked_sequence, batch.last_sequence)
         self.remove_in_flight(batch)
 
-    def handle_failed(self, batch: ProducerBatch) -> None:
-        """A batch failed for good: if it had been sent, its sequence is unresolved -> bump epoch."""
+    def handle_failed(self, batch: ProducerBatch, error: BaseException | None = None) -> None:
+        """A batch failed for good (``handleFailedBatch``).  Idempotent: if it had been sent, its sequence
+        is unresolved -> bump the epoch.  Transactional: fatal for fencing and authorization errors,
+        else the transaction must be aborted (and the epoch bumped afterwards, KIP-360)."""
         self.remove_in_flight(batch)
+        if self.is_transactional:
+            if error is None or self.has_fatal_error:
+                return
+            if isinstance(error, (ProducerFencedError, TransactionalIdAuthorizationError)) or (
+                    isinstance(error, KafkaProducerError) and error.code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED):
+                self.transition_to_fatal_error(error)
+                return
+            if self.coordinator_supports_bumping_epoch:
+                self.epoch_bump_required = True
+            self.transition_to_abortable_error(error if isinstance(error, KafkaProducerError)
+                                               else KafkaProducerError(str(error)))
+            return
         if batch.has_sequence and batch.producer_id == self.producer_id:
             self.epoch_bump_required = True
 
@@ -118,10 +979,13 @@ class TransactionManager:
 
     def can_retry_out_of_order(self, batch: ProducerBatch) -> bool:
         """``canRetry`` for OUT_OF_ORDER_SEQUENCE_NUMBER: an earlier batch failed, so this one is retried;
-        if it *was* the next sequence the broker lost our state -> bump the epoch and retry."""
+        if it *was* the next sequence the broker lost our state -> bump the epoch and retry (idempotent),
+        or fail the batch, and so the transaction (transactional)."""
         if batch.producer_epoch != self.producer_epoch:
             return True  # sent with an old epoch; will be renumbered
         if not self.is_next_sequence(batch):
             return True
+        if self.is_transactional:
+            return False
         self.epoch_bump_required = True
         return True

@@ -1,5 +1,7 @@
 """Message declarations, one module per API (request and response together)."""
 
+from .add_offsets_to_txn import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
+from .add_partitions_to_txn import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
 from .alter_client_quotas import AlterClientQuotasRequest, AlterClientQuotasResponse
 from .alter_configs import AlterConfigsRequest, AlterConfigsResponse
 from .api_versions import ApiVersionsRequest, ApiVersionsResponse
@@ -12,6 +14,9 @@ from .describe_client_quotas import DescribeClientQuotasRequest, DescribeClientQ
 from .describe_cluster import DescribeClusterRequest, DescribeClusterResponse
 from .describe_configs import DescribeConfigsRequest, DescribeConfigsResponse
 from .describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
+from .describe_producers import DescribeProducersRequest, DescribeProducersResponse
+from .describe_transactions import DescribeTransactionsRequest, DescribeTransactionsResponse
+from .end_txn import EndTxnRequest, EndTxnResponse
 from .fetch import FetchRequest, FetchResponse
 from .find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 from .heartbeat import HeartbeatRequest, HeartbeatResponse
@@ -21,14 +26,19 @@ from .join_group import JoinGroupRequest, JoinGroupResponse
 from .leave_group import LeaveGroupRequest, LeaveGroupResponse
 from .list_groups import ListGroupsRequest, ListGroupsResponse
 from .list_offsets import ListOffsetsRequest, ListOffsetsResponse
+from .list_transactions import ListTransactionsRequest, ListTransactionsResponse
 from .metadata import MetadataRequest, MetadataResponse
 from .offset_commit import OffsetCommitRequest, OffsetCommitResponse
 from .offset_fetch import OffsetFetchRequest, OffsetFetchResponse
 from .offset_for_leader_epoch import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
 from .produce import ProduceRequest, ProduceResponse
 from .sync_group import SyncGroupRequest, SyncGroupResponse
+from .txn_offset_commit import TxnOffsetCommitRequest, TxnOffsetCommitResponse
+from .write_txn_markers import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 
 PAIRS = [
+    (AddOffsetsToTxnRequest, AddOffsetsToTxnResponse),
+    (AddPartitionsToTxnRequest, AddPartitionsToTxnResponse),
     (AlterClientQuotasRequest, AlterClientQuotasResponse),
     (AlterConfigsRequest, AlterConfigsResponse),
     (DescribeClientQuotasRequest, DescribeClientQuotasResponse),
@@ -41,6 +51,9 @@ PAIRS = [
     (DescribeClusterRequest, DescribeClusterResponse),
     (DescribeConfigsRequest, DescribeConfigsResponse),
     (DescribeGroupsRequest, DescribeGroupsResponse),
+    (DescribeProducersRequest, DescribeProducersResponse),
+    (DescribeTransactionsRequest, DescribeTransactionsResponse),
+    (EndTxnRequest, EndTxnResponse),
     (FetchRequest, FetchResponse),
     (FindCoordinatorRequest, FindCoordinatorResponse),
     (HeartbeatRequest, HeartbeatResponse),
@@ -50,10 +63,13 @@ PAIRS = [
     (LeaveGroupRequest, LeaveGroupResponse),
     (ListGroupsRequest, ListGroupsResponse),
     (ListOffsetsRequest, ListOffsetsResponse),
+    (ListTransactionsRequest, ListTransactionsResponse),
     (MetadataRequest, MetadataResponse),
     (OffsetCommitRequest, OffsetCommitResponse),
     (OffsetFetchRequest, OffsetFetchResponse),
     (OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse),
     (ProduceRequest, ProduceResponse),
     (SyncGroupRequest, SyncGroupResponse),
+    (TxnOffsetCommitRequest, TxnOffsetCommitResponse),
+    (WriteTxnMarkersRequest, WriteTxnMarkersResponse),
 ]

@@ -1,0 +1,326 @@
+"""Handlers of the transaction APIs (the transaction half of Kafka's ``KafkaApis``).
+
+InitProducerId (22, with a transactional id), AddPartitionsToTxn (24, v0-3 from
+clients, v4+ batched from brokers with ``verify_only``), AddOffsetsToTxn (25),
+EndTxn (26), WriteTxnMarkers (27, from the coordinator to partition leaders),
+TxnOffsetCommit (28), DescribeProducers (61), DescribeTransactions (65) and
+ListTransactions (66).  Coordinator APIs answer NOT_COORDINATOR on a broker
+that FindCoordinator would not name.  Older request versions get
+INVALID_PRODUCER_EPOCH where newer ones get PRODUCER_FENCED, as Kafka maps it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+
+import trio
+
+from ...common import OffsetAndMetadata, TopicPartition
+from ...protocol import bodies as B
+from ...protocol.errors import ErrorCode
+from ..partition import Partition
+from ..request import RequestContext
+from ..services import (DelayedOperations, GroupCoordinatorApi, MetadataCache, PartitionLookup, ProducerIdGenerator,
+                        TransactionCoordinatorApi, TxnMarkerLog)
+from .common import check_leader
+
+log = logging.getLogger(__name__)
+
+E = ErrorCode
+IsCoordinator = Callable[[], bool]
+MARKER_REPLICATION_TIMEOUT_S = 30.0
+
+
+def fenced_error(code: ErrorCode, version: int, first_version_with_fenced: int) -> ErrorCode:
+    """PRODUCER_FENCED (KIP-588) only for versions that know it; INVALID_PRODUCER_EPOCH before."""
+    if code == E.PRODUCER_FENCED and version < first_version_with_fenced:
+        return E.INVALID_PRODUCER_EPOCH
+    return code
+
+
+def unknown_partitions(metadata: MetadataCache, tps: Iterable[TopicPartition]) -> set[TopicPartition]:
+    out = set()
+    for tp in tps:
+        topic = metadata.get_topic(tp.topic)
+        if topic is None or not 0 <= tp.partition < len(topic.partitions):
+            out.add(tp)
+    return out
+
+
+class InitProducerIdHandler:
+    """A producer id: for idempotent producers a new one (or, v3+, the next epoch of theirs, KIP-360);
+    for a transactional id the coordinator's, fencing any older instance."""
+
+    def __init__(self, producer_ids: ProducerIdGenerator, coordinator: TransactionCoordinatorApi,
+                 is_coordinator: IsCoordinator) -> None:
+        self.producer_ids = producer_ids
+        self.coordinator = coordinator
+        self.is_coordinator = is_coordinator
+
+    async def handle(self, ctx: RequestContext, req: B.InitProducerIdRequestBody) -> B.InitProducerIdResponseBody:
+        v = ctx.api_version
+        tid = req["transactional_id"]
+        expected_pid, expected_epoch = (req["producer_id"], req["producer_epoch"]) if v >= 3 else (-1, -1)
+        if tid is None:
+            if expected_pid >= 0 and expected_epoch >= 0 and expected_epoch + 1 <= 32767:
+                return {"throttle_time_ms": ctx.throttle_time_ms, "error_code": 0,
+                        "producer_id": expected_pid, "producer_epoch": expected_epoch + 1}
+            return {"throttle_time_ms": ctx.throttle_time_ms, "error_code": 0,
+                    "producer_id": self.producer_ids.generate(), "producer_epoch": 0}
+        if not self.is_coordinator():
+            return {"throttle_time_ms": ctx.throttle_time_ms, "error_code": E.NOT_COORDINATOR, "producer_id": -1,
+                    "producer_epoch": -1}
+        got = self.coordinator.init_producer_id(tid, req["transaction_timeout_ms"], expected_pid, expected_epoch)
+        return {"throttle_time_ms": ctx.throttle_time_ms, "error_code": fenced_error(got.error, v, 4),
+                "producer_id": got.producer_id if not got.error else -1,
+                "producer_epoch": got.producer_epoch if not got.error else -1}
+
+
+class AddPartitionsToTxnHandler:
+    """Clients (v0-3) add partitions to their transaction; brokers (v4+) batch them, or verify (KIP-890)."""
+
+    def __init__(self, coordinator: TransactionCoordinatorApi, metadata: MetadataCache,
+                 is_coordinator: IsCoordinator) -> None:
+        self.coordinator = coordinator
+        self.metadata = metadata
+        self.is_coordinator = is_coordinator
+
+    def _one(self, version: int, tid: str, pid: int, epoch: int, topics: list, verify_only: bool
+             ) -> list[B.AddPartitionsToTxnResponseResultsByTopicV3AndBelow]:
+        tps = [TopicPartition(t["name"], p) for t in topics for p in t["partitions"]]
+        results: dict[TopicPartition, ErrorCode]
+        if not self.is_coordinator():
+            results = dict.fromkeys(tps, E.NOT_COORDINATOR)
+        elif verify_only:
+            results = self.coordinator.verify_partitions(tid, pid, epoch, tps)
+        else:
+            unknown = unknown_partitions(self.metadata, tps)
+            if unknown:  # Kafka: the unknown ones fail, the rest are not attempted
+                results = {tp: E.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else E.OPERATION_NOT_ATTEMPTED
+                           for tp in tps}
+            else:
+                results = dict.fromkeys(tps, self.coordinator.add_partitions(tid, pid, epoch, tps))
+        by_topic: dict[str, list[B.AddPartitionsToTxnResponseResultsByTopicV3AndBelowResultsByPartition]] = {}
+        for tp, code in results.items():
+            by_topic.setdefault(tp.topic, []).append(
+                {"partition_index": tp.partition, "partition_error_code": fenced_error(code, version, 2)})
+        return [{"name": t, "results_by_partition": ps} for t, ps in by_topic.items()]
+
+    async def handle(self, ctx: RequestContext, req: B.AddPartitionsToTxnRequestBody
+                     ) -> B.AddPartitionsToTxnResponseBody:
+        v = ctx.api_version
+        if v <= 3:
+            return {"throttle_time_ms": ctx.throttle_time_ms, "results_by_topic_v3_and_below": self._one(
+                v, req["v3_and_below_transactional_id"], req["v3_and_below_producer_id"],
+                req["v3_and_below_producer_epoch"], req["v3_and_below_topics"], False)}
+        return {"throttle_time_ms": ctx.throttle_time_ms, "error_code": 0, "results_by_transaction": [
+            {"transactional_id": t["transactional_id"],
+             "topic_results": self._one(v, t["transactional_id"], t["producer_id"], t["producer_epoch"],
+                                        t["topics"], t["verify_only"])}
+            for t in req["transactions"]]}
+
+
+class AddOffsetsToTxnHandler:
+    """The group's offsets join the transaction (Kafka adds the group's ``__consumer_offsets`` partition)."""
+
+    def __init__(self, coordinator: TransactionCoordinatorApi, is_coordinator: IsCoordinator) -> None:
+        self.coordinator = coordinator
+        self.is_coordinator = is_coordinator
+
+    async def handle(self, ctx: RequestContext, req: B.AddOffsetsToTxnRequestBody) -> B.AddOffsetsToTxnResponseBody:
+        if not self.is_coordinator():
+            return {"throttle_time_ms": ctx.throttle_time_ms, "error_code": E.NOT_COORDINATOR}
+        code = self.coordinator.add_partitions(req["transactional_id"], req["producer_id"], req["producer_epoch"],
+                                               groups=[req["group_id"]])
+        return {"throttle_time_ms": ctx.throttle_time_ms, "error_code": fenced_error(code, ctx.api_version, 2)}
+
+
+class EndTxnHandler:
+    """Commit or abort: answered once the coordinator has prepared it; the markers follow."""
+
+    def __init__(self, coordinator: TransactionCoordinatorApi, is_coordinator: IsCoordinator) -> None:
+        self.coordinator = coordinator
+        self.is_coordinator = is_coordinator
+
+    async def handle(self, ctx: RequestContext, req: B.EndTxnRequestBody) -> B.EndTxnResponseBody:
+        if not self.is_coordinator():
+            return {"throttle_time_ms": ctx.throttle_time_ms, "error_code": E.NOT_COORDINATOR}
+        v = ctx.api_version
+        got = self.coordinator.end_transaction(req["transactional_id"], req["producer_id"], req["producer_epoch"],
+                                               req["committed"], bump_epoch=v >= 5)
+        return {"throttle_time_ms": ctx.throttle_time_ms, "error_code": fenced_error(got.error, v, 2),
+                "producer_id": got.producer_id, "producer_epoch": got.producer_epoch}
+
+
+class TxnOffsetCommitHandler:
+    """Offsets committed inside a transaction: pending in the group until the transaction commits."""
+
+    def __init__(self, groups: GroupCoordinatorApi, coordinator: TransactionCoordinatorApi,
+                 metadata: MetadataCache) -> None:
+        self.groups = groups
+        self.coordinator = coordinator
+        self.metadata = metadata
+
+    async def handle(self, ctx: RequestContext, req: B.TxnOffsetCommitRequestBody) -> B.TxnOffsetCommitResponseBody:
+        v = ctx.api_version
+        offsets: dict[TopicPartition, OffsetAndMetadata] = {}
+        now_ms = self.groups.now_ms()
+        for t in req["topics"]:
+            for p in t["partitions"]:
+                offsets[TopicPartition(t["name"], p["partition_index"])] = OffsetAndMetadata(
+                    p["committed_offset"], p["committed_leader_epoch"], p["committed_metadata"] or "", now_ms)
+        unknown = unknown_partitions(self.metadata, offsets)
+        results: dict[TopicPartition, ErrorCode] = dict.fromkeys(unknown, E.UNKNOWN_TOPIC_OR_PARTITION)
+        known = {tp: om for tp, om in offsets.items() if tp not in unknown}
+        if known:
+            code = self.coordinator.txn_offset_commit_allowed(req["transactional_id"], req["producer_id"],
+                                                              req["producer_epoch"], req["group_id"])
+            if code:
+                results.update(dict.fromkeys(known, fenced_error(code, v, 3)))
+            else:
+                results.update(self.groups.txn_commit_offsets(
+                    req["group_id"], req["producer_id"], req["member_id"] if v >= 3 else "",
+                    req["group_instance_id"] if v >= 3 else None, req["generation_id"] if v >= 3 else -1, known))
+        by_topic: dict[str, list[B.TxnOffsetCommitResponseTopicsPartitions]] = {}
+        for tp in offsets:
+            by_topic.setdefault(tp.topic, []).append({"partition_index": tp.partition, "error_code": results[tp]})
+        return {"throttle_time_ms": ctx.throttle_time_ms,
+                "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
+
+
+class WriteTxnMarkersHandler:
+    """The partition-leader side of a transaction's end: append the markers, answer once they are replicated
+    (Kafka appends them with acks=all)."""
+
+    def __init__(self, log: TxnMarkerLog, delayed: DelayedOperations) -> None:
+        self.log = log
+        self.delayed = delayed
+
+    async def handle(self, ctx: RequestContext, req: B.WriteTxnMarkersRequestBody) -> B.WriteTxnMarkersResponseBody:
+        waiting: list[tuple[Partition, int, B.WriteTxnMarkersResponseMarkersTopicsPartitions]] = []
+        markers: list[B.WriteTxnMarkersResponseMarkers] = []
+        for m in req["markers"]:
+            topics: list[B.WriteTxnMarkersResponseMarkersTopics] = []
+            for t in m["topics"]:
+                parts: list[B.WriteTxnMarkersResponseMarkersTopicsPartitions] = []
+                for index in t["partition_indexes"]:
+                    part = self.log.get(t["name"], index)
+                    entry: B.WriteTxnMarkersResponseMarkersTopicsPartitions = {"partition_index": index}
+                    if part is None:
+                        entry["error_code"] = E.UNKNOWN_TOPIC_OR_PARTITION
+                    elif check_leader(part):
+                        entry["error_code"] = E.NOT_LEADER_OR_FOLLOWER
+                    else:
+                        code = self.log.write_txn_marker(part, m["producer_id"], m["producer_epoch"],
+                                                         m["coordinator_epoch"], m["transaction_result"])
+                        entry["error_code"] = code
+                        if not code and part.is_replicated:
+                            waiting.append((part, part.log.log_end_offset, entry))
+                    parts.append(entry)
+                topics.append({"name": t["name"], "partitions": parts})
+            markers.append({"producer_id": m["producer_id"], "topics": topics})
+        if waiting:
+            await self._await_replication(waiting)
+        return {"markers": markers}
+
+    async def _await_replication(
+            self, waiting: list[tuple[Partition, int, B.WriteTxnMarkersResponseMarkersTopicsPartitions]]) -> None:
+        def settle() -> None:
+            for item in list(waiting):
+                part, required, entry = item
+                if not part.is_leader or self.log.get(part.topic, part.index) is not part:
+                    entry["error_code"] = E.NOT_LEADER_OR_FOLLOWER
+                elif part.log.high_watermark < required:
+                    continue
+                waiting.remove(item)
+
+        deadline = trio.current_time() + MARKER_REPLICATION_TIMEOUT_S
+        settle()
+        if waiting:
+            with self.delayed.watch(item[0].tp for item in waiting) as watch:
+                while waiting and await watch.wait(deadline):
+                    settle()
+            settle()
+        for _, _, entry in waiting:
+            entry["error_code"] = E.REQUEST_TIMED_OUT
+
+
+class DescribeProducersHandler:
+    """The producers a partition leader knows: epochs, last sequence, open transaction (KIP-664)."""
+
+    def __init__(self, partitions: PartitionLookup) -> None:
+        self.partitions = partitions
+
+    async def handle(self, ctx: RequestContext, req: B.DescribeProducersRequestBody
+                     ) -> B.DescribeProducersResponseBody:
+        topics: list[B.DescribeProducersResponseTopics] = []
+        for t in req["topics"]:
+            parts: list[B.DescribeProducersResponseTopicsPartitions] = []
+            for index in t["partition_indexes"]:
+                part = self.partitions.get(t["name"], index)
+                if part is None:
+                    parts.append({"partition_index": index, "error_code": E.UNKNOWN_TOPIC_OR_PARTITION,
+                                  "active_producers": []})
+                    continue
+                if check_leader(part):
+                    parts.append({"partition_index": index, "error_code": E.NOT_LEADER_OR_FOLLOWER,
+                                  "active_producers": []})
+                    continue
+                parts.append({"partition_index": index, "error_code": 0, "active_producers": [
+                    {"producer_id": pid, "producer_epoch": e.epoch, "last_sequence": e.last_seq,
+                     "last_timestamp": e.last_timestamp, "coordinator_epoch": e.coordinator_epoch,
+                     "current_txn_start_offset": e.current_txn_first_offset}
+                    for pid, e in sorted(part.producers.producers.items())]})
+            topics.append({"name": t["name"], "partitions": parts})
+        return {"throttle_time_ms": ctx.throttle_time_ms, "topics": topics}
+
+
+class DescribeTransactionsHandler:
+    def __init__(self, coordinator: TransactionCoordinatorApi, is_coordinator: IsCoordinator) -> None:
+        self.coordinator = coordinator
+        self.is_coordinator = is_coordinator
+
+    async def handle(self, ctx: RequestContext, req: B.DescribeTransactionsRequestBody
+                     ) -> B.DescribeTransactionsResponseBody:
+        out: list[B.DescribeTransactionsResponseTransactionStates] = []
+        for tid in req["transactional_ids"]:
+            meta = self.coordinator.describe(tid) if self.is_coordinator() else None
+            if meta is None:
+                out.append({"error_code": E.TRANSACTIONAL_ID_NOT_FOUND if self.is_coordinator()
+                            else E.NOT_COORDINATOR, "transactional_id": tid, "transaction_state": "",
+                            "transaction_timeout_ms": 0, "transaction_start_time_ms": -1, "producer_id": -1,
+                            "producer_epoch": -1, "topics": []})
+                continue
+            by_topic: dict[str, list[int]] = {}
+            for tp in sorted(meta.partitions):
+                by_topic.setdefault(tp.topic, []).append(tp.partition)
+            out.append({"error_code": 0, "transactional_id": tid, "transaction_state": meta.state.value,
+                        "transaction_timeout_ms": meta.timeout_ms, "transaction_start_time_ms": meta.start_ms,
+                        "producer_id": meta.producer_id, "producer_epoch": meta.producer_epoch,
+                        "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()]})
+        return {"throttle_time_ms": ctx.throttle_time_ms, "transaction_states": out}
+
+
+STATE_NAMES = ("Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort", "Dead",
+               "PrepareEpochFence")
+
+
+class ListTransactionsHandler:
+    def __init__(self, coordinator: TransactionCoordinatorApi, is_coordinator: IsCoordinator) -> None:
+        self.coordinator = coordinator
+        self.is_coordinator = is_coordinator
+
+    async def handle(self, ctx: RequestContext, req: B.ListTransactionsRequestBody
+                     ) -> B.ListTransactionsResponseBody:
+        states = list(req["state_filters"] or [])
+        unknown = [s for s in states if s not in STATE_NAMES]
+        if not self.is_coordinator():  # admin clients ask every broker: this one coordinates none
+            return {"throttle_time_ms": ctx.throttle_time_ms, "error_code": 0, "unknown_state_filters": unknown,
+                    "transaction_states": []}
+        listed = self.coordinator.list_transactions(
+            set(states) or None, set(req["producer_id_filters"] or []) or None,
+            req["duration_filter"] if ctx.api_version >= 1 else -1)
+        return {"throttle_time_ms": ctx.throttle_time_ms, "error_code": 0, "unknown_state_filters": unknown,
+                "transaction_states": [{"transactional_id": t.transactional_id, "producer_id": t.producer_id,
+                                        "transaction_state": t.state} for t in listed]}

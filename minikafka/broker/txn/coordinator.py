@@ -1,0 +1,373 @@
+"""The transaction coordinator (Kafka's ``TransactionCoordinator`` + ``TransactionStateManager``).
+
+Maps each transactional id to a producer id and epoch and walks its
+transactions through Kafka's states (:class:`~.metadata.TransactionState`):
+InitProducerId (with fencing of an older instance: an Ongoing transaction is
+aborted under a bumped epoch), AddPartitionsToTxn / AddOffsetsToTxn
+(Ongoing), EndTxn (PrepareCommit/PrepareAbort, answered at once; the markers
+then go to every partition through the
+:class:`~.markers.TransactionMarkerChannelManager` and the group offsets are
+committed or dropped, and the transaction becomes CompleteCommit /
+CompleteAbort).  ``transaction.timeout.ms`` is enforced by a timer that aborts
+expired transactions under a bumped epoch (``abortTimedOutTransactions``), and
+ids idle for ``transactional.id.expiration.ms`` are removed.  State is kept in
+:mod:`.state_log` when there is a data dir; transactions found half-completed
+on load get their markers sent again.
+
+Deliberate differences from Kafka: one coordinator for every transactional id,
+shared by a cluster's brokers in one process (FindCoordinator names the
+lowest live broker, as for groups), so the coordinator epoch stays 0 and
+a coordinator broker stopping loses nothing; the ``__consumer_offsets``
+partitions of AddOffsetsToTxn are the group ids, completed by a direct call to
+the group coordinator rather than by markers.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+import trio
+
+from ...common import Clock, TopicPartition
+from ...protocol.errors import ErrorCode
+from ..config import BrokerConfig
+from ..inter_broker import InterBrokerChannel
+from .markers import PartitionLeaders, TransactionMarkerChannelManager
+from .metadata import MAX_EPOCH, NO_PRODUCER_EPOCH, TransactionMetadata, TransactionState
+from .state_log import TransactionStateLog
+
+log = logging.getLogger(__name__)
+
+S = TransactionState
+E = ErrorCode
+
+
+class ProducerIds(Protocol):
+    next_id: int
+
+    def generate(self) -> int: ...
+
+
+class GroupTxnOffsets(Protocol):
+    """The group coordinator's half of a transaction's offsets (TxnOffsetCommit, made visible on commit)."""
+
+    def complete_txn_offsets(self, group_id: str, producer_id: int, commit: bool) -> None: ...
+
+
+class ClusterView(PartitionLeaders, Protocol):
+    """Where the markers go: partition leaders and the live brokers' addresses."""
+
+    @property
+    def live(self) -> dict: ...
+
+
+@dataclass(frozen=True)
+class ProducerIdAndEpoch:
+    error: ErrorCode
+    producer_id: int = -1
+    producer_epoch: int = -1
+
+
+@dataclass(frozen=True)
+class TransactionListing:
+    transactional_id: str
+    producer_id: int
+    state: str
+
+
+class TransactionCoordinator:
+    """Every transactional id's state, the markers of completing transactions, and the timeout timer."""
+
+    def __init__(self, config: BrokerConfig, data_dir: Path | None, producer_ids: ProducerIds, cluster: ClusterView,
+                 clock: Clock, group_offsets: GroupTxnOffsets | None = None) -> None:
+        self.config = config
+        self.producer_ids = producer_ids
+        self.clock = clock
+        self.group_offsets = group_offsets
+        self.coordinator_epoch = 0
+        self.state_log = TransactionStateLog(data_dir)
+        self.txns: dict[str, TransactionMetadata] = self.state_log.load()
+        if self.txns:
+            top = max(max(m.producer_id, m.last_producer_id) for m in self.txns.values())
+            producer_ids.next_id = max(producer_ids.next_id, top + 1)
+        self.channel = InterBrokerChannel("transaction-coordinator", lambda nid: cluster.live.get(nid))
+        self.markers = TransactionMarkerChannelManager(self.channel, cluster)
+        self._nursery: trio.Nursery | None = None
+        self._queued: list[tuple[TransactionMetadata, bool]] = [
+            (m, m.state == S.PREPARE_COMMIT) for m in self.txns.values()
+            if m.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT)]
+        self.completions = 0  # transactions whose markers were all written (for tests and metrics)
+        self._completed = trio.Event()
+
+    def now_ms(self) -> int:
+        return self.clock.time_ms()
+
+    # -- running ---------------------------------------------------------------------------------
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Send markers of completing transactions and run the timers until cancelled."""
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                for meta, commit in self._queued:
+                    nursery.start_soon(self._complete, meta, commit, meta.producer_epoch)
+                self._queued.clear()
+                nursery.start_soon(self._timer_loop)
+                task_status.started()
+                await trio.sleep_forever()
+        finally:
+            self._nursery = None
+            with trio.CancelScope(shield=True):
+                await self.channel.aclose()
+
+    def close(self) -> None:
+        self.state_log.close()
+
+    async def _timer_loop(self) -> None:
+        cfg = self.config
+        abort_every = cfg.transaction_abort_timed_out_transaction_cleanup_interval_ms / 1000
+        expire_every = cfg.transaction_remove_expired_transaction_cleanup_interval_ms / 1000
+        next_expire = trio.current_time() + expire_every
+        while True:
+            await trio.sleep(abort_every)
+            self.abort_timed_out_transactions()
+            if trio.current_time() >= next_expire:
+                self.remove_expired_transactional_ids()
+                next_expire = trio.current_time() + expire_every
+
+    async def wait_completions(self, count: int) -> None:
+        """Wait until ``count`` transactions in all have had their markers written."""
+        while self.completions < count:
+            await self._completed.wait()
+
+    # -- state changes ---------------------------------------------------------------------------
+    def _persist(self, meta: TransactionMetadata) -> None:
+        self.state_log.write(meta)
+
+    def _bump_epoch(self, meta: TransactionMetadata) -> None:
+        """Next epoch; a new producer id when the epoch is exhausted (Kafka's epoch overflow handling)."""
+        meta.last_producer_epoch = meta.producer_epoch
+        if meta.producer_epoch >= MAX_EPOCH - 1:
+            meta.last_producer_id = meta.producer_id
+            meta.producer_id = self.producer_ids.generate()
+            meta.producer_epoch = 0
+        else:
+            meta.producer_epoch += 1
+
+    def _begin_completion(self, meta: TransactionMetadata, commit: bool) -> None:
+        now = self.now_ms()
+        meta.transition(S.PREPARE_COMMIT if commit else S.PREPARE_ABORT, now)
+        self._persist(meta)
+        if self._nursery is not None:
+            self._nursery.start_soon(self._complete, meta, commit, meta.producer_epoch)
+        else:
+            self._queued.append((meta, commit))
+
+    async def _complete(self, meta: TransactionMetadata, commit: bool, epoch: int) -> None:
+        """Kafka's ``sendTxnMarkersCallback`` onwards: group offsets, markers, then Complete*."""
+        if self.group_offsets is not None:
+            for group in sorted(meta.groups):
+                self.group_offsets.complete_txn_offsets(group, meta.producer_id, commit)
+        await self.markers.write_markers(meta.producer_id, epoch, self.coordinator_epoch, commit,
+                                         set(meta.partitions))
+        meta.transition(S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT, self.now_ms())
+        meta.partitions.clear()
+        meta.groups.clear()
+        self._persist(meta)
+        log.debug("transaction %s (producer %d epoch %d) %s", meta.transactional_id, meta.producer_id, epoch,
+                  "committed" if commit else "aborted")
+        self.completions += 1
+        self._completed.set()
+        self._completed = trio.Event()
+
+    # -- InitProducerId ----------------------------------------------------------------------------
+    def init_producer_id(self, transactional_id: str, timeout_ms: int, expected_producer_id: int = -1,
+                         expected_epoch: int = -1) -> ProducerIdAndEpoch:
+        """Kafka's ``handleInitProducerId`` for a transactional id (KIP-360 epoch bump included)."""
+        if not transactional_id:
+            return ProducerIdAndEpoch(E.INVALID_REQUEST)
+        if timeout_ms <= 0 or timeout_ms > self.config.transaction_max_timeout_ms:
+            return ProducerIdAndEpoch(E.INVALID_TRANSACTION_TIMEOUT)
+        now = self.now_ms()
+        meta = self.txns.get(transactional_id)
+        if meta is None:
+            meta = TransactionMetadata(transactional_id, self.producer_ids.generate(), 0, timeout_ms,
+                                       last_update_ms=now)
+            self.txns[transactional_id] = meta
+            self._persist(meta)
+            return ProducerIdAndEpoch(E.NONE, meta.producer_id, meta.producer_epoch)
+        if meta.state.is_completing:
+            return ProducerIdAndEpoch(E.CONCURRENT_TRANSACTIONS)
+        if expected_producer_id >= 0:
+            if expected_producer_id not in (meta.producer_id, meta.last_producer_id) or \
+                    expected_epoch not in (meta.producer_epoch, meta.last_producer_epoch):
+                return ProducerIdAndEpoch(E.PRODUCER_FENCED)
+            if meta.state == S.EMPTY and expected_epoch == meta.last_producer_epoch:
+                return ProducerIdAndEpoch(E.NONE, meta.producer_id, meta.producer_epoch)  # a retried bump
+        if meta.state == S.ONGOING:
+            self._fence_and_abort(meta)  # an older instance's transaction: abort it, then the caller retries
+            return ProducerIdAndEpoch(E.CONCURRENT_TRANSACTIONS)
+        self._bump_epoch(meta)
+        meta.timeout_ms = timeout_ms
+        meta.partitions.clear()
+        meta.groups.clear()
+        meta.transition(S.EMPTY, now)
+        self._persist(meta)
+        return ProducerIdAndEpoch(E.NONE, meta.producer_id, meta.producer_epoch)
+
+    def _fence_and_abort(self, meta: TransactionMetadata) -> None:
+        """``prepareFenceProducerEpoch`` then abort: the old epoch can no longer write or commit."""
+        meta.transition(S.PREPARE_EPOCH_FENCE, self.now_ms())
+        if meta.producer_epoch < MAX_EPOCH:
+            meta.last_producer_epoch = meta.producer_epoch
+            meta.producer_epoch += 1
+        self._begin_completion(meta, commit=False)
+
+    # -- AddPartitionsToTxn / AddOffsetsToTxn ------------------------------------------------------
+    def _check_producer(self, meta: TransactionMetadata | None, producer_id: int, epoch: int) -> ErrorCode:
+        if meta is None or meta.producer_id != producer_id:
+            return E.INVALID_PRODUCER_ID_MAPPING
+        if meta.producer_epoch != epoch:
+            return E.PRODUCER_FENCED
+        if meta.state.is_completing:
+            return E.CONCURRENT_TRANSACTIONS
+        if meta.state == S.DEAD:
+            return E.INVALID_PRODUCER_ID_MAPPING
+        return E.NONE
+
+    def add_partitions(self, transactional_id: str, producer_id: int, epoch: int,
+                       partitions: Iterable[TopicPartition] = (), groups: Iterable[str] = ()) -> ErrorCode:
+        """Kafka's ``handleAddPartitionsToTransaction`` (and AddOffsetsToTxn's group)."""
+        meta = self.txns.get(transactional_id)
+        err = self._check_producer(meta, producer_id, epoch)
+        if err:
+            return err
+        assert meta is not None
+        now = self.now_ms()
+        new_parts = set(partitions) - meta.partitions
+        new_groups = set(groups) - meta.groups
+        if meta.state == S.ONGOING and not new_parts and not new_groups:
+            return E.NONE
+        if meta.state != S.ONGOING:
+            meta.start_ms = now
+        meta.partitions |= new_parts
+        meta.groups |= new_groups
+        meta.transition(S.ONGOING, now)
+        self._persist(meta)
+        return E.NONE
+
+    def verify_partitions(self, transactional_id: str, producer_id: int, epoch: int,
+                          partitions: Iterable[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
+        """KIP-890 part 1 (AddPartitionsToTxn ``verify_only``): is each partition in the open transaction?"""
+        meta = self.txns.get(transactional_id)
+        err = self._check_producer(meta, producer_id, epoch)
+        out = {}
+        for tp in partitions:
+            if err:
+                out[tp] = err
+            elif meta is not None and meta.state == S.ONGOING and tp in meta.partitions:
+                out[tp] = E.NONE
+            else:
+                out[tp] = E.INVALID_TXN_STATE
+        return out
+
+    def txn_offset_commit_allowed(self, transactional_id: str, producer_id: int, epoch: int, group_id: str
+                                  ) -> ErrorCode:
+        """Whether a TxnOffsetCommit belongs to an open transaction that added this group."""
+        meta = self.txns.get(transactional_id)
+        err = self._check_producer(meta, producer_id, epoch)
+        if err:
+            return err
+        assert meta is not None
+        if meta.state != S.ONGOING or group_id not in meta.groups:
+            return E.INVALID_TXN_STATE
+        return E.NONE
+
+    # -- EndTxn ----------------------------------------------------------------------------------------
+    def end_transaction(self, transactional_id: str, producer_id: int, epoch: int, commit: bool,
+                        bump_epoch: bool = False) -> ProducerIdAndEpoch:
+        """Kafka's ``handleEndTransaction``: Ongoing → Prepare*, markers sent in the background.
+
+        ``bump_epoch`` (EndTxn v5+, KIP-890 part 2): the epoch goes up with every EndTxn and the answer
+        carries the new one; a retry with the previous epoch gets the same answer."""
+        meta = self.txns.get(transactional_id)
+        if meta is None:
+            return ProducerIdAndEpoch(E.INVALID_PRODUCER_ID_MAPPING)
+        done = S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT
+        preparing = S.PREPARE_COMMIT if commit else S.PREPARE_ABORT
+        if bump_epoch and meta.client_version >= 2 and epoch == meta.last_producer_epoch and \
+                producer_id in (meta.producer_id, meta.last_producer_id) and meta.state in (done, preparing):
+            code = E.NONE if meta.state == done else E.CONCURRENT_TRANSACTIONS
+            return ProducerIdAndEpoch(code, meta.producer_id, meta.producer_epoch)
+        if meta.producer_id != producer_id:
+            return ProducerIdAndEpoch(E.INVALID_PRODUCER_ID_MAPPING)
+        if meta.producer_epoch != epoch:
+            return ProducerIdAndEpoch(E.PRODUCER_FENCED)
+        state = meta.state
+        if state == S.ONGOING or (bump_epoch and not commit and state in (S.EMPTY, S.COMPLETE_COMMIT,
+                                                                           S.COMPLETE_ABORT)):
+            if bump_epoch:
+                meta.client_version = 2
+                self._bump_epoch(meta)
+            self._begin_completion(meta, commit)
+            return ProducerIdAndEpoch(E.NONE, meta.producer_id, meta.producer_epoch)
+        if state == done:
+            return ProducerIdAndEpoch(E.NONE, meta.producer_id, meta.producer_epoch)  # a retried EndTxn
+        if state == preparing:
+            return ProducerIdAndEpoch(E.CONCURRENT_TRANSACTIONS)
+        if state == S.PREPARE_EPOCH_FENCE:
+            return ProducerIdAndEpoch(E.CONCURRENT_TRANSACTIONS)
+        return ProducerIdAndEpoch(E.INVALID_TXN_STATE)
+
+    # -- timers ------------------------------------------------------------------------------------------
+    def abort_timed_out_transactions(self) -> list[str]:
+        """Abort (under a bumped epoch) every Ongoing transaction older than its timeout."""
+        now = self.now_ms()
+        aborted = []
+        for meta in list(self.txns.values()):
+            if meta.state == S.ONGOING and meta.start_ms >= 0 and now > meta.start_ms + meta.timeout_ms:
+                log.info("transaction %s (producer %d epoch %d) timed out after %d ms: aborting",
+                         meta.transactional_id, meta.producer_id, meta.producer_epoch, meta.timeout_ms)
+                self._fence_and_abort(meta)
+                aborted.append(meta.transactional_id)
+        return aborted
+
+    def remove_expired_transactional_ids(self) -> list[str]:
+        """Remove ids idle (Empty or Complete*) for ``transactional.id.expiration.ms``."""
+        now = self.now_ms()
+        horizon = self.config.transactional_id_expiration_ms
+        removed = []
+        for tid, meta in list(self.txns.items()):
+            if meta.state in (S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT) and now - meta.last_update_ms >= horizon:
+                meta.transition(S.DEAD, now)
+                del self.txns[tid]
+                self.state_log.remove(tid)
+                removed.append(tid)
+        if removed:
+            log.info("removed %d expired transactional id(s)", len(removed))
+        return removed
+
+    # -- DescribeTransactions / ListTransactions ---------------------------------------------------------
+    def describe(self, transactional_id: str) -> TransactionMetadata | None:
+        return self.txns.get(transactional_id)
+
+    def list_transactions(self, states: set[str] | None = None, producer_ids: set[int] | None = None,
+                          min_duration_ms: int = -1) -> list[TransactionListing]:
+        now = self.now_ms()
+        out = []
+        for meta in self.txns.values():
+            if states and meta.state.value not in states:
+                continue
+            if producer_ids and meta.producer_id not in producer_ids:
+                continue
+            if min_duration_ms >= 0 and (meta.state != S.ONGOING or meta.start_ms < 0
+                                         or now - meta.start_ms < min_duration_ms):
+                continue
+            out.append(TransactionListing(meta.transactional_id, meta.producer_id, meta.state.value))
+        return sorted(out, key=lambda t: t.transactional_id)
+
+
+__all__ = ["TransactionCoordinator", "ProducerIdAndEpoch", "TransactionListing", "NO_PRODUCER_EPOCH"]
