@@ -301,6 +301,7 @@ class Broker:
     async def run(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
         """Load state, start serving, run until cancelled, then close cleanly."""
         self.replica_manager.load()
+        self.producer_ids.next_id = max(self.producer_ids.next_id, self.replica_manager.max_producer_id() + 1)
         instrument = self.task_time if isinstance(self.task_time, TaskTimeInstrument) else None
         if instrument is not None:
             trio.lowlevel.add_instrument(instrument)

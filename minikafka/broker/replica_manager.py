@@ -141,6 +141,11 @@ class ReplicaManager:
             self.partition_changed(key)  # waiting requests re-read and report the topic as gone
         self.log_manager.delete_topic(name)
 
+    def max_producer_id(self) -> int:
+        """The largest producer id found in the hosted logs (-1 if none), so that ids handed out after
+        a restart do not reuse one (Kafka's ProducerIdManager persists its blocks instead)."""
+        return max((pid for part in self.partitions.values() for pid in part.producers.producers), default=-1)
+
     def get(self, topic: str, index: int) -> Partition | None:
         return self.partitions.get(TopicPartition(topic, index))
 

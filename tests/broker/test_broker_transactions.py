@@ -477,3 +477,17 @@ async def test_cluster_markers_replicate_and_followers_track_the_lso():
                                          == 2 for f in followers), what="the marker on every follower")
             assert all([t.first_offset for t in f.log.txn_index.entries] == [0] for f in followers)
 
+
+
+async def test_producer_ids_are_not_reused_after_a_restart(tmp_path):
+    cfg = BrokerConfig(port=0, data_dir=tmp_path)
+    async with serve_broker(cfg) as b:
+        async with await KafkaConnection.connect("127.0.0.1", b.port) as c:
+            await create(c, "t")
+            init = await c.request(K.INIT_PRODUCER_ID, 4, {"transactional_id": None, "transaction_timeout_ms": 0})
+            await produce(c, "t", batch([b"x"], producer_id=init.producer_id, producer_epoch=0, base_sequence=0))
+            used = init.producer_id
+    async with serve_broker(cfg) as b:
+        async with await KafkaConnection.connect("127.0.0.1", b.port) as c:
+            again = await c.request(K.INIT_PRODUCER_ID, 4, {"transactional_id": None, "transaction_timeout_ms": 0})
+            assert again.producer_id > used
