@@ -29,7 +29,9 @@ def _serve_parser(sub: argparse._SubParsersAction) -> None:
                    help="directory for logs and state (default: none, everything in memory)")
     p.add_argument("--config", type=Path, default=None, metavar="FILE",
                    help="a Kafka server.properties file (keys that apply: num.partitions, "
-                        "auto.create.topics.enable, message.max.bytes, log.segment.bytes, log.retention.* ...)")
+                        "auto.create.topics.enable, message.max.bytes, log.segment.bytes, log.retention.*, "
+                        "listeners, advertised.listeners, listener.security.protocol.map, ssl.*, sasl.*, "
+                        "listener.name.<listener>.* ...)")
     p.add_argument("--advertised-host", default=None, help="host name returned to clients in metadata")
     p.add_argument("-o", "--override", action="append", default=[], metavar="KEY=VALUE",
                    help="set one server.properties key (repeatable)")
@@ -116,6 +118,10 @@ async def _serve(cfg: BrokerConfig, http_port: int | None = None) -> None:
             where = f"data dir {cfg.data_dir}" if cfg.data_dir else "in-memory storage"
             print(f"minikafka broker {cfg.node_id} ready on {cfg.host}:{port} ({where}){http}; Ctrl-C stops it",
                   flush=True)
+            if len(broker.server.endpoints) > 1:  # the first listener is in the line above
+                print("listeners: " + ", ".join(f"{lst.name}://{lst.endpoint.host}:{lst.bound_port} "
+                                                f"({lst.endpoint.security_protocol})"
+                                                for lst in broker.server.endpoints), flush=True)
             async for signum in signals:
                 log.info("received %s, shutting down", signal.Signals(signum).name)
                 nursery.cancel_scope.cancel()

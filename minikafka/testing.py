@@ -8,11 +8,24 @@ Trio event loop in a daemon thread::
 
 ``ClusterThread`` does the same for a :class:`~minikafka.broker.cluster.Cluster`
 of N brokers, with ``stop_broker``/``start_broker`` callable from the test thread.
+
+Both take ``properties``: ``server.properties`` keys applied on top of the settings,
+e.g. several listeners with TLS and SASL::
+
+    BrokerThread(properties={
+        "listeners": "PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
+        "ssl.keystore.type": "PEM", "ssl.keystore.location": "server.pem",
+        "listener.name.sasl_ssl.plain.sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule '
+                                                         'required user_alice="alice-secret";',
+    })
+
+and ``bootstrap_for("SASL_SSL")`` is then that listener's address.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
@@ -24,6 +37,15 @@ from .broker.config import BrokerConfig
 from .broker.faults import FaultInjector
 
 T = TypeVar("T")
+
+
+def _configured(config: BrokerConfig | None, properties: Mapping[str, str] | None, settings: dict[str, Any]
+                ) -> BrokerConfig:
+    """``config`` (default: the settings, on a free port), then the ``server.properties`` keys."""
+    cfg = config or BrokerConfig(**{"port": 0, **settings})
+    for key, value in (properties or {}).items():
+        cfg.set(key, str(value))
+    return cfg
 
 
 class _LoopThread:
@@ -110,9 +132,9 @@ class BrokerThread(_LoopThread):
     name = "minikafka-broker"
 
     def __init__(self, config: BrokerConfig | None = None, *, http_port: int | None = None,
-                 **settings: Any) -> None:
+                 properties: Mapping[str, str] | None = None, **settings: Any) -> None:
         super().__init__(http_port)
-        self.config = config or BrokerConfig(**{"port": 0, **settings})
+        self.config = _configured(config, properties, settings)
         self.broker: Broker | None = None
         self.faults = FaultInjector()  # kept across restarts
 
@@ -122,7 +144,13 @@ class BrokerThread(_LoopThread):
 
     @property
     def bootstrap(self) -> str:
+        """The first listener's ``host:port``."""
         return f"{self.config.advertised}:{self.config.port}"
+
+    def bootstrap_for(self, listener: str) -> str:
+        """``host:port`` of the listener named ``listener`` (e.g. "SASL_SSL")."""
+        assert self.broker is not None, "the broker is not running"
+        return self.call(self.broker.bootstrap_for, listener)
 
     @property
     def capture_dir(self) -> Path | None:
@@ -165,14 +193,19 @@ class ClusterThread(_LoopThread):
     name = "minikafka-cluster"
 
     def __init__(self, num_brokers: int = 3, config: BrokerConfig | None = None, *, http_port: int | None = None,
-                 **settings: Any) -> None:
+                 properties: Mapping[str, str] | None = None, **settings: Any) -> None:
         super().__init__(http_port)
-        self.cluster = Cluster(num_brokers, config, **settings)
+        self.cluster = Cluster(num_brokers, _configured(config, properties, settings) if properties else config,
+                               **({} if properties else settings))
 
     @property
     def bootstrap(self) -> str:
         """``host:port`` of every running broker."""
         return self.cluster.bootstrap
+
+    def bootstrap_for(self, listener: str) -> str:
+        """``host:port`` of every running broker on the listener named ``listener``."""
+        return self.call(self.cluster.bootstrap_for, listener)
 
     @property
     def faults(self) -> FaultInjector:

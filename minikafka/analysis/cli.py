@@ -68,11 +68,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--port", type=int, action="append", default=[], metavar="PORT",
                    help="Kafka port in pcap inputs (repeatable; default 9092)")
     p.add_argument("--produce-quota", action="append", default=[], metavar="CLIENT=BYTES/s",
-                   help="quota what-if: producer byte rate per client id, * = every client (repeatable)")
+                   help="quota what-if: producer byte rate per client id, * = every client, or per Kafka "
+                        "entity (user=alice=BYTES, user=alice,client-id=app=BYTES, user=<default>=BYTES; the "
+                        "user is the captured principal's name) (repeatable)")
     p.add_argument("--fetch-quota", action="append", default=[], metavar="CLIENT=BYTES/s",
-                   help="quota what-if: consumer byte rate per client id, * = every client (repeatable)")
+                   help="quota what-if: consumer byte rate per client id or entity, * = every client "
+                        "(repeatable)")
     p.add_argument("--request-quota", action="append", default=[], metavar="CLIENT=PERCENT",
-                   help="quota what-if: request time percentage per client id (repeatable)")
+                   help="quota what-if: request time percentage per client id or entity (repeatable)")
     p.add_argument("--quota-window-num", type=int, default=11, metavar="N",
                    help="quota.window.num (default 11)")
     p.add_argument("--quota-window-size", type=float, default=1.0, metavar="S",

@@ -37,6 +37,15 @@ transactions list (0 when null; summed over partitions in ``requests``).
 Produce, InitProducerId, EndTxn, AddOffsetsToTxn, TxnOffsetCommit...) and, for
 WriteTxnMarkers, the markers it asks for per partition in ``commit_markers``/``abort_markers``.
 
+Security: ``principal`` (in ``requests`` since the first version) is the
+principal the broker handled the request as: ``User:<name>`` after SASL
+authentication, the mapped client-certificate subject on an SSL listener with
+client authentication, ``User:ANONYMOUS`` otherwise (on a SASL listener, for the
+ApiVersions a client may send before authenticating too), "" in pcaps (the wire
+does not tell).  ``listener`` (appended last) names the listener the request
+came in on (``SASL_SSL``, ``INTERNAL``...); null in pcaps and in captures
+written before the capture format recorded it.
+
 :meth:`RecordDecoder.iter_rows` is the data source's path: each record's
 headers and bodies are parsed once, and only the records a table needs
 (:data:`TABLE_API_KEYS`); the per-record methods (``parse``, ``request_row``,
@@ -78,6 +87,8 @@ REQUEST_COLUMNS: list[tuple[str, str]] = [
     ("transactional_id", "string"), ("isolation_level", "int"),
     ("control_bytes", "bigint"), ("control_batch_count", "int"), ("commit_markers", "int"), ("abort_markers", "int"),
     ("transactional_batch_count", "int"), ("transactional_record_count", "bigint"), ("aborted_transactions", "int"),
+    # Security (listeners), appended (see the module docstring).
+    ("listener", "string"),
 ]
 
 PARTITION_COLUMNS: list[tuple[str, str]] = [
@@ -459,7 +470,7 @@ class RecordDecoder:
                 throttle, error_code, error_name(error_code), len(errs),
                 replica, acks, sess_id, sess_epoch, kind, resp_sess, max_wait, min_bytes, max_bytes,
                 n_req, n_resp, n_forgot, rec_bytes, rec_count, err, r.injected or None,
-                txn_id, isolation, *txn)
+                txn_id, isolation, *txn, r.listener or None)
 
     # -- partitions table -------------------------------------------------------------
     def partition_rows(self, r: CaptureRecord, req: Any, resp: Any) -> Iterator[tuple]:

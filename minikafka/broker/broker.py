@@ -33,7 +33,7 @@ from ..protocol.errors import ErrorCode
 from ..protocol.framing import MemoryPool
 from .apis import KafkaApis
 from .broker_metrics import BrokerMetricsObserver, server_metrics
-from .config import BrokerConfig, StartupError
+from .config import BrokerConfig, ConfigError, StartupError
 from .faults import BrokerFaults, FaultInjector
 from .dynamic_config import DynamicBrokerConfig, DynamicConfigStore
 from .fetch_session import FetchManager, FetchSessionCache
@@ -52,9 +52,13 @@ from .replica_fetcher import ReplicaFetcherManager
 from .replica_manager import ReplicaManager
 from .request import ObserverBase, RequestObserver, Response
 from .server import SocketServer, run_reaper
+from .security.authorizer import AclStore, AclStoreError, StandardAuthorizer, create_authorizer
+from .security.authenticator import SaslServerAuthenticator, SaslServerMechanism
+from .security.sasl import SaslAuthenticationError, create_mechanism, enabled_mechanisms, validate_jaas_configs
+from .security.scram import ScramCredentialStore
 from .services import BrokerServices, HandlerTimer
 from .task_time import TaskTimeInstrument
-from .inter_broker import InterBrokerChannel
+from .inter_broker import InterBrokerChannel, InterBrokerConnector
 from .txn import TransactionCoordinator
 from .txn.verification import AddPartitionsToTxnManager
 
@@ -74,6 +78,8 @@ class SharedState:
     dynamic_configs: DynamicConfigStore = field(default_factory=DynamicConfigStore)
     faults: FaultInjector = field(default_factory=FaultInjector)  # rules for every broker (by broker id)
     txn_coordinator: TransactionCoordinator | None = None  # made by the broker when not shared
+    acls: AclStore | None = None  # the cluster's ACLs (made by the broker when not shared)
+    scram_credentials: ScramCredentialStore | None = None  # made by the broker when not shared
     owns_groups: bool = True  # whether this broker runs (and closes) the group and transaction coordinators
     clustered: bool = False  # one of a Cluster's brokers (replication metrics are reported)
 
@@ -117,6 +123,28 @@ class AutoTopicCreationManager:
         return out
 
 
+class BrokerSaslMechanisms:
+    """The SASL mechanisms of this broker's listeners (the socket server's ``SaslMechanisms``):
+    :mod:`~minikafka.broker.security.sasl` with the cluster's SCRAM credentials."""
+
+    authentication_error: type[Exception] = SaslAuthenticationError
+
+    def __init__(self, config: BrokerConfig, scram: ScramCredentialStore, clock: Clock) -> None:
+        self.config = config
+        self.scram = scram
+        self.clock = clock
+
+    def enabled(self, listener: str) -> list[str]:
+        mechanisms = enabled_mechanisms(self.config, listener)
+        if not mechanisms:
+            raise StartupError(f"listener {listener} uses SASL but enables no mechanism minikafka implements "
+                               "(sasl.enabled.mechanisms: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER)")
+        return mechanisms
+
+    def create(self, listener: str, mechanism: str) -> SaslServerMechanism:
+        return create_mechanism(mechanism, listener, self.config, self.scram, self.clock)
+
+
 class RequestStats(ObserverBase):
     """Per-api request counts and bytes (Kafka's ``RequestMetrics`` totals), counted before the response
     leaves so that a client reading the broker's metrics after its response sees its own request."""
@@ -143,6 +171,23 @@ class RequestStats(ObserverBase):
             out[f"kafka.network:type=RequestMetrics,name=RequestBytesTotal,request={name}"] = req_bytes
             out[f"kafka.network:type=RequestMetrics,name=ResponseBytesTotal,request={name}"] = resp_bytes
         return out
+
+
+def open_acl_store(data_dir: Path | None) -> AclStore:
+    """The ACLs saved in ``data_dir`` (none in memory); StartupError when they cannot be read."""
+    try:
+        return AclStore(data_dir)
+    except AclStoreError as exc:
+        raise StartupError(str(exc)) from None
+
+
+def broker_authorizer(config: BrokerConfig, acls: AclStore) -> StandardAuthorizer | None:
+    """The authorizer ``authorizer.class.name`` names (None: no authorization); ConfigError otherwise."""
+    try:
+        return create_authorizer(config.authorizer_class_name, config.super_users,
+                                 config.allow_everyone_if_no_acl_found, acls)
+    except ValueError as exc:
+        raise ConfigError("authorizer.class.name", config.authorizer_class_name, str(exc)) from None
 
 
 def check_data_dir(path: Path) -> None:
@@ -180,8 +225,16 @@ class Broker:
         if shared.txn_coordinator is None:
             shared.txn_coordinator = TransactionCoordinator(config, config.data_dir, shared.producer_ids,
                                                             shared.metadata, clock, shared.group_coordinator)
+        if shared.scram_credentials is None:
+            shared.scram_credentials = ScramCredentialStore.from_config(config, config.data_dir)
+        validate_jaas_configs(config.extra)
+        if shared.acls is None:
+            shared.acls = open_acl_store(config.data_dir)
+        # ACL authorization (Kafka's authorizer.class.name); None: every request is allowed.
+        self.authorizer = broker_authorizer(config, shared.acls)
         self.shared = shared
         self.txn_coordinator: TransactionCoordinator = shared.txn_coordinator
+        self.scram_credentials: ScramCredentialStore = shared.scram_credentials
         self.faults = shared.faults
         self.metadata = shared.metadata
         self.group_coordinator = shared.group_coordinator
@@ -207,8 +260,10 @@ class Broker:
         self.delayed_produce = DelayedOperationPurgatory("Produce")
         self.replica_manager = ReplicaManager(self.node_id, config, self.metadata, clock=clock,
                                               delayed_fetch=self.delayed_fetch, delayed_produce=self.delayed_produce)
+        # Connections to other brokers go through the inter-broker listener (TLS, SASL as it says).
+        self.inter_broker = InterBrokerConnector(config)
         self.fetcher_manager = ReplicaFetcherManager(self.node_id, config, self.metadata, self.replica_manager,
-                                                     self.follower_quota)
+                                                     self.follower_quota, self.inter_broker)
         self.replica_manager.fetchers = self.fetcher_manager
         rm = self.replica_manager
         self.leader_quota.set_hosted(lambda: [k for k, p in rm.partitions.items() if p.is_leader])
@@ -218,7 +273,8 @@ class Broker:
             clock_ms=clock.time_ms))
         self.task_time: HandlerTimer = timer or TaskTimeInstrument()
         # KIP-890 verification of transactional produce goes to the coordinator over the wire.
-        self.txn_channel = InterBrokerChannel(f"broker-{self.node_id}-txn-verifier", self.metadata.live.get)
+        self.txn_channel = InterBrokerChannel(f"broker-{self.node_id}-txn-verifier", self.metadata.live.get,
+                                              connector=self.inter_broker)
         self.txn_verifier = AddPartitionsToTxnManager(self.txn_channel, self.metadata.coordinator)
         # The request path: services -> handlers -> KafkaApis -> socket server.
         self.request_stats_observer = RequestStats()
@@ -227,7 +283,12 @@ class Broker:
                               [self.request_stats_observer, self.broker_metrics_observer],
                               BrokerFaults(self.faults, self.node_id, self._topic_name))
         self.pool = MemoryPool(config.queued_max_request_bytes)
-        self.server = SocketServer(config, self.apis, self.pool)
+        # SASL authentications that completed (Kafka's successful-(re)authentication-total).
+        self.successful_authentications = 0
+        self.successful_reauthentications = 0
+        self.server = SocketServer(config, self.apis, self.pool,
+                                   sasl=BrokerSaslMechanisms(config, self.scram_credentials, clock),
+                                   on_authenticated=self._on_authenticated)
         self.capture: CaptureService | None = None  # while run() captures (config.capture_dir)
         self._serving = False
 
@@ -251,7 +312,8 @@ class Broker:
             produce_quota=self.quotas.produce, fetch_quota=self.quotas.fetch, request_quota=self.quotas.request,
             leader_quota=self.leader_quota, quota_store=self.quota_configs, broker_configs=self.dynamic_config,
             producer_ids=self.producer_ids, timer=self.task_time, txn_coordinator=self.txn_coordinator,
-            txn_verifier=self.txn_verifier, marker_log=rm)
+            txn_verifier=self.txn_verifier, marker_log=rm, authorizer=self.authorizer,
+            scram_credentials=self.scram_credentials)
 
     # -- observers and metrics ---------------------------------------------------------------------
     def observe(self, observer: RequestObserver) -> RequestObserver:
@@ -270,7 +332,29 @@ class Broker:
 
     @property
     def port(self) -> int:
+        """The first listener's port."""
         return self.config.port
+
+    @property
+    def listener_ports(self) -> dict[str, int]:
+        """Listener name -> the port it is bound to."""
+        return self.server.bound_ports
+
+    def bootstrap_for(self, listener: str) -> str:
+        """``host:port`` clients connect to on ``listener`` (its advertised address)."""
+        for e in self.config.advertised_endpoints(self.server.bound_ports):
+            if e.listener == listener.upper():
+                return f"{e.host}:{e.port}"
+        raise KeyError(f"no advertised listener {listener}")
+
+    def _on_authenticated(self, connection_id: str, authenticator: SaslServerAuthenticator) -> None:
+        if authenticator.authentications > 1:
+            self.successful_reauthentications += 1
+        else:
+            self.successful_authentications += 1
+        log.debug("connection %s authenticated as %s with %s (authentication %d, session lifetime %d ms)",
+                  connection_id, authenticator.principal, authenticator.mechanism_name,
+                  authenticator.authentications, authenticator.session_lifetime_ms)
 
     def metrics(self) -> dict[str, float]:
         """A snapshot of the broker's metrics under Kafka's JMX-style names."""
@@ -284,6 +368,11 @@ class Broker:
         out.update(self.broker_metrics_observer.metrics())
         out.update(self.faults.metrics(self.node_id))
         out.update(server_metrics(self.pool, self.server.open_connections, (self.delayed_fetch, self.delayed_produce)))
+        prefix = "kafka.server:type=socket-server-metrics,name="
+        out[prefix + "successful-authentication-total"] = self.successful_authentications
+        out[prefix + "successful-reauthentication-total"] = self.successful_reauthentications
+        out[prefix + "failed-authentication-total"] = self.server.failed_authentications
+        out[prefix + "expired-connections-killed-count"] = self.server.expired_connections_killed
         return out
 
     def replication_quota_metrics(self) -> dict[str, float]:
@@ -350,7 +439,10 @@ class Broker:
         self.metadata.listeners.append(self._on_metadata_change)
         for topic in self.metadata.all_topics():
             self.apply_replication_throttles(topic.name)
-        self.metadata.broker_started(self.node_id, self.config.advertised, self.config.port)
+        advertised = self.config.advertised_endpoints(self.server.bound_ports)
+        inter_broker = self.config.inter_broker_endpoint(self.server.bound_ports)
+        self.metadata.broker_started(self.node_id, inter_broker.host, inter_broker.port,
+                                     endpoints={e.listener: (e.host, e.port) for e in advertised})
         self.replica_manager.apply_leadership()
         nursery.start_soon(self._isr_expiration_loop)
 
@@ -362,6 +454,7 @@ class Broker:
         except ValueError:
             pass
         self.metadata.live.pop(self.node_id, None)
+        self.metadata.endpoints.pop(self.node_id, None)
 
     def _on_metadata_change(self, kind: str, name: str) -> None:
         """What LeaderAndIsr / UpdateMetadata requests tell a Kafka broker."""

@@ -21,7 +21,9 @@ all brokers share one group coordinator (offsets in
 coordinator broker stopping, as if ``__consumer_offsets`` were replicated.
 Transactions likewise: one shared transaction coordinator (state in
 ``<data_dir>/__transaction_state``), whose markers go to the partition leaders
-over the wire (WriteTxnMarkers).
+over the wire (WriteTxnMarkers).  SCRAM credentials too: one store (``<data_dir>/__scram_credentials``).
+ACLs likewise: one :class:`~minikafka.broker.security.authorizer.AclStore` for every broker's authorizer
+(``<data_dir>/acls.json``).
 """
 
 from __future__ import annotations
@@ -35,21 +37,24 @@ from typing import Any, AsyncIterator
 import trio
 
 from ..common import SYSTEM_CLOCK, Clock
-from .broker import Broker, SharedState, check_data_dir
-from .config import BrokerConfig
+from .broker import Broker, SharedState, check_data_dir, open_acl_store
+from .config import BrokerConfig, ConfigError
 from .dynamic_config import DynamicConfigStore
 from .faults import FaultInjector
 from .groups import GroupCoordinator
 from .metadata import ClusterMetadata
 from .producer_state import ProducerIdManager
+from .security.listeners import ListenerError, parse_listeners
 from .services import HandlerTimer
+from .security.scram import ScramCredentialStore
 from .txn import TransactionCoordinator
 
 log = logging.getLogger(__name__)
 
 
 class Cluster:
-    """N brokers (ids 0..N-1) on ports ``port..port+N-1`` (or free ports when ``port`` is 0)."""
+    """N brokers (ids 0..N-1) on ports ``port..port+N-1`` (or free ports when ``port`` is 0); with several
+    ``listeners``, each listener's port + broker id (0 stays 0: a free port)."""
 
     def __init__(self, num_brokers: int = 3, config: BrokerConfig | None = None, *, clock: Clock = SYSTEM_CLOCK,
                  timer: HandlerTimer | None = None, **settings: Any) -> None:
@@ -70,12 +75,21 @@ class Cluster:
         self.faults = FaultInjector(clock)  # one rule set for every broker (rules match by broker id)
         self.txn_coordinator = TransactionCoordinator(base, self.data_dir, self.producer_ids, self.metadata, clock,
                                                       self.group_coordinator)
+        # SCRAM credentials: one store for the cluster (Kafka keeps them in its metadata), in
+        # <data_dir>/__scram_credentials, seeded from minikafka.scram.users.
+        self.scram_credentials = ScramCredentialStore.from_config(base, self.data_dir)
+        # ACLs, like Kafka's in its metadata: one set for every broker, in <data_dir>/acls.json.
+        self.acls = open_acl_store(self.data_dir)
+        _warn_if_brokers_unauthorized(base)
         self.shared = SharedState(self.metadata, self.group_coordinator, self.producer_ids, self.dynamic_configs,
+                                  acls=self.acls,
                                   faults=self.faults, txn_coordinator=self.txn_coordinator, owns_groups=False,
-                                  clustered=True)
+                                  clustered=True, scram_credentials=self.scram_credentials)
         self.configs: dict[int, BrokerConfig] = {
             i: dataclasses.replace(
                 base, node_id=i, port=base.port + i if base.port else 0,
+                listeners=_shift_ports(base, base.listeners, i),
+                advertised_listeners=_shift_ports(base, base.advertised_listeners, i),
                 data_dir=self.data_dir / f"broker-{i}" if self.data_dir is not None else None,
                 client_quotas=list(base.client_quotas), extra=dict(base.extra))
             for i in ids
@@ -93,6 +107,10 @@ class Cluster:
     def bootstrap(self) -> str:
         """``host:port`` of every running broker, comma separated."""
         return ",".join(f"{self.configs[i].advertised}:{self.configs[i].port}" for i in sorted(self.brokers))
+
+    def bootstrap_for(self, listener: str) -> str:
+        """``host:port`` of every running broker on ``listener`` (its advertised address), comma separated."""
+        return ",".join(self.brokers[i].bootstrap_for(listener) for i in sorted(self.brokers))
 
     def broker(self, broker_id: int) -> Broker:
         return self.brokers[broker_id]
@@ -157,6 +175,34 @@ class Cluster:
     async def restart_broker(self, broker_id: int) -> Broker:
         await self.stop_broker(broker_id)
         return await self.start_broker(broker_id)
+
+
+def _shift_ports(base: BrokerConfig, value: str, broker_id: int) -> str:
+    """A ``listeners`` or ``advertised.listeners`` value for broker ``broker_id``: every non-zero port + id
+    (brokers of one process on ports base+i, per listener)."""
+    if not value or broker_id == 0:
+        return value
+    try:
+        endpoints = parse_listeners(value, base.protocol_map())
+    except ListenerError as exc:
+        key = "listeners" if value == base.listeners else "advertised.listeners"
+        raise ConfigError(key, value, str(exc)) from None
+    return ",".join(e.with_port(e.port + broker_id if e.port else 0).connection_string for e in endpoints)
+
+
+def _warn_if_brokers_unauthorized(config: BrokerConfig) -> None:
+    """Kafka requires the brokers' own principal to be a super user when an authorizer is on: over a
+    PLAINTEXT inter-broker listener that principal is ``User:ANONYMOUS``.  Say so once at start-up."""
+    if not config.authorizer_class_name:
+        return
+    try:
+        protocol = config.inter_broker_endpoint().security_protocol
+    except Exception:  # noqa: BLE001 - listener errors are reported where the listeners are bound
+        return
+    supers = {p.strip() for p in config.super_users.split(";")}
+    if protocol == "PLAINTEXT" and "User:ANONYMOUS" not in supers and "User:*" not in supers:
+        log.warning("authorizer on with a PLAINTEXT inter-broker listener: replica fetches and transaction "
+                    "markers come from User:ANONYMOUS, which needs to be in super.users (as in Kafka)")
 
 
 @asynccontextmanager

@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from .quota.entity import parse_quota_spec
+from .security.listeners import (DEFAULT_PROTOCOL_MAP, EndPoint, ListenerError, advertised_host, check_advertised,
+                                 inter_broker_listener, parse_listeners, parse_protocol_map)
 
 log = logging.getLogger(__name__)
 
@@ -40,13 +42,19 @@ _AT_LEAST = {
     "max_incremental_fetch_session_cache_slots": 0, "fetch_max_bytes": 0, "port": 0,
     "transaction_max_timeout_ms": 1, "transaction_abort_timed_out_transaction_cleanup_interval_ms": 1,
     "transaction_remove_expired_transaction_cleanup_interval_ms": 1, "transactional_id_expiration_ms": 1,
+    "connections_max_reauth_ms": 0, "sasl_server_max_receive_size": 1,
 }
+
+# Security keys the listeners, TLS and SASL read from ``extra`` (raw, possibly per listener as
+# ``listener.name.<listener>.<key>``): not reported as unused.
+SECURITY_KEY_PREFIXES = ("ssl.", "sasl.", "listener.name.", "principal.builder.class", "minikafka.scram.")
 
 
 @dataclass
 class BrokerConfig:
     """The settings of one broker, with Kafka's defaults."""
 
+    # The first listener's host and port (without ``listeners``, the one PLAINTEXT listener's).
     host: str = "127.0.0.1"
     port: int = 9092
     node_id: int = 0
@@ -111,16 +119,118 @@ class BrokerConfig:
     # Client quotas set at start-up: "ENTITY:key=value[,key=value]" with ENTITY like
     # "client-id=app1", "user=alice,client-id=<default>" (see minikafka.broker.quota).
     client_quotas: list[str] = field(default_factory=list)
+    # Listeners (Kafka's keys, kept as written; :meth:`listener_endpoints` parses and checks them).  Empty
+    # ``listeners``: one PLAINTEXT listener on host:port.  A listener's port 0 picks a free port.
+    listeners: str = ""
+    advertised_listeners: str = ""
+    listener_security_protocol_map: str = ",".join(f"{k}:{v}" for k, v in DEFAULT_PROTOCOL_MAP.items())
+    inter_broker_listener_name: str | None = None
+    security_inter_broker_protocol: str | None = None
+    # KIP-368: a SASL session's longest life before the client must re-authenticate (0: no limit);
+    # also per listener and mechanism: listener.name.<l>.<mechanism>.connections.max.reauth.ms.
+    connections_max_reauth_ms: int = 0
+    # Largest frame accepted before a connection has authenticated (Kafka's sasl.server.max.receive.size).
+    sasl_server_max_receive_size: int = 524288
+    # Authorization (Kafka's authorizer.class.name: StandardAuthorizer or AclAuthorizer; empty = none),
+    # super.users (principals separated by ";") and allow.everyone.if.no.acl.found.
+    authorizer_class_name: str = ""
+    super_users: str = ""
+    allow_everyone_if_no_acl_found: bool = False
     # Traffic capture (minikafka's own): a directory for capture-<broker>-<seq>.mkcap files, None = off.
     capture_dir: Path | None = None
     extra: dict[str, str] = field(default_factory=dict)
 
     @property
     def advertised(self) -> str:
-        """The host name clients are told to connect to."""
+        """The host name clients are told to connect to (on the first listener)."""
+        if self.advertised_listeners:
+            try:
+                first = self.listener_endpoints()[0].listener
+                for e in self.advertised_endpoints():
+                    if e.listener == first:
+                        return e.host
+            except ConfigError:
+                pass
         if self.advertised_host:
             return self.advertised_host
-        return "localhost" if self.host in ("0.0.0.0", "::", "") else self.host
+        return advertised_host(self.host)
+
+    # -- listeners (Kafka's KafkaConfig.listeners / effectiveAdvertisedListeners) ----------------------
+    def protocol_map(self) -> dict[str, str]:
+        """``listener.security.protocol.map`` as listener name -> security protocol."""
+        try:
+            return parse_protocol_map(self.listener_security_protocol_map)
+        except ListenerError as exc:
+            raise ConfigError("listener.security.protocol.map", self.listener_security_protocol_map, str(exc)) from None
+
+    def listener_endpoints(self) -> list[EndPoint]:
+        """The listeners to bind; the first one's host and port are ``host``/``port``."""
+        pm = self.protocol_map()
+        if not self.listeners:
+            if "PLAINTEXT" not in pm:
+                raise ConfigError("listeners", "", "No security protocol defined for listener PLAINTEXT")
+            return [EndPoint("PLAINTEXT", self.host, self.port, pm["PLAINTEXT"])]
+        try:
+            endpoints = parse_listeners(self.listeners, pm)
+        except ListenerError as exc:
+            raise ConfigError("listeners", self.listeners, str(exc)) from None
+        if not endpoints:
+            raise ConfigError("listeners", self.listeners, "no listener given")
+        endpoints[0] = EndPoint(endpoints[0].listener, self.host, self.port, endpoints[0].security_protocol)
+        return endpoints
+
+    def advertised_endpoints(self, bound: dict[str, int] | None = None) -> list[EndPoint]:
+        """What clients are told, per listener: ``advertised.listeners`` or else the listeners themselves.
+        ``bound``: the port each listener got (replaces a port of 0)."""
+        listeners = self.listener_endpoints()
+        ports = {e.listener: (bound or {}).get(e.listener, e.port) for e in listeners}
+        if self.advertised_listeners:
+            try:
+                advertised = parse_listeners(self.advertised_listeners, self.protocol_map())
+                check_advertised(advertised, listeners)
+            except ListenerError as exc:
+                raise ConfigError("advertised.listeners", self.advertised_listeners, str(exc)) from None
+            return [e if e.port else e.with_port(ports[e.listener]) for e in advertised]
+        host = self.advertised_host
+        return [EndPoint(e.listener, host or advertised_host(e.host), ports[e.listener], e.security_protocol)
+                for e in listeners]
+
+    def inter_broker_endpoint(self, bound: dict[str, int] | None = None) -> EndPoint:
+        """The advertised listener brokers use to reach each other."""
+        try:
+            return inter_broker_listener(self.advertised_endpoints(bound), self.inter_broker_listener_name,
+                                         self.security_inter_broker_protocol)
+        except ListenerError as exc:
+            key = "inter.broker.listener.name" if self.inter_broker_listener_name else "security.inter.broker.protocol"
+            value = self.inter_broker_listener_name or self.security_inter_broker_protocol or "PLAINTEXT"
+            raise ConfigError(key, value, str(exc)) from None
+
+    def check_listeners(self) -> None:
+        """Raise :class:`ConfigError` for listener settings Kafka refuses at start-up."""
+        self.inter_broker_endpoint()
+
+    def security_value(self, key: str, listener: str | None = None, mechanism: str | None = None) -> str | None:
+        """A security setting as Kafka resolves it for a listener: ``listener.name.<l>.<mechanism>.<key>``,
+        then ``listener.name.<l>.<key>``, then ``<key>`` (None when unset)."""
+        if listener is not None:
+            prefix = f"listener.name.{listener.lower()}."
+            if mechanism is not None:
+                value = self.extra.get(f"{prefix}{mechanism.lower()}.{key}")
+                if value is not None:
+                    return value
+            value = self.extra.get(prefix + key)
+            if value is not None:
+                return value
+        return self.extra.get(key)
+
+    def connections_max_reauth_ms_for(self, listener: str, mechanism: str) -> int:
+        """``connections.max.reauth.ms`` for one listener and SASL mechanism (0: sessions never expire)."""
+        prefix = f"listener.name.{listener.lower()}."
+        for key in (f"{prefix}{mechanism.lower()}.connections.max.reauth.ms", f"{prefix}connections.max.reauth.ms"):
+            value = self.extra.get(key)
+            if value is not None:
+                return _parse_int(key, value, "connections_max_reauth_ms")
+        return self.connections_max_reauth_ms
 
     # Kafka key -> attribute, for the keys that map one to one.
     KEYS = {
@@ -176,6 +286,13 @@ class BrokerConfig:
         "follower.replication.throttled.rate": "follower_replication_throttled_rate",
         "replication.quota.window.num": "replication_quota_window_num",
         "replication.quota.window.size.seconds": "replication_quota_window_size_seconds",
+        "authorizer.class.name": "authorizer_class_name",
+        "super.users": "super_users",
+        "allow.everyone.if.no.acl.found": "allow_everyone_if_no_acl_found",
+        "inter.broker.listener.name": "inter_broker_listener_name",
+        "security.inter.broker.protocol": "security_inter_broker_protocol",
+        "connections.max.reauth.ms": "connections_max_reauth_ms",
+        "sasl.server.max.receive.size": "sasl_server_max_receive_size",
     }
     # Units Kafka also accepts for retention: hours and minutes.
     _RETENTION_UNITS = {"log.retention.hours": _HOUR_MS, "log.retention.minutes": 60000}
@@ -185,13 +302,25 @@ class BrokerConfig:
         if key in self._RETENTION_UNITS:
             self.log_retention_ms = _parse_int(key, value) * self._RETENTION_UNITS[key]
             return
-        if key == "listeners":
-            # PLAINTEXT://host:port (first listener only)
-            hostport = value.split(",")[0].split("://")[-1]
-            host, _, port = hostport.rpartition(":")
-            if host:
-                self.host = host
-            self.port = _parse_int(key, port, "port")
+        if key in ("listeners", "advertised.listeners"):
+            ports = []
+            for item in filter(None, (v.strip() for v in value.split(","))):
+                ports.append(_parse_int(key, item.rpartition(":")[2], "port"))
+            if key == "advertised.listeners":
+                self.advertised_listeners = value
+                return
+            self.listeners = value
+            if ports:  # host and port are the first listener's
+                hostport = value.strip().split(",")[0].split("://")[-1]
+                self.host = hostport.rpartition(":")[0].strip("[]")
+                self.port = ports[0]
+            return
+        if key == "listener.security.protocol.map":
+            try:
+                parse_protocol_map(value)
+            except ListenerError as exc:
+                raise ConfigError(key, value, str(exc)) from None
+            self.listener_security_protocol_map = value
             return
         if key == "client.quotas":
             specs = [q.strip() for q in value.split(";") if q.strip()]
@@ -209,14 +338,11 @@ class BrokerConfig:
                     raise ConfigError(key, value, str(exc)) from None
             self.client_quotas.extend(specs)
             return
-        if key == "advertised.listeners":
-            hostport = value.split(",")[0].split("://")[-1]
-            self.advertised_host = hostport.rpartition(":")[0] or None
-            return
         attr = self.KEYS.get(key)
         if attr is None:
             self.extra[key] = value
-            log.info("config key %s is not used by minikafka; kept as given", key)
+            if not key.startswith(SECURITY_KEY_PREFIXES):
+                log.info("config key %s is not used by minikafka; kept as given", key)
             return
         current = getattr(self, attr)
         setattr(self, attr, _coerce(key, value, current, attr))
@@ -264,6 +390,8 @@ def _parse_int(key: str, value: str, attr: str = "") -> int:
 def _coerce(key: str, value: str, current: Any, attr: str) -> Any:
     if attr == "data_dir":
         return Path(value.split(",")[0])
+    if attr in ("inter_broker_listener_name", "security_inter_broker_protocol"):
+        return value.strip().upper() or None
     if isinstance(current, bool):
         v = value.strip().lower()
         if v not in ("true", "false"):

@@ -210,6 +210,39 @@ def _describe_cluster(req: Any, v: int, code: int) -> ErrorBody:
     return {"error_code": code, "error_message": code_name(code), "brokers": []}
 
 
+def _sasl_handshake(req: Any, v: int, code: int) -> ErrorBody:
+    return {"error_code": code, "mechanisms": []}
+
+
+def _sasl_authenticate(req: Any, v: int, code: int) -> ErrorBody:
+    return {"error_code": code, "error_message": code_name(code), "auth_bytes": b""}
+
+
+def _describe_user_scram_credentials(req: Any, v: int, code: int) -> ErrorBody:
+    # Kafka leaves each result's user empty; naming the users asked for is what callers expect.
+    return {"error_code": code, "error_message": code_name(code),
+            "results": [{"user": u["name"], "error_code": code, "error_message": code_name(code),
+                         "credential_infos": []} for u in req["users"] or []]}
+
+
+def _alter_user_scram_credentials(req: Any, v: int, code: int) -> ErrorBody:
+    users = dict.fromkeys([d["name"] for d in req["deletions"]] + [u["name"] for u in req["upsertions"]])
+    return {"results": [{"user": user, "error_code": code, "error_message": code_name(code)} for user in users]}
+
+
+def _describe_acls(req: Any, v: int, code: int) -> ErrorBody:
+    return {"error_code": code, "error_message": code_name(code), "resources": []}
+
+
+def _create_acls(req: Any, v: int, code: int) -> ErrorBody:
+    return {"results": [{"error_code": code, "error_message": code_name(code)} for _ in req["creations"]]}
+
+
+def _delete_acls(req: Any, v: int, code: int) -> ErrorBody:
+    return {"filter_results": [{"error_code": code, "error_message": code_name(code), "matching_acls": []}
+                               for _ in req["filters"]]}
+
+
 def code_name(code: int) -> str:
     try:
         return ErrorCode(code).name
@@ -249,14 +282,21 @@ _BUILDERS: dict[int, Callable[[Any, int, int], ErrorBody]] = {
     ApiKey.DELETE_GROUPS: _delete_groups,
     ApiKey.DESCRIBE_CLIENT_QUOTAS: _describe_client_quotas,
     ApiKey.ALTER_CLIENT_QUOTAS: _alter_client_quotas,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: _describe_user_scram_credentials,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: _alter_user_scram_credentials,
+    ApiKey.SASL_HANDSHAKE: _sasl_handshake,
+    ApiKey.SASL_AUTHENTICATE: _sasl_authenticate,
     ApiKey.DESCRIBE_CLUSTER: _describe_cluster,
     ApiKey.DESCRIBE_PRODUCERS: _describe_producers,
     ApiKey.DESCRIBE_TRANSACTIONS: _describe_transactions,
     ApiKey.LIST_TRANSACTIONS: _list_transactions,
+    ApiKey.DESCRIBE_ACLS: _describe_acls,
+    ApiKey.CREATE_ACLS: _create_acls,
+    ApiKey.DELETE_ACLS: _delete_acls,
 }
 
-_NO_THROTTLE_TIME = frozenset({ApiKey.WRITE_TXN_MARKERS})
-"""Api keys whose response has no ``throttle_time_ms`` (inter-broker WriteTxnMarkers)."""
+_NO_THROTTLE_TIME = frozenset({ApiKey.WRITE_TXN_MARKERS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
+"""Api keys whose response has no ``throttle_time_ms`` (inter-broker WriteTxnMarkers, the SASL exchange)."""
 
 
 def error_response(api_key: int, version: int, request: Any, code: int, throttle_time_ms: int = 0) -> ErrorBody:

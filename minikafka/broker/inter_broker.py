@@ -4,18 +4,34 @@ One connection per target broker, opened on first use, one request at a time
 on it (a lock per target), reopened after any error.  Used by the transaction
 marker channel (WriteTxnMarkers) and by the produce path's KIP-890
 verification (AddPartitionsToTxn with ``verify_only``).
+
+Connections go to the other broker's inter-broker listener (``inter.broker.listener.name``
+or ``security.inter.broker.protocol``) and speak its security protocol
+(:class:`InterBrokerConnector`, shared with the replica fetchers): TLS with the
+listener's ``ssl.*`` settings (trust store, key store for mutual TLS, host name
+check per ``ssl.endpoint.identification.algorithm``), and on SASL listeners a
+SaslHandshake v1 + SaslAuthenticate exchange with
+``sasl.mechanism.inter.broker.protocol`` (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512; Kafka's
+default, GSSAPI, is not implemented) and the ``username``/``password`` options of
+the mechanism's JAAS configuration, as a Kafka broker logs in to its peers.
 """
 
 from __future__ import annotations
 
 import logging
+import ssl
 from collections.abc import Callable
 from typing import Any
 
 import trio
 
 from ..client.connection import KafkaConnection
+from ..client.security import SASL_MECHANISMS, SaslAuthenticationError, sasl_authenticate
 from ..common import Node
+from .config import BrokerConfig, ConfigError
+from .security.jaas import JaasConfigError, server_jaas_entries
+from .security.listeners import EndPoint
+from .security.ssl import client_context
 
 log = logging.getLogger(__name__)
 
@@ -24,13 +40,85 @@ CHANNEL_ERRORS = (OSError, ConnectionError, trio.BrokenResourceError, trio.Close
                   LookupError)
 
 
+INTER_BROKER_MECHANISMS = SASL_MECHANISMS
+
+
+#: The other broker refused this broker's SASL credentials (the client's error: the exchange is shared).
+InterBrokerAuthenticationError = SaslAuthenticationError
+
+
+class InterBrokerConnector:
+    """Opens connections to other brokers through the inter-broker listener's security protocol."""
+
+    def __init__(self, config: BrokerConfig) -> None:
+        self.endpoint: EndPoint = config.inter_broker_endpoint()
+        self.ssl_context: ssl.SSLContext | None = client_context(config, self.endpoint) if self.endpoint.tls else None
+        self.mechanism = ""
+        self.username = self.password = ""
+        if self.endpoint.sasl:
+            self._sasl_credentials(config)
+
+    def _sasl_credentials(self, config: BrokerConfig) -> None:
+        key = "sasl.mechanism.inter.broker.protocol"
+        mechanism = (config.extra.get(key) or "").strip()
+        if not mechanism:
+            raise ConfigError(key, "", f"the inter-broker listener {self.endpoint.listener} uses SASL: set "
+                              f"{key} to one of {', '.join(INTER_BROKER_MECHANISMS)} (Kafka's default GSSAPI is "
+                              "not implemented)")
+        if mechanism not in INTER_BROKER_MECHANISMS:
+            raise ConfigError(key, mechanism, f"minikafka brokers log in to each other with "
+                              f"{', '.join(INTER_BROKER_MECHANISMS)}")
+        try:
+            entries = server_jaas_entries(config.extra, self.endpoint.listener, mechanism)
+        except JaasConfigError as exc:
+            raise ConfigError(f"listener.name.{self.endpoint.listener.lower()}.{mechanism.lower()}.sasl.jaas.config",
+                              "[hidden]", str(exc)) from None
+        options: dict[str, str] = {}
+        for entry in entries:
+            options.update(entry.options)
+        if not options.get("username") or "password" not in options:
+            raise ConfigError(f"listener.name.{self.endpoint.listener.lower()}.{mechanism.lower()}.sasl.jaas.config",
+                              "[hidden]", "the inter-broker login needs username and password options")
+        self.mechanism, self.username, self.password = mechanism, options["username"], options["password"]
+
+    async def connect(self, host: str, port: int, client_id: str) -> KafkaConnection:
+        """A connection to ``host:port`` that has done the TLS handshake and SASL authentication if due."""
+        tcp = await trio.open_tcp_stream(host, port)
+        stream: trio.abc.Stream = tcp
+        try:
+            if self.ssl_context is not None:
+                tls = trio.SSLStream(tcp, self.ssl_context, server_hostname=host, https_compatible=True)
+                stream = tls
+                await tls.do_handshake()
+            conn = KafkaConnection(stream, client_id=client_id)
+            if self.mechanism:
+                await self._authenticate(conn)
+            return conn
+        except BaseException:
+            with trio.CancelScope(shield=True):
+                await trio.aclose_forcefully(stream)
+            raise
+
+    async def _authenticate(self, conn: KafkaConnection) -> None:
+        """SaslHandshake v1, then SaslAuthenticate v2 requests until the exchange completes
+        (:func:`minikafka.client.security.sasl_authenticate`, shared with wire replay)."""
+        await sasl_authenticate(conn.request, self.mechanism, self.username, self.password)
+
+
+async def _plain_connect(host: str, port: int, client_id: str) -> KafkaConnection:
+    return await KafkaConnection.connect(host, port, client_id=client_id)
+
+
 class InterBrokerChannel:
     """Connections from one sender to the brokers of the cluster, found by node id."""
 
-    def __init__(self, client_id: str, endpoint: Callable[[int], Node | None], timeout_s: float = 30.0) -> None:
+    def __init__(self, client_id: str, endpoint: Callable[[int], Node | None], timeout_s: float = 30.0,
+                 connector: InterBrokerConnector | None = None) -> None:
+        """``endpoint``: a broker's inter-broker address by id; ``connector``: how to connect (default plain TCP)."""
         self.client_id = client_id
         self.endpoint = endpoint
         self.timeout_s = timeout_s
+        self.connect = connector.connect if connector is not None else _plain_connect
         self._conns: dict[int, KafkaConnection] = {}
         self._locks: dict[int, trio.Lock] = {}
 
@@ -46,8 +134,7 @@ class InterBrokerChannel:
                         node = self.endpoint(node_id)
                         if node is None or node.port < 0:
                             raise LookupError(f"broker {node_id} is not live")
-                        conn = self._conns[node_id] = await KafkaConnection.connect(node.host, node.port,
-                                                                                    client_id=self.client_id)
+                        conn = self._conns[node_id] = await self.connect(node.host, node.port, self.client_id)
                     return await conn.request(api_key, version, body)
             except BaseException:
                 await self._close(node_id)

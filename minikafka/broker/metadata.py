@@ -101,9 +101,12 @@ class ClusterMetadata:
         self.replica_count = 0
         self.topics: dict[str, TopicMetadata] = {}
         self.by_id: dict[uuid.UUID, TopicMetadata] = {}
-        # The brokers that are up (each registers itself when it starts), and callables
-        # fn(kind, topic_name) told of every change, as LeaderAndIsr/UpdateMetadata tell brokers.
+        # The brokers that are up (each registers itself when it starts) at their inter-broker listener's
+        # address, the advertised address of each of their listeners (Kafka's per-listener endpoints in
+        # UpdateMetadata), and callables fn(kind, topic_name) told of every change, as
+        # LeaderAndIsr/UpdateMetadata tell brokers.
         self.live: dict[int, Node] = {}
+        self.endpoints: dict[int, dict[str, Node]] = {}
         self.listeners: list[Callable[[str, str], None]] = []
         if data_dir is not None:
             self._load()
@@ -145,9 +148,24 @@ class ClusterMetadata:
     def all_topics(self) -> list[TopicMetadata]:
         return list(self.topics.values())
 
-    def alive_brokers(self) -> list[Node]:
-        """Every registered running broker, by id."""
-        return [self.live[nid] for nid in sorted(self.live)]
+    def alive_brokers(self, listener: str | None = None) -> list[Node]:
+        """Every registered running broker, by id, at its address on ``listener`` (Kafka's
+        ``getAliveBrokerNodes(listenerName)``: brokers without that listener are left out); without a
+        listener, at its inter-broker address."""
+        if listener is None:
+            return [self.live[nid] for nid in sorted(self.live)]
+        out = []
+        for nid in sorted(self.live):
+            node = self._endpoint(nid, listener)
+            if node is not None:
+                out.append(node)
+        return out
+
+    def _endpoint(self, broker_id: int, listener: str) -> Node | None:
+        endpoints = self.endpoints.get(broker_id)
+        if endpoints is None:  # registered without listeners (one address for everything)
+            return self.live.get(broker_id)
+        return endpoints.get(listener)
 
     def controller_id(self) -> int:
         """The node that plays the controller: the lowest live broker id."""
@@ -160,11 +178,15 @@ class ClusterMetadata:
             return None
         return t.partitions[partition].leader
 
-    def coordinator(self) -> Node:
-        """The group and transaction coordinator: the lowest live broker (-1 when none is up)."""
+    def coordinator(self, listener: str | None = None) -> Node:
+        """The group and transaction coordinator: the lowest live broker (-1 when none is up), at its
+        address on ``listener`` (port -1 when it has no such listener)."""
         if not self.live:
             return Node(-1, "", -1)
-        return self.live[min(self.live)]
+        nid = min(self.live)
+        if listener is None:
+            return self.live[nid]
+        return self._endpoint(nid, listener) or Node(nid, "", -1)
 
     # -- changes -----------------------------------------------------------
     def _assign(self, start: int, count: int, rf: int) -> list[list[int]]:
@@ -332,6 +354,7 @@ class ClusterMetadata:
         election: with no live ISR member the partition goes offline, leader -1, ISR kept).
         Returns the partitions whose leader changed."""
         self.live.pop(broker_id, None)
+        self.endpoints.pop(broker_id, None)
         moved: list[tuple[str, int]] = []
         shrunk: set[str] = set()
         for topic in self.topics.values():
@@ -377,9 +400,15 @@ class ClusterMetadata:
         self.notify("leadership", topic)
         return pm.leader_epoch
 
-    def broker_started(self, broker_id: int, host: str, port: int, rack: str | None = None) -> None:
-        """A broker registered: offline partitions whose ISR holds it get it as leader (epoch + 1)."""
+    def broker_started(self, broker_id: int, host: str, port: int, rack: str | None = None,
+                       endpoints: dict[str, tuple[str, int]] | None = None) -> None:
+        """A broker registered at ``host:port`` (its inter-broker listener) and, per listener name, the
+        advertised ``endpoints``: offline partitions whose ISR holds it get it as leader (epoch + 1)."""
         self.live[broker_id] = Node(broker_id, host, port, rack)
+        if endpoints is not None:
+            self.endpoints[broker_id] = {name: Node(broker_id, h, p, rack) for name, (h, p) in endpoints.items()}
+        else:
+            self.endpoints.pop(broker_id, None)
         changed: set[str] = set()
         for topic in self.topics.values():
             for pm in topic.partitions:

@@ -41,6 +41,7 @@ from ..protocol.errors import ErrorCode
 from ..protocol.records import CorruptRecordError
 from .broker_metrics import records_size
 from .config import BrokerConfig
+from .inter_broker import InterBrokerConnector
 from .partition import Partition
 
 log = logging.getLogger(__name__)
@@ -98,7 +99,9 @@ class ReplicaFetcher:
     """Fetches from one leader for this broker (Kafka's ``ReplicaFetcherThread``)."""
 
     def __init__(self, node_id: int, leader_id: int, config: BrokerConfig, metadata: LeaderDirectory,
-                 log: FollowerLog, quota: FollowerQuota) -> None:
+                 log: FollowerLog, quota: FollowerQuota, connector: InterBrokerConnector | None = None) -> None:
+        """``connector``: how to reach the leader's inter-broker listener (default plain TCP)."""
+        self.connector = connector
         self.node_id = node_id
         self.leader_id = leader_id
         self.config = config
@@ -169,8 +172,11 @@ class ReplicaFetcher:
             endpoint = self.metadata.live.get(self.leader_id)
             if endpoint is None:
                 raise LookupError(f"leader {self.leader_id} is not live")
-            self.conn = await KafkaConnection.connect(endpoint.host, endpoint.port,
-                                                      client_id=f"broker-{self.node_id}-fetcher-{self.leader_id}")
+            client_id = f"broker-{self.node_id}-fetcher-{self.leader_id}"
+            if self.connector is not None:
+                self.conn = await self.connector.connect(endpoint.host, endpoint.port, client_id)
+            else:
+                self.conn = await KafkaConnection.connect(endpoint.host, endpoint.port, client_id=client_id)
         return self.conn
 
     async def _close(self) -> None:
@@ -315,7 +321,8 @@ class ReplicaFetcherManager:
     """This broker's fetchers, one per leader (Kafka's ``ReplicaFetcherManager``)."""
 
     def __init__(self, node_id: int, config: BrokerConfig, metadata: LeaderDirectory, log: FollowerLog,
-                 quota: FollowerQuota) -> None:
+                 quota: FollowerQuota, connector: InterBrokerConnector | None = None) -> None:
+        self.connector = connector
         self.node_id = node_id
         self.config = config
         self.metadata = metadata
@@ -334,7 +341,7 @@ class ReplicaFetcherManager:
         fetcher = self.fetchers.get(leader_id)
         if fetcher is None:
             fetcher = self.fetchers[leader_id] = ReplicaFetcher(self.node_id, leader_id, self.config, self.metadata,
-                                                                self.log, self.quota)
+                                                                self.log, self.quota, self.connector)
             if self.nursery is not None:
                 self.nursery.start_soon(fetcher.run)
         fetcher.add_partition(part)

@@ -30,6 +30,8 @@ if TYPE_CHECKING:
     from .purgatory import Watch
     from .quota.entity import ClientQuotaEntity
     from .partition import Partition, ProduceResult
+    from .security.acl import AclBinding, AclBindingFilter, AclOperation, ResourceType
+    from .security.scram import AlterResult, Deletion, DescribeResult, Upsertion
 
 
 # -- partitions and logs (Kafka's ReplicaManager) ---------------------------------------------------
@@ -90,12 +92,15 @@ class MetadataCache(Protocol):
 
     def all_topics(self) -> Iterable[TopicMetadata]: ...
 
-    def alive_brokers(self) -> list[Node]: ...
+    def alive_brokers(self, listener: str | None = None) -> list[Node]:
+        """The live brokers at their advertised address on ``listener`` (the one a request came in on)."""
+        ...
 
     def controller_id(self) -> int: ...
 
-    def coordinator(self) -> Node:
-        """The broker that coordinates groups and transactions (the lowest live one)."""
+    def coordinator(self, listener: str | None = None) -> Node:
+        """The broker that coordinates groups and transactions (the lowest live one), at its address on
+        ``listener``."""
         ...
 
 
@@ -268,6 +273,39 @@ class ProducerIdGenerator(Protocol):
     def generate(self) -> int: ...
 
 
+class Authorizer(Protocol):
+    """Kafka's ``org.apache.kafka.server.authorizer.Authorizer`` as handlers use it: ACL checks for a
+    principal (``"User:alice"``) connected from a host address, and the ACL administration behind
+    CreateAcls / DescribeAcls / DeleteAcls.  A broker without ``authorizer.class.name`` has none (handlers
+    then skip every check).  Implemented by :class:`~minikafka.broker.security.authorizer.StandardAuthorizer`."""
+
+    def authorize(self, principal: str, host: str, operation: AclOperation, resource_type: ResourceType,
+                  name: str, log_if_denied: bool = True) -> bool: ...
+
+    def authorize_by_resource_type(self, principal: str, host: str, operation: AclOperation,
+                                   resource_type: ResourceType) -> bool: ...
+
+    def authorized_operations(self, principal: str, host: str, resource_type: ResourceType, name: str) -> int: ...
+
+    def create_acls(self, bindings: list[AclBinding]) -> list[tuple[ErrorCode, str | None]]: ...
+
+    def delete_acls(self, filters: list[AclBindingFilter]
+                    ) -> list[tuple[ErrorCode, str | None, list[AclBinding]]]: ...
+
+    def acls(self, acl_filter: AclBindingFilter) -> list[AclBinding]: ...
+
+
+class ScramCredentials(Protocol):
+    """SCRAM credentials by user and mechanism, for Describe/AlterUserScramCredentials (Kafka's
+    ``ScramImage.describe`` and ``ScramControlManager.alterCredentials``); one store per cluster.
+    Implemented by :class:`~minikafka.broker.security.scram.ScramCredentialStore`."""
+
+    def describe_credentials(self, users: Iterable[str] | None) -> list[DescribeResult]: ...
+
+    def alter_credentials(self, deletions: Iterable[Deletion], upsertions: Iterable[Upsertion]
+                          ) -> list[AlterResult]: ...
+
+
 class HandlerTimer(Protocol):
     """How long the current task has run (the request quota's handler time)."""
 
@@ -307,3 +345,5 @@ class BrokerServices:
     txn_coordinator: TransactionCoordinatorApi
     txn_verifier: TxnVerifier
     marker_log: TxnMarkerLog
+    scram_credentials: ScramCredentials
+    authorizer: Authorizer | None = None  # None: no authorizer.class.name, nothing is checked

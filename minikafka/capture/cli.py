@@ -16,7 +16,8 @@ log = logging.getLogger(__name__)
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("capture", help="inspect or export a traffic capture (minikafka serve --capture DIR)")
     csub = p.add_subparsers(dest="capture_command", required=True)
-    s = csub.add_parser("show", help="summary: requests and bytes per api key, connections, time span")
+    s = csub.add_parser("show", help="summary: requests and bytes per api key, connections per listener and "
+                                     "principal, time span")
     s.add_argument("paths", nargs="+", help="capture directories, .mkcap files, or tcpdump pcap/pcapng files")
     s.add_argument("--port", type=int, action="append", default=None, metavar="PORT",
                    help="Kafka port in pcap/pcapng files (repeatable; default 9092)")
@@ -33,10 +34,33 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--no-progress", action="store_true", help="no progress display (none when stderr is no terminal)")
 
 
+class _Connection:
+    """What ``capture show`` keeps of one connection: its listener, its principal (the one of its latest
+    request, i.e. after any SASL authentication: a pre-authentication ApiVersions runs as
+    ``User:ANONYMOUS``) and its request count."""
+
+    __slots__ = ("listener", "principal", "last_ns", "requests")
+
+    def __init__(self) -> None:
+        self.listener = self.principal = ""
+        self.last_ns = -1
+        self.requests = 0
+
+    def add(self, r: CaptureRecord) -> None:
+        self.requests += 1
+        if r.receive_ns >= self.last_ns:
+            self.last_ns = r.receive_ns
+            self.principal = r.principal
+            self.listener = r.listener or self.listener
+
+
 def summarize(paths: list[str], ports: list[int] | None = None,
               transactions: bool = False) -> tuple[dict, ReadStats]:
     """Per api key [requests, request bytes, response bytes], plus totals, and what the reader met.
 
+    The summary's "principals" maps (listener, principal) to [connections, requests]: each connection
+    counted under the principal it ended with (the authenticated one) and the listener it came in on
+    ("" where the capture does not tell: pcaps, and captures older than the listener field).
     For pcap/pcapng files (Kafka on ``ports``) the summary's "pcap" is a :class:`~.pcapread.PcapStats`;
     with ``transactions`` its "transactions" is a :class:`~.transactions.TransactionSummary` (None
     otherwise).
@@ -48,20 +72,28 @@ def summarize(paths: list[str], ports: list[int] | None = None,
     pcap_stats = PcapStats()
     txn = TransactionSummary() if transactions else None
     per_api: dict[int, list[int]] = defaultdict(lambda: [0, 0, 0])
-    conns: set[tuple[int, str]] = set()
+    conns: dict[tuple[int, str], _Connection] = {}
     first = last = None
     for r in read_capture(paths, stats, ports=ports, pcap_stats=pcap_stats):
         row = per_api[r.api_key]
         row[0] += 1
         row[1] += len(r.request) + 4
         row[2] += 0 if r.response is None else len(r.response) + 4
-        conns.add((r.broker_id, r.connection_id))
+        conn = conns.get((r.broker_id, r.connection_id))
+        if conn is None:
+            conn = conns[(r.broker_id, r.connection_id)] = _Connection()
+        conn.add(r)
         first = r.receive_ns if first is None else min(first, r.receive_ns)
         last = r.send_ns if last is None else max(last, r.send_ns)
         if txn is not None:
             txn.add(r)
-    return {"per_api": dict(per_api), "connections": len(conns), "first_ns": first, "last_ns": last,
-            "pcap": pcap_stats, "transactions": txn}, stats
+    principals: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
+    for conn in conns.values():
+        row = principals[(conn.listener, conn.principal)]
+        row[0] += 1
+        row[1] += conn.requests
+    return {"per_api": dict(per_api), "connections": len(conns), "principals": dict(principals),
+            "first_ns": first, "last_ns": last, "pcap": pcap_stats, "transactions": txn}, stats
 
 
 def _counted(records: Iterable[CaptureRecord], advance: Callable[[int], None], every: int = 1024
@@ -108,6 +140,12 @@ def run_capture_command(args: argparse.Namespace) -> int:
             print(f"{name:<24} {key:>4} {n:>9} {rq:>14} {rs:>15}")
             tot = [tot[0] + n, tot[1] + rq, tot[2] + rs]
         print(f"{'total':<24} {'':>4} {tot[0]:>9} {tot[1]:>14} {tot[2]:>15}")
+        principals = summary["principals"]
+        if any(listener or principal for listener, principal in principals):
+            width = max(24, *(len(p) for _, p in principals))
+            print(f"{'listener':<16} {'principal':<{width}} {'connections':>11} {'requests':>9}")
+            for (listener, principal), (n, reqs) in sorted(principals.items(), key=lambda kv: (-kv[1][1], kv[0])):
+                print(f"{listener or '?':<16} {principal or '?':<{width}} {n:>11} {reqs:>9}")
         if summary["transactions"] is not None:
             for line in summary["transactions"].lines():
                 print(line)

@@ -13,8 +13,17 @@ and trusts a block only when its CRC matches.  A block is::
     correlation id i32 | connection id, peer, server, principal: str16 |
     client id: str16 (length -1 = null) | request frame: bytes32 |
     response frame: bytes32 (length -1 = absent, e.g. acks=0 produce) |
-    [injected: str16, only when fault injection made the response]
+    [injected: str16, present when fault injection made the response or a listener follows] |
+    [listener: str16, the name of the listener the request came in on]
 
+The bracketed fields are optional trailing fields, added after the format was
+first used: a reader takes each one only while the record's length says bytes
+remain, so records written before them (ending after the response frame, or
+after ``injected``) read with empty values, and an older reader skips fields it
+does not know by the record length.  ``principal`` is the connection's
+authenticated principal when the request was handled (``User:alice``, a
+mapped client-certificate subject, ``User:ANONYMOUS`` before or without
+authentication; "" where unknown, as in pcaps).
 
 Times are wall-clock nanoseconds since the epoch; frames are the Kafka frames
 without their 4-byte size prefix.  Files are only ever appended to; a writer
@@ -65,6 +74,7 @@ class CaptureRecord:
     response: bytes | None
     server: str = ""
     injected: str = ""  # the fault rules that made the response (fault injection), if any
+    listener: str = ""  # the listener the request came in on ("SASL_SSL"; "" in older captures and pcaps)
 
     @property
     def latency_ns(self) -> int:
@@ -84,12 +94,14 @@ def _nbytes(b) -> int:
 
 def record_parts(receive_ns: int, send_ns: int, broker_id: int, api_key: int, api_version: int,
                  correlation_id: int, connection_id: str, peer: str, server: str, principal: str,
-                 client_id: str | None, request, response: list | None, injected: str = "") -> tuple[list, int]:
+                 client_id: str | None, request, response: list | None, injected: str = "",
+                 listener: str = "") -> tuple[list, int]:
     """One record, length prefix included, as a list of buffers (the frames are not copied) and its size.
 
     ``request`` is the request frame or a list of buffers it is made of; ``response`` the list of
-    buffers the response frame is made of, or None; ``injected`` describes injected faults (a trailing
-    field, left out when empty, which readers of older captures never see).
+    buffers the response frame is made of, or None; ``injected`` describes injected faults and
+    ``listener`` names the request's listener (optional trailing fields: ``injected`` is written when
+    it or a listener is there, ``listener`` when not empty).
     """
     if isinstance(request, list):
         req_parts = request
@@ -108,8 +120,11 @@ def record_parts(receive_ns: int, send_ns: int, broker_id: int, api_key: int, ap
     else:
         resp_len = sum(_nbytes(s) for s in response)
         tail = [_I32.pack(resp_len), *response]
-    if injected:
+    if injected or listener:
         tail.append(_str16(injected))
+        resp_len += len(tail[-1])
+    if listener:
+        tail.append(_str16(listener))
         resp_len += len(tail[-1])
     body_len = len(head) + req_len + 4 + resp_len
     return [_U32.pack(body_len) + head, *req_parts, *tail], 4 + body_len
@@ -119,7 +134,8 @@ def encode_record(r: CaptureRecord) -> bytes:
     """One record with its length prefix."""
     parts, _size = record_parts(r.receive_ns, r.send_ns, r.broker_id, r.api_key, r.api_version,
                                 r.correlation_id, r.connection_id, r.peer, r.server, r.principal,
-                                r.client_id, r.request, None if r.response is None else [r.response], r.injected)
+                                r.client_id, r.request, None if r.response is None else [r.response], r.injected,
+                                r.listener)
     return b"".join(parts)
 
 
@@ -171,9 +187,10 @@ def decode_records(payload: memoryview | bytes, count: int) -> list[CaptureRecor
         p += 4
         resp = None if m < 0 else bytes(buf[p:p + m])
         p += max(m, 0)
-        injected, _ = _read_str(buf, p) if p < end else ("", p)
+        injected, p = _read_str(buf, p) if p < end else ("", p)
+        listener, p = _read_str(buf, p) if p < end else ("", p)
         out.append(CaptureRecord(recv, send, conn or "", peer or "", broker, principal or "", client,
-                                 key, ver, corr, req, resp, server or "", injected or ""))
+                                 key, ver, corr, req, resp, server or "", injected or "", listener or ""))
         off = end
     if off != len(buf):
         raise ValueError(f"block payload has {len(buf) - off} trailing bytes")

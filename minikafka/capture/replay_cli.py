@@ -10,8 +10,10 @@ import argparse
 import importlib.util
 import json
 import logging
+import os
 from pathlib import Path
 
+from ..client.security import SASL_MECHANISMS, SECURITY_PROTOCOLS
 from .format import capture_files
 from .replay import (
     DEFAULT_EXAMPLES,
@@ -19,6 +21,8 @@ from .replay import (
     DEFAULT_TIMEOUT_S,
     ReplayOptions,
     ReplayReport,
+    ReplaySecurity,
+    load_credentials,
 )
 
 log = logging.getLogger(__name__)
@@ -51,6 +55,45 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--partitions", type=int, default=None, metavar="N", help="Spark tasks (default: parallelism)")
     p.add_argument("--no-progress", action="store_true", help="no progress display (none when stderr is no terminal)")
     p.add_argument("--log-level", default="WARNING", help="logging level (default WARNING)")
+    sec = p.add_argument_group(
+        "security", "reaching a secured target, as a Kafka client's security.protocol, sasl.* and ssl.* settings. "
+        "On SASL protocols every replayed connection authenticates first, as the principal the capture recorded "
+        "for it (its entry in --sasl-credentials, else --sasl-username); captured SaslHandshake/SaslAuthenticate "
+        "requests are never re-sent (their tokens are single-use)")
+    sec.add_argument("--security-protocol", choices=SECURITY_PROTOCOLS, default="PLAINTEXT",
+                     help="security.protocol of the target's listener (default PLAINTEXT)")
+    sec.add_argument("--sasl-mechanism", choices=SASL_MECHANISMS, default=None, help="sasl.mechanism")
+    sec.add_argument("--sasl-username", default=None, metavar="NAME",
+                     help="sasl.username for connections without an entry in --sasl-credentials")
+    sec.add_argument("--sasl-password", default=None, metavar="PASSWORD",
+                     help="sasl.password of --sasl-username (default: the MINIKAFKA_SASL_PASSWORD environment "
+                          "variable, which keeps it out of the process list)")
+    sec.add_argument("--sasl-credentials", type=Path, default=None, metavar="FILE.json",
+                     help='per-principal credentials: a JSON object mapping captured principals ("User:alice" or '
+                          '"alice") to a password or to {"username": ..., "password": ...}')
+    sec.add_argument("--ssl-cafile", default=None, metavar="CA.pem",
+                     help="ssl.truststore.location: PEM CA certificate(s) to trust (default: the system's)")
+    sec.add_argument("--ssl-certfile", default=None, metavar="CERT.pem",
+                     help="ssl.keystore.location: PEM client certificate chain for mutual TLS (with its key, or "
+                          "the key in --ssl-keyfile)")
+    sec.add_argument("--ssl-keyfile", default=None, metavar="KEY.pem", help="the client certificate's PEM key")
+    sec.add_argument("--ssl-endpoint-identification-algorithm", choices=("https", "none"), default="https",
+                     help="ssl.endpoint.identification.algorithm: https checks the target's host name against "
+                          "its certificate (default), none does not")
+
+
+def security_from_args(args: argparse.Namespace) -> ReplaySecurity:
+    """The :class:`ReplaySecurity` of the command line (SystemExit with the reason when inconsistent)."""
+    try:
+        credentials = load_credentials(args.sasl_credentials) if args.sasl_credentials is not None else {}
+        password = args.sasl_password
+        if password is None and args.sasl_username:
+            password = os.environ.get("MINIKAFKA_SASL_PASSWORD")
+        return ReplaySecurity(args.security_protocol, args.sasl_mechanism, args.sasl_username, password, credentials,
+                              args.ssl_cafile, args.ssl_certfile, args.ssl_keyfile,
+                              ssl_check_hostname=args.ssl_endpoint_identification_algorithm == "https")
+    except ValueError as exc:
+        raise SystemExit(f"minikafka replay: {exc}") from None
 
 
 def options_from_args(args: argparse.Namespace) -> ReplayOptions:
@@ -62,7 +105,7 @@ def options_from_args(args: argparse.Namespace) -> ReplayOptions:
     except ValueError as exc:
         raise SystemExit(f"minikafka replay: {exc}") from None
     return ReplayOptions(host, port, speed=speed, max_in_flight=args.max_in_flight, timeout_s=args.timeout,
-                         causality=args.causality, max_examples=args.examples)
+                         causality=args.causality, max_examples=args.examples, security=security_from_args(args))
 
 
 def _use_spark(args: argparse.Namespace) -> bool:
@@ -77,10 +120,10 @@ def _use_spark(args: argparse.Namespace) -> bool:
 
 
 def run_replay_command(args: argparse.Namespace) -> int:
+    options = options_from_args(args)
     if not capture_files(args.paths):
         print("no capture files found")
         return 1
-    options = options_from_args(args)
     report: ReplayReport
     if _use_spark(args):
         from ..analysis.replay_job import run_spark_replay

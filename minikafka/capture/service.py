@@ -88,7 +88,7 @@ class CaptureService:
         off = self._wall_offset
         rec, size = record_parts(ctx.received_ns + off, sent_ns + off, self.broker_id, ctx.api_key,
                                  ctx.api_version, ctx.correlation_id, ctx.connection_id, ctx.peer, self.server,
-                                 ctx.principal, ctx.client_id, frame, response, injected)
+                                 ctx.principal, ctx.client_id, frame, response, injected, ctx.listener)
         parts.extend(rec)
         return size
 

@@ -71,7 +71,8 @@ async def read_frame(stream: trio.abc.ReceiveStream, decoder: FrameDecoder) -> b
 class KafkaConnection:
     """One TCP connection to a broker."""
 
-    def __init__(self, stream: trio.SocketStream, client_id: str | None = "minikafka") -> None:
+    def __init__(self, stream: trio.abc.Stream, client_id: str | None = "minikafka") -> None:
+        """``stream``: a TCP stream, or a ``trio.SSLStream`` over one (TLS listeners)."""
         self.stream = stream
         self.client_id = client_id
         self._corr = itertools.count(1)

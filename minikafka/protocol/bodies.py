@@ -237,6 +237,50 @@ class AlterConfigsResponseResponses(TypedDict, total=False):
     _unknown_tags: UnknownTags
 
 
+class AlterUserScramCredentialsRequestBody(TypedDict, total=False):
+    """AlterUserScramCredentialsRequest v0-0: the whole body."""
+
+    deletions: list[AlterUserScramCredentialsRequestDeletions]  # v0+
+    upsertions: list[AlterUserScramCredentialsRequestUpsertions]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class AlterUserScramCredentialsRequestDeletions(TypedDict, total=False):
+    """AlterUserScramCredentialsRequest v0-0: an element of ``deletions`` (v0+)."""
+
+    name: str  # v0+
+    mechanism: int  # v0+
+    _unknown_tags: UnknownTags
+
+
+class AlterUserScramCredentialsRequestUpsertions(TypedDict, total=False):
+    """AlterUserScramCredentialsRequest v0-0: an element of ``upsertions`` (v0+)."""
+
+    name: str  # v0+
+    mechanism: int  # v0+
+    iterations: int  # v0+
+    salt: bytes  # v0+
+    salted_password: bytes  # v0+
+    _unknown_tags: UnknownTags
+
+
+class AlterUserScramCredentialsResponseBody(TypedDict, total=False):
+    """AlterUserScramCredentialsResponse v0-0: the whole body."""
+
+    throttle_time_ms: int  # v0+
+    results: list[AlterUserScramCredentialsResponseResults]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class AlterUserScramCredentialsResponseResults(TypedDict, total=False):
+    """AlterUserScramCredentialsResponse v0-0: an element of ``results`` (v0+)."""
+
+    user: str  # v0+
+    error_code: int  # v0+
+    error_message: str | None  # v0+
+    _unknown_tags: UnknownTags
+
+
 class DescribeClientQuotasRequestBody(TypedDict, total=False):
     """DescribeClientQuotasRequest v0-1: the whole body."""
 
@@ -333,6 +377,42 @@ class ApiVersionsResponseFinalizedFeatures(TypedDict, total=False):
     name: str  # v3+
     max_version_level: int  # v3+
     min_version_level: int  # v3+
+    _unknown_tags: UnknownTags
+
+
+class CreateAclsRequestBody(TypedDict, total=False):
+    """CreateAclsRequest v0-3: the whole body."""
+
+    creations: list[CreateAclsRequestCreations]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class CreateAclsRequestCreations(TypedDict, total=False):
+    """CreateAclsRequest v0-3: an element of ``creations`` (v0+)."""
+
+    resource_type: int  # v0+
+    resource_name: str  # v0+
+    resource_pattern_type: int  # v1+
+    principal: str  # v0+
+    host: str  # v0+
+    operation: int  # v0+
+    permission_type: int  # v0+
+    _unknown_tags: UnknownTags
+
+
+class CreateAclsResponseBody(TypedDict, total=False):
+    """CreateAclsResponse v0-3: the whole body."""
+
+    throttle_time_ms: int  # v0+
+    results: list[CreateAclsResponseResults]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class CreateAclsResponseResults(TypedDict, total=False):
+    """CreateAclsResponse v0-3: an element of ``results`` (v0+)."""
+
+    error_code: int  # v0+
+    error_message: str | None  # v0+
     _unknown_tags: UnknownTags
 
 
@@ -447,6 +527,58 @@ class CreateTopicsResponseTopicsConfigs(TypedDict, total=False):
     _unknown_tags: UnknownTags
 
 
+class DeleteAclsRequestBody(TypedDict, total=False):
+    """DeleteAclsRequest v0-3: the whole body."""
+
+    filters: list[DeleteAclsRequestFilters]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class DeleteAclsRequestFilters(TypedDict, total=False):
+    """DeleteAclsRequest v0-3: an element of ``filters`` (v0+)."""
+
+    resource_type_filter: int  # v0+
+    resource_name_filter: str | None  # v0+
+    pattern_type_filter: int  # v1+
+    principal_filter: str | None  # v0+
+    host_filter: str | None  # v0+
+    operation: int  # v0+
+    permission_type: int  # v0+
+    _unknown_tags: UnknownTags
+
+
+class DeleteAclsResponseBody(TypedDict, total=False):
+    """DeleteAclsResponse v0-3: the whole body."""
+
+    throttle_time_ms: int  # v0+
+    filter_results: list[DeleteAclsResponseFilterResults]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class DeleteAclsResponseFilterResults(TypedDict, total=False):
+    """DeleteAclsResponse v0-3: an element of ``filter_results`` (v0+)."""
+
+    error_code: int  # v0+
+    error_message: str | None  # v0+
+    matching_acls: list[DeleteAclsResponseFilterResultsMatchingAcls]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class DeleteAclsResponseFilterResultsMatchingAcls(TypedDict, total=False):
+    """DeleteAclsResponse v0-3: an element of ``filter_results[].matching_acls`` (v0+)."""
+
+    error_code: int  # v0+
+    error_message: str | None  # v0+
+    resource_type: int  # v0+
+    resource_name: str  # v0+
+    pattern_type: int  # v1+
+    principal: str  # v0+
+    host: str  # v0+
+    operation: int  # v0+
+    permission_type: int  # v0+
+    _unknown_tags: UnknownTags
+
+
 class DeleteGroupsRequestBody(TypedDict, total=False):
     """DeleteGroupsRequest v0-2: the whole body."""
 
@@ -551,6 +683,49 @@ class DeleteTopicsResponseResponses(TypedDict, total=False):
     topic_id: uuid.UUID  # v6+
     error_code: int  # v0+
     error_message: str | None  # v5+
+    _unknown_tags: UnknownTags
+
+
+class DescribeAclsRequestBody(TypedDict, total=False):
+    """DescribeAclsRequest v0-3: the whole body."""
+
+    resource_type_filter: int  # v0+
+    resource_name_filter: str | None  # v0+
+    pattern_type_filter: int  # v1+
+    principal_filter: str | None  # v0+
+    host_filter: str | None  # v0+
+    operation: int  # v0+
+    permission_type: int  # v0+
+    _unknown_tags: UnknownTags
+
+
+class DescribeAclsResponseBody(TypedDict, total=False):
+    """DescribeAclsResponse v0-3: the whole body."""
+
+    throttle_time_ms: int  # v0+
+    error_code: int  # v0+
+    error_message: str | None  # v0+
+    resources: list[DescribeAclsResponseResources]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class DescribeAclsResponseResources(TypedDict, total=False):
+    """DescribeAclsResponse v0-3: an element of ``resources`` (v0+)."""
+
+    resource_type: int  # v0+
+    resource_name: str  # v0+
+    pattern_type: int  # v1+
+    acls: list[DescribeAclsResponseResourcesAcls]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class DescribeAclsResponseResourcesAcls(TypedDict, total=False):
+    """DescribeAclsResponse v0-3: an element of ``resources[].acls`` (v0+)."""
+
+    principal: str  # v0+
+    host: str  # v0+
+    operation: int  # v0+
+    permission_type: int  # v0+
     _unknown_tags: UnknownTags
 
 
@@ -775,6 +950,48 @@ class DescribeTransactionsResponseTransactionStatesTopics(TypedDict, total=False
 
     topic: str  # v0+
     partitions: list[int]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class DescribeUserScramCredentialsRequestBody(TypedDict, total=False):
+    """DescribeUserScramCredentialsRequest v0-0: the whole body."""
+
+    users: list[DescribeUserScramCredentialsRequestUsers] | None  # v0+
+    _unknown_tags: UnknownTags
+
+
+class DescribeUserScramCredentialsRequestUsers(TypedDict, total=False):
+    """DescribeUserScramCredentialsRequest v0-0: an element of ``users`` (v0+)."""
+
+    name: str  # v0+
+    _unknown_tags: UnknownTags
+
+
+class DescribeUserScramCredentialsResponseBody(TypedDict, total=False):
+    """DescribeUserScramCredentialsResponse v0-0: the whole body."""
+
+    throttle_time_ms: int  # v0+
+    error_code: int  # v0+
+    error_message: str | None  # v0+
+    results: list[DescribeUserScramCredentialsResponseResults]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class DescribeUserScramCredentialsResponseResults(TypedDict, total=False):
+    """DescribeUserScramCredentialsResponse v0-0: an element of ``results`` (v0+)."""
+
+    user: str  # v0+
+    error_code: int  # v0+
+    error_message: str | None  # v0+
+    credential_infos: list[DescribeUserScramCredentialsResponseResultsCredentialInfos]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class DescribeUserScramCredentialsResponseResultsCredentialInfos(TypedDict, total=False):
+    """DescribeUserScramCredentialsResponse v0-0: an element of ``results[].credential_infos`` (v0+)."""
+
+    mechanism: int  # v0+
+    iterations: int  # v0+
     _unknown_tags: UnknownTags
 
 
@@ -1541,6 +1758,38 @@ class ProduceResponseResponsesPartitionResponsesRecordErrors(TypedDict, total=Fa
 
     batch_index: int  # v8+
     batch_index_error_message: str | None  # v8+
+    _unknown_tags: UnknownTags
+
+
+class SaslAuthenticateRequestBody(TypedDict, total=False):
+    """SaslAuthenticateRequest v0-2: the whole body."""
+
+    auth_bytes: bytes  # v0+
+    _unknown_tags: UnknownTags
+
+
+class SaslAuthenticateResponseBody(TypedDict, total=False):
+    """SaslAuthenticateResponse v0-2: the whole body."""
+
+    error_code: int  # v0+
+    error_message: str | None  # v0+
+    auth_bytes: bytes  # v0+
+    session_lifetime_ms: int  # v1+
+    _unknown_tags: UnknownTags
+
+
+class SaslHandshakeRequestBody(TypedDict, total=False):
+    """SaslHandshakeRequest v0-1: the whole body."""
+
+    mechanism: str  # v0+
+    _unknown_tags: UnknownTags
+
+
+class SaslHandshakeResponseBody(TypedDict, total=False):
+    """SaslHandshakeResponse v0-1: the whole body."""
+
+    error_code: int  # v0+
+    mechanisms: list[str]  # v0+
     _unknown_tags: UnknownTags
 
 

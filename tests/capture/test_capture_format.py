@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
+import struct
 from pathlib import Path
 
 from hypothesis import given, settings
@@ -31,7 +33,7 @@ records = st.builds(
     broker_id=st.integers(-2**31, 2**31 - 1), principal=text, client_id=st.none() | text,
     api_key=st.integers(-2**15, 2**15 - 1), api_version=st.integers(-2**15, 2**15 - 1),
     correlation_id=st.integers(-2**31, 2**31 - 1), request=st.binary(max_size=200),
-    response=st.none() | st.binary(max_size=200), server=text,
+    response=st.none() | st.binary(max_size=200), server=text, injected=text, listener=text,
 )
 
 
@@ -46,6 +48,39 @@ def test_round_trip(rs: list[CaptureRecord]) -> None:
     block = encode_block([encode_record(r) for r in rs])
     got = [r for _off, n, payload in iter_blocks(block) for r in decode_records(payload, n)]
     assert got == rs
+
+
+def _str16(s: str | None) -> bytes:
+    if s is None:
+        return struct.pack(">h", -1)
+    return struct.pack(">h", len(s.encode())) + s.encode()
+
+
+def _old_record(r: CaptureRecord, trailing: list[str]) -> bytes:
+    """A record as writers before the optional trailing fields (``trailing`` = []) or with only
+    ``injected`` wrote it, byte by byte from the documented layout."""
+    body = (struct.pack(">qqihhi", r.receive_ns, r.send_ns, r.broker_id, r.api_key, r.api_version, r.correlation_id)
+            + b"".join(_str16(s) for s in (r.connection_id, r.peer, r.server, r.principal, r.client_id))
+            + struct.pack(">I", len(r.request)) + r.request
+            + (struct.pack(">i", -1) if r.response is None else struct.pack(">i", len(r.response)) + r.response)
+            + b"".join(_str16(s) for s in trailing))
+    return struct.pack(">I", len(body)) + body
+
+
+def test_records_without_the_trailing_fields_still_read() -> None:
+    """Captures written before ``injected``/``listener`` existed, or with ``injected`` only, read with
+    those fields empty; the new fields are written only when set, so such records encode as before."""
+    base = CaptureRecord(1, 2, "0-1", "127.0.0.1:5000", 0, "User:alice", "c", 3, 12, 7, b"req", b"resp",
+                         server="127.0.0.1:9092")
+    old = [_old_record(base, []), _old_record(base, ["fault-1"])]
+    got = decode_records(b"".join(old), 2)
+    assert got == [base, dataclasses.replace(base, injected="fault-1")]
+    assert encode_record(base) == old[0]
+    assert encode_record(dataclasses.replace(base, injected="fault-1")) == old[1]
+    # Both trailing fields: a listener without a fault writes an empty "injected" before it.
+    with_listener = dataclasses.replace(base, listener="SASL_SSL")
+    assert encode_record(with_listener) == _old_record(base, ["", "SASL_SSL"])
+    assert decode_records(encode_record(with_listener), 1) == [with_listener]
 
 
 def write(tmp_path: Path, n: int, per_block: int = 10, **kw) -> CaptureFileWriter:

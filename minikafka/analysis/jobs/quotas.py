@@ -48,18 +48,33 @@ beside the what-if figures.
 Quota settings (:class:`AnalysisOptions`): ``produce_quota``/``fetch_quota``
 (bytes/s) and ``request_quota`` (percent) map a client id to a quota; ``"*"``
 is the default for every client (``/clients/<default>``); a key written as a
-Kafka entity (``user=alice,client-id=app``) is used as that entity, resolved in
-Kafka's precedence order.  With user entities the replay groups by principal
-instead of client id (a ``/users/U`` quota is shared by U's clients), so a
-``/clients/C`` quota used under several principals is then replayed per
-principal.
+Kafka entity (``user=alice,client-id=app``, ``user=<default>``) is used as that
+entity, resolved in Kafka's precedence order.
+
+Principals: the quota user of a request is its captured principal's name, as
+the broker derives it (:attr:`RequestContext.user <minikafka.broker.request.RequestContext.user>`:
+``User:alice`` -> ``alice``, a mapped certificate subject as mapped,
+``ANONYMOUS`` without authentication; "" for pcap traffic, whose principal is
+unknown), so ``/users/alice`` quotas apply to what alice's connections did.
+The broker keeps one quota sensor per resolved entity (its metric tags: a
+``/users/U`` quota is one sensor for all of U's client ids, a ``/clients/C``
+quota one for every principal using client id C); the replay keeps the same
+sensors.  Requests whose sensors are shared, or that share a connection (whose
+mute state is per connection), are replayed together: the (broker, principal,
+client id, connection) combinations are joined into groups of shared state in
+the driver (:func:`quota_groups`) and each group is one ``applyInPandas``
+task, so the replay is exact whatever the entities and still spreads over
+independent clients.
 
 Tables:
 
-* ``quota_clients``: per client id: bytes, what-if throttle total/max, throttled
-  requests, muted time, delayed requests/bytes, and the captured throttling.
-* ``quota_series``: per client id and time bucket: bytes, what-if and captured
-  throttle time, delayed bytes.
+* ``quota_clients``: per client id and principal (and the quota ``user`` it
+  maps to): bytes, what-if throttle total/max, throttled requests, muted time,
+  delayed requests/bytes, and the captured throttling.  Two principals sharing a
+  client id are two rows (a SASL client's ApiVersions sent before it
+  authenticated is a ``User:ANONYMOUS`` row of its own).
+* ``quota_series``: per client id, principal and time bucket: bytes, what-if and
+  captured throttle time, delayed bytes.
 """
 
 from __future__ import annotations
@@ -83,7 +98,7 @@ REPLAY_SCHEMA = (
     "receive_ms bigint, record_ms bigint, bytes bigint, produce_bytes bigint, fetch_bytes bigint, "
     "request_pct double, produce_throttle_ms bigint, fetch_throttle_ms bigint, request_throttle_ms bigint, "
     "throttle_ms bigint, throttled boolean, delayed boolean, delay_ms bigint, muted_ms bigint, "
-    "captured_throttle_ms bigint, produce_quota double, fetch_quota double, request_quota double"
+    "captured_throttle_ms bigint, produce_quota double, fetch_quota double, request_quota double, user string"
 )
 _REPLAY_COLUMNS = [c.strip().split(" ")[0] for c in REPLAY_SCHEMA.split(",")]
 
@@ -130,15 +145,56 @@ def quota_configs(settings: dict[str, Any]) -> Any:
     return configs
 
 
-def _groups_by_user(settings: dict[str, Any]) -> bool:
-    return any(_entity(n).user is not None
-               for k in ("produce", "fetch", "request") for n in settings[k])
+def quota_user(principal: str) -> str:
+    """The quota user of a captured principal, exactly as the broker derives it from the request's principal
+    (:attr:`minikafka.broker.request.RequestContext.user`)."""
+    from ...broker.request import RequestContext
+
+    return RequestContext(0, 0, 0, None, "", principal=principal).user
 
 
-# -- the replay (pure Python: one broker's traffic of one client or principal) --------------------
+def quota_groups(combos: Any, settings: dict[str, Any]) -> dict[tuple[int, str, str, str], int]:
+    """Groups of shared replay state: ``combos`` are (broker id, principal, client id, connection id) tuples;
+    two share a group when they are on the same broker and either record into one quota sensor (the same
+    resolved entity tags, for a quota type with a bound, as the broker's ``ClientQuotaManager.sensors``
+    keys them) or share a connection (its mute state).  Returns each combination's group number."""
+    from ...broker.quota.entity import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE
+
+    configs = quota_configs(settings)
+    combos = [(int(b), str(p), str(c), str(conn)) for b, p, c, conn in combos]
+    parent = list(range(len(combos)))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    owner: dict[tuple, int] = {}
+    users: dict[str, str] = {}
+    for i, (broker, principal, client, conn) in enumerate(combos):
+        user = users.get(principal)
+        if user is None:
+            user = users[principal] = quota_user(principal)
+        nodes: list[tuple] = [(broker, "connection", conn)]
+        for key in (PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE):
+            resolved = configs.resolve(key, user, client)
+            if resolved.bound is not None:
+                nodes.append((broker, key, resolved.user_tag, resolved.client_tag))
+        for node in nodes:
+            j = owner.setdefault(node, i)
+            ri, rj = find(i), find(j)
+            if ri != rj:
+                parent[max(ri, rj)] = min(ri, rj)
+    roots: dict[int, int] = {}
+    return {combo: roots.setdefault(find(i), len(roots)) for i, combo in enumerate(combos)}
+
+
+# -- the replay (pure Python: one broker's traffic of clients sharing quota sensors) ---------------
 def replay_client(rows: Any, settings: dict[str, Any]) -> Any:
     """Replay one group's requests (a pandas DataFrame with the columns :func:`run` selects) through
-    the broker's quota managers; one output row per request (:data:`REPLAY_SCHEMA`)."""
+    the broker's quota managers; one output row per request (:data:`REPLAY_SCHEMA`).  A group holds
+    every request that shares quota sensors or a connection with another of it (:func:`quota_groups`)."""
     import pandas as pd
 
     from ...broker.quota import QuotaManagers
@@ -147,7 +203,6 @@ def replay_client(rows: Any, settings: dict[str, Any]) -> Any:
         PRODUCER_BYTE_RATE,
         REQUEST_PERCENTAGE,
     )
-    from ...broker.request import RequestContext
     from ...metrics import Metrics
 
     if rows.empty:
@@ -168,7 +223,7 @@ def replay_client(rows: Any, settings: dict[str, Any]) -> Any:
         principal = r.principal or ""
         user = users.get(principal)
         if user is None:
-            user = users[principal] = RequestContext(0, 0, 0, r.client_id, "", principal=principal).user
+            user = users[principal] = quota_user(principal)
         cid = r.client_id or ""
         b = bounds.get((user, cid))
         if b is None:
@@ -208,7 +263,7 @@ def replay_client(rows: Any, settings: dict[str, Any]) -> Any:
             muted_until[conn] = max(end, mu if mu is not None else end)
         out.append((int(r.broker_id), cid, principal, conn, api, r.api_name, recv, t, pbytes + fbytes, pbytes,
                     fbytes, (req_ns * 100 / 1e9) if req_ns is not None else None, pt, ft, rt, throttle,
-                    throttle > 0, delayed, delay, muted, int(r.captured_throttle_ms or 0), *b))
+                    throttle > 0, delayed, delay, muted, int(r.captured_throttle_ms or 0), *b, user))
     return pd.DataFrame.from_records(out, columns=_REPLAY_COLUMNS)
 
 
@@ -256,8 +311,15 @@ def replay(tables: Any, opts: AnalysisOptions) -> Any:
                     F.when(has_resp, done_ns - recv).cast("double").alias("request_ns"),
                     has_resp.alias("has_response"),
                     F.coalesce(F.col("throttle_time_ms"), F.lit(0)).cast("long").alias("captured_throttle_ms")))
-    key = "principal" if _groups_by_user(settings) else "client_id"
-    return rows.groupBy("broker_id", key).applyInPandas(_replay_fn(settings), REPLAY_SCHEMA)
+    keys = ["broker_id", "principal", "client_id", "connection_id"]
+    combos = [tuple(row) for row in rows.select(*keys).distinct().collect()]
+    groups = quota_groups(combos, settings)
+    spark = rows.sparkSession
+    group_of = spark.createDataFrame(
+        [(*combo, g) for combo, g in groups.items()],
+        "broker_id int, principal string, client_id string, connection_id string, quota_group int")
+    return (rows.join(F.broadcast(group_of), on=keys, how="inner")
+            .groupBy("broker_id", "quota_group").applyInPandas(_replay_fn(settings), REPLAY_SCHEMA))
 
 
 def run(tables: Any, opts: AnalysisOptions) -> dict[str, Any]:
@@ -283,8 +345,8 @@ def run(tables: Any, opts: AnalysisOptions) -> dict[str, Any]:
         total(F.when(delayed, F.col("bytes")), "delayed_bytes"),
         total("captured_throttle_ms", "captured_throttle_ms"),
     ]
-    clients = (rep.groupBy("client_id")
-               .agg(F.concat_ws(",", F.array_sort(F.collect_set("principal"))).alias("principals"),
+    clients = (rep.groupBy("client_id", "principal")
+               .agg(F.first("user").alias("user"),
                     F.countDistinct("broker_id").cast("int").alias("brokers"),
                     *common,
                     F.coalesce(F.max("throttle_ms"), F.lit(0)).cast("long").alias("whatif_max_throttle_ms"),
@@ -306,13 +368,13 @@ def run(tables: Any, opts: AnalysisOptions) -> dict[str, Any]:
                                   F.col("whatif_throttle_ms") / F.col("captured_throttle_ms")))
                .withColumn("first_ts", F.timestamp_millis("first_ms"))
                .drop("first_ms", "last_ms")
-               .orderBy(F.desc("whatif_throttle_ms"), F.desc("bytes"), "client_id"))
+               .orderBy(F.desc("whatif_throttle_ms"), F.desc("bytes"), "client_id", "principal"))
     series = (rep.withColumn("receive_ns", F.col("receive_ms") * F.lit(1_000_000))
               .withColumn("bucket_start", time_bucket("receive_ns", sec))
-              .groupBy("client_id", "bucket_start")
+              .groupBy("client_id", "principal", "bucket_start")
               .agg(*common, F.coalesce(F.max("throttle_ms"), F.lit(0)).cast("long").alias("whatif_max_throttle_ms"))
               .withColumn("bytes_per_s", F.col("bytes") / F.lit(sec))
-              .orderBy("client_id", "bucket_start"))
+              .orderBy("client_id", "principal", "bucket_start"))
     return {"quota_clients": clients, "quota_series": series}
 
 
@@ -323,8 +385,9 @@ def _fmt_quota(table: dict[str, float], unit: str) -> str:
     return ", ".join(f"{'every client' if k == '*' else k}: {v:,.0f} {unit}" for k, v in sorted(table.items()))
 
 
-def _series_plot(fig: Any, series: Any, clients: list[str], value: str, title: str, ylabel: str,
-                 hline: float | None = None) -> None:
+def _series_plot(fig: Any, series: Any, clients: list[tuple[str, str, str]], value: str, title: str,
+                 ylabel: str, hline: float | None = None) -> None:
+    """One line per (client id, principal, label) of ``clients``."""
     import pandas as pd
 
     ax = fig.subplots()
@@ -332,10 +395,13 @@ def _series_plot(fig: Any, series: Any, clients: list[str], value: str, title: s
         ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
     else:
         t0 = pd.to_datetime(series["bucket_start"]).min()
-        for c in clients:
-            s = series[series["client_id"] == c].sort_values("bucket_start")
+        for client, principal, label in clients:
+            sel = series["client_id"] == client
+            if "principal" in series.columns:
+                sel &= series["principal"] == principal
+            s = series[sel].sort_values("bucket_start")
             x = (pd.to_datetime(s["bucket_start"]) - t0).dt.total_seconds()
-            ax.plot(x, s[value], marker=".", label=str(c))
+            ax.plot(x, s[value], marker=".", label=label)
         if hline is not None:
             ax.axhline(hline, color="red", linestyle="--", linewidth=1, label="what-if quota")
         ax.legend(fontsize=7, loc="upper right")
@@ -362,6 +428,12 @@ def report(results: dict[str, Any], opts: AnalysisOptions) -> list[Section]:
         f"window) ms) re-run over the captured traffic of each client, per broker, with these quotas: "
         f"produce {_fmt_quota(st['produce'], 'bytes/s')}; fetch {_fmt_quota(st['fetch'], 'bytes/s')}; "
         f"request {_fmt_quota(st['request'], '%')}.")
+    s.text.append(
+        "Clients are told apart by client id and principal. The quota user of a request is its principal's "
+        "name as the broker derives it (User:alice -> alice; ANONYMOUS without authentication), so user "
+        "quotas (user=alice, user=<default>) apply to what each principal did; requests that share a quota "
+        "sensor (a user quota over several client ids, a client-id quota over several principals) are "
+        "replayed together, as the broker keeps one sensor per quota entity.")
     if not (st["produce"] or st["fetch"] or st["request"]):
         s.text.append("No what-if quota was given (produce_quota / fetch_quota / request_quota): nothing is "
                       "throttled in the replay, and only the captured throttling is shown.")
@@ -377,17 +449,20 @@ def report(results: dict[str, Any], opts: AnalysisOptions) -> list[Section]:
         "\"Delayed\" requests/bytes arrived on a connection that the what-if throttle would have muted; "
         "the captured throttle_time_ms columns show what the broker really did at capture time.")
     if clients is not None and not clients.empty:
-        cols = ["client_id", "principals", "bytes", "bytes_per_s", "whatif_throttle_ms", "whatif_throttled_requests",
-                "whatif_max_throttle_ms", "whatif_muted_ms", "delayed_requests", "delayed_bytes",
-                "captured_throttle_ms", "captured_throttled_requests"]
+        cols = ["client_id", "principal", "user", "bytes", "bytes_per_s", "whatif_throttle_ms",
+                "whatif_throttled_requests", "whatif_max_throttle_ms", "whatif_muted_ms", "delayed_requests",
+                "delayed_bytes", "captured_throttle_ms", "captured_throttled_requests"]
         top = clients.sort_values(["whatif_throttle_ms", "bytes"], ascending=False).head(TOP_N)
-        s.tables.append(((f"Top {min(TOP_N, len(clients))} clients by what-if throttle time "
-                         f"({len(clients)} clients)"), top[[c for c in cols if c in top.columns]]))
+        s.tables.append(((f"Top {min(TOP_N, len(clients))} clients (client id and principal) by what-if "
+                          f"throttle time ({len(clients)} in all)"), top[[c for c in cols if c in top.columns]]))
         n_thr = int((clients["whatif_throttle_ms"] > 0).sum())
         s.text.append(f"{n_thr} of {len(clients)} client(s) would have been throttled; "
                       f"{int(clients['whatif_throttle_ms'].sum()):,} ms of what-if throttle time in all, against "
                       f"{int(clients['captured_throttle_ms'].sum()):,} ms captured.")
-        shown = [c for c in top["client_id"].head(TOP_SERIES)]
+        principal_col = top["principal"] if "principal" in top.columns else [""] * len(top)
+        shared = clients["client_id"].value_counts() if "principal" in clients.columns else None
+        shown = [(c, p, c if shared is None or shared.get(c, 0) <= 1 else f"{c} ({p})")
+                 for c, p in list(zip(top["client_id"], principal_col))[:TOP_SERIES]]
         fig = Figure(figsize=(10, 4), layout="constrained")
         _series_plot(fig, series, shown, "whatif_throttle_ms", "What-if throttle time per bucket (sum)",
                      "throttle ms")

@@ -6,8 +6,11 @@ frames on the wire including the 4-byte size prefix, as in
 ``receive_ns``, its response too):
 
 * ``by_api_time``: per time bucket and api: requests, request/response bytes and their rates per second.
-* ``by_client``: per client id and api: requests, responses, bytes, error responses, first/last request.
-* ``connections``: per connection: client id, broker, peer, requests, responses, bytes, the apis used.
+* ``by_client``: per client id, api and principal: requests, responses, bytes, error responses,
+  first/last request (``principal``, appended last: two principals using one client id are two rows).
+* ``connections``: per connection: client id, broker, peer, requests, responses, bytes, the apis used;
+  then (appended) the connection's ``principal`` (that of its latest request, i.e. after any SASL
+  authentication) and its ``listener``.
 * ``by_topic_time`` (``partitions`` table): per time bucket and topic: Produce record bytes/records as
   sent, Fetch record bytes/records as returned to consumers and to follower replicas; then (KIP-98)
   the transactional batches/records produced, the control batches (transaction markers: bytes,
@@ -91,16 +94,20 @@ def run(tables: Any, opts: AnalysisOptions) -> dict[str, Any]:
                    .withColumn("response_bytes_per_s", F.col("response_bytes") / F.lit(sec))
                    .transform(ordered, "bucket_start", "api_name"))
 
-    by_client = (r.groupBy("client_id", "api_name")
+    by_client = (r.groupBy("client_id", "api_name", "principal")
                  .agg(count, responses, req_bytes, resp_bytes, errors,
                       F.min("receive_ts").alias("first_ts"), F.max("receive_ts").alias("last_ts"))
-                 .transform(ordered, "client_id", "api_name"))
+                 .select("client_id", "api_name", "requests", "responses", "request_bytes", "response_bytes",
+                         "error_responses", "first_ts", "last_ts", "principal")
+                 .transform(ordered, "client_id", "api_name", "principal"))
 
     connections = (r.groupBy("client_id", "broker_id", "connection_id", "peer")
                    .agg(count, responses, req_bytes, resp_bytes, errors,
                         F.min("receive_ns").alias("first_ns"),
                         F.min("receive_ts").alias("first_ts"), F.max("receive_ts").alias("last_ts"),
-                        F.concat_ws(",", F.array_sort(F.collect_set("api_name"))).alias("apis"))
+                        F.concat_ws(",", F.array_sort(F.collect_set("api_name"))).alias("apis"),
+                        F.max_by("principal", "receive_ns").alias("principal"),
+                        F.max_by("listener", "receive_ns").alias("listener"))
                    .transform(ordered, "first_ns", "connection_id"))
 
     err = (r.where(is_error).groupBy("api_name", "error_name")

@@ -1,4 +1,4 @@
-"""Small helpers shared by handlers: leader and leader-epoch checks, the authorized-operations bits."""
+"""Small helpers shared by handlers: leader and leader-epoch checks, the client host."""
 
 from __future__ import annotations
 
@@ -6,12 +6,8 @@ from ...protocol.errors import ErrorCode
 from ..partition import Partition
 from ..services import PartitionLookup
 
-# AclOperation bits Kafka reports when authorized operations are asked for
-# (READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS ...).
-ALL_TOPIC_OPERATIONS = sum(1 << b for b in (3, 4, 5, 6, 7, 8, 10, 11))
-ALL_CLUSTER_OPERATIONS = sum(1 << b for b in (4, 5, 7, 8, 9, 10, 11, 12, 13))
-# READ, DELETE, DESCRIBE on a group.
-GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
+# The authorized-operations fields' default when the request did not ask for them (Integer.MIN_VALUE); the
+# bits themselves come from .authorization.authorized_operations.
 UNREQUESTED_OPERATIONS = -2147483648
 
 

@@ -5,6 +5,10 @@ take any topic config minikafka accepts; broker resources (type 4, name = a
 broker id or ``""`` for the cluster-wide default) go to the
 :class:`~minikafka.broker.services.BrokerConfigs` service, where only the
 dynamic replication quota rates can change (INVALID_CONFIG otherwise).
+
+With an authorizer (as Kafka): describing needs DESCRIBE_CONFIGS, altering ALTER_CONFIGS, on the topic for
+a topic resource (else TOPIC_AUTHORIZATION_FAILED) and on the cluster for a broker resource (else
+CLUSTER_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -18,7 +22,8 @@ from ..config import BrokerConfig
 from ..config_ops import OP_SET, apply_config_ops
 from ..metadata import MetadataError
 from ..request import RequestContext
-from ..services import BrokerConfigs, MetadataCache, TopicController
+from ..services import Authorizer, BrokerConfigs, MetadataCache, TopicController
+from .authorization import AclOperation, ResourceType, authorize
 from ..topic_config import LIST_TOPIC_CONFIGS, validate_topic_config
 
 log = logging.getLogger(__name__)
@@ -29,6 +34,21 @@ SOURCE_DYNAMIC_TOPIC = 1
 SOURCE_DEFAULT = 5
 
 
+def config_authorization_error(authorizer: Authorizer | None, ctx: RequestContext, operation: AclOperation,
+                               resource_type: int, name: str) -> tuple[ErrorCode, str] | None:
+    """The error for a config resource the principal may not describe or alter (Kafka's
+    ``configsAuthorizationApiError``), or None."""
+    if authorizer is None:
+        return None
+    if resource_type == RESOURCE_TOPIC:
+        if not authorize(authorizer, ctx, operation, ResourceType.TOPIC, name):
+            return ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed."
+    elif resource_type == RESOURCE_BROKER:
+        if not authorize(authorizer, ctx, operation):
+            return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."
+    return None
+
+
 def _config_entry(name: str, value: str | None, source: int) -> B.DescribeConfigsResponseResultsConfigs:
     return {"name": name, "value": value, "read_only": False, "is_default": source == SOURCE_DEFAULT,
             "config_source": source, "is_sensitive": False, "synonyms": [], "config_type": 0,
@@ -36,10 +56,12 @@ def _config_entry(name: str, value: str | None, source: int) -> B.DescribeConfig
 
 
 class DescribeConfigsHandler:
-    def __init__(self, metadata: MetadataCache, brokers: BrokerConfigs, config: BrokerConfig) -> None:
+    def __init__(self, metadata: MetadataCache, brokers: BrokerConfigs, config: BrokerConfig,
+                 authorizer: Authorizer | None = None) -> None:
         self.metadata = metadata
         self.brokers = brokers
         self.config = config
+        self.authorizer = authorizer
 
     async def handle(self, ctx: RequestContext, req: B.DescribeConfigsRequestBody) -> B.DescribeConfigsResponseBody:
         results: list[B.DescribeConfigsResponseResults] = []
@@ -50,7 +72,10 @@ class DescribeConfigsHandler:
                                                        "resource_name": rname, "configs": []}
             keys = set(r["configuration_keys"]) if r["configuration_keys"] else None
             values: dict[str, tuple[str | None, int]] = {}
-            if rtype == RESOURCE_TOPIC:
+            denied = config_authorization_error(self.authorizer, ctx, AclOperation.DESCRIBE_CONFIGS, rtype, rname)
+            if denied is not None:
+                entry.update({"error_code": denied[0], "error_message": denied[1]})
+            elif rtype == RESOURCE_TOPIC:
                 topic = self.metadata.get_topic(rname)
                 if topic is None:
                     entry.update({"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
@@ -78,11 +103,12 @@ class AlterConfigsHandler:
     ``incremental``, IncrementalAlterConfigs (SET / DELETE / APPEND / SUBTRACT per config)."""
 
     def __init__(self, controller: TopicController, metadata: MetadataCache, brokers: BrokerConfigs,
-                 *, incremental: bool) -> None:
+                 *, incremental: bool, authorizer: Authorizer | None = None) -> None:
         self.controller = controller
         self.metadata = metadata
         self.brokers = brokers
         self.incremental = incremental
+        self.authorizer = authorizer
 
     async def handle(self, ctx: RequestContext,
                      req: B.AlterConfigsRequestBody | B.IncrementalAlterConfigsRequestBody
@@ -100,6 +126,10 @@ class AlterConfigsHandler:
             try:
                 if seen[(r["resource_type"], r["resource_name"])] > 1:
                     raise MetadataError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
+                denied = config_authorization_error(self.authorizer, ctx, AclOperation.ALTER_CONFIGS,
+                                                    r["resource_type"], r["resource_name"])
+                if denied is not None:
+                    raise MetadataError(*denied)
                 self._alter(r["resource_type"], r["resource_name"], self._changes(r), req["validate_only"])
             except MetadataError as exc:
                 entry.update({"error_code": exc.code, "error_message": exc.message})

@@ -13,6 +13,10 @@ Follower fetches (replica_id >= 0) go through the leader replication quota
 follower is answered without records while the quota is exceeded, and every
 follower fetch records ``sizeOfThrottledPartitions`` (see
 :func:`size_of_throttled_partitions`) into the quota.
+
+With an authorizer (Kafka's ``handleFetchRequest``): a follower fetch needs CLUSTER_ACTION on the cluster
+(else every partition is answered TOPIC_AUTHORIZATION_FAILED); a consumer needs READ on each topic (the
+others are answered TOPIC_AUTHORIZATION_FAILED, and do not cut the long poll short).
 """
 
 from __future__ import annotations
@@ -34,8 +38,9 @@ from ..fetch_session import FetchContext, FetchPartitionData, PartitionKey, Part
 from ..log import OffsetOutOfRangeError
 from ..partition import Partition
 from ..request import FetchTrace, RequestContext
-from ..services import (ClientQuota, DelayedOperations, FetchLog, FetchSessions, HandlerTimer,
+from ..services import (Authorizer, ClientQuota, DelayedOperations, FetchLog, FetchSessions, HandlerTimer,
                         LeaderReplicationQuota, MetadataCache, RequestQuota)
+from .authorization import AclOperation, ResourceType, authorize, filter_authorized
 from .common import check_leader, check_leader_epoch
 
 log = logging.getLogger(__name__)
@@ -116,8 +121,10 @@ class FetchHandler:
 
     def __init__(self, log: FetchLog, metadata: MetadataCache, sessions: FetchSessions, delayed: DelayedOperations,
                  fetch_quota: ClientQuota, request_quota: RequestQuota, leader_quota: LeaderReplicationQuota,
-                 timer: HandlerTimer, config: BrokerConfig, clock: Clock) -> None:
+                 timer: HandlerTimer, config: BrokerConfig, clock: Clock,
+                 authorizer: Authorizer | None = None) -> None:
         self.log = log
+        self.authorizer = authorizer
         self.metadata = metadata
         self.sessions = sessions
         self.delayed = delayed
@@ -212,7 +219,8 @@ class FetchHandler:
             return {"throttle_time_ms": 0, "error_code": fctx.error, "session_id": 0, "responses": []}
         partitions = fctx.partitions()
         names = {key: key_name(key, version, self._topic_name) for key, _ in partitions}
-        if is_follower:
+        denied = None if self.authorizer is None else self._denied(ctx, is_follower, names)
+        if is_follower and not denied:
             self._record_follower_fetch(partitions, names, replica_id)
         max_bytes = min(req["max_bytes"], self.config.fetch_max_bytes)
         if not is_follower:
@@ -221,7 +229,8 @@ class FetchHandler:
                 ctx.user, ctx.quota_client_id)))
         data = await self._read_until_ready(partitions, names, version, replica_id, max_bytes,
                                             min(req["min_bytes"], max_bytes), req["max_wait_ms"],
-                                            not is_follower and version >= 4 and req["isolation_level"] == 1)
+                                            not is_follower and version >= 4 and req["isolation_level"] == 1,
+                                            denied)
         if not is_follower and self.fetch_quota.quotas_enabled:
             throttle = self._charge_consumer_quotas(ctx, version, fctx, data)
             if throttle:
@@ -235,27 +244,45 @@ class FetchHandler:
         return {"throttle_time_ms": 0, "error_code": 0, "session_id": session_id,
                 "responses": group_by_topic(version, selected)}
 
+    def _denied(self, ctx: RequestContext, is_follower: bool, names: dict[PartitionKey, str | None]
+                ) -> set[PartitionKey]:
+        """The partitions the principal may not fetch: all of a follower fetch without CLUSTER_ACTION on
+        the cluster, a consumer's without READ on their topic (unknown topic ids are not asked about)."""
+        if is_follower:
+            return set() if authorize(self.authorizer, ctx, AclOperation.CLUSTER_ACTION) else set(names)
+        allowed = filter_authorized(self.authorizer, ctx, AclOperation.READ, ResourceType.TOPIC,
+                                    (n for n in names.values() if n is not None))
+        return {key for key, name in names.items() if name is not None and name not in allowed}
+
     async def _read_until_ready(self, partitions: list[tuple[PartitionKey, PartitionRequest]],
                                 names: dict[PartitionKey, str | None], version: int, replica_id: int,
-                                max_bytes: int, min_bytes: int, max_wait_ms: int, read_committed: bool = False
+                                max_bytes: int, min_bytes: int, max_wait_ms: int, read_committed: bool = False,
+                                denied: set[PartitionKey] | None = None
                                 ) -> OrderedDict[PartitionKey, FetchPartitionData]:
         """Read every partition; while below ``min_bytes`` and without errors, wait (Kafka's
-        ``DelayedFetch``) and re-read only the partitions whose change woke the fetch."""
+        ``DelayedFetch``) and re-read only the partitions whose change woke the fetch.  ``denied``
+        partitions are answered TOPIC_AUTHORIZATION_FAILED without being read or waited on."""
         is_follower = replica_id >= 0
         throttle = self._leader_throttle(replica_id) if is_follower else None
         data: OrderedDict[PartitionKey, FetchPartitionData] = OrderedDict()
         total = 0
+        error = False
         for key, preq in partitions:
+            if denied and key in denied:
+                data[key] = FetchPartitionData(key.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                continue
             entry = data[key] = self._read_partition(key, preq, names[key], version, is_follower,
                                                      max_bytes - total, total == 0, throttle, read_committed)
             total += entry.size
+            error = error or bool(entry.error_code)
         deadline = trio.current_time() + max(max_wait_ms, 0) / 1000
-        if total >= min_bytes or any(e.error_code for e in data.values()) or trio.current_time() >= deadline:
+        if (total >= min_bytes or error or trio.current_time() >= deadline
+                or (denied and len(denied) >= len(data))):
             return data
         requests = dict(partitions)
         by_tp: dict[TopicPartition, list[PartitionKey]] = {}
         for key, name in names.items():
-            if name is not None:
+            if name is not None and not (denied and key in denied):
                 by_tp.setdefault(TopicPartition(name, key.partition), []).append(key)
         with self.delayed.watch(by_tp) as watch:
             while True:

@@ -1,4 +1,10 @@
-"""ListOffsets (2), OffsetForLeaderEpoch (23) and DeleteRecords (21): offsets of a leader's log."""
+"""ListOffsets (2), OffsetForLeaderEpoch (23) and DeleteRecords (21): offsets of a leader's log.
+
+With an authorizer (as Kafka): ListOffsets needs DESCRIBE on the topic; OffsetForLeaderEpoch CLUSTER_ACTION
+on the cluster (followers) or DESCRIBE on the topic (consumers, KIP-320); DeleteRecords DELETE on the
+topic.  A topic that is not authorized gets TOPIC_AUTHORIZATION_FAILED on each of its partitions, whether
+it exists or not.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +13,8 @@ from ...protocol.errors import ErrorCode
 from ..log import OffsetOutOfRangeError
 from ..partition import Partition
 from ..request import RequestContext
-from ..services import PartitionLookup, RecordsDeleter
+from ..services import Authorizer, PartitionLookup, RecordsDeleter
+from .authorization import AclOperation, ResourceType, authorize, filter_authorized
 from .common import leader_partition
 
 EARLIEST = -2
@@ -35,17 +42,24 @@ def lookup_offset(part: Partition, timestamp: int, isolation_level: int) -> tupl
 
 
 class ListOffsetsHandler:
-    def __init__(self, partitions: PartitionLookup) -> None:
+    def __init__(self, partitions: PartitionLookup, authorizer: Authorizer | None = None) -> None:
         self.partitions = partitions
+        self.authorizer = authorizer
 
     async def handle(self, ctx: RequestContext, req: B.ListOffsetsRequestBody) -> B.ListOffsetsResponseBody:
         version = ctx.api_version
         topics: list[B.ListOffsetsResponseTopics] = []
+        allowed = None if self.authorizer is None else filter_authorized(
+            self.authorizer, ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, (t["name"] for t in req["topics"]))
         for t in req["topics"]:
             parts: list[B.ListOffsetsResponseTopicsPartitions] = []
             for p in t["partitions"]:
                 entry: B.ListOffsetsResponseTopicsPartitions = {"partition_index": p["partition_index"],
                                                                 "error_code": 0}
+                if allowed is not None and t["name"] not in allowed:
+                    entry.update({"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "timestamp": -1, "offset": -1})
+                    parts.append(entry)
+                    continue
                 part, err = leader_partition(self.partitions, t["name"], p["partition_index"],
                                              p["current_leader_epoch"])
                 if part is None:
@@ -61,17 +75,28 @@ class ListOffsetsHandler:
 
 
 class OffsetForLeaderEpochHandler:
-    def __init__(self, partitions: PartitionLookup) -> None:
+    def __init__(self, partitions: PartitionLookup, authorizer: Authorizer | None = None) -> None:
         self.partitions = partitions
+        self.authorizer = authorizer
 
     async def handle(self, ctx: RequestContext, req: B.OffsetForLeaderEpochRequestBody
                      ) -> B.OffsetForLeaderEpochResponseBody:
         topics: list[B.OffsetForLeaderEpochResponseTopics] = []
+        allowed = None
+        if self.authorizer is not None and not authorize(self.authorizer, ctx, AclOperation.CLUSTER_ACTION,
+                                                         log_if_denied=False):
+            allowed = filter_authorized(self.authorizer, ctx, AclOperation.DESCRIBE, ResourceType.TOPIC,
+                                        (t["topic"] for t in req["topics"]))
         for t in req["topics"]:
             parts: list[B.OffsetForLeaderEpochResponseTopicsPartitions] = []
             for p in t["partitions"]:
                 entry: B.OffsetForLeaderEpochResponseTopicsPartitions = {"partition": p["partition"],
                                                                          "error_code": 0}
+                if allowed is not None and t["topic"] not in allowed:
+                    entry.update({"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "leader_epoch": -1,
+                                  "end_offset": -1})
+                    parts.append(entry)
+                    continue
                 part, err = leader_partition(self.partitions, t["topic"], p["partition"], p["current_leader_epoch"])
                 if part is None:
                     entry["error_code"] = err
@@ -84,14 +109,21 @@ class OffsetForLeaderEpochHandler:
 
 
 class DeleteRecordsHandler:
-    def __init__(self, log: RecordsDeleter) -> None:
+    def __init__(self, log: RecordsDeleter, authorizer: Authorizer | None = None) -> None:
         self.log = log
+        self.authorizer = authorizer
 
     async def handle(self, ctx: RequestContext, req: B.DeleteRecordsRequestBody) -> B.DeleteRecordsResponseBody:
         topics: list[B.DeleteRecordsResponseTopics] = []
+        allowed = None if self.authorizer is None else filter_authorized(
+            self.authorizer, ctx, AclOperation.DELETE, ResourceType.TOPIC, (t["name"] for t in req["topics"]))
         for t in req["topics"]:
             parts: list[B.DeleteRecordsResponseTopicsPartitions] = []
             for p in t["partitions"]:
+                if allowed is not None and t["name"] not in allowed:
+                    parts.append({"partition_index": p["partition_index"], "low_watermark": -1,
+                                  "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED})
+                    continue
                 part, err = leader_partition(self.log, t["name"], p["partition_index"])
                 entry: B.DeleteRecordsResponseTopicsPartitions = {
                     "partition_index": p["partition_index"], "low_watermark": -1, "error_code": err}

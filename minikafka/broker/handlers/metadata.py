@@ -1,4 +1,11 @@
-"""Metadata (3) and DescribeCluster (60): brokers, cluster id, controller, topic/partition leadership."""
+"""Metadata (3) and DescribeCluster (60): brokers, cluster id, controller, topic/partition leadership.
+
+With an authorizer (Kafka's ``handleTopicMetadataRequest``): topics the principal may not DESCRIBE are left
+out of an all-topics listing and answered TOPIC_AUTHORIZATION_FAILED when named (by name or, v10+, by id),
+whether they exist or not; a missing topic is auto-created only with CREATE on the cluster or on the topic
+(else TOPIC_AUTHORIZATION_FAILED); the authorized-operations fields report what the principal may do
+(cluster operations only with DESCRIBE on the cluster, else 0).
+"""
 
 from __future__ import annotations
 
@@ -8,11 +15,23 @@ from ...protocol.errors import ErrorCode
 from ..config import BrokerConfig
 from ..metadata import MetadataError, validate_topic_name
 from ..request import RequestContext
-from ..services import MetadataCache, TopicLookup
-from .common import ALL_CLUSTER_OPERATIONS, ALL_TOPIC_OPERATIONS, UNREQUESTED_OPERATIONS
+from ..services import Authorizer, MetadataCache, TopicLookup
+from .authorization import (CLUSTER_NAME, AclOperation, ResourceType, authorize, authorized_operations,
+                            creatable_topics, filter_authorized)
+from .common import UNREQUESTED_OPERATIONS
 
 
-def topic_entry(topic: TopicMetadata, include_ops: bool, live: set[int]) -> B.MetadataResponseTopics:
+def cluster_operations(authorizer: Authorizer | None, ctx: RequestContext, requested: bool) -> int:
+    """``cluster_authorized_operations``: unrequested, 0 without DESCRIBE on the cluster, else the bits."""
+    if not requested:
+        return UNREQUESTED_OPERATIONS
+    if not authorize(authorizer, ctx, AclOperation.DESCRIBE):
+        return 0
+    return authorized_operations(authorizer, ctx, ResourceType.CLUSTER, CLUSTER_NAME)
+
+
+def topic_entry(topic: TopicMetadata, ops: int, live: set[int]) -> B.MetadataResponseTopics:
+    """A topic's metadata; ``ops`` its authorized-operations bits (or UNREQUESTED_OPERATIONS)."""
     return {
         "error_code": 0,
         "name": topic.name,
@@ -30,15 +49,33 @@ def topic_entry(topic: TopicMetadata, include_ops: bool, live: set[int]) -> B.Me
             }
             for p in topic.partitions
         ],
-        "topic_authorized_operations": ALL_TOPIC_OPERATIONS if include_ops else UNREQUESTED_OPERATIONS,
+        "topic_authorized_operations": ops,
     }
 
 
 class MetadataHandler:
-    def __init__(self, metadata: MetadataCache, topics: TopicLookup, config: BrokerConfig) -> None:
+    def __init__(self, metadata: MetadataCache, topics: TopicLookup, config: BrokerConfig,
+                 authorizer: Authorizer | None = None) -> None:
         self.metadata = metadata
         self.topics = topics
         self.config = config
+        self.authorizer = authorizer
+
+    def _ops(self, ctx: RequestContext, include_ops: bool, name: str) -> int:
+        if not include_ops:
+            return UNREQUESTED_OPERATIONS
+        return authorized_operations(self.authorizer, ctx, ResourceType.TOPIC, name)
+
+    def _denied(self, ctx: RequestContext, names: set[str], auto_create: bool) -> set[str]:
+        """Named topics to answer TOPIC_AUTHORIZATION_FAILED: those without DESCRIBE, and missing ones
+        that would be auto-created without CREATE on the cluster or the topic."""
+        allowed = filter_authorized(self.authorizer, ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
+        denied = names - allowed
+        if auto_create and self.config.auto_create_topics_enable:
+            missing = [n for n in allowed if self.metadata.get_topic(n) is None]
+            if missing:
+                denied.update(set(missing) - creatable_topics(self.authorizer, ctx, missing))
+        return denied
 
     async def handle(self, ctx: RequestContext, req: B.MetadataRequestBody) -> B.MetadataResponseBody:
         version = ctx.api_version
@@ -47,11 +84,16 @@ class MetadataHandler:
         # v0: empty list = all topics; v1+: null = all topics.
         all_topics = requested is None or (version == 0 and not requested)
         auto_create = req["allow_auto_topic_creation"] if version >= 4 else True
-        brokers = self.metadata.alive_brokers()
+        brokers = self.metadata.alive_brokers(ctx.listener)
         live = {b.node_id for b in brokers}
         topics: list[B.MetadataResponseTopics] = []
         if all_topics:
-            topics = [topic_entry(t, include_ops, live) for t in self.metadata.all_topics()]
+            listed = list(self.metadata.all_topics())
+            if self.authorizer is not None:
+                visible = filter_authorized(self.authorizer, ctx, AclOperation.DESCRIBE, ResourceType.TOPIC,
+                                            (t.name for t in listed), log_if_denied=False)
+                listed = [t for t in listed if t.name in visible]
+            topics = [topic_entry(t, self._ops(ctx, include_ops, t.name), live) for t in listed]
         else:
             invalid: dict[str, int] = {}
             for t in requested or []:
@@ -60,8 +102,12 @@ class MetadataHandler:
                         validate_topic_name(t["name"])
                     except MetadataError as exc:
                         invalid[t["name"]] = exc.code
-            found = self.topics.lookup_many((t["name"] for t in requested or []
-                                             if t["name"] is not None and t["name"] not in invalid), auto_create)
+            denied: set[str] = set()
+            if self.authorizer is not None:
+                denied = self._denied(ctx, {t["name"] for t in requested or [] if t["name"] is not None},
+                                      auto_create)
+            found = self.topics.lookup_many((t["name"] for t in requested or [] if t["name"] is not None
+                                             and t["name"] not in invalid and t["name"] not in denied), auto_create)
             for t in requested or []:
                 name = t["name"]
                 if name is None:  # v10+: by topic id
@@ -70,8 +116,16 @@ class MetadataHandler:
                         # The response's name is nullable from v12 only.
                         topics.append({"error_code": ErrorCode.UNKNOWN_TOPIC_ID,
                                        "name": None if version >= 12 else "", "topic_id": t["topic_id"]})
+                    elif not authorize(self.authorizer, ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, topic.name):
+                        # Topic ids are not secret: the id is answered, the name is not.
+                        topics.append({"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                       "name": None if version >= 12 else "", "topic_id": t["topic_id"]})
                     else:
-                        topics.append(topic_entry(topic, include_ops, live))
+                        topics.append(topic_entry(topic, self._ops(ctx, include_ops, topic.name), live))
+                    continue
+                if name in denied:
+                    topics.append({"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "name": name,
+                                   "is_internal": False})
                     continue
                 if name in invalid:
                     topics.append({"error_code": invalid[name], "name": name, "is_internal": False})
@@ -80,23 +134,26 @@ class MetadataHandler:
                 if topic is None:
                     topics.append({"error_code": code, "name": name})
                 else:
-                    topics.append(topic_entry(topic, include_ops, live))
+                    topics.append(topic_entry(topic, self._ops(ctx, include_ops, name), live))
         return {
             "throttle_time_ms": 0,
             "brokers": [{"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack} for b in brokers],
             "cluster_id": self.config.cluster_id,
             "controller_id": self.metadata.controller_id(),
             "topics": topics,
-            "cluster_authorized_operations": (
-                ALL_CLUSTER_OPERATIONS if req["include_cluster_authorized_operations"] else UNREQUESTED_OPERATIONS
-            ),
+            "cluster_authorized_operations": cluster_operations(
+                self.authorizer, ctx, version <= 10 and req["include_cluster_authorized_operations"]),
         }
 
 
 class DescribeClusterHandler:
-    def __init__(self, metadata: MetadataCache, config: BrokerConfig) -> None:
+    """Kafka's ``handleDescribeCluster``: no authorization of its own; the cluster's authorized operations
+    need DESCRIBE on the cluster (0 without it)."""
+
+    def __init__(self, metadata: MetadataCache, config: BrokerConfig, authorizer: Authorizer | None = None) -> None:
         self.metadata = metadata
         self.config = config
+        self.authorizer = authorizer
 
     async def handle(self, ctx: RequestContext, req: B.DescribeClusterRequestBody) -> B.DescribeClusterResponseBody:
         return {
@@ -106,8 +163,7 @@ class DescribeClusterHandler:
             "cluster_id": self.config.cluster_id,
             "controller_id": self.metadata.controller_id(),
             "brokers": [{"broker_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
-                        for b in self.metadata.alive_brokers()],
-            "cluster_authorized_operations": (
-                ALL_CLUSTER_OPERATIONS if req["include_cluster_authorized_operations"] else UNREQUESTED_OPERATIONS
-            ),
+                        for b in self.metadata.alive_brokers(ctx.listener)],
+            "cluster_authorized_operations": cluster_operations(
+                self.authorizer, ctx, req["include_cluster_authorized_operations"]),
         }

@@ -10,6 +10,12 @@ Transactional batches that would open a transaction on a partition are first
 verified with the transaction coordinator (KIP-890 part 1, through the
 :class:`~minikafka.broker.services.TxnVerifier`); a partition that fails gets
 the verification's error and nothing is appended to it.
+
+With an authorizer (Kafka 3.x's ``handleProduceRequest``): a request carrying transactional batches needs
+WRITE on its transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED on every partition); each topic
+needs WRITE (else TOPIC_AUTHORIZATION_FAILED).  Idempotent producers are checked when they get their
+producer id (InitProducerId), not here, as in Kafka 3.x.  minikafka auto-creates a missing topic on
+Produce (Kafka creates it only through Metadata) only with CREATE on the cluster or the topic.
 """
 
 from __future__ import annotations
@@ -21,12 +27,15 @@ import trio
 
 from ...common import Clock, TopicMetadata, TopicPartition
 from ...protocol import bodies as B
+from ...protocol.api import ApiKey
 from ...protocol.errors import ErrorCode
 from ...protocol.records import BATCH_HEADER_SIZE, read_header
 from ..config import BrokerConfig
+from ..error_responses import error_response
 from ..partition import Partition
 from ..request import RequestContext
-from ..services import ClientQuota, DelayedOperations, ProduceLog, TopicLookup, TxnVerifier
+from ..services import Authorizer, ClientQuota, DelayedOperations, ProduceLog, TopicLookup, TxnVerifier
+from .authorization import AclOperation, ResourceType, authorize, creatable_topics, filter_authorized
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +56,10 @@ class ProduceHandler:
     """Kafka's ``handleProduceRequest`` over one narrow log dependency (tansu's ``produce.rs`` shape)."""
 
     def __init__(self, log: ProduceLog, topics: TopicLookup, delayed: DelayedOperations, quota: ClientQuota,
-                 config: BrokerConfig, clock: Clock, verifier: TxnVerifier | None = None) -> None:
+                 config: BrokerConfig, clock: Clock, verifier: TxnVerifier | None = None,
+                 authorizer: Authorizer | None = None) -> None:
         self.log = log
+        self.authorizer = authorizer
         self.verifier = verifier
         self.topics = topics
         self.delayed = delayed
@@ -69,10 +80,24 @@ class ProduceHandler:
         now_ms = self.clock.time_ms()
         responses: list[B.ProduceResponseResponses] = []
         pending: list[_Pending] = []
-        found = self.topics.lookup_many((td["name"] for td in req["topic_data"]), auto_create=True)
-        unverified = await self._verify_transactional(req) if req["transactional_id"] is not None else {}
+        denied: set[str] | None = None
+        if self.authorizer is None:
+            found = self.topics.lookup_many((td["name"] for td in req["topic_data"]), auto_create=True)
+        else:
+            checked = self._authorize(ctx, req)
+            if not isinstance(checked, tuple):
+                ctx.exempt_request_quota = acks == 0
+                return None if acks == 0 else checked
+            found, denied = checked
+        unverified = (await self._verify_transactional(req, denied) if req["transactional_id"] is not None
+                      else {})
         for td in req["topic_data"]:
             parts: list[PartitionResponse] = []
+            if denied and td["name"] in denied:
+                responses.append({"name": td["name"], "partition_responses": [
+                    {"index": pd["index"], "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED}
+                    for pd in td["partition_data"]]})
+                continue
             code, topic = found[td["name"]]
             for pd in td["partition_data"]:
                 index = pd["index"]
@@ -121,13 +146,35 @@ class ProduceHandler:
             return None  # acks=0: Kafka sends no response at all (a throttle still mutes the connection)
         return {"responses": responses, "throttle_time_ms": 0}
 
-    async def _verify_transactional(self, req: B.ProduceRequestBody) -> dict[TopicPartition, ErrorCode]:
+    def _authorize(self, ctx: RequestContext, req: B.ProduceRequestBody
+                   ) -> B.ProduceResponseBody | tuple[dict[str, tuple[ErrorCode, TopicMetadata | None]], set[str]]:
+        """The request's ACL checks: the error response when the transactional id is not authorized, else
+        the topics looked up (auto-created only where CREATE is authorized) and the topics denied WRITE."""
+        tid = req["transactional_id"]
+        if has_transactional_records(req) and (
+                tid is None or not authorize(self.authorizer, ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
+                                             tid)):
+            return error_response(ApiKey.PRODUCE, ctx.api_version, req,  # type: ignore[return-value]
+                                  ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        names = {td["name"] for td in req["topic_data"]}
+        allowed = filter_authorized(self.authorizer, ctx, AclOperation.WRITE, ResourceType.TOPIC, names)
+        found = self.topics.lookup_many(allowed, auto_create=False)
+        missing = [name for name, (_, topic) in found.items() if topic is None]
+        creatable = creatable_topics(self.authorizer, ctx, missing) if missing else set()
+        if creatable:
+            found.update(self.topics.lookup_many(creatable, auto_create=True))
+        return found, names - allowed
+
+    async def _verify_transactional(self, req: B.ProduceRequestBody, denied: set[str] | None = None
+                                    ) -> dict[TopicPartition, ErrorCode]:
         """KIP-890 part 1: partitions where a transactional batch would open a transaction must be in
         the producer's ongoing transaction; returns the ones that are not, with their error."""
         if self.verifier is None:
             return {}
         todo: dict[tuple[int, int], list[TopicPartition]] = {}
         for td in req["topic_data"]:
+            if denied and td["name"] in denied:
+                continue
             for pd in td["partition_data"]:
                 records = pd["records"]
                 if isinstance(records, list) or records is None or len(records) < BATCH_HEADER_SIZE:
@@ -170,3 +217,15 @@ class ProduceHandler:
             self._settle(pending)
         for item in pending:
             item.entry["error_code"] = ErrorCode.REQUEST_TIMED_OUT
+
+
+def has_transactional_records(req: B.ProduceRequestBody) -> bool:
+    """Whether any partition's first batch is transactional (Kafka's ``RequestUtils.hasTransactionalRecords``)."""
+    for td in req["topic_data"]:
+        for pd in td["partition_data"]:
+            records = pd["records"]
+            if isinstance(records, list):
+                records = records[0] if records else None
+            if records is not None and len(records) >= BATCH_HEADER_SIZE and read_header(records).is_transactional:
+                return True
+    return False

@@ -1,14 +1,21 @@
-"""DescribeClientQuotas (48) and AlterClientQuotas (49): client quotas at run time."""
+"""DescribeClientQuotas (48) and AlterClientQuotas (49): client quotas at run time.
+
+With an authorizer (as Kafka): describing needs DESCRIBE_CONFIGS on the cluster, altering ALTER_CONFIGS on
+the cluster; without, the request is answered CLUSTER_AUTHORIZATION_FAILED (on every entry for Alter).
+"""
 
 from __future__ import annotations
 
 import logging
 
 from ...protocol import bodies as B
+from ...protocol.api import ApiKey
 from ...protocol.errors import ErrorCode
 from ..quota.entity import ENTITY_TYPES, QUOTA_KEYS, ClientQuotaEntity
+from ..error_responses import error_response
 from ..request import RequestContext
-from ..services import ClientQuotaStore
+from ..services import Authorizer, ClientQuotaStore
+from .authorization import AclOperation, authorize
 
 log = logging.getLogger(__name__)
 
@@ -43,11 +50,14 @@ def _filter_problem(seen: set[str], c: B.DescribeClientQuotasRequestComponents) 
 
 
 class DescribeClientQuotasHandler:
-    def __init__(self, quotas: ClientQuotaStore) -> None:
+    def __init__(self, quotas: ClientQuotaStore, authorizer: Authorizer | None = None) -> None:
         self.quotas = quotas
+        self.authorizer = authorizer
 
     async def handle(self, ctx: RequestContext, req: B.DescribeClientQuotasRequestBody
                      ) -> B.DescribeClientQuotasResponseBody:
+        if not authorize(self.authorizer, ctx, AclOperation.DESCRIBE_CONFIGS):
+            return _filter_error(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
         filters = []
         seen: set[str] = set()
         for c in req["components"]:
@@ -82,10 +92,14 @@ def _validate(entry: B.AlterClientQuotasRequestEntries) -> tuple[ErrorCode, str 
 
 
 class AlterClientQuotasHandler:
-    def __init__(self, quotas: ClientQuotaStore) -> None:
+    def __init__(self, quotas: ClientQuotaStore, authorizer: Authorizer | None = None) -> None:
         self.quotas = quotas
+        self.authorizer = authorizer
 
     async def handle(self, ctx: RequestContext, req: B.AlterClientQuotasRequestBody) -> B.AlterClientQuotasResponseBody:
+        if not authorize(self.authorizer, ctx, AclOperation.ALTER_CONFIGS):
+            return error_response(ApiKey.ALTER_CLIENT_QUOTAS, ctx.api_version, req,  # type: ignore[return-value]
+                                  ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
         results: list[B.AlterClientQuotasResponseEntries] = []
         for entry in req["entries"]:
             code, message, entity = _validate(entry)

@@ -16,6 +16,7 @@ from ...protocol import bodies as B
 from ...protocol.api import APIS, ApiKey
 from ..request import RequestContext
 from ..services import BrokerServices
+from .acls import CreateAclsHandler, DeleteAclsHandler, DescribeAclsHandler
 from .api_versions import ApiVersionsHandler
 from .configs import AlterConfigsHandler, DescribeConfigsHandler
 from .fetch import FetchHandler
@@ -29,6 +30,8 @@ from .transactions import (AddOffsetsToTxnHandler, AddPartitionsToTxnHandler, De
                            DescribeTransactionsHandler, EndTxnHandler, InitProducerIdHandler, ListTransactionsHandler,
                            TxnOffsetCommitHandler, WriteTxnMarkersHandler)
 from .quotas import AlterClientQuotasHandler, DescribeClientQuotasHandler
+from .sasl import SaslAuthenticateHandler, SaslHandshakeHandler
+from .scram import AlterUserScramCredentialsHandler, DescribeUserScramCredentialsHandler
 from .topics import CreatePartitionsHandler, CreateTopicsHandler, DeleteTopicsHandler
 
 Handler = Callable[[RequestContext, Any], Awaitable[Any]]
@@ -58,49 +61,69 @@ def _is_coordinator(s: BrokerServices) -> Callable[[], bool]:
 
 HANDLER_FACTORIES: Mapping[ApiKey, HandlerFactory] = {
     ApiKey.PRODUCE: lambda s: ProduceHandler(s.replica_manager, s.topics, s.delayed_produce, s.produce_quota,
-                                             s.config, s.clock, s.txn_verifier).handle,
+                                             s.config, s.clock, s.txn_verifier,
+                                             authorizer=s.authorizer).handle,
     ApiKey.FETCH: lambda s: FetchHandler(s.fetch_log, s.metadata, s.fetch_sessions, s.delayed_fetch,
                                          s.fetch_quota, s.request_quota, s.leader_quota, s.timer, s.config,
-                                         s.clock).handle,
-    ApiKey.LIST_OFFSETS: lambda s: ListOffsetsHandler(s.replica_manager).handle,
-    ApiKey.METADATA: lambda s: MetadataHandler(s.metadata, s.topics, s.config).handle,
-    ApiKey.OFFSET_COMMIT: lambda s: OffsetCommitHandler(s.group_coordinator, s.metadata).handle,
-    ApiKey.OFFSET_FETCH: lambda s: OffsetFetchHandler(s.group_coordinator).handle,
-    ApiKey.FIND_COORDINATOR: lambda s: FindCoordinatorHandler(s.metadata).handle,
-    ApiKey.JOIN_GROUP: lambda s: JoinGroupHandler(s.group_coordinator).handle,
-    ApiKey.HEARTBEAT: lambda s: HeartbeatHandler(s.group_coordinator).handle,
-    ApiKey.LEAVE_GROUP: lambda s: LeaveGroupHandler(s.group_coordinator).handle,
-    ApiKey.SYNC_GROUP: lambda s: SyncGroupHandler(s.group_coordinator).handle,
-    ApiKey.DESCRIBE_GROUPS: lambda s: DescribeGroupsHandler(s.group_coordinator).handle,
-    ApiKey.LIST_GROUPS: lambda s: ListGroupsHandler(s.group_coordinator).handle,
+                                         s.clock, authorizer=s.authorizer).handle,
+    ApiKey.LIST_OFFSETS: lambda s: ListOffsetsHandler(s.replica_manager, authorizer=s.authorizer).handle,
+    ApiKey.METADATA: lambda s: MetadataHandler(s.metadata, s.topics, s.config, authorizer=s.authorizer).handle,
+    ApiKey.OFFSET_COMMIT: lambda s: OffsetCommitHandler(s.group_coordinator, s.metadata,
+                                                        authorizer=s.authorizer).handle,
+    ApiKey.OFFSET_FETCH: lambda s: OffsetFetchHandler(s.group_coordinator, authorizer=s.authorizer).handle,
+    ApiKey.FIND_COORDINATOR: lambda s: FindCoordinatorHandler(s.metadata, authorizer=s.authorizer).handle,
+    ApiKey.JOIN_GROUP: lambda s: JoinGroupHandler(s.group_coordinator, authorizer=s.authorizer).handle,
+    ApiKey.HEARTBEAT: lambda s: HeartbeatHandler(s.group_coordinator, authorizer=s.authorizer).handle,
+    ApiKey.LEAVE_GROUP: lambda s: LeaveGroupHandler(s.group_coordinator, authorizer=s.authorizer).handle,
+    ApiKey.SYNC_GROUP: lambda s: SyncGroupHandler(s.group_coordinator, authorizer=s.authorizer).handle,
+    ApiKey.DESCRIBE_GROUPS: lambda s: DescribeGroupsHandler(s.group_coordinator, authorizer=s.authorizer).handle,
+    ApiKey.LIST_GROUPS: lambda s: ListGroupsHandler(s.group_coordinator, authorizer=s.authorizer).handle,
     ApiKey.API_VERSIONS: lambda s: ApiVersionsHandler(supported_api_versions(HANDLER_FACTORIES)).handle,
-    ApiKey.CREATE_TOPICS: lambda s: CreateTopicsHandler(s.controller, s.config).handle,
-    ApiKey.DELETE_TOPICS: lambda s: DeleteTopicsHandler(s.controller, s.metadata, s.config).handle,
-    ApiKey.DELETE_RECORDS: lambda s: DeleteRecordsHandler(s.records_deleter).handle,
+    ApiKey.CREATE_TOPICS: lambda s: CreateTopicsHandler(s.controller, s.config, authorizer=s.authorizer).handle,
+    ApiKey.DELETE_TOPICS: lambda s: DeleteTopicsHandler(s.controller, s.metadata, s.config,
+                                                                authorizer=s.authorizer).handle,
+    ApiKey.DELETE_RECORDS: lambda s: DeleteRecordsHandler(s.records_deleter, authorizer=s.authorizer).handle,
     ApiKey.INIT_PRODUCER_ID: lambda s: InitProducerIdHandler(s.producer_ids, s.txn_coordinator,
-                                                             _is_coordinator(s)).handle,
+                                                             _is_coordinator(s), authorizer=s.authorizer).handle,
     ApiKey.ADD_PARTITIONS_TO_TXN: lambda s: AddPartitionsToTxnHandler(s.txn_coordinator, s.metadata,
-                                                                      _is_coordinator(s)).handle,
-    ApiKey.ADD_OFFSETS_TO_TXN: lambda s: AddOffsetsToTxnHandler(s.txn_coordinator, _is_coordinator(s)).handle,
-    ApiKey.END_TXN: lambda s: EndTxnHandler(s.txn_coordinator, _is_coordinator(s)).handle,
-    ApiKey.WRITE_TXN_MARKERS: lambda s: WriteTxnMarkersHandler(s.marker_log, s.delayed_produce).handle,
+                                                                      _is_coordinator(s),
+                                                                      authorizer=s.authorizer).handle,
+    ApiKey.ADD_OFFSETS_TO_TXN: lambda s: AddOffsetsToTxnHandler(s.txn_coordinator, _is_coordinator(s),
+                                                                authorizer=s.authorizer).handle,
+    ApiKey.END_TXN: lambda s: EndTxnHandler(s.txn_coordinator, _is_coordinator(s), authorizer=s.authorizer).handle,
+    ApiKey.WRITE_TXN_MARKERS: lambda s: WriteTxnMarkersHandler(s.marker_log, s.delayed_produce,
+                                                               authorizer=s.authorizer).handle,
     ApiKey.TXN_OFFSET_COMMIT: lambda s: TxnOffsetCommitHandler(s.group_coordinator, s.txn_coordinator,
-                                                               s.metadata).handle,
-    ApiKey.DESCRIBE_PRODUCERS: lambda s: DescribeProducersHandler(s.replica_manager).handle,
+                                                               s.metadata, authorizer=s.authorizer).handle,
+    ApiKey.DESCRIBE_PRODUCERS: lambda s: DescribeProducersHandler(s.replica_manager, authorizer=s.authorizer).handle,
     ApiKey.DESCRIBE_TRANSACTIONS: lambda s: DescribeTransactionsHandler(s.txn_coordinator,
-                                                                        _is_coordinator(s)).handle,
-    ApiKey.LIST_TRANSACTIONS: lambda s: ListTransactionsHandler(s.txn_coordinator, _is_coordinator(s)).handle,
-    ApiKey.OFFSET_FOR_LEADER_EPOCH: lambda s: OffsetForLeaderEpochHandler(s.replica_manager).handle,
-    ApiKey.DESCRIBE_CONFIGS: lambda s: DescribeConfigsHandler(s.metadata, s.broker_configs, s.config).handle,
+                                                                        _is_coordinator(s),
+                                                                        authorizer=s.authorizer).handle,
+    ApiKey.LIST_TRANSACTIONS: lambda s: ListTransactionsHandler(s.txn_coordinator, _is_coordinator(s),
+                                                                  authorizer=s.authorizer).handle,
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: lambda s: OffsetForLeaderEpochHandler(s.replica_manager,
+                                                                          authorizer=s.authorizer).handle,
+    ApiKey.DESCRIBE_CONFIGS: lambda s: DescribeConfigsHandler(s.metadata, s.broker_configs, s.config,
+                                                              authorizer=s.authorizer).handle,
     ApiKey.ALTER_CONFIGS: lambda s: AlterConfigsHandler(s.controller, s.metadata, s.broker_configs,
-                                                        incremental=False).handle,
-    ApiKey.CREATE_PARTITIONS: lambda s: CreatePartitionsHandler(s.controller, s.metadata).handle,
-    ApiKey.DELETE_GROUPS: lambda s: DeleteGroupsHandler(s.group_coordinator).handle,
+                                                        incremental=False, authorizer=s.authorizer).handle,
+    ApiKey.CREATE_PARTITIONS: lambda s: CreatePartitionsHandler(s.controller, s.metadata,
+                                                                authorizer=s.authorizer).handle,
+    ApiKey.DELETE_GROUPS: lambda s: DeleteGroupsHandler(s.group_coordinator, authorizer=s.authorizer).handle,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: lambda s: AlterConfigsHandler(s.controller, s.metadata, s.broker_configs,
-                                                                    incremental=True).handle,
-    ApiKey.DESCRIBE_CLIENT_QUOTAS: lambda s: DescribeClientQuotasHandler(s.quota_store).handle,
-    ApiKey.ALTER_CLIENT_QUOTAS: lambda s: AlterClientQuotasHandler(s.quota_store).handle,
-    ApiKey.DESCRIBE_CLUSTER: lambda s: DescribeClusterHandler(s.metadata, s.config).handle,
+                                                                    incremental=True, authorizer=s.authorizer).handle,
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: lambda s: DescribeClientQuotasHandler(s.quota_store, authorizer=s.authorizer).handle,
+    ApiKey.ALTER_CLIENT_QUOTAS: lambda s: AlterClientQuotasHandler(s.quota_store, authorizer=s.authorizer).handle,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: lambda s: DescribeUserScramCredentialsHandler(
+        s.scram_credentials, authorizer=s.authorizer).handle,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: lambda s: AlterUserScramCredentialsHandler(
+        s.scram_credentials, authorizer=s.authorizer).handle,
+    ApiKey.DESCRIBE_CLUSTER: lambda s: DescribeClusterHandler(s.metadata, s.config, authorizer=s.authorizer).handle,
+    ApiKey.DESCRIBE_ACLS: lambda s: DescribeAclsHandler(s.authorizer).handle,
+    ApiKey.CREATE_ACLS: lambda s: CreateAclsHandler(s.authorizer).handle,
+    ApiKey.DELETE_ACLS: lambda s: DeleteAclsHandler(s.authorizer).handle,
+    ApiKey.SASL_HANDSHAKE: lambda s: SaslHandshakeHandler().handle,
+    ApiKey.SASL_AUTHENTICATE: lambda s: SaslAuthenticateHandler().handle,
 }
 
 

@@ -1,4 +1,11 @@
-"""CreateTopics (19), DeleteTopics (20) and CreatePartitions (37): the controller's topic operations."""
+"""CreateTopics (19), DeleteTopics (20) and CreatePartitions (37): the controller's topic operations.
+
+With an authorizer (as Kafka): CreateTopics needs CREATE on the cluster or on each topic, and answers a
+created topic's configs only with DESCRIBE_CONFIGS on it (else ``topic_config_error_code``
+TOPIC_AUTHORIZATION_FAILED, v5+); DeleteTopics needs DELETE on each topic (and DESCRIBE to learn the name
+of a topic named by id); CreatePartitions ALTER on each topic.  A topic that is not authorized gets
+TOPIC_AUTHORIZATION_FAILED whether it exists or not.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +19,8 @@ from ..config import BrokerConfig
 from ..metadata import (EXCESSIVE_BATCH, EXCESSIVE_PARTITIONS, MAX_PARTITIONS_PER_BATCH, MAX_RECORDS_PER_USER_OP,
                         MetadataError)
 from ..request import RequestContext
-from ..services import MetadataCache, TopicController
+from ..services import Authorizer, MetadataCache, TopicController
+from .authorization import AclOperation, ResourceType, authorize, creatable_topics, filter_authorized
 from ..topic_config import validate_topic_config
 from .configs import SOURCE_DYNAMIC_TOPIC
 
@@ -30,9 +38,11 @@ class CreateTopicsHandler:
     partitions, or 10,000 metadata records, in one request: every topic gets POLICY_VIOLATION and none is
     created), then each topic on its own."""
 
-    def __init__(self, controller: TopicController, config: BrokerConfig) -> None:
+    def __init__(self, controller: TopicController, config: BrokerConfig,
+                 authorizer: Authorizer | None = None) -> None:
         self.controller = controller
         self.config = config
+        self.authorizer = authorizer
 
     def _partitions(self, t: B.CreateTopicsRequestTopics) -> int:
         if t["assignments"]:
@@ -47,7 +57,17 @@ class CreateTopicsHandler:
         results: dict[int, B.CreateTopicsResponseTopics] = {}
         plans: list[tuple[int, _TopicPlan]] = []
         seen: set[str] = set()
+        allowed = describable = None
+        if self.authorizer is not None:
+            names = {t["name"] for t in topics}
+            allowed = creatable_topics(self.authorizer, ctx, names)
+            describable = filter_authorized(self.authorizer, ctx, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC,
+                                            allowed, log_if_denied=False)
         for i, t in enumerate(topics):
+            if allowed is not None and t["name"] not in allowed:
+                results[i] = {"name": t["name"], "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                              "error_message": "Authorization failed."}
+                continue
             try:
                 plans.append((i, self._plan(t, seen)))
             except MetadataError as exc:
@@ -62,6 +82,10 @@ class CreateTopicsHandler:
                 entry.update(self._create(plan, req["validate_only"]))
             except MetadataError as exc:
                 entry.update({"error_code": exc.code, "error_message": exc.message})
+            else:
+                if describable is not None and plan.name not in describable:
+                    # Kafka hides the configs of a topic the principal may not describe the configs of.
+                    entry.update({"configs": [], "topic_config_error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED})
             results[i] = entry
         return {"throttle_time_ms": 0, "topics": [results[i] for i in range(len(topics))]}
 
@@ -113,10 +137,26 @@ def _refuse_all(topics: list[B.CreateTopicsRequestTopics], message: str) -> B.Cr
 
 
 class DeleteTopicsHandler:
-    def __init__(self, controller: TopicController, metadata: MetadataCache, config: BrokerConfig) -> None:
+    def __init__(self, controller: TopicController, metadata: MetadataCache, config: BrokerConfig,
+                 authorizer: Authorizer | None = None) -> None:
         self.controller = controller
         self.metadata = metadata
         self.config = config
+        self.authorizer = authorizer
+
+    def _authorization_error(self, ctx: RequestContext, name: str | None, topic_name: str | None
+                             ) -> B.DeleteTopicsResponseResponses | None:
+        """TOPIC_AUTHORIZATION_FAILED (Kafka's order): a topic named by id without DESCRIBE on it is not
+        named back; any topic without DELETE is refused, whether it exists or not."""
+        if name is None:
+            if topic_name is None:
+                return None  # UNKNOWN_TOPIC_ID follows
+            if not authorize(self.authorizer, ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, topic_name):
+                return {"name": None, "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED}
+            name = topic_name
+        if not authorize(self.authorizer, ctx, AclOperation.DELETE, ResourceType.TOPIC, name):
+            return {"name": name, "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED}
+        return None
 
     async def handle(self, ctx: RequestContext, req: B.DeleteTopicsRequestBody) -> B.DeleteTopicsResponseBody:
         wanted: list[tuple[str | None, uuid.UUID]]
@@ -128,7 +168,10 @@ class DeleteTopicsHandler:
         for name, topic_id in wanted:
             topic = self.metadata.get_topic(name) if name else self.metadata.get_topic_by_id(topic_id)
             entry: B.DeleteTopicsResponseResponses = {"name": name, "topic_id": topic_id, "error_code": 0}
-            if topic is None:
+            if self.authorizer is not None and (
+                    denied := self._authorization_error(ctx, name, topic.name if topic is not None else None)):
+                entry.update(denied)
+            elif topic is None:
                 entry["error_code"] = (ErrorCode.UNKNOWN_TOPIC_ID if name is None
                                        else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             elif not self.config.delete_topic_enable:
@@ -144,16 +187,25 @@ class CreatePartitionsHandler:
     """Kafka's controller ``createPartitions``: at most 10,000 new partitions per request (its records
     limit); a topic that would go beyond it gets POLICY_VIOLATION and nothing is added to it."""
 
-    def __init__(self, controller: TopicController, metadata: MetadataCache) -> None:
+    def __init__(self, controller: TopicController, metadata: MetadataCache,
+                 authorizer: Authorizer | None = None) -> None:
         self.controller = controller
         self.metadata = metadata
+        self.authorizer = authorizer
 
     async def handle(self, ctx: RequestContext, req: B.CreatePartitionsRequestBody
                      ) -> B.CreatePartitionsResponseBody:
         results: list[B.CreatePartitionsResponseResults] = []
         budget = MAX_RECORDS_PER_USER_OP
+        allowed = None if self.authorizer is None else filter_authorized(
+            self.authorizer, ctx, AclOperation.ALTER, ResourceType.TOPIC, (t["name"] for t in req["topics"]))
         for t in req["topics"]:
             entry: B.CreatePartitionsResponseResults = {"name": t["name"], "error_code": 0, "error_message": None}
+            if allowed is not None and t["name"] not in allowed:
+                entry.update({"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                              "error_message": "The topic authorization is failed."})
+                results.append(entry)
+                continue
             try:
                 assignments = [list(a["broker_ids"]) for a in t["assignments"]] if t["assignments"] else None
                 topic = self.metadata.get_topic(t["name"])

@@ -7,6 +7,15 @@ TxnOffsetCommit (28), DescribeProducers (61), DescribeTransactions (65) and
 ListTransactions (66).  Coordinator APIs answer NOT_COORDINATOR on a broker
 that FindCoordinator would not name.  Older request versions get
 INVALID_PRODUCER_EPOCH where newer ones get PRODUCER_FENCED, as Kafka maps it.
+
+With an authorizer, as Kafka's ``KafkaApis`` (3.x): InitProducerId needs WRITE on the transactional id, or
+for an idempotent producer IDEMPOTENT_WRITE on the cluster or WRITE on at least one topic (KIP-679);
+AddPartitionsToTxn from clients WRITE on the transactional id and on each topic, from brokers (v4+)
+CLUSTER_ACTION; AddOffsetsToTxn WRITE on the transactional id and READ on the group; EndTxn WRITE on the
+transactional id; WriteTxnMarkers CLUSTER_ACTION; TxnOffsetCommit WRITE on the transactional id, READ on
+the group and on each topic; DescribeProducers READ on each topic; DescribeTransactions DESCRIBE on each
+transactional id (listing only the topics it may describe); ListTransactions lists only the transactional
+ids it may describe.
 """
 
 from __future__ import annotations
@@ -18,11 +27,14 @@ import trio
 
 from ...common import OffsetAndMetadata, TopicPartition
 from ...protocol import bodies as B
+from ...protocol.api import ApiKey
 from ...protocol.errors import ErrorCode
+from ..error_responses import error_response
 from ..partition import Partition
 from ..request import RequestContext
-from ..services import (DelayedOperations, GroupCoordinatorApi, MetadataCache, PartitionLookup, ProducerIdGenerator,
-                        TransactionCoordinatorApi, TxnMarkerLog)
+from ..services import (Authorizer, DelayedOperations, GroupCoordinatorApi, MetadataCache, PartitionLookup,
+                        ProducerIdGenerator, TransactionCoordinatorApi, TxnMarkerLog)
+from .authorization import AclOperation, ResourceType, authorize, authorize_by_resource_type, filter_authorized
 from .common import check_leader
 
 log = logging.getLogger(__name__)
@@ -30,6 +42,17 @@ log = logging.getLogger(__name__)
 E = ErrorCode
 IsCoordinator = Callable[[], bool]
 MARKER_REPLICATION_TIMEOUT_S = 30.0
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})  # Kafka's Topic.isInternal
+
+
+def _txn_id_denied(authorizer: Authorizer | None, ctx: RequestContext, transactional_id: str,
+                   operation: AclOperation = AclOperation.WRITE) -> bool:
+    return authorizer is not None and not authorize(authorizer, ctx, operation, ResourceType.TRANSACTIONAL_ID,
+                                                    transactional_id)
+
+
+def _group_denied(authorizer: Authorizer | None, ctx: RequestContext, group_id: str) -> bool:
+    return authorizer is not None and not authorize(authorizer, ctx, AclOperation.READ, ResourceType.GROUP, group_id)
 
 
 def fenced_error(code: ErrorCode, version: int, first_version_with_fenced: int) -> ErrorCode:
@@ -53,14 +76,28 @@ class InitProducerIdHandler:
     for a transactional id the coordinator's, fencing any older instance."""
 
     def __init__(self, producer_ids: ProducerIdGenerator, coordinator: TransactionCoordinatorApi,
-                 is_coordinator: IsCoordinator) -> None:
+                 is_coordinator: IsCoordinator, authorizer: Authorizer | None = None) -> None:
         self.producer_ids = producer_ids
         self.coordinator = coordinator
         self.is_coordinator = is_coordinator
+        self.authorizer = authorizer
+
+    def _authorization_error(self, ctx: RequestContext, tid: str | None) -> ErrorCode:
+        if self.authorizer is None:
+            return E.NONE
+        if tid is not None:
+            return E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED if _txn_id_denied(self.authorizer, ctx, tid) else E.NONE
+        if authorize(self.authorizer, ctx, AclOperation.IDEMPOTENT_WRITE, log_if_denied=False) or \
+                authorize_by_resource_type(self.authorizer, ctx, AclOperation.WRITE, ResourceType.TOPIC):
+            return E.NONE
+        return E.CLUSTER_AUTHORIZATION_FAILED
 
     async def handle(self, ctx: RequestContext, req: B.InitProducerIdRequestBody) -> B.InitProducerIdResponseBody:
         v = ctx.api_version
         tid = req["transactional_id"]
+        if denied := self._authorization_error(ctx, tid):
+            return {"throttle_time_ms": ctx.throttle_time_ms, "error_code": denied, "producer_id": -1,
+                    "producer_epoch": -1}
         expected_pid, expected_epoch = (req["producer_id"], req["producer_epoch"]) if v >= 3 else (-1, -1)
         if tid is None:
             if expected_pid >= 0 and expected_epoch >= 0 and expected_epoch + 1 <= 32767:
@@ -81,26 +118,42 @@ class AddPartitionsToTxnHandler:
     """Clients (v0-3) add partitions to their transaction; brokers (v4+) batch them, or verify (KIP-890)."""
 
     def __init__(self, coordinator: TransactionCoordinatorApi, metadata: MetadataCache,
-                 is_coordinator: IsCoordinator) -> None:
+                 is_coordinator: IsCoordinator, authorizer: Authorizer | None = None) -> None:
         self.coordinator = coordinator
         self.metadata = metadata
         self.is_coordinator = is_coordinator
+        self.authorizer = authorizer
 
-    def _one(self, version: int, tid: str, pid: int, epoch: int, topics: list, verify_only: bool
-             ) -> list[B.AddPartitionsToTxnResponseResultsByTopicV3AndBelow]:
+    def _one(self, version: int, tid: str, pid: int, epoch: int, topics: list, verify_only: bool,
+             ctx: RequestContext | None = None) -> list[B.AddPartitionsToTxnResponseResultsByTopicV3AndBelow]:
+        """One transaction's partitions; ``ctx`` (client requests, v0-3) to check WRITE on the transactional
+        id and on each topic."""
         tps = [TopicPartition(t["name"], p) for t in topics for p in t["partitions"]]
         results: dict[TopicPartition, ErrorCode]
+        denied: set[TopicPartition] = set()
+        if ctx is not None and self.authorizer is not None:
+            if _txn_id_denied(self.authorizer, ctx, tid):
+                return self._by_topic(version, dict.fromkeys(tps, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
+            writable = filter_authorized(self.authorizer, ctx, AclOperation.WRITE, ResourceType.TOPIC,
+                                         {tp.topic for tp in tps} - INTERNAL_TOPICS)
+            denied = {tp for tp in tps if tp.topic not in writable}
         if not self.is_coordinator():
             results = dict.fromkeys(tps, E.NOT_COORDINATOR)
         elif verify_only:
             results = self.coordinator.verify_partitions(tid, pid, epoch, tps)
         else:
-            unknown = unknown_partitions(self.metadata, tps)
-            if unknown:  # Kafka: the unknown ones fail, the rest are not attempted
-                results = {tp: E.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else E.OPERATION_NOT_ATTEMPTED
+            unknown = unknown_partitions(self.metadata, [tp for tp in tps if tp not in denied])
+            if unknown or denied:  # Kafka: the failed ones fail, the rest are not attempted
+                results = {tp: E.TOPIC_AUTHORIZATION_FAILED if tp in denied
+                           else E.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else E.OPERATION_NOT_ATTEMPTED
                            for tp in tps}
             else:
                 results = dict.fromkeys(tps, self.coordinator.add_partitions(tid, pid, epoch, tps))
+        return self._by_topic(version, results)
+
+    @staticmethod
+    def _by_topic(version: int, results: dict[TopicPartition, ErrorCode]
+                  ) -> list[B.AddPartitionsToTxnResponseResultsByTopicV3AndBelow]:
         by_topic: dict[str, list[B.AddPartitionsToTxnResponseResultsByTopicV3AndBelowResultsByPartition]] = {}
         for tp, code in results.items():
             by_topic.setdefault(tp.topic, []).append(
@@ -113,7 +166,11 @@ class AddPartitionsToTxnHandler:
         if v <= 3:
             return {"throttle_time_ms": ctx.throttle_time_ms, "results_by_topic_v3_and_below": self._one(
                 v, req["v3_and_below_transactional_id"], req["v3_and_below_producer_id"],
-                req["v3_and_below_producer_epoch"], req["v3_and_below_topics"], False)}
+                req["v3_and_below_producer_epoch"], req["v3_and_below_topics"], False, ctx)}
+        if self.authorizer is not None and not authorize(self.authorizer, ctx, AclOperation.CLUSTER_ACTION):
+            # v4+ comes from brokers (KIP-890 verification): only they may send it.
+            return error_response(ApiKey.ADD_PARTITIONS_TO_TXN, v, req,  # type: ignore[return-value]
+                                  E.CLUSTER_AUTHORIZATION_FAILED, ctx.throttle_time_ms)
         return {"throttle_time_ms": ctx.throttle_time_ms, "error_code": 0, "results_by_transaction": [
             {"transactional_id": t["transactional_id"],
              "topic_results": self._one(v, t["transactional_id"], t["producer_id"], t["producer_epoch"],
@@ -124,11 +181,17 @@ class AddPartitionsToTxnHandler:
 class AddOffsetsToTxnHandler:
     """The group's offsets join the transaction (Kafka adds the group's ``__consumer_offsets`` partition)."""
 
-    def __init__(self, coordinator: TransactionCoordinatorApi, is_coordinator: IsCoordinator) -> None:
+    def __init__(self, coordinator: TransactionCoordinatorApi, is_coordinator: IsCoordinator,
+                 authorizer: Authorizer | None = None) -> None:
         self.coordinator = coordinator
         self.is_coordinator = is_coordinator
+        self.authorizer = authorizer
 
     async def handle(self, ctx: RequestContext, req: B.AddOffsetsToTxnRequestBody) -> B.AddOffsetsToTxnResponseBody:
+        if _txn_id_denied(self.authorizer, ctx, req["transactional_id"]):
+            return {"throttle_time_ms": ctx.throttle_time_ms, "error_code": E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
+        if _group_denied(self.authorizer, ctx, req["group_id"]):
+            return {"throttle_time_ms": ctx.throttle_time_ms, "error_code": E.GROUP_AUTHORIZATION_FAILED}
         if not self.is_coordinator():
             return {"throttle_time_ms": ctx.throttle_time_ms, "error_code": E.NOT_COORDINATOR}
         code = self.coordinator.add_partitions(req["transactional_id"], req["producer_id"], req["producer_epoch"],
@@ -139,11 +202,16 @@ class AddOffsetsToTxnHandler:
 class EndTxnHandler:
     """Commit or abort: answered once the coordinator has prepared it; the markers follow."""
 
-    def __init__(self, coordinator: TransactionCoordinatorApi, is_coordinator: IsCoordinator) -> None:
+    def __init__(self, coordinator: TransactionCoordinatorApi, is_coordinator: IsCoordinator,
+                 authorizer: Authorizer | None = None) -> None:
         self.coordinator = coordinator
         self.is_coordinator = is_coordinator
+        self.authorizer = authorizer
 
     async def handle(self, ctx: RequestContext, req: B.EndTxnRequestBody) -> B.EndTxnResponseBody:
+        if _txn_id_denied(self.authorizer, ctx, req["transactional_id"]):
+            return error_response(ApiKey.END_TXN, ctx.api_version, req,  # type: ignore[return-value]
+                                  E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, ctx.throttle_time_ms)
         if not self.is_coordinator():
             return {"throttle_time_ms": ctx.throttle_time_ms, "error_code": E.NOT_COORDINATOR}
         v = ctx.api_version
@@ -157,22 +225,34 @@ class TxnOffsetCommitHandler:
     """Offsets committed inside a transaction: pending in the group until the transaction commits."""
 
     def __init__(self, groups: GroupCoordinatorApi, coordinator: TransactionCoordinatorApi,
-                 metadata: MetadataCache) -> None:
+                 metadata: MetadataCache, authorizer: Authorizer | None = None) -> None:
         self.groups = groups
         self.coordinator = coordinator
         self.metadata = metadata
+        self.authorizer = authorizer
 
     async def handle(self, ctx: RequestContext, req: B.TxnOffsetCommitRequestBody) -> B.TxnOffsetCommitResponseBody:
         v = ctx.api_version
+        for denied, code in ((_txn_id_denied(self.authorizer, ctx, req["transactional_id"]),
+                              E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+                             (_group_denied(self.authorizer, ctx, req["group_id"]), E.GROUP_AUTHORIZATION_FAILED)):
+            if denied:
+                return error_response(ApiKey.TXN_OFFSET_COMMIT, v, req,  # type: ignore[return-value]
+                                      code, ctx.throttle_time_ms)
         offsets: dict[TopicPartition, OffsetAndMetadata] = {}
         now_ms = self.groups.now_ms()
         for t in req["topics"]:
             for p in t["partitions"]:
                 offsets[TopicPartition(t["name"], p["partition_index"])] = OffsetAndMetadata(
                     p["committed_offset"], p["committed_leader_epoch"], p["committed_metadata"] or "", now_ms)
-        unknown = unknown_partitions(self.metadata, offsets)
-        results: dict[TopicPartition, ErrorCode] = dict.fromkeys(unknown, E.UNKNOWN_TOPIC_OR_PARTITION)
-        known = {tp: om for tp, om in offsets.items() if tp not in unknown}
+        results: dict[TopicPartition, ErrorCode] = {}
+        if self.authorizer is not None:
+            readable = filter_authorized(self.authorizer, ctx, AclOperation.READ, ResourceType.TOPIC,
+                                         (tp.topic for tp in offsets))
+            results.update((tp, E.TOPIC_AUTHORIZATION_FAILED) for tp in offsets if tp.topic not in readable)
+        unknown = unknown_partitions(self.metadata, (tp for tp in offsets if tp not in results))
+        results.update(dict.fromkeys(unknown, E.UNKNOWN_TOPIC_OR_PARTITION))
+        known = {tp: om for tp, om in offsets.items() if tp not in results}
         if known:
             code = self.coordinator.txn_offset_commit_allowed(req["transactional_id"], req["producer_id"],
                                                               req["producer_epoch"], req["group_id"])
@@ -193,11 +273,15 @@ class WriteTxnMarkersHandler:
     """The partition-leader side of a transaction's end: append the markers, answer once they are replicated
     (Kafka appends them with acks=all)."""
 
-    def __init__(self, log: TxnMarkerLog, delayed: DelayedOperations) -> None:
+    def __init__(self, log: TxnMarkerLog, delayed: DelayedOperations, authorizer: Authorizer | None = None) -> None:
         self.log = log
         self.delayed = delayed
+        self.authorizer = authorizer
 
     async def handle(self, ctx: RequestContext, req: B.WriteTxnMarkersRequestBody) -> B.WriteTxnMarkersResponseBody:
+        if not authorize(self.authorizer, ctx, AclOperation.CLUSTER_ACTION):  # only the coordinator sends it
+            return error_response(ApiKey.WRITE_TXN_MARKERS, ctx.api_version, req,  # type: ignore[return-value]
+                                  E.CLUSTER_AUTHORIZATION_FAILED)
         waiting: list[tuple[Partition, int, B.WriteTxnMarkersResponseMarkersTopicsPartitions]] = []
         markers: list[B.WriteTxnMarkersResponseMarkers] = []
         for m in req["markers"]:
@@ -249,15 +333,22 @@ class WriteTxnMarkersHandler:
 class DescribeProducersHandler:
     """The producers a partition leader knows: epochs, last sequence, open transaction (KIP-664)."""
 
-    def __init__(self, partitions: PartitionLookup) -> None:
+    def __init__(self, partitions: PartitionLookup, authorizer: Authorizer | None = None) -> None:
         self.partitions = partitions
+        self.authorizer = authorizer
 
     async def handle(self, ctx: RequestContext, req: B.DescribeProducersRequestBody
                      ) -> B.DescribeProducersResponseBody:
         topics: list[B.DescribeProducersResponseTopics] = []
+        readable = None if self.authorizer is None else filter_authorized(
+            self.authorizer, ctx, AclOperation.READ, ResourceType.TOPIC, (t["name"] for t in req["topics"]))
         for t in req["topics"]:
             parts: list[B.DescribeProducersResponseTopicsPartitions] = []
             for index in t["partition_indexes"]:
+                if readable is not None and t["name"] not in readable:
+                    parts.append({"partition_index": index, "error_code": E.TOPIC_AUTHORIZATION_FAILED,
+                                  "active_producers": []})
+                    continue
                 part = self.partitions.get(t["name"], index)
                 if part is None:
                     parts.append({"partition_index": index, "error_code": E.UNKNOWN_TOPIC_OR_PARTITION,
@@ -277,14 +368,21 @@ class DescribeProducersHandler:
 
 
 class DescribeTransactionsHandler:
-    def __init__(self, coordinator: TransactionCoordinatorApi, is_coordinator: IsCoordinator) -> None:
+    def __init__(self, coordinator: TransactionCoordinatorApi, is_coordinator: IsCoordinator,
+                 authorizer: Authorizer | None = None) -> None:
         self.coordinator = coordinator
         self.is_coordinator = is_coordinator
+        self.authorizer = authorizer
 
     async def handle(self, ctx: RequestContext, req: B.DescribeTransactionsRequestBody
                      ) -> B.DescribeTransactionsResponseBody:
         out: list[B.DescribeTransactionsResponseTransactionStates] = []
         for tid in req["transactional_ids"]:
+            if _txn_id_denied(self.authorizer, ctx, tid, AclOperation.DESCRIBE):
+                out.append({"error_code": E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactional_id": tid,
+                            "transaction_state": "", "transaction_timeout_ms": 0, "transaction_start_time_ms": -1,
+                            "producer_id": -1, "producer_epoch": -1, "topics": []})
+                continue
             meta = self.coordinator.describe(tid) if self.is_coordinator() else None
             if meta is None:
                 out.append({"error_code": E.TRANSACTIONAL_ID_NOT_FOUND if self.is_coordinator()
@@ -295,6 +393,10 @@ class DescribeTransactionsHandler:
             by_topic: dict[str, list[int]] = {}
             for tp in sorted(meta.partitions):
                 by_topic.setdefault(tp.topic, []).append(tp.partition)
+            if self.authorizer is not None:  # only the topics the principal may describe
+                visible = filter_authorized(self.authorizer, ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, by_topic,
+                                            log_if_denied=False)
+                by_topic = {t: ps for t, ps in by_topic.items() if t in visible}
             out.append({"error_code": 0, "transactional_id": tid, "transaction_state": meta.state.value,
                         "transaction_timeout_ms": meta.timeout_ms, "transaction_start_time_ms": meta.start_ms,
                         "producer_id": meta.producer_id, "producer_epoch": meta.producer_epoch,
@@ -307,9 +409,11 @@ STATE_NAMES = ("Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCom
 
 
 class ListTransactionsHandler:
-    def __init__(self, coordinator: TransactionCoordinatorApi, is_coordinator: IsCoordinator) -> None:
+    def __init__(self, coordinator: TransactionCoordinatorApi, is_coordinator: IsCoordinator,
+                 authorizer: Authorizer | None = None) -> None:
         self.coordinator = coordinator
         self.is_coordinator = is_coordinator
+        self.authorizer = authorizer
 
     async def handle(self, ctx: RequestContext, req: B.ListTransactionsRequestBody
                      ) -> B.ListTransactionsResponseBody:
@@ -321,6 +425,10 @@ class ListTransactionsHandler:
         listed = self.coordinator.list_transactions(
             set(states) or None, set(req["producer_id_filters"] or []) or None,
             req["duration_filter"] if ctx.api_version >= 1 else -1)
+        if self.authorizer is not None:  # only the transactional ids the principal may describe
+            visible = filter_authorized(self.authorizer, ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID,
+                                        (t.transactional_id for t in listed), log_if_denied=False)
+            listed = [t for t in listed if t.transactional_id in visible]
         return {"throttle_time_ms": ctx.throttle_time_ms, "error_code": 0, "unknown_state_filters": unknown,
                 "transaction_states": [{"transactional_id": t.transactional_id, "producer_id": t.producer_id,
                                         "transaction_state": t.state} for t in listed]}

@@ -35,7 +35,7 @@ import trio
 from ...common import Clock, TopicPartition
 from ...protocol.errors import ErrorCode
 from ..config import BrokerConfig
-from ..inter_broker import InterBrokerChannel
+from ..inter_broker import InterBrokerChannel, InterBrokerConnector
 from .markers import PartitionLeaders, TransactionMarkerChannelManager
 from .metadata import MAX_EPOCH, NO_PRODUCER_EPOCH, TransactionMetadata, TransactionState
 from .state_log import TransactionStateLog
@@ -94,7 +94,9 @@ class TransactionCoordinator:
         if self.txns:
             top = max(max(m.producer_id, m.last_producer_id) for m in self.txns.values())
             producer_ids.next_id = max(producer_ids.next_id, top + 1)
-        self.channel = InterBrokerChannel("transaction-coordinator", lambda nid: cluster.live.get(nid))
+        # Markers go to the leaders' inter-broker listener, in its security protocol.
+        self.channel = InterBrokerChannel("transaction-coordinator", lambda nid: cluster.live.get(nid),
+                                          connector=InterBrokerConnector(config))
         self.markers = TransactionMarkerChannelManager(self.channel, cluster)
         self._nursery: trio.Nursery | None = None
         self._queued: list[tuple[TransactionMetadata, bool]] = [

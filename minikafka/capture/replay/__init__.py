@@ -31,6 +31,15 @@ CRC-32C is recomputed) and later responses compared through it.  Fields that
 legitimately differ (throttle time, cluster id, host/port, log-append
 timestamps, batch CRCs) are counted as expected differences.
 
+Security: against a secured target (:class:`ReplaySecurity`: TLS with a CA,
+client certificate and key; SASL PLAIN or SCRAM-SHA-256/512) each replayed
+connection does the TLS handshake, then authenticates as the principal the
+capture recorded for it (per-principal credentials, or one user for all),
+renewing its session as KIP-368 asks (``session_lifetime_ms``).  Captured
+SaslHandshake/SaslAuthenticate requests are never re-sent: their tokens are
+single-use (a SCRAM proof answers one server nonce), so they are skipped and
+counted in the report.
+
 Differences from a real client: no reconnects (a connection the target closes
 stays closed; its remaining requests are counted as not sent), no
 metadata-driven routing (every connection goes to the one ``--to`` target), and
@@ -44,15 +53,19 @@ from .options import (
     DEFAULT_TIMEOUT_S,
     ConnKey,
     ReplayOptions,
+    ReplaySecurity,
+    SaslCredentials,
+    load_credentials,
     parse_speed,
     parse_target,
 )
 from .report import ApiStats, ReplayReport
 from .rewrite import rewrite_producer_ids
-from .runner import group_connections, replay_capture, replay_records, run_replay
+from .runner import SASL_API_KEYS, connection_principal, group_connections, replay_capture, replay_records, run_replay
 
 __all__ = [
-    "DEFAULT_EXAMPLES", "DEFAULT_MAX_IN_FLIGHT", "DEFAULT_TIMEOUT_S",
-    "ApiStats", "ConnKey", "ReplayOptions", "ReplayReport", "group_connections", "parse_speed",
-    "parse_target", "replay_capture", "replay_records", "rewrite_producer_ids", "run_replay",
+    "DEFAULT_EXAMPLES", "DEFAULT_MAX_IN_FLIGHT", "DEFAULT_TIMEOUT_S", "SASL_API_KEYS",
+    "ApiStats", "ConnKey", "ReplayOptions", "ReplayReport", "ReplaySecurity", "SaslCredentials",
+    "connection_principal", "group_connections", "load_credentials", "parse_speed", "parse_target",
+    "replay_capture", "replay_records", "rewrite_producer_ids", "run_replay",
 ]

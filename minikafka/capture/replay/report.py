@@ -89,6 +89,15 @@ class ReplayReport:
     unexpected_responses: int = 0
     tasks: int = 1
     max_examples: int = DEFAULT_EXAMPLES
+    security_protocol: str = "PLAINTEXT"
+    sasl_mechanism: str | None = None
+    #: Connections authenticated, by the principal the capture recorded -> the user name they logged in with.
+    authenticated: Counter = field(default_factory=Counter)
+    authentication_failures: int = 0
+    reauthentications: int = 0  # KIP-368: sessions renewed on a replayed connection before they expired
+    #: Captured SaslHandshake/SaslAuthenticate requests left out (their tokens are single-use: each
+    #: connection authenticates afresh instead).
+    sasl_requests_skipped: int = 0
 
     def api(self, api_key: int) -> ApiStats:
         st = self.per_api.get(api_key)
@@ -142,6 +151,10 @@ class ReplayReport:
             mine["examples"] = (mine["examples"] + m["examples"])[:10]
         self.unexpected_responses += other.unexpected_responses
         self.tasks += other.tasks
+        self.authenticated.update(other.authenticated)
+        self.authentication_failures += other.authentication_failures
+        self.reauthentications += other.reauthentications
+        self.sasl_requests_skipped += other.sasl_requests_skipped
         return self
 
     @classmethod
@@ -149,7 +162,9 @@ class ReplayReport:
         reports = list(reports)
         if not reports:
             raise ValueError("no reports to combine")
-        out = cls(reports[0].target, reports[0].speed, tasks=0, max_examples=reports[0].max_examples)
+        first = reports[0]
+        out = cls(first.target, first.speed, tasks=0, max_examples=first.max_examples,
+                  security_protocol=first.security_protocol, sasl_mechanism=first.sasl_mechanism)
         for r in reports:
             out.merge(r)
         return out
@@ -162,8 +177,31 @@ class ReplayReport:
             "received": self.received, "failed": self.failed, "duration_s": round(self.duration_s, 3),
             "requests_per_s": round(self.rate, 1), "tasks": self.tasks,
             "unexpected_responses": self.unexpected_responses, "mappings": self.mappings,
+            "security": {
+                "security_protocol": self.security_protocol, "sasl_mechanism": self.sasl_mechanism,
+                "authenticated": {f"{p} as {u}": n for (p, u), n in sorted(self.authenticated.items())},
+                "authentication_failures": self.authentication_failures,
+                "reauthentications": self.reauthentications,
+                "sasl_requests_skipped": self.sasl_requests_skipped,
+            },
             "per_api": {st.name: st.to_dict() for _, st in sorted(self.per_api.items())},
         }
+
+    def _security_lines(self) -> list[str]:
+        out = []
+        if self.security_protocol != "PLAINTEXT" or self.authenticated or self.authentication_failures:
+            line = f"security: {self.security_protocol}"
+            if self.sasl_mechanism:
+                n = sum(self.authenticated.values())
+                who = ", ".join(f"{p or '?'} as {u} x{c}" for (p, u), c in sorted(self.authenticated.items()))
+                line += (f", {n} connection(s) authenticated with {self.sasl_mechanism}" + (f" ({who})" if who else "")
+                         + (f", {self.authentication_failures} refused" if self.authentication_failures else "")
+                         + (f", {self.reauthentications} re-authentication(s)" if self.reauthentications else ""))
+            out.append(line)
+        if self.sasl_requests_skipped:
+            out.append(f"captured SaslHandshake/SaslAuthenticate requests skipped: {self.sasl_requests_skipped} "
+                       "(their tokens are single-use; each connection authenticated afresh instead)")
+        return out
 
     def summary(self) -> str:
         """A readable table (what ``minikafka replay`` prints)."""
@@ -171,6 +209,7 @@ class ReplayReport:
         lines = [f"replayed {self.sent} of {self.requests} request(s) on {self.connections} connection(s) to "
                  f"{self.target} at {speed} in {self.duration_s:.3f} s ({self.rate:.0f} req/s)"
                  + (f", {self.tasks} task(s)" if self.tasks > 1 else "")]
+        lines += self._security_lines()
         if self.connections_failed:
             lines.append(f"connections failed: {self.connections_failed}")
             for e in self.connection_errors[:5]:

@@ -1,9 +1,12 @@
-"""The replay itself on Trio: a connection per captured one, pacing, causality, in-flight limit, timeouts."""
+"""The replay itself on Trio: a connection per captured one, pacing, causality, in-flight limit, timeouts,
+and the target's security protocol (TLS, SASL authentication and KIP-368 re-authentication)."""
 
 from __future__ import annotations
 
 import itertools
 import logging
+import random
+import ssl
 import time
 from collections import defaultdict
 from collections.abc import Iterable
@@ -13,10 +16,11 @@ from typing import Any, Callable
 
 import trio
 
-from ...client.connection import read_frame
+from ...client.connection import KafkaConnection, read_frame
+from ...client.security import SaslAuthenticationError, SaslSession, client_ssl_context, open_stream, sasl_authenticate
 from ...protocol.api import APIS, ApiKey
 from ...protocol.framing import FrameDecoder, encode_frame
-from ...protocol.headers import response_correlation_id
+from ...protocol.headers import RequestHeader, request_header_version, response_correlation_id
 from ..format import CaptureRecord, ReadStats
 from ..reading import read_capture
 from ..frames import (
@@ -27,7 +31,7 @@ from ..frames import (
 )
 from .causality import _Order
 from .compare import _INDEX_RE, _Comparison
-from .options import ConnKey, ReplayOptions
+from .options import ConnKey, ReplayOptions, SaslCredentials
 from .report import ApiStats, ReplayReport
 from .rewrite import (
     _REQUEST_KINDS,
@@ -39,6 +43,12 @@ from .rewrite import (
 )
 
 log = logging.getLogger(__name__)
+
+#: Requests never re-sent as captured: their tokens are single-use (a replayed connection authenticates afresh).
+SASL_API_KEYS = frozenset({int(ApiKey.SASL_HANDSHAKE), int(ApiKey.SASL_AUTHENTICATE)})
+#: Errors that end a replayed connection while it is being set up.
+_CONNECT_ERRORS = (OSError, ConnectionError, trio.TooSlowError, trio.BrokenResourceError, trio.ClosedResourceError,
+                   ssl.SSLError)
 
 
 def group_connections(records: Iterable[CaptureRecord],
@@ -52,6 +62,25 @@ def group_connections(records: Iterable[CaptureRecord],
     for recs in out.values():
         recs.sort(key=lambda r: r.receive_ns)
     return dict(sorted(out.items(), key=lambda kv: kv[1][0].receive_ns))
+
+
+def connection_principal(recs: Iterable[CaptureRecord]) -> str:
+    """The principal a captured connection ended with: that of its latest request, i.e. after the client
+    authenticated (an ApiVersions sent before SASL authentication runs as ``User:ANONYMOUS``)."""
+    latest: CaptureRecord | None = None
+    for r in recs:
+        if latest is None or r.receive_ns >= latest.receive_ns:
+            latest = r
+    return latest.principal if latest is not None else ""
+
+
+@dataclass
+class _Waiter:
+    """A request the replay sends on its own (a re-authentication) and waits for."""
+
+    frame: bytearray | None = None
+    received_at: float = 0.0
+    event: trio.Event = field(default_factory=trio.Event)
 
 
 @dataclass
@@ -70,11 +99,15 @@ class _ConnectionState:
     def __init__(self, key: ConnKey, max_in_flight: int) -> None:
         self.key = key
         self.name = f"{key[0]}/{key[1]}"
-        self.pending: dict[int, _Entry] = {}
+        self.pending: dict[int, _Entry | _Waiter] = {}
         self.closed: str | None = None
-        self.slots = trio.Semaphore(max(1, max_in_flight))
+        self.max_in_flight = max(1, max_in_flight)
+        self.slots = trio.Semaphore(self.max_in_flight)
         self.corr = itertools.count(1)
         self.unsent = 0  # requests not yet sent (or given up)
+        self.client_id: str | None = None
+        self.credentials: SaslCredentials | None = None
+        self.reauth_at: float | None = None  # Trio time at which to renew the SASL session (KIP-368)
 
 
 ProgressCallback = Callable[[int, int], None]
@@ -87,12 +120,24 @@ class _Replayer:
         self.opt = options
         self.on_progress = on_progress
         self.settled = 0
-        self.report = ReplayReport(options.target, options.speed, max_examples=options.max_examples)
+        security = options.security
+        self.report = ReplayReport(options.target, options.speed, max_examples=options.max_examples,
+                                   security_protocol=security.security_protocol,
+                                   sasl_mechanism=security.sasl_mechanism if security.sasl else None)
         self.mapper = _Mapper()
+        self.ssl_context: ssl.SSLContext | None = None
+        if security.tls:
+            self.ssl_context = client_ssl_context(security.ssl_cafile, security.ssl_certfile, security.ssl_keyfile,
+                                                  security.ssl_key_password, security.ssl_check_hostname)
         self.conns: dict[ConnKey, list[tuple[int, CaptureRecord]]] = {}
+        self.principals: dict[ConnKey, str] = {}
         rid = itertools.count()
         for key, recs in conns.items():
-            self.conns[key] = [(next(rid), r) for r in recs]
+            kept = [r for r in recs if r.api_key not in SASL_API_KEYS]
+            self.report.sasl_requests_skipped += len(recs) - len(kept)
+            if kept:
+                self.conns[key] = [(next(rid), r) for r in kept]
+                self.principals[key] = connection_principal(recs)
         all_recs = [ir for recs in self.conns.values() for ir in recs]
         self.total = len(all_recs)
         if options.causality == "global":
@@ -268,7 +313,7 @@ class _Replayer:
             self.report.connection_errors.append({"connection": state.name, "error": error})
             log.warning("replay of connection %s: %s", state.name, error)
 
-    async def _reader(self, state: _ConnectionState, stream: trio.SocketStream) -> None:
+    async def _reader(self, state: _ConnectionState, stream: trio.abc.Stream) -> None:
         decoder = FrameDecoder()  # the target's responses, of any size
         error = "target closed the connection"
         try:
@@ -308,17 +353,98 @@ class _Replayer:
         finally:
             state.slots.release()
 
+    async def _connect(self, state: _ConnectionState, recs: list[tuple[int, CaptureRecord]]
+                       ) -> trio.abc.Stream | None:
+        """A connection to the target in its security protocol: TLS handshake, then SASL authentication as
+        the captured connection's principal; None (the connection's requests counted as not sent) if it fails."""
+        sec = self.opt.security
+        credentials: SaslCredentials | None = None
+        if sec.sasl:
+            principal = self.principals.get(state.key, "")
+            credentials = sec.credentials_for(principal)
+            if credentials is None:
+                self._conn_failed(state, f"no SASL credentials for the captured principal {principal or '(unknown)'} "
+                                         "(give a credentials file entry or --sasl-username/--sasl-password)")
+                self._not_sent(state, recs)
+                return None
+        try:
+            with trio.fail_after(self.opt.connect_timeout_s):
+                stream = await open_stream(self.opt.host, self.opt.port, self.ssl_context)
+        except _CONNECT_ERRORS as exc:
+            cause = exc.__cause__ if isinstance(exc, trio.BrokenResourceError) and exc.__cause__ else exc
+            self._conn_failed(state, f"connect failed: {cause!r}")
+            self._not_sent(state, recs)
+            return None
+        if credentials is None:
+            return stream
+        state.credentials = credentials
+        try:
+            with trio.fail_after(self.opt.timeout_s):
+                session = await sasl_authenticate(KafkaConnection(stream, state.client_id).request,
+                                                  sec.sasl_mechanism or "", credentials.username, credentials.password)
+        except (*_CONNECT_ERRORS, SaslAuthenticationError) as exc:
+            if isinstance(exc, SaslAuthenticationError):
+                self.report.authentication_failures += 1
+            self._conn_failed(state, f"SASL authentication as {credentials.username} failed: {exc}")
+            self._not_sent(state, recs)
+            with trio.CancelScope(shield=True):
+                await trio.aclose_forcefully(stream)
+            return None
+        self.report.authenticated[(self.principals.get(state.key, ""), credentials.username)] += 1
+        self._schedule_reauthentication(state, session)
+        return stream
+
+    @staticmethod
+    def _schedule_reauthentication(state: _ConnectionState, session: SaslSession) -> None:
+        """KIP-368: renew the session between 85% and 95% of its lifetime, as Kafka's clients do."""
+        if session.session_lifetime_ms > 0:
+            state.reauth_at = trio.current_time() + session.session_lifetime_ms / 1000 * (0.85 + 0.1 * random.random())
+        else:
+            state.reauth_at = None
+
+    async def _reauthenticate(self, state: _ConnectionState, stream: trio.abc.Stream) -> bool:
+        """Re-authenticate on the connection (a new SaslHandshake + SaslAuthenticate exchange, KIP-368) once
+        nothing is in flight; the reader task hands the answers over.  False if it failed (reported)."""
+        assert state.credentials is not None
+        for _ in range(state.max_in_flight):  # drain: no request may be in flight during the exchange
+            await state.slots.acquire()
+        try:
+            async def request(api_key: int, version: int, body: dict) -> Any:
+                corr = next(state.corr)
+                api = APIS[api_key]
+                header = RequestHeader.build({"request_api_key": api_key, "request_api_version": version,
+                                              "correlation_id": corr, "client_id": state.client_id},
+                                             request_header_version(api_key, api.is_flexible(version)))
+                waiter = state.pending[corr] = _Waiter()
+                await stream.send_all(encode_frame(header + api.request.build(body, version)))
+                await waiter.event.wait()
+                if waiter.frame is None:
+                    raise ConnectionError("the target closed the connection during re-authentication")
+                return parse_response_frame(waiter.frame, api_key, version)[1]
+
+            with trio.fail_after(self.opt.timeout_s):
+                session = await sasl_authenticate(request, self.opt.security.sasl_mechanism or "",
+                                                  state.credentials.username, state.credentials.password)
+        except (*_CONNECT_ERRORS, SaslAuthenticationError) as exc:
+            if isinstance(exc, SaslAuthenticationError):
+                self.report.authentication_failures += 1
+            self._conn_failed(state, f"SASL re-authentication as {state.credentials.username} failed: {exc}")
+            return False
+        finally:
+            for _ in range(state.max_in_flight):
+                state.slots.release()
+        self.report.reauthentications += 1
+        self._schedule_reauthentication(state, session)
+        return True
+
     async def _run_connection(self, key: ConnKey, recs: list[tuple[int, CaptureRecord]]) -> None:
         state = _ConnectionState(key, self.opt.max_in_flight)
         state.unsent = len(recs)
+        state.client_id = recs[0][1].client_id
         order = self.orders[key]
         await self._pace(recs[0][1])
-        try:
-            with trio.fail_after(self.opt.connect_timeout_s):
-                stream = await trio.open_tcp_stream(self.opt.host, self.opt.port)
-        except (OSError, trio.TooSlowError) as exc:
-            self._conn_failed(state, f"connect failed: {exc!r}")
-            self._not_sent(state, recs)
+        stream = await self._connect(state, recs)
+        if stream is None:
             return
         async with stream, trio.open_nursery() as outer:
             outer.start_soon(self._reader, state, stream)
@@ -326,6 +452,10 @@ class _Replayer:
                 for i, (rid, rec) in enumerate(recs):
                     await self._pace(rec)
                     await order.wait(order.needed(rec))
+                    if state.reauth_at is not None and trio.current_time() >= state.reauth_at \
+                            and state.closed is None and not await self._reauthenticate(state, stream):
+                        self._not_sent(state, recs[i:])
+                        break
                     await state.slots.acquire()
                     if state.closed is not None:
                         state.slots.release()

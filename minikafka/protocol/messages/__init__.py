@@ -4,18 +4,24 @@ from .add_offsets_to_txn import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
 from .add_partitions_to_txn import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
 from .alter_client_quotas import AlterClientQuotasRequest, AlterClientQuotasResponse
 from .alter_configs import AlterConfigsRequest, AlterConfigsResponse
+from .alter_user_scram_credentials import AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse
 from .api_versions import ApiVersionsRequest, ApiVersionsResponse
+from .create_acls import CreateAclsRequest, CreateAclsResponse
 from .create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
 from .create_topics import CreateTopicsRequest, CreateTopicsResponse
+from .delete_acls import DeleteAclsRequest, DeleteAclsResponse
 from .delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
 from .delete_records import DeleteRecordsRequest, DeleteRecordsResponse
 from .delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
+from .describe_acls import DescribeAclsRequest, DescribeAclsResponse
 from .describe_client_quotas import DescribeClientQuotasRequest, DescribeClientQuotasResponse
 from .describe_cluster import DescribeClusterRequest, DescribeClusterResponse
 from .describe_configs import DescribeConfigsRequest, DescribeConfigsResponse
 from .describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
 from .describe_producers import DescribeProducersRequest, DescribeProducersResponse
 from .describe_transactions import DescribeTransactionsRequest, DescribeTransactionsResponse
+from .describe_user_scram_credentials import (DescribeUserScramCredentialsRequest,
+                                              DescribeUserScramCredentialsResponse)
 from .end_txn import EndTxnRequest, EndTxnResponse
 from .fetch import FetchRequest, FetchResponse
 from .find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
@@ -32,6 +38,8 @@ from .offset_commit import OffsetCommitRequest, OffsetCommitResponse
 from .offset_fetch import OffsetFetchRequest, OffsetFetchResponse
 from .offset_for_leader_epoch import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
 from .produce import ProduceRequest, ProduceResponse
+from .sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
+from .sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
 from .sync_group import SyncGroupRequest, SyncGroupResponse
 from .txn_offset_commit import TxnOffsetCommitRequest, TxnOffsetCommitResponse
 from .write_txn_markers import WriteTxnMarkersRequest, WriteTxnMarkersResponse
@@ -41,18 +49,23 @@ PAIRS = [
     (AddPartitionsToTxnRequest, AddPartitionsToTxnResponse),
     (AlterClientQuotasRequest, AlterClientQuotasResponse),
     (AlterConfigsRequest, AlterConfigsResponse),
+    (AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse),
     (DescribeClientQuotasRequest, DescribeClientQuotasResponse),
     (ApiVersionsRequest, ApiVersionsResponse),
+    (CreateAclsRequest, CreateAclsResponse),
     (CreatePartitionsRequest, CreatePartitionsResponse),
     (CreateTopicsRequest, CreateTopicsResponse),
+    (DeleteAclsRequest, DeleteAclsResponse),
     (DeleteGroupsRequest, DeleteGroupsResponse),
     (DeleteRecordsRequest, DeleteRecordsResponse),
     (DeleteTopicsRequest, DeleteTopicsResponse),
+    (DescribeAclsRequest, DescribeAclsResponse),
     (DescribeClusterRequest, DescribeClusterResponse),
     (DescribeConfigsRequest, DescribeConfigsResponse),
     (DescribeGroupsRequest, DescribeGroupsResponse),
     (DescribeProducersRequest, DescribeProducersResponse),
     (DescribeTransactionsRequest, DescribeTransactionsResponse),
+    (DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse),
     (EndTxnRequest, EndTxnResponse),
     (FetchRequest, FetchResponse),
     (FindCoordinatorRequest, FindCoordinatorResponse),
@@ -69,6 +82,8 @@ PAIRS = [
     (OffsetFetchRequest, OffsetFetchResponse),
     (OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse),
     (ProduceRequest, ProduceResponse),
+    (SaslAuthenticateRequest, SaslAuthenticateResponse),
+    (SaslHandshakeRequest, SaslHandshakeResponse),
     (SyncGroupRequest, SyncGroupResponse),
     (TxnOffsetCommitRequest, TxnOffsetCommitResponse),
     (WriteTxnMarkersRequest, WriteTxnMarkersResponse),
