@@ -402,17 +402,36 @@ def _coerce(key: str, value: str, current: Any, attr: str) -> Any:
     return value
 
 
+def _logical_lines(text: str) -> list[str]:
+    """Java ``Properties`` logical lines: a line ending in an odd number of backslashes continues on the
+    next one, whose leading white space is dropped (long values such as ``sasl.jaas.config``)."""
+    out: list[str] = []
+    pending: str | None = None
+    for raw in text.splitlines():
+        line = raw.lstrip() if pending is not None else raw.strip()
+        if pending is None and (not line or line[0] in "#!"):
+            continue
+        continued = (len(raw) - len(raw.rstrip("\\"))) % 2 == 1  # as Java: a trailing space ends the line
+        if continued:
+            line = line[:-1]
+        pending = line if pending is None else pending + line
+        if not continued:
+            out.append(pending)
+            pending = None
+    if pending is not None:
+        out.append(pending)
+    return out
+
+
 def read_properties(path: str | Path) -> dict[str, str]:
-    """Parse a Java ``.properties`` file (``key=value`` or ``key: value``, # and ! comments)."""
+    """Parse a Java ``.properties`` file (``key=value`` or ``key: value``, # and ! comments, backslash
+    line continuations)."""
     out: dict[str, str] = {}
     try:
         text = Path(path).read_text()
     except (OSError, UnicodeDecodeError) as exc:
         raise StartupError(f"cannot read config file {path}: {getattr(exc, 'strerror', None) or exc}") from None
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line or line[0] in "#!":
-            continue
+    for line in _logical_lines(text):
         for sep in ("=", ":"):
             if sep in line:
                 k, v = line.split(sep, 1)

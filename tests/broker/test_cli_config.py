@@ -90,3 +90,18 @@ def test_serve_starts_fast_and_stops_cleanly_on_ctrl_c(tmp_path, with_data_dir):
     assert "stopped" in err
     if with_data_dir:
         assert (tmp_path / "d").is_dir()
+
+
+def test_read_properties_joins_backslash_continued_lines(tmp_path):
+    f = tmp_path / "server.properties"
+    f.write_text("listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain."
+                 "PlainLoginModule required \\\n"
+                 "    user_alice=\"alice-secret\" \\\n"
+                 "    user_bob=\"bob-secret\";\n"
+                 "path=C:\\\\data\\\\\n"  # an even number of backslashes: no continuation
+                 "num.partitions=3\n")
+    assert read_properties(f) == {
+        "listener.name.sasl_ssl.plain.sasl.jaas.config": "org.apache.kafka.common.security.plain.PlainLoginModule "
+                                                         "required user_alice=\"alice-secret\" "
+                                                         "user_bob=\"bob-secret\";",
+        "path": "C:\\\\data\\\\", "num.partitions": "3"}
