@@ -90,6 +90,18 @@ def cpu_seconds(proc: psutil.Process) -> float:
     return t.user + t.system
 
 
+def produce_queued(p: Any, topic: str, payload: bytes, n: int, partitions: int, start: int = 0) -> None:
+    """Queue ``n`` records on a confluent-kafka producer (record i to partition i % partitions), polling
+    while its queue is full."""
+    for i in range(start, start + n):
+        while True:
+            try:
+                p.produce(topic, payload, partition=i % partitions)
+                break
+            except BufferError:
+                p.poll(0.001)
+
+
 def produce_flat_out(bootstrap: str, topic: str, n: int, size: int, partitions: int = 1,
                      acks: str = "1") -> float:
     """confluent-kafka producing ``n`` messages of ``size`` bytes as fast as it can; seconds until all acked."""
@@ -100,13 +112,7 @@ def produce_flat_out(bootstrap: str, topic: str, n: int, size: int, partitions: 
                   "acks": acks})
     payload = os.urandom(size)
     t0 = time.perf_counter()
-    for i in range(n):
-        while True:
-            try:
-                p.produce(topic, payload, partition=i % partitions)
-                break
-            except BufferError:
-                p.poll(0.001)
+    produce_queued(p, topic, payload, n, partitions)
     left = p.flush(300)
     elapsed = time.perf_counter() - t0
     if left:

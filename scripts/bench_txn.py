@@ -41,7 +41,8 @@ from dataclasses import dataclass, field
 
 import psutil
 from bench_cluster import pct, wait_port
-from bench_common import client_versions, cpu_seconds, free_port, minikafka_tree, start_broker, stop_broker
+from bench_common import (client_versions, cpu_seconds, free_port, minikafka_tree, produce_queued, start_broker,
+                          stop_broker)
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -106,17 +107,6 @@ def running_broker(brokers: int, in_process: bool) -> Iterator[tuple[str, psutil
         stop_broker(proc)
 
 
-def produce(p: Producer, topic: str, payload: bytes, n: int, partitions: int, start: int = 0) -> None:
-    """Queue ``n`` records (record i to partition i % partitions), polling while the queue is full."""
-    for i in range(start, start + n):
-        while True:
-            try:
-                p.produce(topic, payload, partition=i % partitions)
-                break
-            except BufferError:
-                p.poll(0.001)
-
-
 class Window:
     """The timed part of a phase (``with window:``): its wall seconds and the broker's share of a core."""
 
@@ -152,12 +142,12 @@ def run_idempotent(bootstrap: str, topic: str, warmup_topic: str, args: argparse
     errors: list[object] = []
     p = producer(bootstrap, errors)
     payload = os.urandom(args.size)
-    produce(p, warmup_topic, payload, args.txn_size, args.partitions)  # connections, metadata, producer id
+    produce_queued(p, warmup_topic, payload, args.txn_size, args.partitions)  # connections, metadata, producer id
     if p.flush(60):
         raise SystemExit("idempotent warm-up not delivered")
     check_delivered(errors)
     with window:
-        produce(p, topic, payload, args.messages, args.partitions)
+        produce_queued(p, topic, payload, args.messages, args.partitions)
         left = p.flush(300)
     if left:
         raise SystemExit(f"idempotent: {left} messages not delivered")
@@ -171,14 +161,14 @@ def run_transactional(bootstrap: str, topic: str, warmup_topic: str, args: argpa
     payload = os.urandom(args.size)
     p.init_transactions(30)
     p.begin_transaction()  # warm-up: one transaction on another topic
-    produce(p, warmup_topic, payload, args.txn_size, args.partitions)
+    produce_queued(p, warmup_topic, payload, args.txn_size, args.partitions)
     p.commit_transaction(60)
     check_delivered(errors)
     commits: list[float] = []
     with window:
         for start in range(0, args.messages, args.txn_size):
             p.begin_transaction()
-            produce(p, topic, payload, min(args.txn_size, args.messages - start), args.partitions, start)
+            produce_queued(p, topic, payload, min(args.txn_size, args.messages - start), args.partitions, start)
             c0 = time.perf_counter()
             p.commit_transaction(60)
             commits.append((time.perf_counter() - c0) * 1000)
