@@ -8,9 +8,10 @@ from .types import (
     TopicIdPartition,
     TopicMetadata,
     TopicPartition,
+    partitions_by_topic,
 )
 
 __all__ = [
     "SYSTEM_CLOCK", "Clock", "ManualClock", "Node", "OffsetAndMetadata", "PartitionMetadata", "SystemClock", "TopicIdPartition",
-    "TopicMetadata", "TopicPartition",
+    "TopicMetadata", "TopicPartition", "partitions_by_topic",
 ]

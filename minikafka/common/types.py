@@ -9,6 +9,7 @@ and that a client builds from Metadata responses.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -20,6 +21,14 @@ class TopicPartition(NamedTuple):
 
     topic: str
     partition: int
+
+
+def partitions_by_topic(tps: Iterable[TopicPartition]) -> dict[str, list[int]]:
+    """Partition indexes per topic, topics in first-seen order (how requests list them)."""
+    out: dict[str, list[int]] = {}
+    for topic, partition in tps:
+        out.setdefault(topic, []).append(partition)
+    return out
 
 
 class TopicIdPartition(NamedTuple):

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable
 
 import trio
 
-from ...common import OffsetAndMetadata, TopicPartition
+from ...common import OffsetAndMetadata, TopicPartition, partitions_by_topic
 from ...protocol import bodies as B
 from ...protocol.api import ApiKey
 from ...protocol.errors import ErrorCode
@@ -390,9 +390,7 @@ class DescribeTransactionsHandler:
                             "transaction_timeout_ms": 0, "transaction_start_time_ms": -1, "producer_id": -1,
                             "producer_epoch": -1, "topics": []})
                 continue
-            by_topic: dict[str, list[int]] = {}
-            for tp in sorted(meta.partitions):
-                by_topic.setdefault(tp.topic, []).append(tp.partition)
+            by_topic = partitions_by_topic(sorted(meta.partitions))
             if self.authorizer is not None:  # only the topics the principal may describe
                 visible = filter_authorized(self.authorizer, ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, by_topic,
                                             log_if_denied=False)

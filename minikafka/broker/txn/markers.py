@@ -16,7 +16,7 @@ from typing import Protocol
 
 import trio
 
-from ...common import TopicPartition
+from ...common import TopicPartition, partitions_by_topic
 from ...protocol.api import ApiKey
 from ...protocol.errors import ErrorCode
 from ..inter_broker import CHANNEL_ERRORS, InterBrokerChannel
@@ -64,9 +64,7 @@ class TransactionMarkerChannelManager:
 
     async def _send(self, leader: int, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
                     tps: list[TopicPartition], pending: set[TopicPartition]) -> None:
-        topics: dict[str, list[int]] = {}
-        for tp in tps:
-            topics.setdefault(tp.topic, []).append(tp.partition)
+        topics = partitions_by_topic(tps)
         body = {"markers": [{"producer_id": producer_id, "producer_epoch": producer_epoch,
                              "transaction_result": commit, "coordinator_epoch": coordinator_epoch,
                              "topics": [{"name": t, "partition_indexes": ps} for t, ps in topics.items()]}]}

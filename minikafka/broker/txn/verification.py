@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from ...common import Node, TopicPartition
+from ...common import Node, TopicPartition, partitions_by_topic
 from ...protocol.api import ApiKey
 from ...protocol.errors import ErrorCode
 from ..inter_broker import CHANNEL_ERRORS, InterBrokerChannel
@@ -48,9 +48,7 @@ class AddPartitionsToTxnManager:
         node = self.coordinator()
         if node.node_id < 0:
             return dict.fromkeys(partitions, ErrorCode.NOT_ENOUGH_REPLICAS)
-        topics: dict[str, list[int]] = {}
-        for tp in partitions:
-            topics.setdefault(tp.topic, []).append(tp.partition)
+        topics = partitions_by_topic(partitions)
         body = {"transactions": [{"transactional_id": transactional_id, "producer_id": producer_id,
                                   "producer_epoch": producer_epoch, "verify_only": True,
                                   "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}]}

@@ -26,6 +26,7 @@ from typing import Any, Iterable
 
 import trio
 
+from ...common import partitions_by_topic
 from ...protocol.api import ApiKey
 from ...protocol.errors import ErrorCode
 from ..fetch_session import TopicPartition
@@ -396,10 +397,7 @@ class ConsumerCoordinator:
         partitions = list(partitions)
         if not partitions:
             return {}
-        topics: dict[str, list[int]] = {}
-        for tp in partitions:
-            topics.setdefault(tp.topic, []).append(tp.partition)
-        tlist = [{"name": t, "partition_indexes": ps} for t, ps in topics.items()]
+        tlist = [{"name": t, "partition_indexes": ps} for t, ps in partitions_by_topic(partitions).items()]
         body = {"group_id": self.group_id, "topics": tlist, "groups": [{"group_id": self.group_id, "topics": tlist}],
                 "require_stable": True}
         deadline = trio.current_time() + self.config.default_api_timeout_ms / 1000

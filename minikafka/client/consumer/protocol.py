@@ -14,6 +14,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Iterable
 
+from ...common import partitions_by_topic
 from ...protocol.schema import Message, f
 from ..fetch_session import TopicPartition
 
@@ -70,10 +71,7 @@ class Assignment:
 
 
 def _group(tps: Iterable[TopicPartition]) -> list[dict]:
-    by_topic: dict[str, list[int]] = {}
-    for tp in tps:
-        by_topic.setdefault(tp.topic, []).append(tp.partition)
-    return [{"topic": t, "partitions": ps} for t, ps in by_topic.items()]
+    return [{"topic": t, "partitions": ps} for t, ps in partitions_by_topic(tps).items()]
 
 
 def encode_subscription(sub: Subscription, version: int = SUBSCRIPTION_VERSION) -> bytes:
