@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import trio
 
@@ -50,6 +51,22 @@ async def wait_until(cond: Callable[[], bool], timeout: float = 5, what: str = "
             await trio.sleep(0.01)
         return
     raise AssertionError(f"timed out waiting for {what}")
+
+
+async def stored_batches(port: int, topic: str, partition: int = 0) -> list[tuple[Any, list[Any]]]:
+    """Every batch stored in the partition (data and control) with its decoded records, read uncommitted
+    from offset 0 to the end."""
+    out = []
+    async with await KafkaConnection.connect("127.0.0.1", port) as conn:
+        offset = 0
+        while True:
+            p = await fetch(conn, topic, offset, partition)
+            assert p.error_code == 0, p
+            if not p.records:
+                return out
+            for h, view in iter_batches(p.records, allow_truncated_tail=True):
+                out.append((h, decode_records(view)))
+                offset = h.next_offset
 
 
 def values(records: bytes) -> list[bytes]:

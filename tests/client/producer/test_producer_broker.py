@@ -8,31 +8,18 @@ from typing import Any
 import pytest
 import trio
 
-from helpers import fetch
+from helpers import stored_batches
 from minikafka.broker.broker import serve_broker
 from minikafka.broker.config import BrokerConfig
-from minikafka.client.connection import KafkaConnection
 from minikafka.client.producer import (BufferExhaustedError, KafkaProducer, KafkaProducerError, KafkaTimeoutError,
                                        ProducerClosedError, RecordMetadata, partition_for_key)
 from minikafka.protocol.api import ApiKey
 from minikafka.protocol.errors import ErrorCode
-from minikafka.protocol.records import decode_records, iter_batches
 
 
 async def read_all(port: int, topic: str, partition: int = 0) -> list[tuple[Any, Any]]:
     """Every (batch header, record) stored in the partition."""
-    out = []
-    async with await KafkaConnection.connect("127.0.0.1", port) as conn:
-        offset = 0
-        while True:
-            p = await fetch(conn, topic, offset, partition)
-            assert p.error_code == 0, p
-            if not p.records:
-                return out
-            for h, view in iter_batches(p.records, allow_truncated_tail=True):
-                for r in decode_records(view):
-                    out.append((h, r))
-                offset = h.next_offset
+    return [(h, r) for h, records in await stored_batches(port, topic, partition) for r in records]
 
 
 def bootstrap(broker) -> str:

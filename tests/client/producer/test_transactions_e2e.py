@@ -11,15 +11,14 @@ from typing import Any
 import pytest
 import trio
 
-from helpers import fetch
-from minikafka.client.connection import KafkaConnection
+from helpers import stored_batches
 from minikafka.client.consumer import KafkaConsumer, TopicPartition
 from minikafka.client.producer import (KafkaProducer, KafkaProducerError, ProducerFencedError, TransactionAbortedError,
                                        TxnState)
 from minikafka.client.producer.transaction_manager import EndTxnHandler
 from minikafka.protocol.api import ApiKey
 from minikafka.protocol.errors import ErrorCode
-from minikafka.protocol.records import ControlRecordType, decode_control_key, decode_records, iter_batches
+from minikafka.protocol.records import ControlRecordType, decode_control_key
 
 from test_producer_broker import inject_faults
 
@@ -34,21 +33,6 @@ def txn_producer(broker: Any, tid: str, **kw: Any) -> KafkaProducer:
     kw.setdefault("linger_ms", 1)
     kw.setdefault("max_block_ms", 20000)
     return KafkaProducer(bootstrap(broker), transactional_id=tid, **kw)
-
-
-async def raw_batches(port: int, topic: str, partition: int = 0) -> list[tuple[Any, list[Any]]]:
-    """Every batch stored in the partition (data and control) with its records, read uncommitted."""
-    out = []
-    async with await KafkaConnection.connect("127.0.0.1", port) as conn:
-        offset = 0
-        while True:
-            p = await fetch(conn, topic, offset, partition)
-            assert p.error_code == 0, p
-            if not p.records:
-                return out
-            for h, view in iter_batches(p.records, allow_truncated_tail=True):
-                out.append((h, decode_records(view)))
-                offset = h.next_offset
 
 
 async def consume(broker: Any, topic: str, partitions: int, isolation: str) -> list[bytes]:
@@ -85,7 +69,7 @@ async def test_committed_transaction_is_visible_to_read_committed(broker) -> Non
         committed = await consume(broker, topic, 2, "read_committed")
     assert sorted(committed) == sorted(b"v%d" % i for i in range(10))
     for part in range(2):
-        batches = await raw_batches(broker.port, topic, part)
+        batches = await stored_batches(broker.port, topic, part)
         data = [(h, rs) for h, rs in batches if not h.is_control]
         control = [(h, rs) for h, rs in batches if h.is_control]
         assert data and all(h.is_transactional and h.producer_id == pid for h, _ in data)
@@ -113,7 +97,7 @@ async def test_aborted_transaction_is_hidden_from_read_committed_only(broker) ->
         uncommitted = await consume(broker, topic, 1, "read_uncommitted")
     assert committed == [b"committed-%d" % i for i in range(5)]
     assert uncommitted == [b"aborted-%d" % i for i in range(5)] + [b"committed-%d" % i for i in range(5)]
-    markers = [decode_control_key(rs[0].key)[1] for h, rs in await raw_batches(broker.port, topic) if h.is_control]
+    markers = [decode_control_key(rs[0].key)[1] for h, rs in await stored_batches(broker.port, topic) if h.is_control]
     assert markers == [ControlRecordType.ABORT, ControlRecordType.COMMIT]
 
 
