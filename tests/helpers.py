@@ -69,6 +69,26 @@ async def stored_batches(port: int, topic: str, partition: int = 0) -> list[tupl
                 offset = h.next_offset
 
 
+def damaged_variants(rng: Any, bases: list[bytes], per_base: int, header_offsets: list[int]) -> list[bytes]:
+    """``per_base`` damaged copies of each base: cut short, a random byte changed, a byte at one of
+    ``header_offsets`` changed, or junk appended (for checking batch scanners against iter_batches)."""
+    out = []
+    for base in bases:
+        for _ in range(per_base):
+            b = bytearray(base)
+            op = rng.randrange(4)
+            if op == 0:
+                del b[rng.randrange(len(b)):]
+            elif op == 1:
+                b[rng.randrange(len(b))] = rng.randrange(256)
+            elif op == 2:
+                b[rng.choice(header_offsets)] = rng.randrange(256)
+            else:
+                b += bytes(rng.randrange(80))
+            out.append(bytes(b))
+    return out
+
+
 def values(records: bytes) -> list[bytes]:
     """The record values in a fetched records blob."""
     return [r.value for _, v in iter_batches(records) for r in decode_records(v)]

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import damaged_variants
 from minikafka.analysis import datasource
 from minikafka.analysis.decode import COLUMNS, SCHEMAS, RecordDecoder, _errors, batch_stats, response_errors
 from minikafka.capture import read_capture
@@ -162,19 +163,7 @@ def test_batch_stats_matches_iter_batches() -> None:
         b[0:8] = (100 * i).to_bytes(8, "big")
         batches.append(bytes(b))
     cases = [None, b"", b"\x00" * 10] + batches + [b"".join(batches[:3]), b"".join(batches)]
-    for base in list(cases[3:]):
-        for _ in range(60):
-            b = bytearray(base)
-            op = rng.randrange(4)
-            if op == 0:
-                del b[rng.randrange(len(b)):]
-            elif op == 1:
-                b[rng.randrange(len(b))] = rng.randrange(256)
-            elif op == 2:
-                b[rng.choice([8, 9, 10, 11, 16, 21, 22, 57, 58])] = rng.randrange(256)
-            else:
-                b += bytes(rng.randrange(80))
-            cases.append(bytes(b))
+    cases += damaged_variants(rng, cases[3:], 60, [8, 9, 10, 11, 16, 21, 22, 57, 58])
     for c in cases:
         assert batch_stats(c) == _batch_stats_reference(c)
         if c is not None:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import damaged_variants
 from minikafka.analysis.decode import batch_stats
 from minikafka.capture.format import CaptureRecord, encode_block, encode_record
 from minikafka.capture.transactions import EMPTY_COUNTS, TransactionSummary, batch_counts
@@ -80,19 +81,7 @@ def test_batch_counts_match_iter_batches() -> None:
     cases: list = [None, b"", b"\x00" * 10, *pieces, b"".join(pieces)]
     for _ in range(40):
         cases.append(b"".join(rng.sample(pieces, rng.randrange(1, len(pieces) + 1))))
-    for base in list(cases[3:]):
-        for _ in range(25):
-            b = bytearray(base)
-            op = rng.randrange(4)
-            if op == 0:
-                del b[rng.randrange(len(b)):]
-            elif op == 1:
-                b[rng.randrange(len(b))] = rng.randrange(256)
-            elif op == 2:
-                b[rng.choice([16, 21, 22, 57, 58, 61, 62, 65, 66, 70])] = rng.randrange(256)
-            else:
-                b += bytes(rng.randrange(80))
-            cases.append(bytes(b))
+    cases += damaged_variants(rng, cases[3:], 25, [16, 21, 22, 57, 58, 61, 62, 65, 66, 70])
     seen = {"control": 0, "commit": 0, "abort": 0, "txn": 0}
     for c in cases:
         got = batch_counts(c)
