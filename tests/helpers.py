@@ -108,3 +108,38 @@ async def api_versions_v0(stream, correlation_id: int = 1, client_id: str = "pro
         decoder.receive_data(await stream.receive_some(65536))
     assert isinstance(event, Frame), f"the broker closed the connection ({event})"
     return bytes(event.payload)
+
+
+class HandlerEnv:
+    """One broker's services in memory for handler tests (no socket): node 0 registered at 127.0.0.1:9092,
+    a replica manager that creates the partitions of every topic the metadata creates, quotas, fetch sessions."""
+
+    def __init__(self, **config: Any) -> None:
+        from minikafka.broker.broker import AutoTopicCreationManager
+        from minikafka.broker.config import BrokerConfig
+        from minikafka.broker.fetch_session import FetchManager, FetchSessionCache
+        from minikafka.broker.metadata import ClusterMetadata
+        from minikafka.broker.purgatory import DelayedOperationPurgatory
+        from minikafka.broker.quota import QuotaConfigs, QuotaManagers, ThrottledChannelReaper
+        from minikafka.broker.quota.replication_quota_manager import LEADER_REPLICATION, ReplicationQuotaManager
+        from minikafka.broker.replica_manager import ReplicaManager
+        from minikafka.common import ManualClock
+        from minikafka.metrics import Metrics
+
+        self.config = BrokerConfig(port=9092, **config)
+        self.clock = ManualClock()
+        self.metadata = ClusterMetadata([0])
+        self.metadata.broker_started(0, "127.0.0.1", 9092)
+        self.delayed_fetch = DelayedOperationPurgatory("Fetch")
+        self.delayed_produce = DelayedOperationPurgatory("Produce")
+        self.log = ReplicaManager(0, self.config, self.metadata, clock=self.clock,
+                                  delayed_fetch=self.delayed_fetch, delayed_produce=self.delayed_produce)
+        self.metadata.listeners.append(lambda kind, name: self.log.ensure_partitions(self.metadata.topics[name])
+                                       if kind == "created" else None)
+        metrics = Metrics(clock_ms=self.clock.time_ms)
+        self.quota_configs = QuotaConfigs()
+        self.quotas = QuotaManagers(self.quota_configs, metrics, reaper=ThrottledChannelReaper(),
+                                    clock_ms=self.clock.time_ms)
+        self.leader_quota = ReplicationQuotaManager(LEADER_REPLICATION, metrics)
+        self.topics = AutoTopicCreationManager(self.metadata, self.config)
+        self.sessions = FetchManager(FetchSessionCache())

@@ -11,10 +11,7 @@ from typing import Any
 import pytest
 import trio
 
-from helpers import batch, values
-from minikafka.broker.broker import AutoTopicCreationManager
-from minikafka.broker.config import BrokerConfig
-from minikafka.broker.fetch_session import FetchManager, FetchSessionCache
+from helpers import HandlerEnv, batch, values
 from minikafka.broker.groups import GroupCoordinator
 from minikafka.broker.handlers import configs as CF
 from minikafka.broker.handlers import groups as GR
@@ -26,20 +23,14 @@ from minikafka.broker.handlers import transactions as TX
 from minikafka.broker.handlers.authorization import authorize, peer_host
 from minikafka.broker.handlers.fetch import FetchHandler
 from minikafka.broker.handlers.produce import ProduceHandler
-from minikafka.broker.metadata import ClusterMetadata
 from minikafka.broker.producer_state import ProducerIdManager
-from minikafka.broker.purgatory import DelayedOperationPurgatory
-from minikafka.broker.quota import QuotaConfigs, QuotaManagers, ThrottledChannelReaper
-from minikafka.broker.quota.replication_quota_manager import LEADER_REPLICATION, ReplicationQuotaManager
-from minikafka.broker.replica_manager import ReplicaManager
 from minikafka.broker.request import RequestContext
 from minikafka.broker.security.acl import (CLUSTER_NAME, AclBinding, AclOperation, AclPermissionType, PatternType,
                                            ResourceType)
 from minikafka.broker.security.authorizer import BROKER_PRINCIPAL, StandardAuthorizer
 from minikafka.broker.txn import TransactionCoordinator
-from minikafka.common import ManualClock, TopicPartition
+from minikafka.common import TopicPartition
 from minikafka.common.types import OffsetAndMetadata
-from minikafka.metrics import Metrics
 from minikafka.protocol.api import APIS, ApiKey
 from minikafka.protocol.errors import ErrorCode as E
 from minikafka.protocol.records import Record, build_batch
@@ -58,28 +49,12 @@ class ZeroTimer:
         return 0
 
 
-class Env:
+class Env(HandlerEnv):
     """One broker's services in memory, an authorizer with no ACLs (deny by default), topics "t" and
     "secret" (one partition each)."""
 
     def __init__(self, **config: Any) -> None:
-        self.config = BrokerConfig(port=9092, group_initial_rebalance_delay_ms=0, **config)
-        self.clock = ManualClock()
-        self.metadata = ClusterMetadata([0])
-        self.metadata.broker_started(0, "127.0.0.1", 9092)
-        self.delayed_fetch = DelayedOperationPurgatory("Fetch")
-        self.delayed_produce = DelayedOperationPurgatory("Produce")
-        self.log = ReplicaManager(0, self.config, self.metadata, clock=self.clock,
-                                  delayed_fetch=self.delayed_fetch, delayed_produce=self.delayed_produce)
-        self.metadata.listeners.append(lambda kind, name: self.log.ensure_partitions(self.metadata.topics[name])
-                                       if kind == "created" else None)
-        metrics = Metrics(clock_ms=self.clock.time_ms)
-        self.quota_configs = QuotaConfigs()
-        self.quotas = QuotaManagers(self.quota_configs, metrics, reaper=ThrottledChannelReaper(),
-                                    clock_ms=self.clock.time_ms)
-        self.leader_quota = ReplicationQuotaManager(LEADER_REPLICATION, metrics)
-        self.topics = AutoTopicCreationManager(self.metadata, self.config)
-        self.sessions = FetchManager(FetchSessionCache())
+        super().__init__(group_initial_rebalance_delay_ms=0, **config)
         self.authorizer = StandardAuthorizer()
         self.metadata.create_topic("t", 1, 1)
         self.metadata.create_topic("secret", 1, 1)

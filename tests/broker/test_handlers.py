@@ -17,24 +17,17 @@ import pytest
 import trio
 import trio.testing
 
-from helpers import batch, values
+from helpers import HandlerEnv, batch, values
 from minikafka.broker.apis import KafkaApis
-from minikafka.broker.broker import AutoTopicCreationManager
-from minikafka.broker.config import BrokerConfig
-from minikafka.broker.fetch_session import FetchManager, FetchSessionCache
 from minikafka.broker.handlers.fetch import FetchHandler
 from minikafka.broker.handlers.list_offsets import DeleteRecordsHandler, ListOffsetsHandler
 from minikafka.broker.handlers.metadata import MetadataHandler
 from minikafka.broker.handlers.produce import ProduceHandler
 from minikafka.broker.handlers.topics import CreateTopicsHandler
 from minikafka.broker.metadata import ClusterMetadata
-from minikafka.broker.purgatory import DelayedOperationPurgatory
-from minikafka.broker.quota import QuotaConfigs, QuotaManagers, ThrottledChannelReaper
-from minikafka.broker.quota.replication_quota_manager import LEADER_REPLICATION, ReplicationQuotaManager
 from minikafka.broker.replica_manager import ReplicaManager
 from minikafka.broker.request import Request, RequestContext
-from minikafka.common import ManualClock, TopicPartition
-from minikafka.metrics import Metrics
+from minikafka.common import TopicPartition
 from minikafka.protocol.api import APIS, ApiKey
 from minikafka.protocol.errors import ErrorCode
 
@@ -48,25 +41,8 @@ class ZeroTimer:
         return 0
 
 
-class Env:
+class Env(HandlerEnv):
     """One broker's worth of services in memory: node 0 registered at 127.0.0.1:9092."""
-
-    def __init__(self, **config: Any) -> None:
-        self.config = BrokerConfig(port=9092, **config)
-        self.clock = ManualClock()
-        self.metadata = ClusterMetadata([0])
-        self.metadata.broker_started(0, "127.0.0.1", 9092)
-        self.delayed_fetch = DelayedOperationPurgatory("Fetch")
-        self.delayed_produce = DelayedOperationPurgatory("Produce")
-        self.log = ReplicaManager(0, self.config, self.metadata, clock=self.clock,
-                                  delayed_fetch=self.delayed_fetch, delayed_produce=self.delayed_produce)
-        self.metadata.listeners.append(lambda kind, name: self.log.ensure_partitions(self.metadata.topics[name])
-                                       if kind == "created" else None)
-        metrics = Metrics(clock_ms=self.clock.time_ms)
-        self.quotas = QuotaManagers(QuotaConfigs(), metrics, reaper=ThrottledChannelReaper(), clock_ms=self.clock.time_ms)
-        self.leader_quota = ReplicationQuotaManager(LEADER_REPLICATION, metrics)
-        self.topics = AutoTopicCreationManager(self.metadata, self.config)
-        self.sessions = FetchManager(FetchSessionCache())
 
     def produce_handler(self) -> ProduceHandler:
         return ProduceHandler(self.log, self.topics, self.delayed_produce, self.quotas.produce, self.config,
