@@ -1,10 +1,13 @@
-"""Small helpers shared by handlers: leader and leader-epoch checks, the client host."""
+"""Small helpers shared by handlers: leader and leader-epoch checks, the client host, the acks=all wait."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 from ...protocol.errors import ErrorCode
 from ..partition import Partition
-from ..services import PartitionLookup
+from ..services import DelayedOperations, PartitionLookup
 
 # The authorized-operations fields' default when the request did not ask for them (Integer.MIN_VALUE); the
 # bits themselves come from .authorization.authorized_operations.
@@ -42,3 +45,42 @@ def client_host(peer: str) -> str:
         return ""
     host = peer.rsplit(":", 1)[0] if ":" in peer else peer
     return "/" + host.strip("[]")
+
+
+@dataclass(slots=True)
+class PendingAck:
+    """A partition appended with acks=all, waiting for its high watermark to reach ``required``; its
+    response ``entry`` gets the outcome (``min_isr``: NOT_ENOUGH_REPLICAS_AFTER_APPEND below it)."""
+
+    entry: Any
+    part: Partition
+    required: int
+    min_isr: int = 0
+
+
+def _settle(log: PartitionLookup, pending: list[PendingAck]) -> None:
+    """Complete each partition whose HW reached the required offset, or that lost leadership."""
+    for item in list(pending):
+        part = item.part
+        if not part.is_leader or log.get(part.topic, part.index) is not part:
+            item.entry["error_code"] = ErrorCode.NOT_LEADER_OR_FOLLOWER
+        elif part.log.high_watermark >= item.required:
+            if len(log.isr(part)) < item.min_isr:
+                item.entry["error_code"] = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        else:
+            continue
+        pending.remove(item)
+
+
+async def await_acks(log: PartitionLookup, delayed: DelayedOperations, pending: list[PendingAck],
+                     deadline: float) -> None:
+    """Kafka's ``DelayedProduce`` (Produce and the markers of WriteTxnMarkers): wait, woken only by changes
+    to these partitions, until each is replicated; whatever is left at ``deadline`` gets REQUEST_TIMED_OUT."""
+    _settle(log, pending)
+    if pending:
+        with delayed.watch(item.part.tp for item in pending) as watch:
+            while pending and await watch.wait(deadline):
+                _settle(log, pending)
+        _settle(log, pending)
+    for item in pending:
+        item.entry["error_code"] = ErrorCode.REQUEST_TIMED_OUT

@@ -21,7 +21,6 @@ Produce (Kafka creates it only through Metadata) only with CREATE on the cluster
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 
 import trio
 
@@ -36,20 +35,11 @@ from ..partition import Partition
 from ..request import RequestContext
 from ..services import Authorizer, ClientQuota, DelayedOperations, ProduceLog, TopicLookup, TxnVerifier
 from .authorization import AclOperation, ResourceType, authorize, creatable_topics, filter_authorized
+from .common import PendingAck, await_acks
 
 log = logging.getLogger(__name__)
 
 PartitionResponse = B.ProduceResponseResponsesPartitionResponses
-
-
-@dataclass(slots=True)
-class _Pending:
-    """An acks=all partition waiting for its high watermark to reach ``required``."""
-
-    entry: PartitionResponse
-    part: Partition
-    required: int
-    min_isr: int
 
 
 class ProduceHandler:
@@ -79,7 +69,7 @@ class ProduceHandler:
         acks = req["acks"]
         now_ms = self.clock.time_ms()
         responses: list[B.ProduceResponseResponses] = []
-        pending: list[_Pending] = []
+        pending: list[PendingAck] = []
         denied: set[str] | None = None
         if self.authorizer is None:
             found = self.topics.lookup_many((td["name"] for td in req["topic_data"]), auto_create=True)
@@ -134,10 +124,10 @@ class ProduceHandler:
                 }
                 parts.append(entry)
                 if acks == -1 and not result.error and part.is_replicated:
-                    pending.append(_Pending(entry, part, result.last_offset + 1, min_isr))
+                    pending.append(PendingAck(entry, part, result.last_offset + 1, min_isr))
             responses.append({"name": td["name"], "partition_responses": parts})
         if pending:
-            await self._await_replication(pending, req["timeout_ms"])
+            await await_acks(self.log, self.delayed, pending, trio.current_time() + max(req["timeout_ms"], 0) / 1000)
         # Produce byte-rate quota on the request size; the request quota is not enforced for acks=0.
         ctx.throttle("Produce", self.quota.maybe_record_and_get_throttle_time_ms(
             ctx.user, ctx.quota_client_id, ctx.request_size))
@@ -192,31 +182,6 @@ class ProduceHandler:
             got = await self.verifier.verify(req["transactional_id"] or "", pid, epoch, tps)
             failed.update((tp, code) for tp, code in got.items() if code)
         return failed
-
-    def _settle(self, pending: list[_Pending]) -> None:
-        """Complete each partition whose HW reached the required offset, or that lost leadership."""
-        for item in list(pending):
-            part = item.part
-            if not part.is_leader or self.log.get(part.topic, part.index) is not part:
-                item.entry["error_code"] = ErrorCode.NOT_LEADER_OR_FOLLOWER
-            elif part.log.high_watermark >= item.required:
-                if len(self.log.isr(part)) < item.min_isr:
-                    item.entry["error_code"] = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
-            else:
-                continue
-            pending.remove(item)
-
-    async def _await_replication(self, pending: list[_Pending], timeout_ms: int) -> None:
-        """Kafka's ``DelayedProduce``: whatever is left at the deadline gets REQUEST_TIMED_OUT."""
-        deadline = trio.current_time() + max(timeout_ms, 0) / 1000
-        self._settle(pending)
-        if pending:
-            with self.delayed.watch(item.part.tp for item in pending) as watch:
-                while pending and await watch.wait(deadline):
-                    self._settle(pending)
-            self._settle(pending)
-        for item in pending:
-            item.entry["error_code"] = ErrorCode.REQUEST_TIMED_OUT
 
 
 def has_transactional_records(req: B.ProduceRequestBody) -> bool:

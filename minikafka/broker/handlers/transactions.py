@@ -30,12 +30,11 @@ from ...protocol import bodies as B
 from ...protocol.api import ApiKey
 from ...protocol.errors import ErrorCode
 from ..error_responses import error_response
-from ..partition import Partition
 from ..request import RequestContext
 from ..services import (Authorizer, DelayedOperations, GroupCoordinatorApi, MetadataCache, PartitionLookup,
                         ProducerIdGenerator, TransactionCoordinatorApi, TxnMarkerLog)
 from .authorization import AclOperation, ResourceType, authorize, authorize_by_resource_type, filter_authorized
-from .common import check_leader
+from .common import PendingAck, await_acks, check_leader
 
 log = logging.getLogger(__name__)
 
@@ -282,7 +281,7 @@ class WriteTxnMarkersHandler:
         if not authorize(self.authorizer, ctx, AclOperation.CLUSTER_ACTION):  # only the coordinator sends it
             return error_response(ApiKey.WRITE_TXN_MARKERS, ctx.api_version, req,  # type: ignore[return-value]
                                   E.CLUSTER_AUTHORIZATION_FAILED)
-        waiting: list[tuple[Partition, int, B.WriteTxnMarkersResponseMarkersTopicsPartitions]] = []
+        waiting: list[PendingAck] = []
         markers: list[B.WriteTxnMarkersResponseMarkers] = []
         for m in req["markers"]:
             topics: list[B.WriteTxnMarkersResponseMarkersTopics] = []
@@ -300,34 +299,13 @@ class WriteTxnMarkersHandler:
                                                          m["coordinator_epoch"], m["transaction_result"])
                         entry["error_code"] = code
                         if not code and part.is_replicated:
-                            waiting.append((part, part.log.log_end_offset, entry))
+                            waiting.append(PendingAck(entry, part, part.log.log_end_offset))
                     parts.append(entry)
                 topics.append({"name": t["name"], "partitions": parts})
             markers.append({"producer_id": m["producer_id"], "topics": topics})
         if waiting:
-            await self._await_replication(waiting)
+            await await_acks(self.log, self.delayed, waiting, trio.current_time() + MARKER_REPLICATION_TIMEOUT_S)
         return {"markers": markers}
-
-    async def _await_replication(
-            self, waiting: list[tuple[Partition, int, B.WriteTxnMarkersResponseMarkersTopicsPartitions]]) -> None:
-        def settle() -> None:
-            for item in list(waiting):
-                part, required, entry = item
-                if not part.is_leader or self.log.get(part.topic, part.index) is not part:
-                    entry["error_code"] = E.NOT_LEADER_OR_FOLLOWER
-                elif part.log.high_watermark < required:
-                    continue
-                waiting.remove(item)
-
-        deadline = trio.current_time() + MARKER_REPLICATION_TIMEOUT_S
-        settle()
-        if waiting:
-            with self.delayed.watch(item[0].tp for item in waiting) as watch:
-                while waiting and await watch.wait(deadline):
-                    settle()
-            settle()
-        for _, _, entry in waiting:
-            entry["error_code"] = E.REQUEST_TIMED_OUT
 
 
 class DescribeProducersHandler:
