@@ -23,8 +23,8 @@ Options:
   value, several times slower).  The rows are the same either way.
 
 Decoding runs in the executors with minikafka's own protocol layer; a table
-decodes only the records it needs (``partitions``: Produce, Fetch, Metadata and
-CreateTopics; ``topics``: Metadata and CreateTopics), stepping over the others
+decodes only the records it needs (``partitions``: Produce, Fetch, ShareFetch,
+ShareAcknowledge, Metadata and CreateTopics; ``topics``: Metadata and CreateTopics), stepping over the others
 by their length prefix.  Where
 it differs from a Spark file source: no partition discovery or globbing, and
 rows are computed per task from the raw frames (nothing is cached).

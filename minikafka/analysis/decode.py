@@ -6,13 +6,13 @@ executors, and they are usable on their own.  Three tables:
 * ``requests``: one row per request/response pair (:data:`REQUEST_SCHEMA`):
   header fields, sizes on the wire, latency, throttle time, errors, and for
   Fetch the session id/epoch and kind (sessionless, full, incremental).
-* ``partitions``: one row per topic-partition named in a Produce or Fetch
-  request or response (:data:`PARTITION_SCHEMA`): offsets, record bytes and
+* ``partitions``: one row per topic-partition named in a Produce, Fetch,
+  ShareFetch or ShareAcknowledge request or response (:data:`PARTITION_SCHEMA`): offsets, record bytes and
   counts (read from the 61-byte batch headers; records are never decoded),
   high watermark and last stable offset, errors, session fields, and forgotten
   partitions.
 * ``topics``: topic id -> name, from Metadata and CreateTopics responses, to
-  name partitions of Fetch v13+ requests, which carry only topic ids.
+  name partitions of Fetch v13+ and share requests, which carry only topic ids.
 
 Sizes count the whole frame including its 4-byte size prefix, as the bytes on
 the wire; ``*_body_bytes`` count the body after the header (the seed figures
@@ -46,6 +46,42 @@ does not tell).  ``listener`` (appended last) names the listener the request
 came in on (``SASL_SSL``, ``INTERNAL``...); null in pcaps and in captures
 written before the capture format recorded it.
 
+Groups (KIP-848 consumer groups, KIP-932 share groups; appended after
+``listener`` in ``requests`` and after ``isolation_level`` in ``partitions``):
+``group_id`` is the group a request names (its top-level ``group_id``, or the
+one group of a request naming groups in a list: OffsetFetch v8+,
+DescribeGroups, DeleteGroups, ConsumerGroupDescribe, ShareGroupDescribe,
+DescribeShareGroupOffsets; null when it names several); ``member_id`` the
+request's member id, or for a join that leaves it to the coordinator
+(JoinGroup, ConsumerGroupHeartbeat v0) the one the response gives;
+``member_epoch`` the member epoch the request carries (ConsumerGroupHeartbeat,
+ShareGroupHeartbeat, OffsetFetch v9+) or Kafka's ``generation_id_or_member_epoch``
+/ ``generation_id`` (OffsetCommit, TxnOffsetCommit, SyncGroup, Heartbeat: a
+generation for classic groups, a member epoch for consumer groups);
+``response_member_epoch`` the epoch a heartbeat response gives (or JoinGroup's
+generation); ``assigned_partitions`` the partitions of a heartbeat response's
+assignment (null when the response leaves the assignment unchanged).
+
+Share groups: ShareFetch (78) and ShareAcknowledge (79) fill the Fetch columns
+they have in common -- ``fetch_session_epoch`` is the ShareSessionEpoch and
+``fetch_kind`` "full" (0 opens a share session), "close" (-1) or "incremental"
+(``fetch_session_id`` stays null: a share session is named by group and member),
+``max_wait_ms``/``min_bytes``/``max_bytes``, partition counts, and record
+bytes/records/batches of ShareFetch responses counted as for Fetch -- and
+one ``partitions`` row per topic-partition of their requests and responses.
+``acquired_records`` counts the offsets of a ShareFetch response's acquired
+ranges (the records handed to this member, a subset of the batches returned),
+``redelivered_records`` those of ranges with a delivery count above 1,
+``max_delivery_count`` the highest delivery count; ``accepted_records``,
+``released_records`` and ``rejected_records`` count the offsets a request
+acknowledges as ACCEPT (1), RELEASE (2) or REJECT (3), in ShareFetch
+piggy-backed acknowledgements and ShareAcknowledge alike (an acknowledgement
+batch with one type covers ``first_offset..last_offset``, one with several
+has a type per offset; gaps (0) and renewals (4) are not counted).
+``acknowledge_error_code`` is a partition's acknowledgement error (ShareFetch's
+``acknowledge_error_code``; a ShareAcknowledge partition's ``error_code``).
+Acknowledgement errors count among a response's errors (``error_count``).
+
 :meth:`RecordDecoder.iter_rows` is the data source's path: each record's
 headers and bodies are parsed once, and only the records a table needs
 (:data:`TABLE_API_KEYS`); the per-record methods (``parse``, ``request_row``,
@@ -62,6 +98,9 @@ from typing import Any
 
 from ..capture.format import CaptureRecord
 from ..capture.frames import api_name
+from ..capture.groups import acknowledged as _acknowledged
+from ..capture.groups import acquired as _acquired
+from ..capture.groups import share_kind
 from ..capture.transactions import BatchCounts, batch_counts
 from ..protocol.api import APIS, ApiKey
 from ..protocol.errors import ErrorCode
@@ -89,6 +128,10 @@ REQUEST_COLUMNS: list[tuple[str, str]] = [
     ("transactional_batch_count", "int"), ("transactional_record_count", "bigint"), ("aborted_transactions", "int"),
     # Security (listeners), appended (see the module docstring).
     ("listener", "string"),
+    # Groups (KIP-848, KIP-932), appended (see the module docstring).
+    ("group_id", "string"), ("member_id", "string"), ("member_epoch", "int"), ("response_member_epoch", "int"),
+    ("assigned_partitions", "int"), ("acquired_records", "bigint"), ("redelivered_records", "bigint"),
+    ("accepted_records", "bigint"), ("released_records", "bigint"), ("rejected_records", "bigint"),
 ]
 
 PARTITION_COLUMNS: list[tuple[str, str]] = [
@@ -107,6 +150,10 @@ PARTITION_COLUMNS: list[tuple[str, str]] = [
     ("control_bytes", "bigint"), ("control_batch_count", "int"), ("commit_markers", "int"), ("abort_markers", "int"),
     ("transactional_batch_count", "int"), ("transactional_record_count", "bigint"), ("aborted_transactions", "int"),
     ("isolation_level", "int"),
+    # Share groups (KIP-932), appended (see the module docstring).
+    ("group_id", "string"), ("member_id", "string"), ("acquired_records", "bigint"),
+    ("redelivered_records", "bigint"), ("max_delivery_count", "int"), ("accepted_records", "bigint"),
+    ("released_records", "bigint"), ("rejected_records", "bigint"), ("acknowledge_error_code", "int"),
 ]
 
 TOPIC_COLUMNS: list[tuple[str, str]] = [("topic_id", "string"), ("topic", "string"), ("receive_ns", "bigint")]
@@ -128,7 +175,16 @@ _FETCH, _PRODUCE = int(ApiKey.FETCH), int(ApiKey.PRODUCE)
 _WRITE_TXN_MARKERS = 27  # by number: the requests table reads it when the protocol layer knows it
 _METADATA, _CREATE_TOPICS = int(ApiKey.METADATA), int(ApiKey.CREATE_TOPICS)
 _TOPIC_APIS = (_METADATA, _CREATE_TOPICS)
-_PARTITION_APIS = (_PRODUCE, _FETCH, _METADATA, _CREATE_TOPICS)
+# The group APIs by number (as WriteTxnMarkers): KIP-848 and KIP-932 keys read whatever the protocol layer knows.
+_JOIN_GROUP = int(ApiKey.JOIN_GROUP)
+_CONSUMER_GROUP_HEARTBEAT, _SHARE_GROUP_HEARTBEAT = 68, 76
+_SHARE_FETCH, _SHARE_ACKNOWLEDGE = 78, 79
+_HEARTBEATS = (_CONSUMER_GROUP_HEARTBEAT, _SHARE_GROUP_HEARTBEAT)
+#: The apis whose requests name a group (and maybe a member): the requests table's group columns.
+_GROUP_APIS = frozenset({
+    8, 9, 11, 12, 13, 14, 15, 25, 28, 42,  # OffsetCommit ... SyncGroup, DescribeGroups, AddOffsetsToTxn, TxnOffsetCommit, DeleteGroups
+    _CONSUMER_GROUP_HEARTBEAT, 69, _SHARE_GROUP_HEARTBEAT, 77, _SHARE_FETCH, _SHARE_ACKNOWLEDGE, 90, 91, 92})
+_PARTITION_APIS = (_PRODUCE, _FETCH, _METADATA, _CREATE_TOPICS, _SHARE_FETCH, _SHARE_ACKNOWLEDGE)
 #: The api keys whose records a table reads (None: all); :meth:`RecordDecoder.iter_rows` skips the others,
 #: so a reader may leave them out.
 TABLE_API_KEYS: dict[str, frozenset[int] | None] = {
@@ -179,8 +235,12 @@ def batch_stats(records: Any) -> tuple[int, int, int, int, int]:
     return c.size, c.records + c.control_records, c.all_batches, c.first_offset, c.last_offset
 
 
+#: The fields holding error codes: ``error_code`` everywhere, ShareFetch's ``acknowledge_error_code``.
+_ERROR_FIELDS = frozenset({"error_code", "acknowledge_error_code"})
+
+
 def _errors(obj: Any, acc: list[int]) -> None:
-    """Every non-zero ``error_code`` in a parsed body, depth first."""
+    """Every non-zero error code (:data:`_ERROR_FIELDS`) in a parsed body, depth first."""
     if isinstance(obj, list):
         for item in obj:
             if type(item) not in _SCALAR_TYPES:
@@ -189,7 +249,7 @@ def _errors(obj: Any, acc: list[int]) -> None:
     if not isinstance(obj, dict) and not hasattr(obj, "items"):
         return
     for k, v in obj.items():
-        if k == "error_code":
+        if k in _ERROR_FIELDS:
             if v:
                 acc.append(v)
         elif type(v) not in _SCALAR_TYPES and (isinstance(v, (list, dict)) or hasattr(v, "items")):
@@ -221,7 +281,7 @@ def _walker_source(node: Any, ns: dict[str, Any]) -> str:
         # holds no error code (always so far: zeros, -1s, empty lists, structs of those).
         found: list[int] = []
         value = default() if callable(default) else default
-        if field == "error_code":
+        if field in _ERROR_FIELDS:
             if value:
                 error_code(field)
             continue
@@ -230,7 +290,7 @@ def _walker_source(node: Any, ns: dict[str, Any]) -> str:
         if found:
             generic(field)
     for field, sub, _default in node.fields:
-        if field == "error_code":
+        if field in _ERROR_FIELDS:
             error_code(field)
         elif isinstance(sub, T.KStruct):
             lines.append(f"    {_walker_source(sub, ns)}(o[{field!r}], acc)")
@@ -247,7 +307,7 @@ def _walker_source(node: Any, ns: dict[str, Any]) -> str:
             generic(field)
     if node.flexible:
         for field, _sub, _default in node.tagged.values():
-            (error_code if field == "error_code" else generic)(field)
+            (error_code if field in _ERROR_FIELDS else generic)(field)
     # "_unknown_tags" (raw bytes by tag) holds no error code.
     lines.append("    return None")
     exec("\n".join(lines), ns)  # noqa: S102 - source generated from the schema above
@@ -326,6 +386,62 @@ def _markers_requested(req: Any) -> tuple[int, int]:
     return commits, aborts
 
 
+#: The group columns of a request that names no group.
+_NO_GROUP = (None, None, None, None, None)
+#: The share columns of a ``requests`` row that is no ShareFetch/ShareAcknowledge.
+_NO_SHARE_COUNTS = (None, None, None, None, None)
+#: The share columns of a ``partitions`` row that is no ShareFetch/ShareAcknowledge row.
+_NO_SHARE = (None,) * 9
+#: The fields a request names its groups in, when it names them in a list (strings or structs).
+_GROUP_LISTS = ("groups", "group_ids", "groups_names")
+
+
+def _str_or_none(v: Any) -> str | None:
+    return v if type(v) is str and v else None
+
+
+def _int_or_none(v: Any) -> int | None:
+    return v if type(v) is int else None
+
+
+def _group_columns(key: int, req: Any, resp: Any) -> tuple:
+    """(group id, member id, member epoch, response member epoch, assigned partitions) of a group request."""
+    gid = req.get("group_id")
+    member = req.get("member_id")
+    epoch = req.get("member_epoch")
+    if epoch is None:
+        epoch = req.get("generation_id_or_member_epoch")
+        if epoch is None:
+            epoch = req.get("generation_id")
+    if not gid:  # (OffsetFetch v8+ reads its absent top-level group id back as "")
+        for name in _GROUP_LISTS:
+            groups = req.get(name)
+            if groups is not None:
+                if len(groups) == 1:
+                    g = groups[0]
+                    if type(g) is str:
+                        gid = g
+                    else:  # OffsetFetch v8+, DescribeShareGroupOffsets: a struct per group
+                        gid = g.get("group_id")
+                        member = member or g.get("member_id")
+                        epoch = g.get("member_epoch") if epoch is None else epoch
+                break
+    resp_epoch = assigned = None
+    if resp is not None:
+        if not member:
+            member = resp.get("member_id")  # JoinGroup, ConsumerGroupHeartbeat v0: the coordinator names it
+        if key in _HEARTBEATS:
+            resp_epoch = resp.get("member_epoch")
+            assignment = resp.get("assignment")
+            if assignment is not None:
+                assigned = 0
+                for tp in assignment.get("topic_partitions") or ():
+                    assigned += len(tp["partitions"] or ())
+        elif key == _JOIN_GROUP:
+            resp_epoch = resp.get("generation_id")
+    return (_str_or_none(gid), _str_or_none(member), _int_or_none(epoch), _int_or_none(resp_epoch), assigned)
+
+
 def _uuid(u: Any) -> str | None:
     if u is None:
         return None
@@ -337,8 +453,8 @@ class RecordDecoder:
     """Turns :class:`CaptureRecord`s into rows; keeps the topic-id -> name map it has seen.
 
     ``errors`` counts the records whose bodies did not parse, among those a table needed parsed
-    (every record for ``requests``; Produce, Fetch, Metadata and CreateTopics for ``partitions``;
-    Metadata and CreateTopics for ``topics``).
+    (every record for ``requests``; Produce, Fetch, ShareFetch, ShareAcknowledge, Metadata and CreateTopics
+    for ``partitions``; Metadata and CreateTopics for ``topics``).
     """
 
     def __init__(self, source: str = "") -> None:
@@ -462,6 +578,44 @@ class RecordDecoder:
                 txn = (None, None, commits, aborts, None, None, None)
             except (KeyError, TypeError):  # not the shape minikafka's declaration has
                 pass
+        group: tuple = _NO_GROUP
+        share: tuple = _NO_SHARE_COUNTS
+        if req is not None and key in _GROUP_APIS:
+            try:
+                group = _group_columns(key, req, resp)
+            except (KeyError, TypeError, AttributeError):  # not the shape minikafka's declaration has
+                pass
+            if key == _SHARE_FETCH or key == _SHARE_ACKNOWLEDGE:
+                sess_epoch = req.get("share_session_epoch")
+                if type(sess_epoch) is int:
+                    kind = share_kind(sess_epoch)
+                acc = [0, 0, 0]
+                n_req = 0
+                for t in req["topics"]:
+                    n_req += len(t["partitions"])
+                    for p in t["partitions"]:
+                        _acknowledged(p["acknowledgement_batches"], acc)
+                acquired = redelivered = None
+                if key == _SHARE_FETCH:
+                    max_wait, min_bytes, max_bytes = req["max_wait_ms"], req["min_bytes"], req["max_bytes"]
+                    n_forgot = 0
+                    for t in req.get("forgotten_topics_data") or ():
+                        n_forgot += len(t["partitions"])
+                    if resp is not None:
+                        n_resp, tot = _records_total(resp["responses"], "partitions")
+                        rec_bytes, rec_count = tot[0], tot[1]
+                        txn = (*tot[2:8], None)
+                        acquired = redelivered = 0
+                        for t in resp["responses"]:
+                            for p in t["partitions"]:
+                                a, again, _top = _acquired(p["acquired_records"])
+                                acquired += a
+                                redelivered += again
+                elif resp is not None:
+                    n_resp = 0
+                    for t in resp["responses"]:
+                        n_resp += len(t["partitions"])
+                share = (acquired, redelivered, acc[0], acc[1], acc[2])
         return (self.source, r.broker_id, r.connection_id, r.peer, r.server, r.principal, r.client_id,
                 key, _api_name(key), r.api_version, r.correlation_id,
                 r.receive_ns, r.send_ns, (r.send_ns - r.receive_ns) / 1e6 if response is not None else None,
@@ -470,16 +624,23 @@ class RecordDecoder:
                 throttle, error_code, error_name(error_code), len(errs),
                 replica, acks, sess_id, sess_epoch, kind, resp_sess, max_wait, min_bytes, max_bytes,
                 n_req, n_resp, n_forgot, rec_bytes, rec_count, err, r.injected or None,
-                txn_id, isolation, *txn, r.listener or None)
+                txn_id, isolation, *txn, r.listener or None, *group, *share)
 
     # -- partitions table -------------------------------------------------------------
     def partition_rows(self, r: CaptureRecord, req: Any, resp: Any) -> Iterator[tuple]:
-        """The ``partitions`` rows of a Produce or Fetch record (nothing for other APIs)."""
+        """The ``partitions`` rows of a Produce, Fetch, ShareFetch or ShareAcknowledge record (nothing for
+        other APIs)."""
         return iter(self._partition_rows(r, req, resp))
 
     def _partition_rows(self, r: CaptureRecord, req: Any, resp: Any) -> list[tuple]:
         key = r.api_key
-        if req is None or (key != _FETCH and key != _PRODUCE):
+        if req is None:
+            return []
+        if key != _FETCH and key != _PRODUCE:
+            if key == _SHARE_FETCH or key == _SHARE_ACKNOWLEDGE:
+                head = (self.source, r.broker_id, r.connection_id, r.client_id, key, _api_name(key),
+                        r.api_version, r.correlation_id, r.receive_ns, r.send_ns)
+                return self._share_rows(head, key, req, resp)
             return []
         head = (self.source, r.broker_id, r.connection_id, r.client_id, key, _api_name(key),
                 r.api_version, r.correlation_id, r.receive_ns, r.send_ns)
@@ -509,14 +670,15 @@ class RecordDecoder:
                     last_off = base + total - 1 if base is not None and base >= 0 and total else None
                     out.append(head + (None, None, None, None, name, None, index, True, True, False,
                                        None, None, base, last_off, None, None,
-                                       a.get("log_start_offset"), a["error_code"], b, c, n) + tail)
+                                       a.get("log_start_offset"), a["error_code"], b, c, n) + tail + _NO_SHARE)
                 else:
                     out.append(head + (None, None, None, None, name, None, index, True, False, False,
-                                       None, None, None, None, None, None, None, None, b, c, n) + tail)
+                                       None, None, None, None, None, None, None, None, b, c, n) + tail
+                               + _NO_SHARE)
         for (topic, index), a in answers.items():  # answered but not asked: should not happen
             out.append(head + (None, None, None, None, topic, None, index, False, True, False, None, None,
                                a["base_offset"], None, None, None, a.get("log_start_offset"), a["error_code"],
-                               0, 0, 0) + _NO_TXN + (None, None))
+                               0, 0, 0) + _NO_TXN + (None, None) + _NO_SHARE)
         return out
 
     def _topic(self, t: Any, version: int) -> tuple[str | None, str | None]:
@@ -565,12 +727,73 @@ class RecordDecoder:
                 ask = (qp["fetch_offset"], qp["partition_max_bytes"])
             else:
                 ask = (None, None)
-            out.append(head + sess + (topic, tid, key[1], q is not None, a is not None, False) + ask + answer)
+            out.append(head + sess + (topic, tid, key[1], q is not None, a is not None, False) + ask + answer
+                       + _NO_SHARE)
         for t in req.get("forgotten_topics_data") or ():
             topic, tid = self._topic(t, version)
             for part in t["partitions"]:
                 out.append(head + sess + (topic, tid, part, False, False, True) + (None,) * 8 + (0, 0, 0)
-                           + _NO_TXN + (None, isolation))
+                           + _NO_TXN + (None, isolation) + _NO_SHARE)
+        return out
+
+    def _share_topic(self, t: Any) -> tuple[str | None, str | None]:
+        tid = _uuid(t["topic_id"])
+        return self.topic_names.get(tid) if tid else None, tid
+
+    def _share_rows(self, head: tuple, key: int, req: Any, resp: Any) -> list[tuple]:
+        """ShareFetch/ShareAcknowledge rows: one per topic-partition asked, answered or forgotten."""
+        epoch = req.get("share_session_epoch")
+        sess = (None, None, epoch, share_kind(epoch) if type(epoch) is int else None)
+        group = (_str_or_none(req.get("group_id")), _str_or_none(req.get("member_id")))
+        fetch = key == _SHARE_FETCH
+        asked: dict[tuple, Any] = {}
+        for t in req["topics"]:
+            topic, tid = self._share_topic(t)
+            for p in t["partitions"]:
+                asked[(tid, p["partition_index"])] = (topic, tid, p)
+        answered: dict[tuple, Any] = {}
+        if resp is not None:
+            for t in resp["responses"]:
+                topic, tid = self._share_topic(t)
+                for p in t["partitions"]:
+                    answered[(tid, p["partition_index"])] = (topic, tid, p)
+        keys = list(asked)
+        if answered:
+            keys += [k for k in answered if k not in asked]
+        out = []
+        for k in keys:
+            q = asked.get(k)
+            a = answered.get(k)
+            topic, tid, _ = q or answered[k]
+            acc = [0, 0, 0]
+            max_bytes = None
+            if q is not None:
+                _acknowledged(q[2]["acknowledgement_batches"], acc)
+                max_bytes = q[2].get("partition_max_bytes")  # ShareFetch v0 only
+            acquired: tuple = (None, None, None)
+            if a is not None:
+                ap = a[2]
+                if fetch:
+                    bc = batch_counts(ap["records"])
+                    any_batch = bc.batches or bc.control_batches
+                    answer = (bc.first_offset if any_batch else None, bc.last_offset if any_batch else None,
+                              None, None, None, ap["error_code"], bc.size - bc.control_bytes, bc.records,
+                              bc.batches) + _txn(bc) + (None, None)
+                    acquired = _acquired(ap["acquired_records"])
+                    ack_error = ap["acknowledge_error_code"]
+                else:
+                    answer = (None, None, None, None, None, ap["error_code"], 0, 0, 0) + _NO_TXN + (None, None)
+                    ack_error = ap["error_code"]
+            else:
+                answer = (None, None, None, None, None, None, 0, 0, 0) + _NO_TXN + (None, None)
+                ack_error = None
+            out.append(head + sess + (topic, tid, k[1], q is not None, a is not None, False, None, max_bytes)
+                       + answer + group + acquired + (acc[0], acc[1], acc[2], ack_error))
+        for t in req.get("forgotten_topics_data") or ():
+            topic, tid = self._share_topic(t)
+            for part in t["partitions"]:
+                out.append(head + sess + (topic, tid, part, False, False, True) + (None,) * 8 + (0, 0, 0)
+                           + _NO_TXN + (None, None) + group + (None,) * 7)
         return out
 
     # -- topics table -----------------------------------------------------------------
@@ -598,9 +821,10 @@ class RecordDecoder:
     def iter_rows(self, records: Iterable[CaptureRecord], table: str) -> Iterator[tuple]:
         """The rows of ``table`` for every record of ``records``, in order.
 
-        Only the records a table needs are parsed: all of them for ``requests``; Produce and Fetch
-        (their rows) and Metadata and CreateTopics (the topic ids Fetch v13+ names) for
-        ``partitions``; Metadata and CreateTopics for ``topics``.  The others give no rows there.
+        Only the records a table needs are parsed: all of them for ``requests``; Produce, Fetch,
+        ShareFetch and ShareAcknowledge (their rows) and Metadata and CreateTopics (the topic ids
+        Fetch v13+ and the share requests name) for ``partitions``; Metadata and CreateTopics for
+        ``topics``.  The others give no rows there.
         """
         decode = self._decode
         if table == "requests":

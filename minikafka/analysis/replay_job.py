@@ -21,7 +21,8 @@ Pacing at ``Nx`` uses one wall-clock base time chosen by the driver
 connections in different tasks keep their relative timing.  Causality
 (:mod:`~minikafka.capture.replay`) only holds within a task: a request does not
 wait for requests of connections replayed by another task, nor for values
-(producer ids, member ids) those introduce.  pyspark is imported here only.
+(producer ids, member ids, member epochs) those introduce, and the member epochs
+a task rewrites requests with are those its own connections' heartbeats got.  pyspark is imported here only.
 """
 
 from __future__ import annotations

@@ -38,6 +38,10 @@ from .faults import BrokerFaults, FaultInjector
 from .dynamic_config import DynamicBrokerConfig, DynamicConfigStore
 from .fetch_session import FetchManager, FetchSessionCache
 from .groups import GroupCoordinator
+from .groups.group_config import GroupConfigManager
+from .share.coordinator import ShareGroupCoordinator
+from .share.manager import SharePartitionManager
+from .share.partition_state import ShareStateStore
 from .handlers.registry import build_handlers
 from .metadata import MAX_PARTITIONS_PER_BATCH, ClusterMetadata, MetadataError
 from .producer_state import ProducerIdManager
@@ -80,6 +84,9 @@ class SharedState:
     txn_coordinator: TransactionCoordinator | None = None  # made by the broker when not shared
     acls: AclStore | None = None  # the cluster's ACLs (made by the broker when not shared)
     scram_credentials: ScramCredentialStore | None = None  # made by the broker when not shared
+    group_configs: GroupConfigManager | None = None  # per-group dynamic configs (made by the broker when not shared)
+    share_groups: ShareGroupCoordinator | None = None  # share-group membership (made by the broker when not shared)
+    share_state: ShareStateStore | None = None  # share-partition state (made by the broker when not shared)
     owns_groups: bool = True  # whether this broker runs (and closes) the group and transaction coordinators
     clustered: bool = False  # one of a Cluster's brokers (replication metrics are reported)
 
@@ -173,6 +180,17 @@ class RequestStats(ObserverBase):
         return out
 
 
+def share_group_coordinator(config: BrokerConfig, metadata: ClusterMetadata, group_configs: GroupConfigManager,
+                            group_coordinator: GroupCoordinator) -> ShareGroupCoordinator:
+    """The share-group coordinator of a broker or cluster: share group ids share one namespace with the
+    classic/consumer groups of ``group_coordinator``."""
+    share_groups = ShareGroupCoordinator(config, metadata, group_configs,
+                                         other_group_exists=lambda group_id: group_coordinator.get_group(group_id)
+                                         is not None)
+    group_coordinator.share_group_exists = share_groups.exists
+    return share_groups
+
+
 def open_acl_store(data_dir: Path | None) -> AclStore:
     """The ACLs saved in ``data_dir`` (none in memory); StartupError when they cannot be read."""
     try:
@@ -219,7 +237,8 @@ class Broker:
             check_data_dir(config.data_dir)
         if shared is None:
             shared = SharedState(ClusterMetadata([config.node_id], config.data_dir,
-                                                 max_partitions=config.max_partitions),
+                                                 max_partitions=config.max_partitions,
+                                                 offsets_topic_partitions=config.offsets_topic_num_partitions),
                                  GroupCoordinator(config, config.data_dir, wall_clock=lambda: clock.time_ns() / 1e9),
                                  faults=faults if faults is not None else FaultInjector(clock))
         if shared.txn_coordinator is None:
@@ -230,6 +249,15 @@ class Broker:
         validate_jaas_configs(config.extra)
         if shared.acls is None:
             shared.acls = open_acl_store(config.data_dir)
+        if shared.group_configs is None:
+            shared.group_configs = GroupConfigManager(config, config.data_dir)
+        self.group_configs: GroupConfigManager = shared.group_configs
+        if shared.share_groups is None:
+            shared.share_groups = share_group_coordinator(config, shared.metadata, shared.group_configs,
+                                                          shared.group_coordinator)
+        self.share_groups: ShareGroupCoordinator = shared.share_groups
+        if shared.share_state is None:
+            shared.share_state = ShareStateStore(config.data_dir)
         # ACL authorization (Kafka's authorizer.class.name); None: every request is allowed.
         self.authorizer = broker_authorizer(config, shared.acls)
         self.shared = shared
@@ -268,6 +296,10 @@ class Broker:
         rm = self.replica_manager
         self.leader_quota.set_hosted(lambda: [k for k, p in rm.partitions.items() if p.is_leader])
         self.follower_quota.set_hosted(lambda: [k for k, p in rm.partitions.items() if not p.is_leader])
+        # KIP-932 share-partitions this broker leads; their state is shared (a new leader reads it).
+        self.share_partitions = SharePartitionManager(config, shared.share_state, group_configs=self.group_configs,
+                                                      partitions=self.replica_manager,
+                                                      notify=self.delayed_fetch.check_and_complete, wall_clock=clock)
         self.fetch_manager = FetchManager(FetchSessionCache(
             config.max_incremental_fetch_session_cache_slots, config.min_incremental_fetch_session_eviction_ms,
             clock_ms=clock.time_ms))
@@ -288,7 +320,8 @@ class Broker:
         self.successful_reauthentications = 0
         self.server = SocketServer(config, self.apis, self.pool,
                                    sasl=BrokerSaslMechanisms(config, self.scram_credentials, clock),
-                                   on_authenticated=self._on_authenticated)
+                                   on_authenticated=self._on_authenticated,
+                                   on_closed=self.share_partitions.connection_closed)
         self.capture: CaptureService | None = None  # while run() captures (config.capture_dir)
         self._serving = False
 
@@ -313,6 +346,8 @@ class Broker:
             leader_quota=self.leader_quota, quota_store=self.quota_configs, broker_configs=self.dynamic_config,
             producer_ids=self.producer_ids, timer=self.task_time, txn_coordinator=self.txn_coordinator,
             txn_verifier=self.txn_verifier, marker_log=rm, authorizer=self.authorizer,
+            group_configs=self.group_configs, share_groups=self.share_groups,
+            share_partitions=self.share_partitions, share_offsets=self.share_partitions,
             scram_credentials=self.scram_credentials)
 
     # -- observers and metrics ---------------------------------------------------------------------
@@ -359,6 +394,7 @@ class Broker:
     def metrics(self) -> dict[str, float]:
         """A snapshot of the broker's metrics under Kafka's JMX-style names."""
         out: dict[str, float] = dict(self.fetch_manager.cache.metrics())
+        out.update(self.share_partitions.metrics())
         out.update(self.fetcher_manager.metrics())
         if self.shared.clustered:
             out.update(self.replica_manager.replication_metrics())
@@ -398,8 +434,10 @@ class Broker:
             async with trio.open_nursery() as nursery:
                 if self.shared.owns_groups:
                     nursery.start_soon(self.group_coordinator.run)
+                    nursery.start_soon(self.share_groups.run)
                     await nursery.start(self.txn_coordinator.run)
                 nursery.start_soon(run_reaper, self.reaper)
+                nursery.start_soon(self.share_partitions.run)
                 nursery.start_soon(self._retention_loop)
                 if self.config.capture_dir is not None:
                     self._start_capture(nursery)
@@ -434,6 +472,7 @@ class Broker:
         """Register with the metadata (as a broker registers with the controller), take up leadership,
         start following and expiring the ISR."""
         self.shared.dynamic_configs.brokers[self.node_id] = self
+        self.share_groups.group_listeners.append(self.share_partitions.delete_group)
         self.reconfigure()
         self.fetcher_manager.start(nursery)
         self.metadata.listeners.append(self._on_metadata_change)
@@ -449,6 +488,8 @@ class Broker:
     def _leave(self) -> None:
         if self.shared.dynamic_configs.brokers.get(self.node_id) is self:
             del self.shared.dynamic_configs.brokers[self.node_id]
+        if self.share_partitions.delete_group in self.share_groups.group_listeners:
+            self.share_groups.group_listeners.remove(self.share_partitions.delete_group)
         try:
             self.metadata.listeners.remove(self._on_metadata_change)
         except ValueError:
@@ -492,7 +533,11 @@ class Broker:
     def close(self) -> None:
         if self.shared.owns_groups:
             self.group_coordinator.close()
+            self.share_groups.close()
             self.txn_coordinator.close()
+            if self.shared.share_state is not None:
+                self.shared.share_state.close()
+        self.share_partitions.close()
         self.replica_manager.log_manager.close_all()
         if self._serving:
             log.info("broker %d stopped", self.node_id)

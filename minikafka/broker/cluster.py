@@ -37,16 +37,18 @@ from typing import Any, AsyncIterator
 import trio
 
 from ..common import SYSTEM_CLOCK, Clock
-from .broker import Broker, SharedState, check_data_dir, open_acl_store
+from .broker import Broker, SharedState, check_data_dir, open_acl_store, share_group_coordinator
 from .config import BrokerConfig, ConfigError
 from .dynamic_config import DynamicConfigStore
 from .faults import FaultInjector
 from .groups import GroupCoordinator
+from .groups.group_config import GroupConfigManager
 from .metadata import ClusterMetadata
 from .producer_state import ProducerIdManager
 from .security.listeners import ListenerError, parse_listeners
 from .services import HandlerTimer
 from .security.scram import ScramCredentialStore
+from .share.partition_state import ShareStateStore
 from .txn import TransactionCoordinator
 
 log = logging.getLogger(__name__)
@@ -66,7 +68,8 @@ class Cluster:
         if self.data_dir is not None:
             check_data_dir(self.data_dir)
         ids = list(range(num_brokers))
-        self.metadata = ClusterMetadata(ids, self.data_dir, max_partitions=base.max_partitions)
+        self.metadata = ClusterMetadata(ids, self.data_dir, max_partitions=base.max_partitions,
+                                        offsets_topic_partitions=base.offsets_topic_num_partitions)
         self.producer_ids = ProducerIdManager()
         self.group_coordinator = GroupCoordinator(base, self.data_dir, wall_clock=lambda: clock.time_ns() / 1e9)
         # Dynamic broker configs (IncrementalAlterConfigs/AlterConfigs on broker resources), per broker id
@@ -80,9 +83,18 @@ class Cluster:
         self.scram_credentials = ScramCredentialStore.from_config(base, self.data_dir)
         # ACLs, like Kafka's in its metadata: one set for every broker, in <data_dir>/acls.json.
         self.acls = open_acl_store(self.data_dir)
+        # Per-group dynamic configs, like Kafka's in its metadata: one set for every broker, in
+        # <data_dir>/group-configs.json.
+        self.group_configs = GroupConfigManager(base, self.data_dir)
+        # KIP-932 share-group membership, one coordinator for every broker (as the group coordinator).
+        self.share_groups = share_group_coordinator(base, self.metadata, self.group_configs, self.group_coordinator)
+        # KIP-932 share-partition state, one store for every broker (as if __share_group_state were replicated):
+        # a partition's new leader reads what the old one wrote, in <data_dir>/__share_group_state.
+        self.share_state = ShareStateStore(self.data_dir)
         _warn_if_brokers_unauthorized(base)
         self.shared = SharedState(self.metadata, self.group_coordinator, self.producer_ids, self.dynamic_configs,
-                                  acls=self.acls,
+                                  acls=self.acls, group_configs=self.group_configs, share_groups=self.share_groups,
+                                  share_state=self.share_state,
                                   faults=self.faults, txn_coordinator=self.txn_coordinator, owns_groups=False,
                                   clustered=True, scram_credentials=self.scram_credentials)
         self.configs: dict[int, BrokerConfig] = {
@@ -126,6 +138,7 @@ class Cluster:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
                 nursery.start_soon(self.group_coordinator.run)
+                nursery.start_soon(self.share_groups.run)
                 await nursery.start(self.txn_coordinator.run)
                 for i in self.broker_ids:
                     await self.start_broker(i)
@@ -133,7 +146,9 @@ class Cluster:
                 await trio.sleep_forever()
         finally:
             self.group_coordinator.close()
+            self.share_groups.close()
             self.txn_coordinator.close()
+            self.share_state.close()
 
     async def start_broker(self, broker_id: int) -> Broker:
         """Start (or restart) one broker on its port and log dir."""

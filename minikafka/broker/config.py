@@ -43,6 +43,10 @@ _AT_LEAST = {
     "transaction_max_timeout_ms": 1, "transaction_abort_timed_out_transaction_cleanup_interval_ms": 1,
     "transaction_remove_expired_transaction_cleanup_interval_ms": 1, "transactional_id_expiration_ms": 1,
     "connections_max_reauth_ms": 0, "sasl_server_max_receive_size": 1,
+    "offsets_topic_num_partitions": 1, "group_consumer_session_timeout_ms": 1, "group_consumer_heartbeat_interval_ms": 1,
+    "group_share_session_timeout_ms": 1, "group_share_heartbeat_interval_ms": 1,
+    "group_share_record_lock_duration_ms": 1, "group_share_delivery_count_limit": 2,
+    "group_share_partition_max_record_locks": 1,
 }
 
 # Security keys the listeners, TLS and SASL read from ``extra`` (raw, possibly per listener as
@@ -88,6 +92,35 @@ class BrokerConfig:
     group_min_session_timeout_ms: int = 6000
     group_max_session_timeout_ms: int = 1800000
     group_max_size: int = 2147483647
+    # KIP-848 consumer groups (Kafka's group.consumer.* keys).
+    group_coordinator_rebalance_protocols: str = "classic,consumer,share"
+    group_consumer_session_timeout_ms: int = 45000
+    group_consumer_min_session_timeout_ms: int = 45000
+    group_consumer_max_session_timeout_ms: int = 60000
+    group_consumer_heartbeat_interval_ms: int = 5000
+    group_consumer_min_heartbeat_interval_ms: int = 5000
+    group_consumer_max_heartbeat_interval_ms: int = 15000
+    group_consumer_assignors: str = "uniform,range"
+    group_consumer_max_size: int = 2147483647
+    group_consumer_migration_policy: str = "bidirectional"
+    # KIP-932 share groups (Kafka's group.share.* keys).
+    group_share_session_timeout_ms: int = 45000
+    group_share_min_session_timeout_ms: int = 45000
+    group_share_max_session_timeout_ms: int = 60000
+    group_share_heartbeat_interval_ms: int = 5000
+    group_share_min_heartbeat_interval_ms: int = 5000
+    group_share_max_heartbeat_interval_ms: int = 15000
+    group_share_record_lock_duration_ms: int = 30000
+    group_share_min_record_lock_duration_ms: int = 15000
+    group_share_max_record_lock_duration_ms: int = 60000
+    group_share_delivery_count_limit: int = 5
+    group_share_min_delivery_count_limit: int = 2
+    group_share_max_delivery_count_limit: int = 10
+    group_share_partition_max_record_locks: int = 2000
+    group_share_max_size: int = 200
+    group_share_max_share_sessions: int = 2000
+    # The __consumer_offsets topic: its partition count places each group's coordinator.
+    offsets_topic_num_partitions: int = 50
     min_insync_replicas: int = 1
     transactional_id_expiration_ms: int = 604800000
     transaction_max_timeout_ms: int = 900000
@@ -261,6 +294,32 @@ class BrokerConfig:
         "group.min.session.timeout.ms": "group_min_session_timeout_ms",
         "group.max.session.timeout.ms": "group_max_session_timeout_ms",
         "group.max.size": "group_max_size",
+        "group.coordinator.rebalance.protocols": "group_coordinator_rebalance_protocols",
+        "offsets.topic.num.partitions": "offsets_topic_num_partitions",
+        "group.consumer.session.timeout.ms": "group_consumer_session_timeout_ms",
+        "group.consumer.min.session.timeout.ms": "group_consumer_min_session_timeout_ms",
+        "group.consumer.max.session.timeout.ms": "group_consumer_max_session_timeout_ms",
+        "group.consumer.heartbeat.interval.ms": "group_consumer_heartbeat_interval_ms",
+        "group.consumer.min.heartbeat.interval.ms": "group_consumer_min_heartbeat_interval_ms",
+        "group.consumer.max.heartbeat.interval.ms": "group_consumer_max_heartbeat_interval_ms",
+        "group.consumer.assignors": "group_consumer_assignors",
+        "group.consumer.max.size": "group_consumer_max_size",
+        "group.consumer.migration.policy": "group_consumer_migration_policy",
+        "group.share.session.timeout.ms": "group_share_session_timeout_ms",
+        "group.share.min.session.timeout.ms": "group_share_min_session_timeout_ms",
+        "group.share.max.session.timeout.ms": "group_share_max_session_timeout_ms",
+        "group.share.heartbeat.interval.ms": "group_share_heartbeat_interval_ms",
+        "group.share.min.heartbeat.interval.ms": "group_share_min_heartbeat_interval_ms",
+        "group.share.max.heartbeat.interval.ms": "group_share_max_heartbeat_interval_ms",
+        "group.share.record.lock.duration.ms": "group_share_record_lock_duration_ms",
+        "group.share.min.record.lock.duration.ms": "group_share_min_record_lock_duration_ms",
+        "group.share.max.record.lock.duration.ms": "group_share_max_record_lock_duration_ms",
+        "group.share.delivery.count.limit": "group_share_delivery_count_limit",
+        "group.share.min.delivery.count.limit": "group_share_min_delivery_count_limit",
+        "group.share.max.delivery.count.limit": "group_share_max_delivery_count_limit",
+        "group.share.partition.max.record.locks": "group_share_partition_max_record_locks",
+        "group.share.max.size": "group_share_max_size",
+        "group.share.max.share.sessions": "group_share_max_share_sessions",
         "min.insync.replicas": "min_insync_replicas",
         "transaction.max.timeout.ms": "transaction_max_timeout_ms",
         "transactional.id.expiration.ms": "transactional_id_expiration_ms",

@@ -76,7 +76,10 @@ def _metadata(req: Any, v: int, code: int) -> ErrorBody:
 
 
 def _offset_commit(req: Any, v: int, code: int) -> ErrorBody:
-    return {"topics": _partitions(req["topics"], "name", "partitions", "partition_index", "partition_index", code)}
+    # v10 names topics by id (the name reads back empty), earlier versions by name.
+    return {"topics": [{"name": t["name"], "topic_id": t["topic_id"],
+                        "partitions": [{"partition_index": p["partition_index"], "error_code": code}
+                                       for p in t["partitions"]]} for t in req["topics"]]}
 
 
 def _offset_fetch(req: Any, v: int, code: int) -> ErrorBody:
@@ -243,6 +246,54 @@ def _delete_acls(req: Any, v: int, code: int) -> ErrorBody:
                                for _ in req["filters"]]}
 
 
+def _consumer_group_describe(req: Any, v: int, code: int) -> ErrorBody:
+    """ConsumerGroupDescribe and ShareGroupDescribe: each group asked for, with the error."""
+    return {"groups": [{"group_id": g, "error_code": code, "error_message": None, "group_state": "",
+                        "group_epoch": -1, "assignment_epoch": -1, "assignor_name": "", "members": []}
+                       for g in req["group_ids"]]}
+
+
+def _no_leader() -> dict:
+    return {"leader_id": -1, "leader_epoch": -1}
+
+
+def _share_fetch(req: Any, v: int, code: int) -> ErrorBody:
+    # Kafka's getErrorResponse sets the top-level code only; every partition named gets it too, and
+    # the acknowledge error code as well where the partition carried acknowledgements.
+    return {"error_code": code, "error_message": None, "acquisition_lock_timeout_ms": 0, "node_endpoints": [],
+            "responses": [{"topic_id": t["topic_id"], "partitions": [
+                {"partition_index": p["partition_index"], "error_code": code,
+                 "acknowledge_error_code": code if p["acknowledgement_batches"] else 0,
+                 "current_leader": _no_leader(), "records": None, "acquired_records": []}
+                for p in t["partitions"]]} for t in req["topics"]]}
+
+
+def _share_acknowledge(req: Any, v: int, code: int) -> ErrorBody:
+    return {"error_code": code, "error_message": None, "node_endpoints": [],
+            "responses": [{"topic_id": t["topic_id"], "partitions": [
+                {"partition_index": p["partition_index"], "error_code": code, "current_leader": _no_leader()}
+                for p in t["partitions"]]} for t in req["topics"]]}
+
+
+def _describe_share_group_offsets(req: Any, v: int, code: int) -> ErrorBody:
+    # Topics are named, not identified, in the request: the response's topic id stays zero.
+    return {"groups": [{"group_id": g["group_id"], "error_code": code, "error_message": None, "topics": [
+        {"topic_name": t["topic_name"], "partitions": [
+            {"partition_index": p, "start_offset": -1, "leader_epoch": -1, "lag": -1, "error_code": code}
+            for p in t["partitions"]]} for t in g["topics"] or []]} for g in req["groups"]]}
+
+
+def _alter_share_group_offsets(req: Any, v: int, code: int) -> ErrorBody:
+    return {"error_code": code, "error_message": None, "responses": [
+        {"topic_name": t["topic_name"], "partitions": [{"partition_index": p["partition_index"], "error_code": code}
+                                                       for p in t["partitions"]]} for t in req["topics"]]}
+
+
+def _delete_share_group_offsets(req: Any, v: int, code: int) -> ErrorBody:
+    return {"error_code": code, "error_message": None,
+            "responses": [{"topic_name": t["topic_name"], "error_code": code} for t in req["topics"]]}
+
+
 def code_name(code: int) -> str:
     try:
         return ErrorCode(code).name
@@ -293,6 +344,15 @@ _BUILDERS: dict[int, Callable[[Any, int, int], ErrorBody]] = {
     ApiKey.DESCRIBE_ACLS: _describe_acls,
     ApiKey.CREATE_ACLS: _create_acls,
     ApiKey.DELETE_ACLS: _delete_acls,
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: _top_level,  # as Kafka: no member id, epoch 0, no assignment
+    ApiKey.CONSUMER_GROUP_DESCRIBE: _consumer_group_describe,
+    ApiKey.SHARE_GROUP_HEARTBEAT: _top_level,
+    ApiKey.SHARE_GROUP_DESCRIBE: _consumer_group_describe,
+    ApiKey.SHARE_FETCH: _share_fetch,
+    ApiKey.SHARE_ACKNOWLEDGE: _share_acknowledge,
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: _describe_share_group_offsets,
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: _alter_share_group_offsets,
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: _delete_share_group_offsets,
 }
 
 _NO_THROTTLE_TIME = frozenset({ApiKey.WRITE_TXN_MARKERS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})

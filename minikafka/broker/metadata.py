@@ -18,6 +18,7 @@ from typing import Callable
 
 from ..common import Node, PartitionMetadata, TopicMetadata
 from ..common.types import INTERNAL_TOPICS
+from ..common.hashing import partition_for_key
 from ..protocol.errors import ErrorCode
 from .config import StartupError
 
@@ -94,8 +95,9 @@ class ClusterMetadata:
     FILE = "cluster-metadata.json"
 
     def __init__(self, broker_ids: list[int], data_dir: Path | None = None, *,
-                 max_partitions: int = DEFAULT_MAX_PARTITIONS) -> None:
+                 max_partitions: int = DEFAULT_MAX_PARTITIONS, offsets_topic_partitions: int = 50) -> None:
         self.broker_ids = list(broker_ids)
+        self.offsets_topic_partitions = offsets_topic_partitions  # offsets.topic.num.partitions
         self.data_dir = data_dir
         self.max_partitions = max_partitions  # partition replicas the cluster may hold (minikafka.max.partitions)
         self.replica_count = 0
@@ -179,11 +181,39 @@ class ClusterMetadata:
         return t.partitions[partition].leader
 
     def coordinator(self, listener: str | None = None) -> Node:
-        """The group and transaction coordinator: the lowest live broker (-1 when none is up), at its
+        """The transaction coordinator: the lowest live broker (-1 when none is up), at its
         address on ``listener`` (port -1 when it has no such listener)."""
         if not self.live:
             return Node(-1, "", -1)
         nid = min(self.live)
+        if listener is None:
+            return self.live[nid]
+        return self._endpoint(nid, listener) or Node(nid, "", -1)
+
+    def offsets_partition_leader(self, partition: int) -> int:
+        """The leader of a ``__consumer_offsets`` partition (-1 when no broker is up).
+
+        The internal topic is not materialised: its partitions are placed as Kafka's rack-unaware
+        assignment with a zero start index would place them (replicas ``broker_ids[p % n]`` onward, at
+        most three), and the leader is the first live replica, or any live broker when none is.
+        """
+        if not self.live:
+            return -1
+        ids = sorted(self.broker_ids)
+        n = len(ids)
+        for i in range(min(3, n)):
+            candidate = ids[(partition + i) % n]
+            if candidate in self.live:
+                return candidate
+        return min(self.live)
+
+    def group_coordinator(self, group_id: str, listener: str | None = None) -> Node:
+        """The coordinator of ``group_id``: the leader of its ``__consumer_offsets`` partition
+        (``abs(groupId.hashCode) % offsets.topic.num.partitions``, Kafka's ``partitionFor``), at its
+        address on ``listener`` (port -1 when it has no such listener; node -1 when no broker is up)."""
+        nid = self.offsets_partition_leader(partition_for_key(group_id, self.offsets_topic_partitions))
+        if nid < 0:
+            return Node(-1, "", -1)
         if listener is None:
             return self.live[nid]
         return self._endpoint(nid, listener) or Node(nid, "", -1)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import uuid
 from collections import OrderedDict
-from collections.abc import Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -27,6 +27,13 @@ if TYPE_CHECKING:
     from .txn import ProducerIdAndEpoch, TransactionListing, TransactionMetadata
     from .fetch_session import FetchContext, PartitionKey, PartitionRequest
     from .groups.metadata import GroupOverview, GroupSummary, JoinResult, SyncResult
+    from .groups.consumer.model import (ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResult,
+                                        DescribedConsumerGroup)
+    from .groups.group_config import GroupConfig
+    from .share.coordinator import ShareGroupDescription, ShareGroupHeartbeatResult
+    from .share.manager import ShareGroupSettings
+    from .share.partition import AckBatch, AcquiredRecords, FetchedBatch, ShareAcquireMode, SharePartition
+    from .share.session import ShareFetchContext, TopicIdPartition
     from .purgatory import Watch
     from .quota.entity import ClientQuotaEntity
     from .partition import Partition, ProduceResult
@@ -99,8 +106,12 @@ class MetadataCache(Protocol):
     def controller_id(self) -> int: ...
 
     def coordinator(self, listener: str | None = None) -> Node:
-        """The broker that coordinates groups and transactions (the lowest live one), at its address on
-        ``listener``."""
+        """The broker that coordinates transactions (the lowest live one), at its address on ``listener``."""
+        ...
+
+    def group_coordinator(self, group_id: str, listener: str | None = None) -> Node:
+        """The broker that coordinates ``group_id`` (the leader of its ``__consumer_offsets`` partition), at
+        its address on ``listener``."""
         ...
 
 
@@ -146,14 +157,119 @@ class BrokerConfigs(Protocol):
 
 
 # -- groups ------------------------------------------------------------------------------------------
-class GroupCoordinatorApi(Protocol):
-    """The classic group protocol (Kafka's ``GroupCoordinator``)."""
+class ShareGroupMembership(Protocol):
+    """KIP-932 share-group membership (the share half of Kafka's group coordinator): ShareGroupHeartbeat,
+    ShareGroupDescribe, and what ShareFetch / ListGroups / DeleteGroups ask of it.  Implemented by
+    :class:`~minikafka.broker.share.coordinator.ShareGroupCoordinator`, shared by a cluster's brokers."""
+
+    def heartbeat(self, group_id: str, member_id: str, member_epoch: int, rack_id: str | None,
+                  subscribed_topic_names: list[str] | None, client_id: str = "", client_host: str = ""
+                  ) -> ShareGroupHeartbeatResult: ...
+
+    def describe(self, group_ids: Iterable[str]) -> list[ShareGroupDescription]: ...
+
+    def exists(self, group_id: str) -> bool: ...
+
+    def is_member(self, group_id: str, member_id: str) -> bool: ...
+
+    def assignment(self, group_id: str, member_id: str) -> dict[uuid.UUID, set[int]]: ...
+
+    def list_groups(self) -> list[tuple[str, str]]:
+        """(group id, state) of every share group."""
+        ...
+
+    def delete_group(self, group_id: str) -> ErrorCode: ...
+
+
+class SharePartitions(Protocol):
+    """KIP-932 share-partitions and share sessions as ShareFetch and ShareAcknowledge use them (Kafka's
+    ``SharePartitionManager``).  Implemented by :class:`~minikafka.broker.share.manager.SharePartitionManager`,
+    one per broker (the state it persists is shared by a cluster's brokers)."""
+
+    def settings(self, group_id: str) -> ShareGroupSettings: ...
+
+    def new_context(self, group_id: str, member_id: str, epoch: int, requested: list[TopicIdPartition],
+                    forgotten: list[TopicIdPartition], has_acknowledgements: bool,
+                    connection_id: str = "") -> ShareFetchContext:
+        """The share-session step of a ShareFetch; raises ``ShareSessionError``."""
+        ...
+
+    def acknowledge_session_update(self, group_id: str, member_id: str, epoch: int) -> None:
+        """The share-session step of a ShareAcknowledge; raises ``ShareSessionError``."""
+        ...
+
+    def session_partitions(self, group_id: str, member_id: str) -> list[TopicIdPartition]: ...
+
+    def share_partition(self, group_id: str, part: Partition) -> SharePartition: ...
+
+    def acquire(self, group_id: str, member_id: str, part: Partition, fetched: list[FetchedBatch], *,
+                max_records: int, batch_size: int = 0, mode: ShareAcquireMode = ...) -> list[AcquiredRecords]: ...
+
+    def acknowledge(self, group_id: str, member_id: str, part: Partition, batches: list[AckBatch]) -> ErrorCode: ...
+
+    def close_session(self, group_id: str, member_id: str, partitions: list[tuple[str, int]]) -> None: ...
+
+
+class ShareGroupOffsets(Protocol):
+    """The persisted share-partition start offsets of share groups, for Describe/Alter/DeleteShareGroupOffsets
+    (Kafka's ``ReadShareGroupStateSummary`` / ``InitializeShareGroupState`` / ``DeleteShareGroupState``)."""
+
+    def start_offset(self, group_id: str, topic: str, partition: int) -> int:
+        """-1 when the share-partition was never initialized."""
+        ...
+
+    def delivery_complete_count(self, group_id: str, topic: str, partition: int) -> int: ...
+
+    def initialized_partitions(self, group_id: str) -> list[tuple[str, int]]: ...
+
+    def alter_start_offset(self, group_id: str, topic: str, partition: int, offset: int) -> None: ...
+
+    def delete_state(self, group_id: str, topic: str, partition: int) -> bool: ...
+
+
+class GroupConfigs(Protocol):
+    """Per-group dynamic configs (Kafka's ``GroupConfigManager``), for Describe/Alter(Incremental)Configs on
+    GROUP resources and for the coordinators' timeouts.  Implemented by
+    :class:`~minikafka.broker.groups.group_config.GroupConfigManager`."""
+
+    def group_config(self, group_id: str) -> GroupConfig: ...
+
+    def describe(self, group_id: str, include_synonyms: bool = False
+                 ) -> list[tuple[str, str, int, int, list[tuple[str, str, int]]]]:
+        """(name, value, Kafka ConfigSource, ConfigType, synonyms (name, value, source)) per config."""
+        ...
+
+    def alter(self, group_id: str, changes: list[tuple[str, int, str | None]], incremental: bool,
+              validate_only: bool) -> None: ...
+
+
+class ConsumerGroupCoordinatorApi(Protocol):
+    """KIP-848 consumer groups (the consumer half of Kafka's ``GroupCoordinator``): ConsumerGroupHeartbeat
+    and ConsumerGroupDescribe, by topic id.  Implemented by the group coordinator
+    (:class:`~minikafka.broker.groups.consumer.heartbeat.ConsumerGroupMixin`)."""
+
+    def consumer_group_heartbeat(self, request: ConsumerGroupHeartbeatRequest, topics: MetadataCache, *,
+                                 session_timeout_ms: int | None = None, heartbeat_interval_ms: int | None = None,
+                                 authorized_topics: Callable[[set[str]], set[str]] | None = None
+                                 ) -> ConsumerGroupHeartbeatResult:
+        """``topics`` resolves subscriptions; the timeouts are the group's (default: the broker's);
+        ``authorized_topics`` filters the topics a regex resolves to."""
+        ...
+
+    def consumer_group_describe(self, group_ids: list[str]) -> list[DescribedConsumerGroup]: ...
+
+
+class GroupCoordinatorApi(ConsumerGroupCoordinatorApi, Protocol):
+    """The classic group protocol (Kafka's ``GroupCoordinator``), and the consumer groups sharing its
+    group namespace."""
 
     async def join_group(self, group_id: str, member_id: str, group_instance_id: str | None,
                          require_known_member_id: bool, support_skipping_assignment: bool, client_id: str,
                          client_host: str, rebalance_timeout_ms: int, session_timeout_ms: int,
                          protocol_type: str, protocols: list[tuple[str, bytes]],
-                         reason: str | None = None) -> JoinResult: ...
+                         reason: str | None = None, topics: MetadataCache | None = None) -> JoinResult:
+        """``topics``: the broker's metadata, for a classic member joining a KIP-848 consumer group."""
+        ...
 
     async def sync_group(self, group_id: str, generation_id: int, member_id: str, protocol_type: str | None,
                          protocol_name: str | None, group_instance_id: str | None,
@@ -166,14 +282,23 @@ class GroupCoordinatorApi(Protocol):
                     ) -> tuple[ErrorCode, list[tuple[str, str | None, ErrorCode]]]: ...
 
     def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int,
-                       offsets: dict[TopicPartition, OffsetAndMetadata]) -> dict[TopicPartition, ErrorCode]: ...
+                       offsets: dict[TopicPartition, OffsetAndMetadata], *, api_version: int = 8
+                       ) -> dict[TopicPartition, ErrorCode]:
+        """``generation_id`` is the member epoch for a consumer group; ``api_version`` is the OffsetCommit
+        version (v9+ answers GROUP_ID_NOT_FOUND / STALE_MEMBER_EPOCH)."""
+        ...
 
-    def fetch_offsets(self, group_id: str, partitions: list[TopicPartition] | None, require_stable: bool = False
+    def fetch_offsets(self, group_id: str, partitions: list[TopicPartition] | None, require_stable: bool = False,
+                      *, member_id: str | None = None, member_epoch: int = -1
                       ) -> tuple[ErrorCode, dict[TopicPartition, OffsetAndMetadata | None]]: ...
 
-    def list_groups(self, states: set[str] | None = None) -> tuple[ErrorCode, list[GroupOverview]]: ...
+    def list_groups(self, states: set[str] | None = None, types: set[str] | None = None
+                    ) -> tuple[ErrorCode, list[GroupOverview]]: ...
 
-    def describe_group(self, group_id: str) -> tuple[ErrorCode, GroupSummary]: ...
+    def describe_group(self, group_id: str) -> tuple[ErrorCode, GroupSummary]:
+        """GROUP_ID_NOT_FOUND (with ``GroupSummary.error_message``) for a group that does not exist or is
+        not a classic group."""
+        ...
 
     def delete_groups(self, group_ids: list[str]) -> dict[str, ErrorCode]: ...
 
@@ -346,4 +471,8 @@ class BrokerServices:
     txn_verifier: TxnVerifier
     marker_log: TxnMarkerLog
     scram_credentials: ScramCredentials
+    group_configs: GroupConfigs
+    share_groups: ShareGroupMembership
+    share_partitions: SharePartitions
+    share_offsets: ShareGroupOffsets
     authorizer: Authorizer | None = None  # None: no authorizer.class.name, nothing is checked

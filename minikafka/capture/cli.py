@@ -25,6 +25,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="also summarise transactional traffic (KIP-98): transactional produce batches, "
                         "control batches (commit/abort markers), read_committed fetches, aborted "
                         "transactions (parses every Produce and Fetch)")
+    s.add_argument("--groups", action="store_true",
+                   help="also summarise group traffic per group: classic, KIP-848 consumer and KIP-932 share "
+                        "groups (members, heartbeats, epochs, commits, errors; share groups' records acquired "
+                        "and acknowledged as accepted/released/rejected)")
     e = csub.add_parser("export", help="write the capture as a pcap (tshark: -d tcp.port==PORT,kafka)")
     e.add_argument("--pcap", required=True, metavar="OUT.pcap", help="output file")
     e.add_argument("--no-handshake", action="store_true", help="leave out the synthesised SYN/SYN-ACK/ACK")
@@ -55,22 +59,24 @@ class _Connection:
 
 
 def summarize(paths: list[str], ports: list[int] | None = None,
-              transactions: bool = False) -> tuple[dict, ReadStats]:
+              transactions: bool = False, groups: bool = False) -> tuple[dict, ReadStats]:
     """Per api key [requests, request bytes, response bytes], plus totals, and what the reader met.
 
     The summary's "principals" maps (listener, principal) to [connections, requests]: each connection
     counted under the principal it ended with (the authenticated one) and the listener it came in on
     ("" where the capture does not tell: pcaps, and captures older than the listener field).
     For pcap/pcapng files (Kafka on ``ports``) the summary's "pcap" is a :class:`~.pcapread.PcapStats`;
-    with ``transactions`` its "transactions" is a :class:`~.transactions.TransactionSummary` (None
-    otherwise).
+    with ``transactions`` its "transactions" is a :class:`~.transactions.TransactionSummary`, with
+    ``groups`` its "groups" a :class:`~.groups.GroupSummary` (None otherwise).
     """
+    from .groups import GroupSummary
     from .pcapread import PcapStats
     from .transactions import TransactionSummary
 
     stats = ReadStats()
     pcap_stats = PcapStats()
     txn = TransactionSummary() if transactions else None
+    grp = GroupSummary() if groups else None
     per_api: dict[int, list[int]] = defaultdict(lambda: [0, 0, 0])
     conns: dict[tuple[int, str], _Connection] = {}
     first = last = None
@@ -87,13 +93,15 @@ def summarize(paths: list[str], ports: list[int] | None = None,
         last = r.send_ns if last is None else max(last, r.send_ns)
         if txn is not None:
             txn.add(r)
+        if grp is not None:
+            grp.add(r)
     principals: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
     for conn in conns.values():
         row = principals[(conn.listener, conn.principal)]
         row[0] += 1
         row[1] += conn.requests
     return {"per_api": dict(per_api), "connections": len(conns), "principals": dict(principals),
-            "first_ns": first, "last_ns": last, "pcap": pcap_stats, "transactions": txn}, stats
+            "first_ns": first, "last_ns": last, "pcap": pcap_stats, "transactions": txn, "groups": grp}, stats
 
 
 def _counted(records: Iterable[CaptureRecord], advance: Callable[[int], None], every: int = 1024
@@ -116,7 +124,8 @@ def run_capture_command(args: argparse.Namespace) -> int:
     if args.capture_command == "show":
         from ..protocol.api import APIS
 
-        summary, stats = summarize(args.paths, args.port, getattr(args, "transactions", False))
+        summary, stats = summarize(args.paths, args.port, getattr(args, "transactions", False),
+                                   getattr(args, "groups", False))
         files = capture_files(args.paths)
         print(f"{len(files)} file(s), {stats.blocks} block(s), {stats.records} request(s), "
               f"{summary['connections']} connection(s)")
@@ -148,6 +157,9 @@ def run_capture_command(args: argparse.Namespace) -> int:
                 print(f"{listener or '?':<16} {principal or '?':<{width}} {n:>11} {reqs:>9}")
         if summary["transactions"] is not None:
             for line in summary["transactions"].lines():
+                print(line)
+        if summary["groups"] is not None:
+            for line in summary["groups"].lines():
                 print(line)
         return 0
     if args.capture_command == "export":

@@ -823,7 +823,7 @@ class DescribeConfigsResponseResultsConfigsSynonyms(TypedDict, total=False):
 
 
 class DescribeGroupsRequestBody(TypedDict, total=False):
-    """DescribeGroupsRequest v0-5: the whole body."""
+    """DescribeGroupsRequest v0-6: the whole body."""
 
     groups: list[str]  # v0+
     include_authorized_operations: bool  # v3+
@@ -831,7 +831,7 @@ class DescribeGroupsRequestBody(TypedDict, total=False):
 
 
 class DescribeGroupsResponseBody(TypedDict, total=False):
-    """DescribeGroupsResponse v0-5: the whole body."""
+    """DescribeGroupsResponse v0-6: the whole body."""
 
     throttle_time_ms: int  # v1+
     groups: list[DescribeGroupsResponseGroups]  # v0+
@@ -839,9 +839,10 @@ class DescribeGroupsResponseBody(TypedDict, total=False):
 
 
 class DescribeGroupsResponseGroups(TypedDict, total=False):
-    """DescribeGroupsResponse v0-5: an element of ``groups`` (v0+)."""
+    """DescribeGroupsResponse v0-6: an element of ``groups`` (v0+)."""
 
     error_code: int  # v0+
+    error_message: str | None  # v6+
     group_id: str  # v0+
     group_state: str  # v0+
     protocol_type: str  # v0+
@@ -852,7 +853,7 @@ class DescribeGroupsResponseGroups(TypedDict, total=False):
 
 
 class DescribeGroupsResponseGroupsMembers(TypedDict, total=False):
-    """DescribeGroupsResponse v0-5: an element of ``groups[].members`` (v0+)."""
+    """DescribeGroupsResponse v0-6: an element of ``groups[].members`` (v0+)."""
 
     member_id: str  # v0+
     group_instance_id: str | None  # v4+
@@ -1329,14 +1330,15 @@ class LeaveGroupResponseMembers(TypedDict, total=False):
 
 
 class ListGroupsRequestBody(TypedDict, total=False):
-    """ListGroupsRequest v0-4: the whole body."""
+    """ListGroupsRequest v0-5: the whole body."""
 
     states_filter: list[str]  # v4+
+    types_filter: list[str]  # v5+
     _unknown_tags: UnknownTags
 
 
 class ListGroupsResponseBody(TypedDict, total=False):
-    """ListGroupsResponse v0-4: the whole body."""
+    """ListGroupsResponse v0-5: the whole body."""
 
     throttle_time_ms: int  # v1+
     error_code: int  # v0+
@@ -1345,11 +1347,12 @@ class ListGroupsResponseBody(TypedDict, total=False):
 
 
 class ListGroupsResponseGroups(TypedDict, total=False):
-    """ListGroupsResponse v0-4: an element of ``groups`` (v0+)."""
+    """ListGroupsResponse v0-5: an element of ``groups`` (v0+)."""
 
     group_id: str  # v0+
     protocol_type: str  # v0+
     group_state: str  # v4+
+    group_type: str  # v5+
     _unknown_tags: UnknownTags
 
 
@@ -1502,7 +1505,7 @@ class MetadataResponseTopicsPartitions(TypedDict, total=False):
 
 
 class OffsetCommitRequestBody(TypedDict, total=False):
-    """OffsetCommitRequest v0-8: the whole body."""
+    """OffsetCommitRequest v0-10: the whole body."""
 
     group_id: str  # v0+
     generation_id_or_member_epoch: int  # v1+
@@ -1514,15 +1517,16 @@ class OffsetCommitRequestBody(TypedDict, total=False):
 
 
 class OffsetCommitRequestTopics(TypedDict, total=False):
-    """OffsetCommitRequest v0-8: an element of ``topics`` (v0+)."""
+    """OffsetCommitRequest v0-10: an element of ``topics`` (v0+)."""
 
-    name: str  # v0+
+    name: str  # v0-9
+    topic_id: uuid.UUID  # v10+
     partitions: list[OffsetCommitRequestTopicsPartitions]  # v0+
     _unknown_tags: UnknownTags
 
 
 class OffsetCommitRequestTopicsPartitions(TypedDict, total=False):
-    """OffsetCommitRequest v0-8: an element of ``topics[].partitions`` (v0+)."""
+    """OffsetCommitRequest v0-10: an element of ``topics[].partitions`` (v0+)."""
 
     partition_index: int  # v0+
     committed_offset: int  # v0+
@@ -1533,7 +1537,7 @@ class OffsetCommitRequestTopicsPartitions(TypedDict, total=False):
 
 
 class OffsetCommitResponseBody(TypedDict, total=False):
-    """OffsetCommitResponse v0-8: the whole body."""
+    """OffsetCommitResponse v0-10: the whole body."""
 
     throttle_time_ms: int  # v3+
     topics: list[OffsetCommitResponseTopics]  # v0+
@@ -1541,15 +1545,16 @@ class OffsetCommitResponseBody(TypedDict, total=False):
 
 
 class OffsetCommitResponseTopics(TypedDict, total=False):
-    """OffsetCommitResponse v0-8: an element of ``topics`` (v0+)."""
+    """OffsetCommitResponse v0-10: an element of ``topics`` (v0+)."""
 
-    name: str  # v0+
+    name: str  # v0-9
+    topic_id: uuid.UUID  # v10+
     partitions: list[OffsetCommitResponseTopicsPartitions]  # v0+
     _unknown_tags: UnknownTags
 
 
 class OffsetCommitResponseTopicsPartitions(TypedDict, total=False):
-    """OffsetCommitResponse v0-8: an element of ``topics[].partitions`` (v0+)."""
+    """OffsetCommitResponse v0-10: an element of ``topics[].partitions`` (v0+)."""
 
     partition_index: int  # v0+
     error_code: int  # v0+
@@ -1557,7 +1562,7 @@ class OffsetCommitResponseTopicsPartitions(TypedDict, total=False):
 
 
 class OffsetFetchRequestBody(TypedDict, total=False):
-    """OffsetFetchRequest v0-8: the whole body."""
+    """OffsetFetchRequest v0-10: the whole body."""
 
     group_id: str  # v0-7
     topics: list[OffsetFetchRequestTopics] | None  # v0-7
@@ -1567,7 +1572,7 @@ class OffsetFetchRequestBody(TypedDict, total=False):
 
 
 class OffsetFetchRequestTopics(TypedDict, total=False):
-    """OffsetFetchRequest v0-8: an element of ``topics`` (v0-7)."""
+    """OffsetFetchRequest v0-10: an element of ``topics`` (v0-7)."""
 
     name: str  # v0-7
     partition_indexes: list[int]  # v0-7
@@ -1575,23 +1580,26 @@ class OffsetFetchRequestTopics(TypedDict, total=False):
 
 
 class OffsetFetchRequestGroups(TypedDict, total=False):
-    """OffsetFetchRequest v0-8: an element of ``groups`` (v8+)."""
+    """OffsetFetchRequest v0-10: an element of ``groups`` (v8+)."""
 
     group_id: str  # v8+
+    member_id: str | None  # v9+
+    member_epoch: int  # v9+
     topics: list[OffsetFetchRequestGroupsTopics] | None  # v8+
     _unknown_tags: UnknownTags
 
 
 class OffsetFetchRequestGroupsTopics(TypedDict, total=False):
-    """OffsetFetchRequest v0-8: an element of ``groups[].topics`` (v8+)."""
+    """OffsetFetchRequest v0-10: an element of ``groups[].topics`` (v8+)."""
 
-    name: str  # v8+
+    name: str  # v8-9
+    topic_id: uuid.UUID  # v10+
     partition_indexes: list[int]  # v8+
     _unknown_tags: UnknownTags
 
 
 class OffsetFetchResponseBody(TypedDict, total=False):
-    """OffsetFetchResponse v0-8: the whole body."""
+    """OffsetFetchResponse v0-10: the whole body."""
 
     throttle_time_ms: int  # v3+
     topics: list[OffsetFetchResponseTopics]  # v0-7
@@ -1601,7 +1609,7 @@ class OffsetFetchResponseBody(TypedDict, total=False):
 
 
 class OffsetFetchResponseTopics(TypedDict, total=False):
-    """OffsetFetchResponse v0-8: an element of ``topics`` (v0-7)."""
+    """OffsetFetchResponse v0-10: an element of ``topics`` (v0-7)."""
 
     name: str  # v0-7
     partitions: list[OffsetFetchResponseTopicsPartitions]  # v0-7
@@ -1609,7 +1617,7 @@ class OffsetFetchResponseTopics(TypedDict, total=False):
 
 
 class OffsetFetchResponseTopicsPartitions(TypedDict, total=False):
-    """OffsetFetchResponse v0-8: an element of ``topics[].partitions`` (v0-7)."""
+    """OffsetFetchResponse v0-10: an element of ``topics[].partitions`` (v0-7)."""
 
     partition_index: int  # v0-7
     committed_offset: int  # v0-7
@@ -1620,7 +1628,7 @@ class OffsetFetchResponseTopicsPartitions(TypedDict, total=False):
 
 
 class OffsetFetchResponseGroups(TypedDict, total=False):
-    """OffsetFetchResponse v0-8: an element of ``groups`` (v8+)."""
+    """OffsetFetchResponse v0-10: an element of ``groups`` (v8+)."""
 
     group_id: str  # v8+
     topics: list[OffsetFetchResponseGroupsTopics]  # v8+
@@ -1629,15 +1637,16 @@ class OffsetFetchResponseGroups(TypedDict, total=False):
 
 
 class OffsetFetchResponseGroupsTopics(TypedDict, total=False):
-    """OffsetFetchResponse v0-8: an element of ``groups[].topics`` (v8+)."""
+    """OffsetFetchResponse v0-10: an element of ``groups[].topics`` (v8+)."""
 
-    name: str  # v8+
+    name: str  # v8-9
+    topic_id: uuid.UUID  # v10+
     partitions: list[OffsetFetchResponseGroupsTopicsPartitions]  # v8+
     _unknown_tags: UnknownTags
 
 
 class OffsetFetchResponseGroupsTopicsPartitions(TypedDict, total=False):
-    """OffsetFetchResponse v0-8: an element of ``groups[].topics[].partitions`` (v8+)."""
+    """OffsetFetchResponse v0-10: an element of ``groups[].topics[].partitions`` (v8+)."""
 
     partition_index: int  # v8+
     committed_offset: int  # v8+
@@ -1935,4 +1944,580 @@ class WriteTxnMarkersResponseMarkersTopicsPartitions(TypedDict, total=False):
 
     partition_index: int  # v0+
     error_code: int  # v0+
+    _unknown_tags: UnknownTags
+
+
+class ConsumerGroupHeartbeatRequestBody(TypedDict, total=False):
+    """ConsumerGroupHeartbeatRequest v0-1: the whole body."""
+
+    group_id: str  # v0+
+    member_id: str  # v0+
+    member_epoch: int  # v0+
+    instance_id: str | None  # v0+
+    rack_id: str | None  # v0+
+    rebalance_timeout_ms: int  # v0+
+    subscribed_topic_names: list[str] | None  # v0+
+    subscribed_topic_regex: str | None  # v1+
+    server_assignor: str | None  # v0+
+    topic_partitions: list[ConsumerGroupHeartbeatRequestTopicPartitions] | None  # v0+
+    _unknown_tags: UnknownTags
+
+
+class ConsumerGroupHeartbeatRequestTopicPartitions(TypedDict, total=False):
+    """ConsumerGroupHeartbeatRequest v0-1: an element of ``topic_partitions`` (v0+)."""
+
+    topic_id: uuid.UUID  # v0+
+    partitions: list[int]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class ConsumerGroupHeartbeatResponseBody(TypedDict, total=False):
+    """ConsumerGroupHeartbeatResponse v0-1: the whole body."""
+
+    throttle_time_ms: int  # v0+
+    error_code: int  # v0+
+    error_message: str | None  # v0+
+    member_id: str | None  # v0+
+    member_epoch: int  # v0+
+    heartbeat_interval_ms: int  # v0+
+    assignment: ConsumerGroupHeartbeatResponseAssignment | None  # v0+
+    _unknown_tags: UnknownTags
+
+
+class ConsumerGroupHeartbeatResponseAssignment(TypedDict, total=False):
+    """ConsumerGroupHeartbeatResponse v0-1: the struct ``assignment`` (v0+)."""
+
+    topic_partitions: list[ConsumerGroupHeartbeatResponseAssignmentTopicPartitions]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class ConsumerGroupHeartbeatResponseAssignmentTopicPartitions(TypedDict, total=False):
+    """ConsumerGroupHeartbeatResponse v0-1: an element of ``assignment.topic_partitions`` (v0+)."""
+
+    topic_id: uuid.UUID  # v0+
+    partitions: list[int]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class ConsumerGroupDescribeRequestBody(TypedDict, total=False):
+    """ConsumerGroupDescribeRequest v0-1: the whole body."""
+
+    group_ids: list[str]  # v0+
+    include_authorized_operations: bool  # v0+
+    _unknown_tags: UnknownTags
+
+
+class ConsumerGroupDescribeResponseBody(TypedDict, total=False):
+    """ConsumerGroupDescribeResponse v0-1: the whole body."""
+
+    throttle_time_ms: int  # v0+
+    groups: list[ConsumerGroupDescribeResponseGroups]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class ConsumerGroupDescribeResponseGroups(TypedDict, total=False):
+    """ConsumerGroupDescribeResponse v0-1: an element of ``groups`` (v0+)."""
+
+    error_code: int  # v0+
+    error_message: str | None  # v0+
+    group_id: str  # v0+
+    group_state: str  # v0+
+    group_epoch: int  # v0+
+    assignment_epoch: int  # v0+
+    assignor_name: str  # v0+
+    members: list[ConsumerGroupDescribeResponseGroupsMembers]  # v0+
+    authorized_operations: int  # v0+
+    _unknown_tags: UnknownTags
+
+
+class ConsumerGroupDescribeResponseGroupsMembers(TypedDict, total=False):
+    """ConsumerGroupDescribeResponse v0-1: an element of ``groups[].members`` (v0+)."""
+
+    member_id: str  # v0+
+    instance_id: str | None  # v0+
+    rack_id: str | None  # v0+
+    member_epoch: int  # v0+
+    client_id: str  # v0+
+    client_host: str  # v0+
+    subscribed_topic_names: list[str]  # v0+
+    subscribed_topic_regex: str | None  # v0+
+    assignment: ConsumerGroupDescribeResponseGroupsMembersAssignment  # v0+
+    target_assignment: ConsumerGroupDescribeResponseGroupsMembersTargetAssignment  # v0+
+    member_type: int  # v1+
+    _unknown_tags: UnknownTags
+
+
+class ConsumerGroupDescribeResponseGroupsMembersAssignment(TypedDict, total=False):
+    """ConsumerGroupDescribeResponse v0-1: the struct ``groups[].members[].assignment`` (v0+)."""
+
+    topic_partitions: list[ConsumerGroupDescribeResponseGroupsMembersAssignmentTopicPartitions]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class ConsumerGroupDescribeResponseGroupsMembersAssignmentTopicPartitions(TypedDict, total=False):
+    """ConsumerGroupDescribeResponse v0-1: an element of ``groups[].members[].assignment.topic_partitions`` (v0+)."""
+
+    topic_id: uuid.UUID  # v0+
+    topic_name: str  # v0+
+    partitions: list[int]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class ConsumerGroupDescribeResponseGroupsMembersTargetAssignment(TypedDict, total=False):
+    """ConsumerGroupDescribeResponse v0-1: the struct ``groups[].members[].target_assignment`` (v0+)."""
+
+    topic_partitions: list[ConsumerGroupDescribeResponseGroupsMembersTargetAssignmentTopicPartitions]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class ConsumerGroupDescribeResponseGroupsMembersTargetAssignmentTopicPartitions(TypedDict, total=False):
+    """ConsumerGroupDescribeResponse v0-1: an element of ``groups[].members[].target_assignment.topic_partitions`` (v0+)."""
+
+    topic_id: uuid.UUID  # v0+
+    topic_name: str  # v0+
+    partitions: list[int]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class ShareGroupHeartbeatRequestBody(TypedDict, total=False):
+    """ShareGroupHeartbeatRequest v1-1: the whole body."""
+
+    group_id: str  # v0+
+    member_id: str  # v0+
+    member_epoch: int  # v0+
+    rack_id: str | None  # v0+
+    subscribed_topic_names: list[str] | None  # v0+
+    _unknown_tags: UnknownTags
+
+
+class ShareGroupHeartbeatResponseBody(TypedDict, total=False):
+    """ShareGroupHeartbeatResponse v1-1: the whole body."""
+
+    throttle_time_ms: int  # v0+
+    error_code: int  # v0+
+    error_message: str | None  # v0+
+    member_id: str | None  # v0+
+    member_epoch: int  # v0+
+    heartbeat_interval_ms: int  # v0+
+    assignment: ShareGroupHeartbeatResponseAssignment | None  # v0+
+    _unknown_tags: UnknownTags
+
+
+class ShareGroupHeartbeatResponseAssignment(TypedDict, total=False):
+    """ShareGroupHeartbeatResponse v1-1: the struct ``assignment`` (v0+)."""
+
+    topic_partitions: list[ShareGroupHeartbeatResponseAssignmentTopicPartitions]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class ShareGroupHeartbeatResponseAssignmentTopicPartitions(TypedDict, total=False):
+    """ShareGroupHeartbeatResponse v1-1: an element of ``assignment.topic_partitions`` (v0+)."""
+
+    topic_id: uuid.UUID  # v0+
+    partitions: list[int]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class ShareGroupDescribeRequestBody(TypedDict, total=False):
+    """ShareGroupDescribeRequest v1-1: the whole body."""
+
+    group_ids: list[str]  # v0+
+    include_authorized_operations: bool  # v0+
+    _unknown_tags: UnknownTags
+
+
+class ShareGroupDescribeResponseBody(TypedDict, total=False):
+    """ShareGroupDescribeResponse v1-1: the whole body."""
+
+    throttle_time_ms: int  # v0+
+    groups: list[ShareGroupDescribeResponseGroups]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class ShareGroupDescribeResponseGroups(TypedDict, total=False):
+    """ShareGroupDescribeResponse v1-1: an element of ``groups`` (v0+)."""
+
+    error_code: int  # v0+
+    error_message: str | None  # v0+
+    group_id: str  # v0+
+    group_state: str  # v0+
+    group_epoch: int  # v0+
+    assignment_epoch: int  # v0+
+    assignor_name: str  # v0+
+    members: list[ShareGroupDescribeResponseGroupsMembers]  # v0+
+    authorized_operations: int  # v0+
+    _unknown_tags: UnknownTags
+
+
+class ShareGroupDescribeResponseGroupsMembers(TypedDict, total=False):
+    """ShareGroupDescribeResponse v1-1: an element of ``groups[].members`` (v0+)."""
+
+    member_id: str  # v0+
+    rack_id: str | None  # v0+
+    member_epoch: int  # v0+
+    client_id: str  # v0+
+    client_host: str  # v0+
+    subscribed_topic_names: list[str]  # v0+
+    assignment: ShareGroupDescribeResponseGroupsMembersAssignment  # v0+
+    _unknown_tags: UnknownTags
+
+
+class ShareGroupDescribeResponseGroupsMembersAssignment(TypedDict, total=False):
+    """ShareGroupDescribeResponse v1-1: the struct ``groups[].members[].assignment`` (v0+)."""
+
+    topic_partitions: list[ShareGroupDescribeResponseGroupsMembersAssignmentTopicPartitions]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class ShareGroupDescribeResponseGroupsMembersAssignmentTopicPartitions(TypedDict, total=False):
+    """ShareGroupDescribeResponse v1-1: an element of ``groups[].members[].assignment.topic_partitions`` (v0+)."""
+
+    topic_id: uuid.UUID  # v0+
+    topic_name: str  # v0+
+    partitions: list[int]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class ShareFetchRequestBody(TypedDict, total=False):
+    """ShareFetchRequest v1-2: the whole body."""
+
+    group_id: str | None  # v0+
+    member_id: str | None  # v0+
+    share_session_epoch: int  # v0+
+    max_wait_ms: int  # v0+
+    min_bytes: int  # v0+
+    max_bytes: int  # v0+
+    max_records: int  # v1+
+    batch_size: int  # v1+
+    share_acquire_mode: int  # v2+
+    is_renew_ack: bool  # v2+
+    topics: list[ShareFetchRequestTopics]  # v0+
+    forgotten_topics_data: list[ShareFetchRequestForgottenTopicsData]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class ShareFetchRequestTopics(TypedDict, total=False):
+    """ShareFetchRequest v1-2: an element of ``topics`` (v0+)."""
+
+    topic_id: uuid.UUID  # v0+
+    partitions: list[ShareFetchRequestTopicsPartitions]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class ShareFetchRequestTopicsPartitions(TypedDict, total=False):
+    """ShareFetchRequest v1-2: an element of ``topics[].partitions`` (v0+)."""
+
+    partition_index: int  # v0+
+    acknowledgement_batches: list[ShareFetchRequestTopicsPartitionsAcknowledgementBatches]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class ShareFetchRequestTopicsPartitionsAcknowledgementBatches(TypedDict, total=False):
+    """ShareFetchRequest v1-2: an element of ``topics[].partitions[].acknowledgement_batches`` (v0+)."""
+
+    first_offset: int  # v0+
+    last_offset: int  # v0+
+    acknowledge_types: list[int]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class ShareFetchRequestForgottenTopicsData(TypedDict, total=False):
+    """ShareFetchRequest v1-2: an element of ``forgotten_topics_data`` (v0+)."""
+
+    topic_id: uuid.UUID  # v0+
+    partitions: list[int]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class ShareFetchResponseBody(TypedDict, total=False):
+    """ShareFetchResponse v1-2: the whole body."""
+
+    throttle_time_ms: int  # v0+
+    error_code: int  # v0+
+    error_message: str | None  # v0+
+    acquisition_lock_timeout_ms: int  # v0+
+    responses: list[ShareFetchResponseResponses]  # v0+
+    node_endpoints: list[ShareFetchResponseNodeEndpoints]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class ShareFetchResponseResponses(TypedDict, total=False):
+    """ShareFetchResponse v1-2: an element of ``responses`` (v0+)."""
+
+    topic_id: uuid.UUID  # v0+
+    partitions: list[ShareFetchResponseResponsesPartitions]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class ShareFetchResponseResponsesPartitions(TypedDict, total=False):
+    """ShareFetchResponse v1-2: an element of ``responses[].partitions`` (v0+)."""
+
+    partition_index: int  # v0+
+    error_code: int  # v0+
+    error_message: str | None  # v0+
+    acknowledge_error_code: int  # v0+
+    acknowledge_error_message: str | None  # v0+
+    current_leader: ShareFetchResponseResponsesPartitionsCurrentLeader  # v0+
+    records: Records  # v0+
+    acquired_records: list[ShareFetchResponseResponsesPartitionsAcquiredRecords]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class ShareFetchResponseResponsesPartitionsCurrentLeader(TypedDict, total=False):
+    """ShareFetchResponse v1-2: the struct ``responses[].partitions[].current_leader`` (v0+)."""
+
+    leader_id: int  # v0+
+    leader_epoch: int  # v0+
+    _unknown_tags: UnknownTags
+
+
+class ShareFetchResponseResponsesPartitionsAcquiredRecords(TypedDict, total=False):
+    """ShareFetchResponse v1-2: an element of ``responses[].partitions[].acquired_records`` (v0+)."""
+
+    first_offset: int  # v0+
+    last_offset: int  # v0+
+    delivery_count: int  # v0+
+    _unknown_tags: UnknownTags
+
+
+class ShareFetchResponseNodeEndpoints(TypedDict, total=False):
+    """ShareFetchResponse v1-2: an element of ``node_endpoints`` (v0+)."""
+
+    node_id: int  # v0+
+    host: str  # v0+
+    port: int  # v0+
+    rack: str | None  # v0+
+    _unknown_tags: UnknownTags
+
+
+class ShareAcknowledgeRequestBody(TypedDict, total=False):
+    """ShareAcknowledgeRequest v1-2: the whole body."""
+
+    group_id: str | None  # v0+
+    member_id: str | None  # v0+
+    share_session_epoch: int  # v0+
+    is_renew_ack: bool  # v2+
+    topics: list[ShareAcknowledgeRequestTopics]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class ShareAcknowledgeRequestTopics(TypedDict, total=False):
+    """ShareAcknowledgeRequest v1-2: an element of ``topics`` (v0+)."""
+
+    topic_id: uuid.UUID  # v0+
+    partitions: list[ShareAcknowledgeRequestTopicsPartitions]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class ShareAcknowledgeRequestTopicsPartitions(TypedDict, total=False):
+    """ShareAcknowledgeRequest v1-2: an element of ``topics[].partitions`` (v0+)."""
+
+    partition_index: int  # v0+
+    acknowledgement_batches: list[ShareAcknowledgeRequestTopicsPartitionsAcknowledgementBatches]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class ShareAcknowledgeRequestTopicsPartitionsAcknowledgementBatches(TypedDict, total=False):
+    """ShareAcknowledgeRequest v1-2: an element of ``topics[].partitions[].acknowledgement_batches`` (v0+)."""
+
+    first_offset: int  # v0+
+    last_offset: int  # v0+
+    acknowledge_types: list[int]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class ShareAcknowledgeResponseBody(TypedDict, total=False):
+    """ShareAcknowledgeResponse v1-2: the whole body."""
+
+    throttle_time_ms: int  # v0+
+    error_code: int  # v0+
+    error_message: str | None  # v0+
+    acquisition_lock_timeout_ms: int  # v2+
+    responses: list[ShareAcknowledgeResponseResponses]  # v0+
+    node_endpoints: list[ShareAcknowledgeResponseNodeEndpoints]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class ShareAcknowledgeResponseResponses(TypedDict, total=False):
+    """ShareAcknowledgeResponse v1-2: an element of ``responses`` (v0+)."""
+
+    topic_id: uuid.UUID  # v0+
+    partitions: list[ShareAcknowledgeResponseResponsesPartitions]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class ShareAcknowledgeResponseResponsesPartitions(TypedDict, total=False):
+    """ShareAcknowledgeResponse v1-2: an element of ``responses[].partitions`` (v0+)."""
+
+    partition_index: int  # v0+
+    error_code: int  # v0+
+    error_message: str | None  # v0+
+    current_leader: ShareAcknowledgeResponseResponsesPartitionsCurrentLeader  # v0+
+    _unknown_tags: UnknownTags
+
+
+class ShareAcknowledgeResponseResponsesPartitionsCurrentLeader(TypedDict, total=False):
+    """ShareAcknowledgeResponse v1-2: the struct ``responses[].partitions[].current_leader`` (v0+)."""
+
+    leader_id: int  # v0+
+    leader_epoch: int  # v0+
+    _unknown_tags: UnknownTags
+
+
+class ShareAcknowledgeResponseNodeEndpoints(TypedDict, total=False):
+    """ShareAcknowledgeResponse v1-2: an element of ``node_endpoints`` (v0+)."""
+
+    node_id: int  # v0+
+    host: str  # v0+
+    port: int  # v0+
+    rack: str | None  # v0+
+    _unknown_tags: UnknownTags
+
+
+class DescribeShareGroupOffsetsRequestBody(TypedDict, total=False):
+    """DescribeShareGroupOffsetsRequest v0-1: the whole body."""
+
+    groups: list[DescribeShareGroupOffsetsRequestGroups]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class DescribeShareGroupOffsetsRequestGroups(TypedDict, total=False):
+    """DescribeShareGroupOffsetsRequest v0-1: an element of ``groups`` (v0+)."""
+
+    group_id: str  # v0+
+    topics: list[DescribeShareGroupOffsetsRequestGroupsTopics] | None  # v0+
+    _unknown_tags: UnknownTags
+
+
+class DescribeShareGroupOffsetsRequestGroupsTopics(TypedDict, total=False):
+    """DescribeShareGroupOffsetsRequest v0-1: an element of ``groups[].topics`` (v0+)."""
+
+    topic_name: str  # v0+
+    partitions: list[int]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class DescribeShareGroupOffsetsResponseBody(TypedDict, total=False):
+    """DescribeShareGroupOffsetsResponse v0-1: the whole body."""
+
+    throttle_time_ms: int  # v0+
+    groups: list[DescribeShareGroupOffsetsResponseGroups]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class DescribeShareGroupOffsetsResponseGroups(TypedDict, total=False):
+    """DescribeShareGroupOffsetsResponse v0-1: an element of ``groups`` (v0+)."""
+
+    group_id: str  # v0+
+    topics: list[DescribeShareGroupOffsetsResponseGroupsTopics]  # v0+
+    error_code: int  # v0+
+    error_message: str | None  # v0+
+    _unknown_tags: UnknownTags
+
+
+class DescribeShareGroupOffsetsResponseGroupsTopics(TypedDict, total=False):
+    """DescribeShareGroupOffsetsResponse v0-1: an element of ``groups[].topics`` (v0+)."""
+
+    topic_name: str  # v0+
+    topic_id: uuid.UUID  # v0+
+    partitions: list[DescribeShareGroupOffsetsResponseGroupsTopicsPartitions]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class DescribeShareGroupOffsetsResponseGroupsTopicsPartitions(TypedDict, total=False):
+    """DescribeShareGroupOffsetsResponse v0-1: an element of ``groups[].topics[].partitions`` (v0+)."""
+
+    partition_index: int  # v0+
+    start_offset: int  # v0+
+    leader_epoch: int  # v0+
+    lag: int  # v1+
+    error_code: int  # v0+
+    error_message: str | None  # v0+
+    _unknown_tags: UnknownTags
+
+
+class AlterShareGroupOffsetsRequestBody(TypedDict, total=False):
+    """AlterShareGroupOffsetsRequest v0-0: the whole body."""
+
+    group_id: str  # v0+
+    topics: list[AlterShareGroupOffsetsRequestTopics]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class AlterShareGroupOffsetsRequestTopics(TypedDict, total=False):
+    """AlterShareGroupOffsetsRequest v0-0: an element of ``topics`` (v0+)."""
+
+    topic_name: str  # v0+
+    partitions: list[AlterShareGroupOffsetsRequestTopicsPartitions]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class AlterShareGroupOffsetsRequestTopicsPartitions(TypedDict, total=False):
+    """AlterShareGroupOffsetsRequest v0-0: an element of ``topics[].partitions`` (v0+)."""
+
+    partition_index: int  # v0+
+    start_offset: int  # v0+
+    _unknown_tags: UnknownTags
+
+
+class AlterShareGroupOffsetsResponseBody(TypedDict, total=False):
+    """AlterShareGroupOffsetsResponse v0-0: the whole body."""
+
+    throttle_time_ms: int  # v0+
+    error_code: int  # v0+
+    error_message: str | None  # v0+
+    responses: list[AlterShareGroupOffsetsResponseResponses]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class AlterShareGroupOffsetsResponseResponses(TypedDict, total=False):
+    """AlterShareGroupOffsetsResponse v0-0: an element of ``responses`` (v0+)."""
+
+    topic_name: str  # v0+
+    topic_id: uuid.UUID  # v0+
+    partitions: list[AlterShareGroupOffsetsResponseResponsesPartitions]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class AlterShareGroupOffsetsResponseResponsesPartitions(TypedDict, total=False):
+    """AlterShareGroupOffsetsResponse v0-0: an element of ``responses[].partitions`` (v0+)."""
+
+    partition_index: int  # v0+
+    error_code: int  # v0+
+    error_message: str | None  # v0+
+    _unknown_tags: UnknownTags
+
+
+class DeleteShareGroupOffsetsRequestBody(TypedDict, total=False):
+    """DeleteShareGroupOffsetsRequest v0-0: the whole body."""
+
+    group_id: str  # v0+
+    topics: list[DeleteShareGroupOffsetsRequestTopics]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class DeleteShareGroupOffsetsRequestTopics(TypedDict, total=False):
+    """DeleteShareGroupOffsetsRequest v0-0: an element of ``topics`` (v0+)."""
+
+    topic_name: str  # v0+
+    _unknown_tags: UnknownTags
+
+
+class DeleteShareGroupOffsetsResponseBody(TypedDict, total=False):
+    """DeleteShareGroupOffsetsResponse v0-0: the whole body."""
+
+    throttle_time_ms: int  # v0+
+    error_code: int  # v0+
+    error_message: str | None  # v0+
+    responses: list[DeleteShareGroupOffsetsResponseResponses]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class DeleteShareGroupOffsetsResponseResponses(TypedDict, total=False):
+    """DeleteShareGroupOffsetsResponse v0-0: an element of ``responses`` (v0+)."""
+
+    topic_name: str  # v0+
+    topic_id: uuid.UUID  # v0+
+    error_code: int  # v0+
+    error_message: str | None  # v0+
     _unknown_tags: UnknownTags

@@ -135,6 +135,10 @@ class _Compiler:
         """Lines that read one value of ``node`` at ``pos`` into ``target`` and advance ``pos``."""
         if isinstance(node, T.KStruct):
             return [f"{ind}{target}, pos = {self.parser(node)}(buf, pos, end)"]
+        if isinstance(node, T.KNullableStruct):  # int8 marker: negative for null
+            return [f"{ind}_check(pos, 1, end)", f"{ind}pos += 1", f"{ind}if buf[pos - 1] >= 0x80:",
+                    f"{ind}    {target} = None", f"{ind}else:",
+                    f"{ind}    {target}, pos = {self.parser(node.subcon)}(buf, pos, end)"]
         if isinstance(node, FormatField):
             s = self._struct_fmt(node)
             return [f"{ind}{target} = {s}.unpack_from(buf, pos)[0]", f"{ind}pos += {node.length}"]
@@ -233,6 +237,10 @@ class _Compiler:
         """Lines that append one value of ``node`` to ``out`` (the writer's current buffer)."""
         if isinstance(node, T.KStruct):
             return [f"{ind}{self.builder(node)}({value}, w)", f"{ind}out = w.buf"]
+        if isinstance(node, T.KNullableStruct):
+            return [f"{ind}if {value} is None:", f"{ind}    out.append(0xFF)", f"{ind}else:",
+                    f"{ind}    out.append(1)", f"{ind}    {self.builder(node.subcon)}({value}, w)",
+                    f"{ind}    out = w.buf"]
         if isinstance(node, FormatField):
             s = self._struct_fmt(node)
             return [f"{ind}out += {s}.pack({value})"]

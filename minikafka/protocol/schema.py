@@ -10,7 +10,8 @@ classic or flexible (KIP-482).
 Field types are Kafka's names: ``int8 int16 uint16 int32 uint32 int64 float64
 bool string bytes records uuid``, ``"[]T"`` for an array of a primitive, a
 list of fields for an array of structs, and :func:`struct` for a single
-nested struct.  Field names are Kafka's, in snake_case.
+nested struct (nullable too: null is ``None`` on both sides).  Field names are
+Kafka's, in snake_case.
 
 Deliberate difference from Kafka: parsed values are ``construct.Container``
 dicts (attribute access), not generated classes; fields absent from a version
@@ -191,7 +192,8 @@ def _type_construct(fl: Field, version: int, flexible: bool) -> Construct:
     if isinstance(t, list):
         return T.KArray(_struct_construct(t, version, flexible), flexible, nullable)
     if isinstance(t, _Struct):
-        return _struct_construct(t.fields, version, flexible)
+        body = _struct_construct(t.fields, version, flexible)
+        return T.KNullableStruct(body) if nullable else body
     if t.startswith("[]"):
         inner = Field(fl.name, t[2:], fl.versions)
         return T.KArray(_type_construct(inner, version, flexible), flexible, nullable)

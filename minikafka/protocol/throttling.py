@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from .api import ApiKey
 
+NEVER = 1 << 15
+"""Beyond any version: the response keeps ``AbstractResponse``'s default (the client never throttles)."""
+
 # First version of each API whose clients throttle themselves; APIs not listed: from v0.
 # Keyed by ApiKey members, looked up by plain api key ints (an IntEnum hashes as its value).
 CLIENT_THROTTLES_FROM: dict[int, int] = {
@@ -20,6 +23,11 @@ CLIENT_THROTTLES_FROM: dict[int, int] = {
     ApiKey.DESCRIBE_CONFIGS: 2, ApiKey.CREATE_PARTITIONS: 1, ApiKey.DELETE_GROUPS: 1,
     ApiKey.DESCRIBE_CLIENT_QUOTAS: 1, ApiKey.ALTER_CLIENT_QUOTAS: 1,
     ApiKey.ADD_PARTITIONS_TO_TXN: 1, ApiKey.ADD_OFFSETS_TO_TXN: 1, ApiKey.END_TXN: 1, ApiKey.TXN_OFFSET_COMMIT: 1,
+    # KIP-848/KIP-932 responses keep the default (checked: ConsumerGroupHeartbeat, ShareFetch in Kafka 4.2).
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: NEVER, ApiKey.CONSUMER_GROUP_DESCRIBE: NEVER,
+    ApiKey.SHARE_GROUP_HEARTBEAT: NEVER, ApiKey.SHARE_GROUP_DESCRIBE: NEVER, ApiKey.SHARE_FETCH: NEVER,
+    ApiKey.SHARE_ACKNOWLEDGE: NEVER, ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: NEVER,
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: NEVER, ApiKey.DELETE_SHARE_GROUP_OFFSETS: NEVER,
 }
 
 

@@ -4,7 +4,8 @@ Models the type system of Kafka's message generator (``Type`` in
 ``org.apache.kafka.common.protocol.types``): fixed-width big-endian integers,
 unsigned varints, the classic (int16/int32 length) and compact (KIP-482,
 unsigned-varint length + 1) encodings of strings, bytes and arrays, UUIDs, and
-structs closed by a tagged-fields section in flexible versions.
+structs closed by a tagged-fields section in flexible versions, and
+nullable structs (an int8 marker, -1 for null and 1 before the struct).
 
 Every class is an ordinary ``construct.Construct``; the schema layer composes
 them per message version.  Null is encoded as length -1 (classic) or 0
@@ -36,7 +37,7 @@ from construct import (
 __all__ = [
     "INT8", "INT16", "UINT16", "INT32", "UINT32", "INT64", "FLOAT64", "BOOL",
     "UVarInt", "VarIntZigZag", "KString", "KBytes", "KArray", "KUuid", "KStruct",
-    "read_uvarint", "uvarint_at", "write_uvarint", "uvarint_size", "ViewReader", "SegmentedWriter",
+    "KNullableStruct", "read_uvarint", "uvarint_at", "write_uvarint", "uvarint_size", "ViewReader", "SegmentedWriter",
 ]
 
 INT8 = Int8sb
@@ -404,6 +405,33 @@ class KStruct(Construct):
                 b = write_uvarint(tag) + write_uvarint(len(raw))
                 stream_write(stream, b, len(b), path)
                 stream_write(stream, raw, len(raw), path)
+        return obj
+
+
+class KNullableStruct(Construct):
+    """A struct field with ``nullableVersions``: an int8 marker, then the struct unless null.
+
+    Kafka's generated code writes -1 for null and 1 before a present struct, and
+    reads any negative marker as null (``ConsumerGroupHeartbeatResponse.Assignment``).
+    """
+
+    def __init__(self, subcon: KStruct) -> None:
+        super().__init__()
+        self.subcon = subcon
+        self.flagbuildnone = True
+
+    def _parse(self, stream, context, path):
+        marker = stream_read(stream, 1, path)[0]
+        if marker >= 0x80:
+            return None
+        return self.subcon._parsereport(stream, context, path)
+
+    def _build(self, obj, stream, context, path):
+        if obj is None:
+            stream_write(stream, b"\xff", 1, path)
+            return obj
+        stream_write(stream, b"\x01", 1, path)
+        self.subcon._build(obj, stream, context, path)
         return obj
 
 

@@ -42,7 +42,8 @@ def tables(spark, capture: Path):
 
 def test_requests_table_has_each_requests_principal_and_listener(tables, capture: Path) -> None:
     names = [c for c, _ in COLUMNS["requests"]]
-    assert names[-1] == "listener" and names[5] == "principal"  # appended; earlier positions unchanged
+    # appended after the transaction columns (then issue 14's group columns); earlier positions unchanged
+    assert names.index("listener") == names.index("aborted_transactions") + 1 and names[5] == "principal"
     assert tables.requests.columns[:len(names)] == names
     df = tables.requests.select("api_name", "client_id", "principal", "listener").toPandas()
     assert set(df.listener) == {"SASL_SSL"}

@@ -157,13 +157,15 @@ def test_list_offsets_requests_say_their_isolation_level() -> None:
 
 def test_new_columns_are_appended() -> None:
     """The columns earlier versions had keep their positions; the transaction columns come after them (and
-    before any appended later: the requests table's ``listener``, issue 15)."""
+    before any appended later: the requests table's ``listener``, issue 15, then the group columns of
+    issue 14 in both tables)."""
     req = [c for c, _ in COLUMNS["requests"]]
     parts = [c for c, _ in COLUMNS["partitions"]]
     txn = ["transactional_id", "isolation_level", *TXN_COUNTS, "aborted_transactions"]
-    assert req.index("injected") == 38 and req[39:39 + len(txn)] == txn and req[39 + len(txn):] == ["listener"]
-    assert parts.index("batch_count") == 30 and parts[31:] == [*TXN_COUNTS, "aborted_transactions",
-                                                                "isolation_level"]
+    assert req.index("injected") == 38 and req[39:39 + len(txn)] == txn and req[39 + len(txn)] == "listener"
+    assert req[40 + len(txn)] == "group_id"
+    assert parts.index("batch_count") == 30 and parts[31:31 + len(TXN_COUNTS) + 3] == [
+        *TXN_COUNTS, "aborted_transactions", "isolation_level", "group_id"]
 
 
 # -- through Spark --------------------------------------------------------------------------------

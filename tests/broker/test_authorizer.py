@@ -120,7 +120,8 @@ def test_authorized_operations_bits() -> None:
     assert auth.authorized_operations(BOB, HOST, T, "t") == 0
     # A super user gets every operation the resource type supports (no CLUSTER_ACTION on a group).
     su = authorizer(super_users=(ALICE,))
-    assert su.authorized_operations(ALICE, HOST, G, "g") == (1 << O.READ) | (1 << O.DESCRIBE) | (1 << O.DELETE)
+    assert su.authorized_operations(ALICE, HOST, G, "g") == ((1 << O.READ) | (1 << O.DESCRIBE) | (1 << O.DELETE)
+                                                           | (1 << O.DESCRIBE_CONFIGS) | (1 << O.ALTER_CONFIGS))
 
 
 @pytest.mark.parametrize("acls,expected", [

@@ -2,12 +2,13 @@
 
 A handler that raises gets its request answered with :func:`error_response`: the
 body must encode at the request's version (strict mode: no undeclared key) and
-carry the error code wherever it has one; the transaction APIs are checked
-entity by entity.
+carry the error code wherever it has one; the transaction, KIP-848 and KIP-932
+APIs are checked entity by entity.
 """
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import pytest
@@ -158,3 +159,89 @@ def test_init_producer_id_top_level_at_every_version() -> None:
     for version in range(6):
         parsed = answer(K.INIT_PRODUCER_ID, version, {"transactional_id": "tx", "transaction_timeout_ms": 1000})
         assert (parsed.error_code, parsed.producer_id, parsed.producer_epoch) == (CODE, -1, -1)
+
+
+# -- the KIP-848 and KIP-932 APIs, entity by entity ------------------------------------------------------
+
+TOPIC_A = uuid.UUID("5b0f8a4e-0c1d-4f6e-9a3b-7d2c1e0f9a11")
+TOPIC_B = uuid.UUID("0e6f2a1b-3c4d-4e5f-8a9b-0c1d2e3f4a5b")
+
+
+@pytest.mark.parametrize("key,version", [(K.CONSUMER_GROUP_HEARTBEAT, 0), (K.CONSUMER_GROUP_HEARTBEAT, 1),
+                                         (K.SHARE_GROUP_HEARTBEAT, 1)])
+def test_group_heartbeats_answer_top_level_without_assignment(key: int, version: int) -> None:
+    request = {"group_id": "g", "member_id": "m-1", "member_epoch": 4, "subscribed_topic_names": ["a"]}
+    parsed = answer(key, version, request, throttle_time_ms=7)
+    assert (parsed.error_code, parsed.throttle_time_ms, parsed.member_id, parsed.assignment) == (CODE, 7, None, None)
+
+
+@pytest.mark.parametrize("key,version", [(K.CONSUMER_GROUP_DESCRIBE, 0), (K.CONSUMER_GROUP_DESCRIBE, 1),
+                                         (K.SHARE_GROUP_DESCRIBE, 1)])
+def test_group_describes_name_every_group(key: int, version: int) -> None:
+    parsed = answer(key, version, {"group_ids": ["g1", "g2"], "include_authorized_operations": True})
+    assert [(g.group_id, g.error_code, g.members) for g in parsed.groups] == [("g1", CODE, []), ("g2", CODE, [])]
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_share_fetch_names_every_partition_and_its_acknowledgements(version: int) -> None:
+    request = {"group_id": "sg", "member_id": "m", "share_session_epoch": 3, "max_wait_ms": 500, "min_bytes": 1,
+               "max_records": 500, "batch_size": 500, "topics": [
+                   {"topic_id": TOPIC_A, "partitions": [
+                       {"partition_index": 0, "acknowledgement_batches": [
+                           {"first_offset": 10, "last_offset": 12, "acknowledge_types": [1]}]},
+                       {"partition_index": 1, "acknowledgement_batches": []}]},
+                   {"topic_id": TOPIC_B, "partitions": [{"partition_index": 4, "acknowledgement_batches": []}]}],
+               "forgotten_topics_data": []}
+    parsed = answer(K.SHARE_FETCH, version, request)
+    assert parsed.error_code == CODE
+    assert [(t.topic_id, p.partition_index, p.error_code, p.acknowledge_error_code, p.records, p.acquired_records)
+            for t in parsed.responses for p in t.partitions] == [
+        (TOPIC_A, 0, CODE, CODE, None, []), (TOPIC_A, 1, CODE, 0, None, []), (TOPIC_B, 4, CODE, 0, None, [])]
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_share_acknowledge_names_every_partition(version: int) -> None:
+    request = {"group_id": "sg", "member_id": "m", "share_session_epoch": 4, "topics": [
+        {"topic_id": TOPIC_A, "partitions": [
+            {"partition_index": 2, "acknowledgement_batches": [
+                {"first_offset": 0, "last_offset": 3, "acknowledge_types": [1, 2, 3, 1]}]}]}]}
+    parsed = answer(K.SHARE_ACKNOWLEDGE, version, request)
+    assert parsed.error_code == CODE
+    assert [(t.topic_id, p.partition_index, p.error_code, p.current_leader.leader_id)
+            for t in parsed.responses for p in t.partitions] == [(TOPIC_A, 2, CODE, -1)]
+
+
+@pytest.mark.parametrize("version", [0, 1])
+def test_describe_share_group_offsets_names_every_group_and_partition(version: int) -> None:
+    request = {"groups": [{"group_id": "sg1", "topics": [{"topic_name": "a", "partitions": [0, 3]}]},
+                          {"group_id": "sg2", "topics": None}]}
+    parsed = answer(K.DESCRIBE_SHARE_GROUP_OFFSETS, version, request)
+    assert [(g.group_id, g.error_code) for g in parsed.groups] == [("sg1", CODE), ("sg2", CODE)]
+    assert [(t.topic_name, p.partition_index, p.error_code, p.start_offset)
+            for t in parsed.groups[0].topics for p in t.partitions] == [("a", 0, CODE, -1), ("a", 3, CODE, -1)]
+    assert parsed.groups[1].topics == []
+
+
+def test_alter_share_group_offsets_names_every_partition() -> None:
+    request = {"group_id": "sg", "topics": [{"topic_name": "a", "partitions": [
+        {"partition_index": 0, "start_offset": 5}, {"partition_index": 1, "start_offset": 0}]}]}
+    parsed = answer(K.ALTER_SHARE_GROUP_OFFSETS, 0, request)
+    assert parsed.error_code == CODE
+    assert [(t.topic_name, p.partition_index, p.error_code) for t in parsed.responses for p in t.partitions] == [
+        ("a", 0, CODE), ("a", 1, CODE)]
+
+
+def test_delete_share_group_offsets_names_every_topic() -> None:
+    parsed = answer(K.DELETE_SHARE_GROUP_OFFSETS, 0, {"group_id": "sg", "topics": [{"topic_name": "a"},
+                                                                                   {"topic_name": "b"}]})
+    assert parsed.error_code == CODE
+    assert [(t.topic_name, t.error_code) for t in parsed.responses] == [("a", CODE), ("b", CODE)]
+
+
+def test_offset_commit_v10_answers_by_topic_id() -> None:
+    request = {"group_id": "g", "generation_id_or_member_epoch": 3, "member_id": "m", "topics": [
+        {"topic_id": TOPIC_A, "partitions": [{"partition_index": 1, "committed_offset": 9,
+                                              "committed_metadata": None}]}]}
+    parsed = answer(K.OFFSET_COMMIT, 10, request)
+    assert [(t.topic_id, p.partition_index, p.error_code) for t in parsed.topics for p in t.partitions] == [
+        (TOPIC_A, 1, CODE)]

@@ -27,7 +27,10 @@ sent for it on that connection.  The broker only sees fetches: records a
 client fetched but had not yet processed count as consumed, so this is a lower
 bound of the application's lag.  Committed offsets (OffsetCommit,
 TxnOffsetCommit) are not in the decoded tables: the position is the consumed
-one, not the committed one.
+one, not the committed one.  KIP-848 consumers (``group.protocol=consumer``)
+fetch as classic ones do, so their lag is computed alike (their OffsetCommit
+v9+ with member epochs is not read, as no commit is); share-group consumers
+(ShareFetch) have no position and no lag here.
 
 Tables:
 

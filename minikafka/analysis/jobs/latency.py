@@ -16,7 +16,8 @@ Tables:
 * ``by_api``: per api and version, per api (``api_version`` null) and over all (``api_name`` "ALL").
 * ``by_client``: per client and api, per client (``api_name`` "ALL").
 * ``by_api_time``: per time bucket and api, and per bucket over all apis ("ALL").
-* ``fetch``: Fetch per role (consumer or follower replica), client and ``max_wait_ms``, and per role:
+* ``fetch``: Fetch per role (consumer or follower replica; ShareFetch, KIP-932, as role
+  ``share_consumer``: it long-polls the same way), client and ``max_wait_ms``, and per role:
   how many returned at max_wait (a long poll that timed out: latency >= max_wait_ms x (1 -
   ``opts.extra["max_wait_tolerance"]``, default 0.05)), their fraction, and percentiles of all
   fetches, of those that returned early (the latency a consumer sees when data is there), and
@@ -87,8 +88,9 @@ def run(tables: Any, opts: AnalysisOptions) -> dict[str, Any]:
 
     waits = F.coalesce(F.col("max_wait_ms"), F.lit(0)) > 0
     at_max = waits & (F.col("latency_ms") >= F.col("max_wait_ms") * F.lit(1.0 - tol))
-    f = (r.where(F.col("api_name") == "Fetch")
-         .withColumn("role", F.when(F.coalesce(F.col("replica_id"), F.lit(-1)) >= 0, F.lit("replica"))
+    f = (r.where(F.col("api_name").isin("Fetch", "ShareFetch"))
+         .withColumn("role", F.when(F.col("api_name") == "ShareFetch", F.lit("share_consumer"))
+                     .when(F.coalesce(F.col("replica_id"), F.lit(-1)) >= 0, F.lit("replica"))
                      .otherwise(F.lit("consumer")))
          .withColumn("at_max_wait", at_max)
          .withColumn("early_ms", F.when(~F.col("at_max_wait"), F.col("latency_ms")))

@@ -19,7 +19,20 @@ frames on the wire including the 4-byte size prefix, as in
 * ``by_topic``: the same per topic over the whole capture.
 
 Record bytes and records are those of data batches; control batches are counted apart (their bytes
-are not in the record bytes).  Columns added later come after the ones earlier versions had.
+are not in the record bytes).  Columns added later come after the ones earlier versions had: then
+(KIP-932) the record bytes/records of ShareFetch responses and the records they handed to share-group
+members (``share_acquired_records``: acquired ranges, a subset of the batches returned).
+* ``groups``: per group (the ``group_id`` of group requests: classic, KIP-848 consumer and KIP-932 share
+  groups): the protocols its requests used (``classic``: JoinGroup/SyncGroup/Heartbeat/LeaveGroup,
+  ``consumer``: ConsumerGroupHeartbeat/Describe, ``share``: the share-group apis), members (distinct member
+  ids), requests, heartbeats (Heartbeat, ConsumerGroupHeartbeat, ShareGroupHeartbeat), joins (JoinGroup, and
+  heartbeats with member epoch 0), epoch bumps (heartbeat responses giving a member a higher epoch than
+  the one it sent: its assignment changed), the highest member epoch or generation handed out, offset
+  commits, error responses and their names.
+* ``share_groups`` (``partitions`` table): per share group and topic, over ShareFetch and ShareAcknowledge:
+  members, ShareFetch responses, the record bytes/records/batches returned, the records acquired (and
+  of those, redelivered: delivery count above 1), the highest delivery count, the records acknowledged
+  as accepted/released/rejected, and the partitions answered with an acknowledgement error.
 * ``summary``: per api: requests, responses, bytes (frame and body), error responses, decode errors,
   and the error names with their counts.
 * ``errors``: per api and error name: responses whose (first) error is that one, and all non-zero
@@ -157,22 +170,97 @@ def run(tables: Any, opts: AnalysisOptions) -> dict[str, Any]:
             _sum(F.when(follower, F.col("control_batch_count")), "replica_fetch_control_batches"),
         ]
 
+    share_fetch = (F.col("api_name") == "ShareFetch") & F.col("in_response")
+
+    def share_aggs() -> list[Any]:
+        return [
+            _sum(F.when(share_fetch, F.col("record_bytes")), "share_fetch_record_bytes"),
+            _sum(F.when(share_fetch, F.col("record_count")), "share_fetch_records"),
+            _sum(F.when(share_fetch, F.col("acquired_records")), "share_acquired_records"),
+        ]
+
     txn_cols = ["produce_transactional_batches", "produce_transactional_records", "fetch_control_bytes",
                 "fetch_control_batches", "fetch_commit_markers", "fetch_abort_markers", "fetch_transactional_records",
                 "fetch_aborted_transactions", "replica_fetch_control_bytes", "replica_fetch_control_batches"]
-    tp = p.where(produce | fetch).withColumn("topic", F.coalesce(F.col("topic"), F.lit("(unknown)")))
-    by_topic_time = (tp.groupBy("bucket_start", "topic").agg(*topic_aggs(), *txn_aggs())
+    share_cols = ["share_fetch_record_bytes", "share_fetch_records", "share_acquired_records"]
+    tp = p.where(produce | fetch | share_fetch).withColumn("topic", F.coalesce(F.col("topic"), F.lit("(unknown)")))
+    by_topic_time = (tp.groupBy("bucket_start", "topic").agg(*topic_aggs(), *txn_aggs(), *share_aggs())
                      .withColumn("produce_bytes_per_s", F.col("produce_record_bytes") / F.lit(sec))
                      .withColumn("fetch_bytes_per_s", F.col("fetch_record_bytes") / F.lit(sec)))
-    by_topic_time = (by_topic_time.select(*[c for c in by_topic_time.columns if c not in txn_cols], *txn_cols)
+    later = txn_cols + share_cols
+    by_topic_time = (by_topic_time.select(*[c for c in by_topic_time.columns if c not in later], *later)
                      .transform(ordered, "bucket_start", "topic"))
     by_topic = (tp.groupBy("topic").agg(*topic_aggs(),
-                                         F.countDistinct("partition").cast("long").alias("partitions"), *txn_aggs())
+                                         F.countDistinct("partition").cast("long").alias("partitions"), *txn_aggs(),
+                                         *share_aggs())
                 .transform(ordered, "topic"))
 
     return {"summary": summary, "errors": err.transform(ordered, "api_name", "error_name"), "by_api_time": by_api_time,
             "by_client": by_client, "connections": connections.drop("first_ns"),
-            "by_topic_time": by_topic_time, "by_topic": by_topic}
+            "by_topic_time": by_topic_time, "by_topic": by_topic,
+            "groups": group_table(r), "share_groups": share_group_table(tables.partitions)}
+
+
+CLASSIC_APIS = ("JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup")
+CONSUMER_APIS = ("ConsumerGroupHeartbeat", "ConsumerGroupDescribe")
+SHARE_APIS = ("ShareGroupHeartbeat", "ShareGroupDescribe", "ShareFetch", "ShareAcknowledge",
+              "DescribeShareGroupOffsets", "AlterShareGroupOffsets", "DeleteShareGroupOffsets")
+HEARTBEAT_APIS = ("Heartbeat", "ConsumerGroupHeartbeat", "ShareGroupHeartbeat")
+
+
+def group_table(requests: Any) -> Any:
+    """The ``groups`` table (see the module docstring) from the ``requests`` table."""
+    from pyspark.sql import functions as F
+
+    name = F.col("api_name")
+    protocol = (F.when(name.isin(*CLASSIC_APIS), F.lit("classic")).when(name.isin(*CONSUMER_APIS), F.lit("consumer"))
+                .when(name.isin(*SHARE_APIS), F.lit("share")))
+    heartbeat = name.isin("ConsumerGroupHeartbeat", "ShareGroupHeartbeat")
+    joins = (name == "JoinGroup") | (heartbeat & (F.col("member_epoch") == 0))
+    bumps = heartbeat & (F.col("member_epoch") > 0) & (F.col("response_member_epoch") > F.col("member_epoch"))
+    is_error = F.coalesce(F.col("error_code"), F.lit(0)) != 0
+    g = requests.where(F.col("group_id").isNotNull())
+    err_names = (g.where(is_error).groupBy("group_id", "error_name").agg(F.count(F.lit(1)).alias("n"))
+                 .groupBy("group_id").agg(F.concat_ws(", ", F.array_sort(F.collect_list(
+                     F.concat(F.col("error_name"), F.lit("="), F.col("n").cast("string"))))).alias("errors")))
+    return (g.withColumn("protocol", protocol)
+            .groupBy("group_id")
+            .agg(F.concat_ws(",", F.array_sort(F.collect_set("protocol"))).alias("protocols"),
+                 F.countDistinct(F.when(F.col("member_id") != "", F.col("member_id"))).cast("long").alias("members"),
+                 F.count(F.lit(1)).cast("long").alias("requests"),
+                 _sum(name.isin(*HEARTBEAT_APIS).cast("int"), "heartbeats"),
+                 _sum(joins.cast("int"), "joins"), _sum(bumps.cast("int"), "epoch_bumps"),
+                 F.max(F.when(heartbeat | (name == "JoinGroup"), F.col("response_member_epoch"))).alias("max_epoch"),
+                 _sum(name.isin("OffsetCommit", "TxnOffsetCommit").cast("int"), "offset_commits"),
+                 _sum(is_error.cast("int"), "error_responses"),
+                 F.min("receive_ts").alias("first_ts"), F.max("receive_ts").alias("last_ts"))
+            .join(err_names, on="group_id", how="left")
+            .withColumn("errors", F.coalesce(F.col("errors"), F.lit("")))
+            .transform(ordered, "group_id"))
+
+
+def share_group_table(partitions: Any) -> Any:
+    """The ``share_groups`` table (see the module docstring) from the ``partitions`` table."""
+    from pyspark.sql import functions as F
+
+    name = F.col("api_name")
+    fetched = (name == "ShareFetch") & F.col("in_response")
+    return (partitions.where(name.isin("ShareFetch", "ShareAcknowledge"))
+            .withColumn("group_id", F.coalesce(F.col("group_id"), F.lit(NO_CLIENT)))
+            .withColumn("topic", F.coalesce(F.col("topic"), F.col("topic_id"), F.lit("(unknown)")))
+            .groupBy("group_id", "topic")
+            .agg(F.countDistinct("member_id").cast("long").alias("members"),
+                 _sum(fetched.cast("int"), "fetch_responses"),
+                 _sum(F.when(fetched, F.col("record_bytes")), "record_bytes"),
+                 _sum(F.when(fetched, F.col("record_count")), "records"),
+                 _sum(F.when(fetched, F.col("batch_count")), "batches"),
+                 _sum("acquired_records", "acquired_records"), _sum("redelivered_records", "redelivered_records"),
+                 F.max("max_delivery_count").alias("max_delivery_count"),
+                 _sum("accepted_records", "accepted_records"), _sum("released_records", "released_records"),
+                 _sum("rejected_records", "rejected_records"),
+                 _sum((F.coalesce(F.col("acknowledge_error_code"), F.lit(0)) != 0).cast("int"),
+                      "acknowledge_errors"))
+            .transform(ordered, "group_id", "topic"))
 
 
 # -- report -------------------------------------------------------------------------------------
@@ -342,4 +430,23 @@ def report(results: dict[str, Any], opts: AnalysisOptions) -> list[Section]:
     if conns is not None and not conns.empty:
         s.tables.append((f"Connections ({len(conns)})", conns))
     out.append(s)
+    groups = results.get("groups")
+    shares = results.get("share_groups")
+    if (groups is not None and not groups.empty) or (shares is not None and not shares.empty):
+        s = Section("Groups")
+        if groups is not None and not groups.empty:
+            s.text.append("Groups by the requests naming them: classic (JoinGroup/SyncGroup/Heartbeat), KIP-848 "
+                          "consumer groups (ConsumerGroupHeartbeat) and KIP-932 share groups; epoch bumps are "
+                          "heartbeat responses that gave a member a new epoch (its assignment changed).")
+            s.tables.append((f"Per group ({len(groups)})", groups))
+        if shares is not None and not shares.empty:
+            s.text.append(
+                f"Share groups consumed {_human(float(shares['record_bytes'].sum()))} in "
+                f"{int(shares['records'].sum()):,} records returned by ShareFetch; "
+                f"{int(shares['acquired_records'].sum()):,} records were acquired by members "
+                f"({int(shares['redelivered_records'].sum()):,} redelivered), "
+                f"{int(shares['accepted_records'].sum()):,} accepted, {int(shares['released_records'].sum()):,} "
+                f"released and {int(shares['rejected_records'].sum()):,} rejected.")
+            s.tables.append(("Share-group consumption per group and topic", shares))
+        out.append(s)
     return out

@@ -15,6 +15,11 @@ coordinator of every group.
 * :mod:`.membership`: SyncGroup, Heartbeat, LeaveGroup.
 * :mod:`.offsets`: OffsetCommit, OffsetFetch, offset retention.
 * :mod:`.admin`: ListGroups, DescribeGroups, DeleteGroups.
+* :mod:`.consumer.heartbeat`: KIP-848 consumer groups (ConsumerGroupHeartbeat, ConsumerGroupDescribe,
+  member session and rebalance timeouts); the group cache holds both kinds (``GroupMetadata.group_type``).
+* :mod:`.consumer.classic_members`: classic members in consumer groups (JoinGroup, SyncGroup, Heartbeat,
+  LeaveGroup to a consumer group, their join/sync timeouts), on :mod:`.consumer.migration` (the online
+  upgrade and downgrade between classic and consumer groups); :mod:`.join` and :mod:`.membership` build on it.
 
 Deliberate differences from Kafka:
 
@@ -42,12 +47,13 @@ from .core import DEFAULT_RETENTION_CHECK_INTERVAL_S
 from .join import JoinGroupMixin
 from .membership import MembershipMixin
 from .offsets import OFFSET_METADATA_MAX_SIZE, OffsetsMixin
+from .consumer.heartbeat import ConsumerGroupMixin
 from .timers import TimerLoopMixin
 
 __all__ = ["DEFAULT_RETENTION_CHECK_INTERVAL_S", "OFFSET_METADATA_MAX_SIZE", "GroupCoordinator", "TopicPartition"]
 
 
-class GroupCoordinator(TimerLoopMixin, JoinGroupMixin, MembershipMixin, OffsetsMixin, AdminMixin):
+class GroupCoordinator(TimerLoopMixin, JoinGroupMixin, MembershipMixin, OffsetsMixin, AdminMixin, ConsumerGroupMixin):
     """Kafka's classic ``GroupCoordinator`` for one broker.
 
     ``clock`` gives seconds for timers (session, rebalance and join-delay

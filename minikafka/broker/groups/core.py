@@ -21,8 +21,17 @@ import trio
 
 from ...protocol.errors import ErrorCode
 from ..config import BrokerConfig
-from .metadata import GroupMetadata, GroupState, JoinResult, SyncResult
-from .offset_log import OffsetLog, delete_record
+from .consumer.model import ConsumerGroup, ConsumerGroupState
+from .metadata import (
+    CONSUMER_PROTOCOL_TYPE,
+    GROUP_TYPE_CLASSIC,
+    GROUP_TYPE_CONSUMER,
+    GroupMetadata,
+    GroupState,
+    JoinResult,
+    SyncResult,
+)
+from .offset_log import OffsetLog, delete_record, group_record
 
 # One logger for the whole coordinator, whichever module of it logs.
 log = logging.getLogger("minikafka.broker.groups.coordinator")
@@ -51,11 +60,15 @@ class CoordinatorCore:
         self.wall_clock = wall_clock
         self.retention_check_interval_s = retention_check_interval_s
         self.groups: dict[str, GroupMetadata] = {}
+        # Whether a group id names a share group (one namespace with the share-group coordinator's groups).
+        self.share_group_exists: Callable[[str], bool] = lambda group_id: False
         self._closed = False
         self._wake = trio.Event()
         self._wakeup_at = -math.inf  # nothing scheduled until run() computes it
         self._next_cleanup = clock() + retention_check_interval_s
         self._log: OffsetLog | None = OffsetLog(Path(data_dir)) if data_dir is not None else None
+        # (group type, generation or group epoch) last written for each group by _persist_group_metadata.
+        self._persisted_meta: dict[str, tuple[str, int]] = {}
         if self._log is not None:
             self._load()
 
@@ -81,11 +94,32 @@ class CoordinatorCore:
             group.generation_id = loaded.generation_id
             group.offsets = loaded.offsets
             group.pending_txn_offsets = loaded.pending_txn_offsets
+            if loaded.group_type == GROUP_TYPE_CONSUMER:
+                # Members are not persisted: the consumer group comes back Empty at its group epoch.
+                consumer = ConsumerGroup(gid)
+                consumer.group_epoch = consumer.assignment_epoch = loaded.generation_id
+                group.group_type, group.consumer = GROUP_TYPE_CONSUMER, consumer
+                group.protocol_type = CONSUMER_PROTOCOL_TYPE
+            self._persisted_meta[gid] = (loaded.group_type, loaded.generation_id)
             self.groups[gid] = group
 
     def _persist(self, records: list[dict]) -> None:
         if self._log is not None and records:
             self._log.append(records)
+
+    def _persist_group_metadata(self, group: GroupMetadata) -> None:
+        """Write the group's type and generation (a consumer group's group epoch) if they changed since
+        last written (Kafka's GroupMetadata / ConsumerGroupMetadata records), so a restarted broker
+        knows a consumer group is one."""
+        if group.consumer is not None:
+            meta = (GROUP_TYPE_CONSUMER, group.consumer.group_epoch)
+            record = group_record(group.group_id, CONSUMER_PROTOCOL_TYPE, meta[1], GROUP_TYPE_CONSUMER)
+        else:
+            meta = (GROUP_TYPE_CLASSIC, group.generation_id)
+            record = group_record(group.group_id, group.protocol_type, meta[1])
+        if self._persisted_meta.get(group.group_id) != meta:
+            self._persisted_meta[group.group_id] = meta
+            self._persist([record])
 
     def _inactive_error(self, group_id: str | None, need_non_empty: bool) -> ErrorCode | None:
         """Kafka's ``validateGroupStatus``."""
@@ -93,6 +127,12 @@ class CoordinatorCore:
             return E.INVALID_GROUP_ID
         if self._closed:
             return E.COORDINATOR_NOT_AVAILABLE
+        return None
+
+    def _share_group_error(self, group_id: str) -> ErrorCode | None:
+        """GROUP_ID_NOT_FOUND when ``group_id`` is a share group this coordinator does not hold."""
+        if group_id not in self.groups and self.share_group_exists(group_id):
+            return E.GROUP_ID_NOT_FOUND
         return None
 
     def get_group(self, group_id: str) -> GroupMetadata | None:
@@ -117,7 +157,10 @@ class CoordinatorCore:
 
     def _remove_group(self, group: GroupMetadata) -> None:
         group.transition_to(S.DEAD, self._now_ms())
+        if group.consumer is not None:
+            group.consumer.state = ConsumerGroupState.DEAD
         group.offsets.clear()
         group.pending_members.clear()
         self.groups.pop(group.group_id, None)
+        self._persisted_meta.pop(group.group_id, None)
         self._persist([delete_record(group.group_id)])

@@ -2,13 +2,17 @@
 
 Models Kafka's ``GroupCoordinator.handleJoinGroup`` with ``doNewMemberJoinGroup``,
 ``doCurrentMemberJoinGroup``, ``addMemberAndRebalance``,
-``updateMemberAndRebalance`` and ``updateStaticMemberAndRebalance``.
+``updateMemberAndRebalance`` and ``updateStaticMemberAndRebalance``; a JoinGroup
+to a KIP-848 consumer group goes to :mod:`.consumer.classic_members` (Kafka 4's
+``classicGroupJoin`` dispatch).
 """
 
 from __future__ import annotations
 
 import uuid
 
+from .consumer.classic_members import ClassicMembersMixin
+from .consumer.subscription import TopicsImage
 from .core import E, S, log
 from .metadata import (
     NEW_MEMBER_JOIN_TIMEOUT_MS,
@@ -18,10 +22,9 @@ from .metadata import (
     MemberMetadata,
     Reply,
 )
-from .rebalance import RebalanceMixin
 
 
-class JoinGroupMixin(RebalanceMixin):
+class JoinGroupMixin(ClassicMembersMixin):
     """JoinGroup: new, current and static members joining a group."""
 
     async def join_group(
@@ -38,13 +41,17 @@ class JoinGroupMixin(RebalanceMixin):
         protocol_type: str,
         protocols: list[tuple[str, bytes]],
         reason: str | None = None,
+        topics: TopicsImage | None = None,
     ) -> JoinResult:
-        """Kafka's ``handleJoinGroup``; returns when the join completes (or fails)."""
+        """Kafka's ``handleJoinGroup``; returns when the join completes (or fails).
+
+        ``topics`` (the broker's metadata) lets a classic member of a consumer group be assigned
+        partitions by topic id."""
         reply: Reply[JoinResult] = Reply()
         self._handle_join_group(
             reply, group_id, member_id, group_instance_id, require_known_member_id,
             support_skipping_assignment, client_id, client_host, rebalance_timeout_ms,
-            session_timeout_ms, protocol_type, protocols, reason or "not provided",
+            session_timeout_ms, protocol_type, protocols, reason or "not provided", topics,
         )
         return await reply.wait()
 
@@ -52,7 +59,7 @@ class JoinGroupMixin(RebalanceMixin):
         self, reply: Reply[JoinResult], group_id: str, member_id: str, group_instance_id: str | None,
         require_known_member_id: bool, support_skipping_assignment: bool, client_id: str, client_host: str,
         rebalance_timeout_ms: int, session_timeout_ms: int, protocol_type: str,
-        protocols: list[tuple[str, bytes]], reason: str,
+        protocols: list[tuple[str, bytes]], reason: str, topics: TopicsImage | None = None,
     ) -> None:
         err = self._inactive_error(group_id, need_non_empty=True)
         if err is not None:
@@ -62,8 +69,18 @@ class JoinGroupMixin(RebalanceMixin):
         if not cfg.group_min_session_timeout_ms <= session_timeout_ms <= cfg.group_max_session_timeout_ms:
             reply.set(JoinResult(member_id, E.INVALID_SESSION_TIMEOUT))
             return
+        if self._share_group_error(group_id) is not None:  # a share group: not joinable with JoinGroup
+            reply.set(JoinResult(member_id, E.INCONSISTENT_GROUP_PROTOCOL))
+            return
         is_unknown = member_id == UNKNOWN_MEMBER_ID
         group = self.groups.get(group_id)
+        if group is not None and group.consumer is not None:
+            if group.consumer.members:
+                self._classic_join_to_consumer_group(
+                    group, reply, member_id, group_instance_id, require_known_member_id, client_id, client_host,
+                    rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols, topics)
+                return
+            self._convert_empty_consumer_group(group)
         if group is None:
             if not is_unknown:
                 reply.set(JoinResult(member_id, E.UNKNOWN_MEMBER_ID))

@@ -1,7 +1,8 @@
 """SyncGroup, Heartbeat and LeaveGroup handling of the group coordinator.
 
 Models Kafka's ``GroupCoordinator.handleSyncGroup``, ``handleHeartbeat`` and
-``handleLeaveGroup``.
+``handleLeaveGroup``; those to a KIP-848 consumer group go to
+:mod:`.consumer.classic_members` (Kafka 4's classic-member dispatch).
 """
 
 from __future__ import annotations
@@ -9,10 +10,10 @@ from __future__ import annotations
 from ...protocol.errors import ErrorCode
 from .core import E, S, log
 from .metadata import UNKNOWN_MEMBER_ID, Reply, SyncResult
-from .rebalance import RebalanceMixin
+from .consumer.classic_members import ClassicMembersMixin
 
 
-class MembershipMixin(RebalanceMixin):
+class MembershipMixin(ClassicMembersMixin):
     """SyncGroup, Heartbeat and LeaveGroup of current members."""
 
     # ----------------------------------------------------------- SyncGroup
@@ -45,6 +46,10 @@ class MembershipMixin(RebalanceMixin):
         group = self.groups.get(group_id)
         if group is None:
             reply.set(SyncResult(E.UNKNOWN_MEMBER_ID))
+            return
+        if group.consumer is not None:
+            self._classic_sync_to_consumer_group(group, reply, generation_id, member_id, protocol_type, protocol_name,
+                                                 group_instance_id)
             return
         if group.state == S.DEAD:
             err = E.COORDINATOR_NOT_AVAILABLE
@@ -96,6 +101,8 @@ class MembershipMixin(RebalanceMixin):
         group = self.groups.get(group_id)
         if group is None:
             return E.UNKNOWN_MEMBER_ID
+        if group.consumer is not None:
+            return self._classic_heartbeat_to_consumer_group(group, generation_id, member_id, group_instance_id)
         if group.state == S.DEAD:
             return E.COORDINATOR_NOT_AVAILABLE
         err = self._validate_current_member(group, member_id, group_instance_id)
@@ -120,6 +127,8 @@ class MembershipMixin(RebalanceMixin):
         group = self.groups.get(group_id)
         if group is None:
             return E.NONE, [(mid, iid, E.UNKNOWN_MEMBER_ID) for mid, iid, _ in members]
+        if group.consumer is not None:
+            return self._classic_leave_consumer_group(group, members)
         if group.state == S.DEAD:
             return E.COORDINATOR_NOT_AVAILABLE, []
         out: list[tuple[str, str | None, ErrorCode]] = []

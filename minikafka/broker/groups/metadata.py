@@ -26,8 +26,12 @@ import trio
 
 from ...common import OffsetAndMetadata, TopicPartition
 from ...protocol.errors import ErrorCode
+from .consumer.model import ConsumerGroup
 
 log = logging.getLogger(__name__)
+
+GROUP_TYPE_CLASSIC = "classic"
+GROUP_TYPE_CONSUMER = "consumer"
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
 NO_PROTOCOL = ""
@@ -130,6 +134,7 @@ class GroupSummary:
     protocol_type: str
     protocol: str
     members: list[MemberSummary]
+    error_message: str | None = None  # why the group could not be described (DescribeGroups v6)
 
 
 @dataclass(slots=True)
@@ -139,6 +144,7 @@ class GroupOverview:
     group_id: str
     protocol_type: str
     state: str
+    group_type: str = GROUP_TYPE_CLASSIC  # ListGroups v5
 
 
 class MemberMetadata:
@@ -237,6 +243,10 @@ class GroupMetadata:
         self.generation_id = 0
         self.protocol_type: str | None = None
         self.protocol_name: str | None = None
+        # "classic" or "consumer" (KIP-848); a consumer group's membership is ``consumer``, its
+        # committed offsets stay in ``offsets`` (Kafka's OffsetMetadataManager share of the group).
+        self.group_type: str = GROUP_TYPE_CLASSIC
+        self.consumer: ConsumerGroup | None = None
         self.leader_id: str | None = None
         self.members: dict[str, MemberMetadata] = {}
         self.static_members: dict[str, str] = {}  # group.instance.id -> member id

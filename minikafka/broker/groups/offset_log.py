@@ -9,9 +9,11 @@ below) and flushed to the OS after every commit:
     an offset commit (Kafka's OffsetCommit record);
 ``{"t":"x","g":group,"tp":topic,"p":partition}``
     an offset tombstone (expired by retention);
-``{"t":"g","g":group,"pt":protocol_type|null,"gen":generation}``
+``{"t":"g","g":group,"pt":protocol_type|null,"gen":generation[,"gt":"consumer"]}``
     group metadata written when a generation starts (Kafka's GroupMetadata
-    record, without members);
+    record, without members); for a KIP-848 consumer group (``"gt":"consumer"``,
+    Kafka's ConsumerGroupMetadata record) ``gen`` is the group epoch.  Logs
+    written before group types existed have no ``gt``: their groups are classic;
 ``{"t":"d","g":group}``
     the group was deleted or went Dead: drop everything about it.
 ``{"t":"to","g":group,"pid":producer_id,"tp":topic,"p":partition,"o":...,"e":...,"m":...,"ct":...,"xt":...}``
@@ -42,8 +44,11 @@ from pathlib import Path
 from typing import IO, Any
 
 from ...common import OffsetAndMetadata, TopicPartition
+from .metadata import GROUP_TYPE_CLASSIC, GROUP_TYPE_CONSUMER
 
 log = logging.getLogger(__name__)
+
+GROUP_TYPES = (GROUP_TYPE_CLASSIC, GROUP_TYPE_CONSUMER)
 
 LOG_DIR_NAME = "__consumer_offsets"
 LOG_FILE_NAME = "offsets.log"
@@ -55,7 +60,8 @@ class LoadedGroup:
     """What replay recovered for one group."""
 
     protocol_type: str | None = None
-    generation_id: int = 0
+    generation_id: int = 0  # a consumer group's group epoch
+    group_type: str = GROUP_TYPE_CLASSIC
     offsets: dict[TopicPartition, OffsetAndMetadata] = field(default_factory=dict)
     pending_txn_offsets: dict[int, dict[TopicPartition, OffsetAndMetadata]] = field(default_factory=dict)
 
@@ -80,8 +86,13 @@ def tombstone_record(group_id: str, topic: str, partition: int) -> dict[str, Any
     return {"t": "x", "g": group_id, "tp": topic, "p": partition}
 
 
-def group_record(group_id: str, protocol_type: str | None, generation_id: int) -> dict[str, Any]:
-    return {"t": "g", "g": group_id, "pt": protocol_type, "gen": generation_id}
+def group_record(group_id: str, protocol_type: str | None, generation_id: int,
+                 group_type: str = GROUP_TYPE_CLASSIC) -> dict[str, Any]:
+    """The group's metadata; ``generation_id`` is a consumer group's group epoch."""
+    rec: dict[str, Any] = {"t": "g", "g": group_id, "pt": protocol_type, "gen": generation_id}
+    if group_type != GROUP_TYPE_CLASSIC:
+        rec["gt"] = group_type
+    return rec
 
 
 def delete_record(group_id: str) -> dict[str, Any]:
@@ -142,7 +153,7 @@ class OffsetLog:
         tmp = self.path.with_suffix(".log.compacting")
         with open(tmp, "w", encoding="utf-8") as f:
             for gid, g in groups.items():
-                f.write(_dumps(group_record(gid, g.protocol_type, g.generation_id)))
+                f.write(_dumps(group_record(gid, g.protocol_type, g.generation_id, g.group_type)))
                 for (topic, partition), om in g.offsets.items():
                     f.write(_dumps(offset_record(gid, topic, partition, om)))
                 for pid, pending in g.pending_txn_offsets.items():
@@ -198,9 +209,14 @@ def _apply(groups: dict[str, LoadedGroup], rec: dict[str, Any]) -> None:
         if g is not None:
             g.offsets.pop(TopicPartition(str(rec["tp"]), int(rec["p"])), None)
     elif kind == "g":
+        group_type = rec.get("gt", GROUP_TYPE_CLASSIC)
+        if group_type not in GROUP_TYPES:
+            raise ValueError(f"unknown group type {group_type!r}")
+        generation = int(rec.get("gen", 0))
         g = groups.setdefault(gid, LoadedGroup())
         g.protocol_type = rec.get("pt")
-        g.generation_id = int(rec.get("gen", 0))
+        g.generation_id = generation
+        g.group_type = group_type
     elif kind == "d":
         groups.pop(gid, None)
     else:

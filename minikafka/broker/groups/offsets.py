@@ -3,12 +3,18 @@
 Models Kafka's ``GroupCoordinator.handleCommitOffsets`` and
 ``handleFetchOffsets`` plus ``GroupMetadataManager.cleanupGroupMetadata``
 (offset retention); commits and expiries are appended to :mod:`.offset_log`.
+For KIP-848 consumer groups the commits and fetches are validated as Kafka 4's
+``OffsetMetadataManager`` does with ``ConsumerGroup.validateOffsetCommit`` and
+``validateOffsetFetch`` (member epochs; classic members of the group send their
+member epoch as the generation); their offsets are stored exactly as a classic
+group's, and expire by commit time unless a member subscribes to the topic.
 """
 
 from __future__ import annotations
 
 from ...protocol.errors import ErrorCode
 from ...common import TopicPartition
+from .consumer.model import ConsumerGroup
 from .core import E, S, log
 from .metadata import UNKNOWN_MEMBER_ID, GroupMetadata, OffsetAndMetadata
 from .offset_log import offset_record, tombstone_record, txn_end_record, txn_offset_record
@@ -29,21 +35,34 @@ class OffsetsMixin(RebalanceMixin):
         group_instance_id: str | None,
         generation_id: int,
         offsets: dict[TopicPartition, OffsetAndMetadata],
+        *,
+        api_version: int = 8,
     ) -> dict[TopicPartition, ErrorCode]:
-        """Kafka's ``handleCommitOffsets``; per-partition errors."""
+        """Kafka's ``handleCommitOffsets`` / ``OffsetMetadataManager.commitOffset``; per-partition errors.
+
+        ``generation_id`` is the member epoch for a consumer group (KIP-848).  A commit with a
+        generation to a group that does not exist gets GROUP_ID_NOT_FOUND from v9, ILLEGAL_GENERATION
+        before, as Kafka answers."""
 
         def all_(err: ErrorCode) -> dict[TopicPartition, ErrorCode]:
             return {tp: err for tp in offsets}
 
-        err = self._inactive_error(group_id, need_non_empty=False)
+        err = self._inactive_error(group_id, need_non_empty=False) or self._share_group_error(group_id)
         if err is not None:
             return all_(err)
         group = self.groups.get(group_id)
         if group is None:
             if generation_id >= 0:
-                return all_(E.ILLEGAL_GENERATION)
+                return all_(E.GROUP_ID_NOT_FOUND if api_version >= 9 else E.ILLEGAL_GENERATION)
             # A group that does not use group management: allow the commit.
             group = self.groups[group_id] = GroupMetadata(group_id, self._now_ms())
+        if group.consumer is not None:
+            err = validate_consumer_group_offset_commit(group.consumer, member_id, generation_id, api_version,
+                                                        transactional=False)
+            if err is not None:
+                return all_(err)
+            self._persist_group_metadata(group)
+            return self._store_offsets(group, offsets)
         err = self._validate_offset_commit(group, generation_id, member_id, group_instance_id)
         if err is not None:
             return all_(err)
@@ -103,7 +122,11 @@ class OffsetsMixin(RebalanceMixin):
         group = self.groups.get(group_id)
         if group is None:
             group = self.groups[group_id] = GroupMetadata(group_id, self._now_ms())
-        if generation_id >= 0 or member_id != UNKNOWN_MEMBER_ID or group_instance_id is not None:
+        if group.consumer is not None:
+            # The generation carries the member epoch; a stale one is ILLEGAL_GENERATION here.
+            err = validate_consumer_group_offset_commit(group.consumer, member_id, generation_id, 9,
+                                                        transactional=True)
+        elif generation_id >= 0 or member_id != UNKNOWN_MEMBER_ID or group_instance_id is not None:
             err = self._validate_offset_commit(group, generation_id, member_id, group_instance_id)
         elif group.state == S.DEAD:
             err = E.COORDINATOR_NOT_AVAILABLE
@@ -142,18 +165,25 @@ class OffsetsMixin(RebalanceMixin):
     # --------------------------------------------------------- OffsetFetch
 
     def fetch_offsets(
-        self, group_id: str, partitions: list[TopicPartition] | None, require_stable: bool = False
+        self, group_id: str, partitions: list[TopicPartition] | None, require_stable: bool = False,
+        *, member_id: str | None = None, member_epoch: int = -1,
     ) -> tuple[ErrorCode, dict[TopicPartition, OffsetAndMetadata | None]]:
         """Kafka's ``handleFetchOffsets``: ``partitions`` None means every committed one.
 
-        An unknown partition maps to None (offset -1, metadata "", no error).
+        An unknown partition maps to None (offset -1, metadata "", no error).  ``member_id`` and
+        ``member_epoch`` (OffsetFetch v9+) are checked against a consumer group's members
+        (``ConsumerGroup.validateOffsetFetch``); a classic group ignores them as Kafka does.
         """
-        err = self._inactive_error(group_id, need_non_empty=False)
+        err = self._inactive_error(group_id, need_non_empty=False) or self._share_group_error(group_id)
         if err is not None:
             return err, {}
         group = self.groups.get(group_id)
         if group is None or group.state == S.DEAD:
             return E.NONE, {tp: None for tp in (partitions or [])}
+        if group.consumer is not None:
+            err = validate_consumer_group_offset_fetch(group.consumer, member_id, member_epoch)
+            if err is not None:
+                return err, {}
         if partitions is None:
             return E.NONE, dict(sorted(group.offsets.items()))
         return E.NONE, {tp: group.offsets.get(tp) for tp in partitions}
@@ -170,12 +200,71 @@ class OffsetsMixin(RebalanceMixin):
         retention_ms = self.config.offsets_retention_minutes * 60_000
         removed = 0
         for group in list(self.groups.values()):
-            expired = group.remove_expired_offsets(now_ms, retention_ms)
+            if group.consumer is not None:
+                expired = expire_consumer_group_offsets(group, now_ms, retention_ms)
+                empty = not group.consumer.members
+            else:
+                expired = group.remove_expired_offsets(now_ms, retention_ms)
+                empty = group.state == S.EMPTY and not group.pending_members
             if expired:
                 removed += len(expired)
                 log.info("group %s: removed %d expired offsets", group.group_id, len(expired))
                 self._persist([tombstone_record(group.group_id, t, p) for t, p in expired])
-            if group.state == S.EMPTY and not group.offsets and not group.pending_members:
+            if empty and not group.offsets and not group.pending_txn_offsets:
                 log.info("group %s is empty and has no offsets: removing it", group.group_id)
                 self._remove_group(group)
         return removed
+
+
+def validate_consumer_group_offset_commit(consumer: ConsumerGroup, member_id: str, member_epoch: int,
+                                          api_version: int, transactional: bool) -> ErrorCode | None:
+    """Kafka's ``ConsumerGroup.validateOffsetCommit`` with ``OffsetMetadataManager``'s error mapping.
+
+    A negative epoch with an empty group is an admin or simple commit.  Otherwise the member must
+    exist (UNKNOWN_MEMBER_ID); a KIP-848 member must use OffsetCommit v9+ (UNSUPPORTED_VERSION) and
+    its current epoch (STALE_MEMBER_EPOCH); a classic member inside the group sends its member epoch
+    as the generation (ILLEGAL_GENERATION).  TxnOffsetCommit answers ILLEGAL_GENERATION for a stale
+    epoch of either kind."""
+    if member_epoch < 0 and not consumer.members:
+        return None
+    member = consumer.members.get(member_id)
+    if member is None:
+        return E.UNKNOWN_MEMBER_ID
+    if not transactional and not member.uses_classic_protocol and api_version < 9:
+        return E.UNSUPPORTED_VERSION
+    if member_epoch != member.member_epoch:
+        if member.uses_classic_protocol or transactional:
+            return E.ILLEGAL_GENERATION
+        return E.STALE_MEMBER_EPOCH
+    return None
+
+
+def validate_consumer_group_offset_fetch(consumer: ConsumerGroup, member_id: str | None,
+                                         member_epoch: int) -> ErrorCode | None:
+    """Kafka's ``ConsumerGroup.validateOffsetFetch``: no member id and a negative epoch (admin clients,
+    classic consumers) fetch freely; otherwise the member and its epoch must be current."""
+    if member_id is None and member_epoch < 0:
+        return None
+    member = consumer.members.get(member_id) if member_id is not None else None
+    if member is None:
+        return E.UNKNOWN_MEMBER_ID
+    if member_epoch != member.member_epoch:
+        return E.ILLEGAL_GENERATION if member.uses_classic_protocol else E.STALE_MEMBER_EPOCH
+    return None
+
+
+def expire_consumer_group_offsets(group: GroupMetadata, now_ms: int, retention_ms: int) -> list[TopicPartition]:
+    """Offsets of a consumer group past retention (Kafka's ``OffsetExpirationConditionImpl`` on the
+    commit timestamp), except those of topics a member subscribes to; removes and returns them."""
+    assert group.consumer is not None
+    subscribed = group.consumer.subscribed_topic_names()
+    keys = []
+    for tp, om in group.offsets.items():
+        if tp.topic in subscribed:
+            continue
+        if (now_ms >= om.expire_timestamp if om.expire_timestamp is not None
+                else now_ms - om.commit_timestamp >= retention_ms):
+            keys.append(tp)
+    for tp in keys:
+        del group.offsets[tp]
+    return keys

@@ -19,7 +19,6 @@ from .metadata import (
     MemberMetadata,
     SyncResult,
 )
-from .offset_log import group_record
 
 
 class RebalanceMixin(CoordinatorCore):
@@ -113,7 +112,7 @@ class RebalanceMixin(CoordinatorCore):
             self._schedule(group.join_deadline)
             return
         group.init_next_generation(self._now_ms())
-        self._persist([group_record(group.group_id, group.protocol_type, group.generation_id)])
+        self._persist_group_metadata(group)
         if group.state == S.EMPTY:
             log.info("group %s with generation %d is now empty", group.group_id, group.generation_id)
             return

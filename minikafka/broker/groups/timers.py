@@ -23,6 +23,9 @@ class TimerLoopMixin(RebalanceMixin):
     """The timer loop that fires expired deadlines and the offset retention check."""
 
     cleanup_group_metadata: Callable[[], int]  # provided by OffsetsMixin
+    # KIP-848 member session and rebalance timeouts, provided by consumer.heartbeat.ConsumerGroupMixin
+    _consumer_next_deadline: Callable[[], float]
+    _fire_consumer_timers: Callable[[float], None]
 
     async def run(self) -> None:
         """The timer loop: expire deadlines, then sleep until the next one or a poke."""
@@ -39,7 +42,7 @@ class TimerLoopMixin(RebalanceMixin):
             self._wakeup_at = -math.inf
 
     def _next_deadline(self) -> float:
-        nxt = self._next_cleanup
+        nxt = min(self._next_cleanup, self._consumer_next_deadline())
         for g in self.groups.values():
             if g.join_deadline is not None:
                 nxt = min(nxt, g.join_deadline)
@@ -80,6 +83,7 @@ class TimerLoopMixin(RebalanceMixin):
                 self._remove_pending_member_and_update_group(g, mid)
             elif kind == 3 and mid in g.members and g.members[mid].heartbeat_deadline == deadline:
                 self._on_expire_heartbeat(g, g.members[mid])
+        self._fire_consumer_timers(now)
         if now >= self._next_cleanup:
             self._next_cleanup = now + self.retention_check_interval_s
             self.cleanup_group_metadata()

@@ -4,11 +4,13 @@ Config changes (Kafka's ``ConfigAdminManager``): topic resources (type 2)
 take any topic config minikafka accepts; broker resources (type 4, name = a
 broker id or ``""`` for the cluster-wide default) go to the
 :class:`~minikafka.broker.services.BrokerConfigs` service, where only the
-dynamic replication quota rates can change (INVALID_CONFIG otherwise).
+dynamic replication quota rates can change (INVALID_CONFIG otherwise); group resources (type 32, name = a
+group id) go to the :class:`~minikafka.broker.services.GroupConfigs` service (Kafka's group configs:
+``consumer.session.timeout.ms``, ``share.record.lock.duration.ms``, ...).
 
 With an authorizer (as Kafka): describing needs DESCRIBE_CONFIGS, altering ALTER_CONFIGS, on the topic for
-a topic resource (else TOPIC_AUTHORIZATION_FAILED) and on the cluster for a broker resource (else
-CLUSTER_AUTHORIZATION_FAILED).
+a topic resource (else TOPIC_AUTHORIZATION_FAILED), on the group for a group resource (else
+GROUP_AUTHORIZATION_FAILED) and on the cluster for a broker resource (else CLUSTER_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from ..config import BrokerConfig
 from ..config_ops import OP_SET, apply_config_ops
 from ..metadata import MetadataError
 from ..request import RequestContext
-from ..services import Authorizer, BrokerConfigs, MetadataCache, TopicController
+from ..services import Authorizer, BrokerConfigs, GroupConfigs, MetadataCache, TopicController
 from .authorization import AclOperation, ResourceType, authorize
 from ..topic_config import LIST_TOPIC_CONFIGS, validate_topic_config
 
@@ -30,6 +32,7 @@ log = logging.getLogger(__name__)
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
+RESOURCE_GROUP = 32
 SOURCE_DYNAMIC_TOPIC = 1
 SOURCE_DEFAULT = 5
 
@@ -46,6 +49,9 @@ def config_authorization_error(authorizer: Authorizer | None, ctx: RequestContex
     elif resource_type == RESOURCE_BROKER:
         if not authorize(authorizer, ctx, operation):
             return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."
+    elif resource_type == RESOURCE_GROUP:
+        if not authorize(authorizer, ctx, operation, ResourceType.GROUP, name):
+            return ErrorCode.GROUP_AUTHORIZATION_FAILED, "Group authorization failed."
     return None
 
 
@@ -55,13 +61,26 @@ def _config_entry(name: str, value: str | None, source: int) -> B.DescribeConfig
             "documentation": None}
 
 
+def _group_configs(groups: GroupConfigs | None, group_id: str, include_synonyms: bool, keys: set[str] | None
+                   ) -> list[B.DescribeConfigsResponseResultsConfigs]:
+    """A group resource's configs as Kafka's ``ConfigHelper.createGroupConfigEntry`` describes them."""
+    if groups is None:
+        return []
+    return [{"name": name, "value": value, "read_only": False, "is_default": source == SOURCE_DEFAULT,
+             "config_source": source, "is_sensitive": False, "config_type": config_type, "documentation": None,
+             "synonyms": [{"name": n, "value": v, "source": src} for n, v, src in synonyms]}
+            for name, value, source, config_type, synonyms in groups.describe(group_id, include_synonyms)
+            if keys is None or name in keys]
+
+
 class DescribeConfigsHandler:
     def __init__(self, metadata: MetadataCache, brokers: BrokerConfigs, config: BrokerConfig,
-                 authorizer: Authorizer | None = None) -> None:
+                 authorizer: Authorizer | None = None, groups: GroupConfigs | None = None) -> None:
         self.metadata = metadata
         self.brokers = brokers
         self.config = config
         self.authorizer = authorizer
+        self.groups = groups
 
     async def handle(self, ctx: RequestContext, req: B.DescribeConfigsRequestBody) -> B.DescribeConfigsResponseBody:
         results: list[B.DescribeConfigsResponseResults] = []
@@ -89,6 +108,14 @@ class DescribeConfigsHandler:
                                   "error_message": f"Unexpected broker id {rname}"})
                 else:
                     values = dict(self.brokers.describe(rname))
+            elif rtype == RESOURCE_GROUP and self.groups is not None:
+                if not rname:
+                    entry.update({"error_code": ErrorCode.INVALID_REQUEST,
+                                  "error_message": "Group name must not be empty"})
+                else:
+                    entry["configs"] = _group_configs(self.groups, rname, bool(req.get("include_synonyms")), keys)
+                results.append(entry)
+                continue
             else:
                 entry.update({"error_code": ErrorCode.INVALID_REQUEST,
                               "error_message": f"Unsupported resource type {rtype}"})
@@ -103,12 +130,14 @@ class AlterConfigsHandler:
     ``incremental``, IncrementalAlterConfigs (SET / DELETE / APPEND / SUBTRACT per config)."""
 
     def __init__(self, controller: TopicController, metadata: MetadataCache, brokers: BrokerConfigs,
-                 *, incremental: bool, authorizer: Authorizer | None = None) -> None:
+                 *, incremental: bool, authorizer: Authorizer | None = None,
+                 groups: GroupConfigs | None = None) -> None:
         self.controller = controller
         self.metadata = metadata
         self.brokers = brokers
         self.incremental = incremental
         self.authorizer = authorizer
+        self.groups = groups
 
     async def handle(self, ctx: RequestContext,
                      req: B.AlterConfigsRequestBody | B.IncrementalAlterConfigsRequestBody
@@ -160,5 +189,7 @@ class AlterConfigsHandler:
                 log.info("topic %s configs now %s", name, new)
         elif resource_type == RESOURCE_BROKER:
             self.brokers.alter(name, changes, self.incremental, validate_only)
+        elif resource_type == RESOURCE_GROUP and self.groups is not None:
+            self.groups.alter(name, changes, self.incremental, validate_only)
         else:
             raise MetadataError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}")

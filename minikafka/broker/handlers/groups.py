@@ -20,13 +20,15 @@ GROUP_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED, TRANSACTIONAL_ID_AUTHORI
 from __future__ import annotations
 
 import logging
-from typing import Any
+import uuid
+from typing import Any, Callable, Iterable
 
 from ...common import OffsetAndMetadata, TopicPartition
 from ...protocol import bodies as B
 from ...protocol.api import ApiKey
 from ...protocol.errors import ErrorCode
 from ..error_responses import error_response
+from ..groups.metadata import GroupOverview
 from ..request import RequestContext
 from ..services import Authorizer, GroupCoordinatorApi, MetadataCache
 from .authorization import AclOperation, ResourceType, authorize, authorized_operations, filter_authorized
@@ -42,7 +44,8 @@ _COORDINATOR_RESOURCE = {0: (ResourceType.GROUP, E.GROUP_AUTHORIZATION_FAILED),
 
 
 class FindCoordinatorHandler:
-    """The coordinator of every group and transactional id: the lowest live broker; v4 answers a batch."""
+    """The coordinator of a group (the leader of its ``__consumer_offsets`` partition) or transactional id
+    (the lowest live broker); v4 answers a batch."""
 
     def __init__(self, metadata: MetadataCache, authorizer: Authorizer | None = None) -> None:
         self.metadata = metadata
@@ -60,7 +63,9 @@ class FindCoordinatorHandler:
                 if not authorize(self.authorizer, ctx, AclOperation.DESCRIBE, resource_type, key):
                     return {"error_code": denied, "error_message": denied.name, "node_id": -1, "host": "",
                             "port": -1}
-            node = self.metadata.coordinator(ctx.listener)  # its address on the client's listener
+            # Its address on the client's listener: groups are placed by hash, transactions on the lowest broker.
+            node = (self.metadata.group_coordinator(key, ctx.listener) if key_type == 0
+                    else self.metadata.coordinator(ctx.listener))
             if node.node_id >= 0 and node.port < 0:  # the coordinator has no such listener
                 return {"error_code": E.COORDINATOR_NOT_AVAILABLE, "error_message": E.COORDINATOR_NOT_AVAILABLE.name,
                         "node_id": -1, "host": "", "port": -1}
@@ -74,21 +79,42 @@ class FindCoordinatorHandler:
                 **coordinator(req["key"])}
 
 
+def _always(group_id: str) -> bool:
+    return True
+
+
 class _GroupHandler:
-    def __init__(self, coordinator: GroupCoordinatorApi, authorizer: Authorizer | None = None) -> None:
+    """``owns_group``: whether this broker coordinates a group (leads its ``__consumer_offsets``
+    partition); a request about any other group is answered NOT_COORDINATOR, as Kafka does."""
+
+    def __init__(self, coordinator: GroupCoordinatorApi, authorizer: Authorizer | None = None,
+                 owns_group: Callable[[str], bool] = _always) -> None:
         self.coordinator = coordinator
         self.authorizer = authorizer
+        self.owns_group = owns_group
 
     def _denied(self, ctx: RequestContext, req: Any, operation: AclOperation = AclOperation.READ) -> Any:
-        """The request's error response (GROUP_AUTHORIZATION_FAILED) when the principal may not do
-        ``operation`` on its group, else None."""
-        if self.authorizer is None or authorize(self.authorizer, ctx, operation, ResourceType.GROUP,
-                                                req["group_id"]):
+        """The request's error response when the principal may not do ``operation`` on its group
+        (GROUP_AUTHORIZATION_FAILED) or this broker does not coordinate it (NOT_COORDINATOR), else None."""
+        if self.authorizer is not None and not authorize(self.authorizer, ctx, operation, ResourceType.GROUP,
+                                                         req["group_id"]):
+            code = E.GROUP_AUTHORIZATION_FAILED
+        elif not self.owns_group(req["group_id"]):
+            code = E.NOT_COORDINATOR
+        else:
             return None
-        return error_response(ctx.api_key, ctx.api_version, req, E.GROUP_AUTHORIZATION_FAILED, ctx.throttle_time_ms)
+        return error_response(ctx.api_key, ctx.api_version, req, code, ctx.throttle_time_ms)
 
 
 class JoinGroupHandler(_GroupHandler):
+    """``metadata`` (the broker's metadata cache) lets a classic member of a KIP-848 consumer group be
+    assigned partitions (the coordinator works on topic ids there)."""
+
+    def __init__(self, coordinator: GroupCoordinatorApi, authorizer: Authorizer | None = None,
+                 owns_group: Callable[[str], bool] = _always, metadata: MetadataCache | None = None) -> None:
+        super().__init__(coordinator, authorizer, owns_group)
+        self.metadata = metadata
+
     async def handle(self, ctx: RequestContext, req: B.JoinGroupRequestBody) -> B.JoinGroupResponseBody:
         """Waits until the join completes (rebalance), then answers."""
         if (denied := self._denied(ctx, req)) is not None:
@@ -111,6 +137,7 @@ class JoinGroupHandler(_GroupHandler):
             protocol_type=req["protocol_type"],
             protocols=[(p["name"], bytes(p["metadata"])) for p in req["protocols"]],
             reason=req["reason"],
+            topics=self.metadata,
         )
         return {
             "throttle_time_ms": ctx.throttle_time_ms,
@@ -177,11 +204,12 @@ class LeaveGroupHandler(_GroupHandler):
 
 
 class OffsetCommitHandler(_GroupHandler):
-    """v0 and generation -1 with an empty member id are standalone commits."""
+    """v0 and generation -1 with an empty member id are standalone commits; v9+ carries a consumer
+    group member's epoch in ``generation_id_or_member_epoch``; v10 names topics by id."""
 
     def __init__(self, coordinator: GroupCoordinatorApi, metadata: MetadataCache,
-                 authorizer: Authorizer | None = None) -> None:
-        super().__init__(coordinator, authorizer)
+                 authorizer: Authorizer | None = None, owns_group: Callable[[str], bool] = _always) -> None:
+        super().__init__(coordinator, authorizer, owns_group)
         self.metadata = metadata
 
     def _partition_exists(self, topic: str, partition: int) -> bool:
@@ -191,15 +219,22 @@ class OffsetCommitHandler(_GroupHandler):
     async def handle(self, ctx: RequestContext, req: B.OffsetCommitRequestBody) -> B.OffsetCommitResponseBody:
         if (denied := self._denied(ctx, req)) is not None:
             return denied
+        v = ctx.api_version
+        names = _topic_names(self.metadata, req["topics"], v >= 10)
         now = self.coordinator.now_ms()
         retention_ms = req["retention_time_ms"]  # v2-4
         errors: dict[TopicPartition, ErrorCode] = {}
         offsets: dict[TopicPartition, OffsetAndMetadata] = {}
         readable = None if self.authorizer is None else filter_authorized(
-            self.authorizer, ctx, AclOperation.READ, ResourceType.TOPIC, (t["name"] for t in req["topics"]))
-        for topic in req["topics"]:
+            self.authorizer, ctx, AclOperation.READ, ResourceType.TOPIC, (n for n in names if n is not None))
+        unknown_ids: set[int] = set()
+        for i, topic in enumerate(req["topics"]):
+            name = names[i]
+            if name is None:
+                unknown_ids.add(i)
+                continue
             for p in topic["partitions"]:
-                tp = TopicPartition(topic["name"], p["partition_index"])
+                tp = TopicPartition(name, p["partition_index"])
                 if readable is not None and tp.topic not in readable:
                     errors[tp] = E.TOPIC_AUTHORIZATION_FAILED
                     continue
@@ -221,27 +256,47 @@ class OffsetCommitHandler(_GroupHandler):
                 group_instance_id=req["group_instance_id"],
                 generation_id=req["generation_id_or_member_epoch"],
                 offsets=offsets,
+                api_version=v,
             ))
+
+        def code(i: int, partition: int) -> ErrorCode:
+            name = names[i]
+            return E.UNKNOWN_TOPIC_ID if i in unknown_ids or name is None else errors[TopicPartition(name, partition)]
+
         return {
             "throttle_time_ms": ctx.throttle_time_ms,
             "topics": [
-                {"name": topic["name"],
-                 "partitions": [{"partition_index": p["partition_index"],
-                                 "error_code": errors[TopicPartition(topic["name"], p["partition_index"])]}
+                {"name": topic["name"], "topic_id": topic["topic_id"],
+                 "partitions": [{"partition_index": p["partition_index"], "error_code": code(i, p["partition_index"])}
                                 for p in topic["partitions"]]}
-                for topic in req["topics"]
+                for i, topic in enumerate(req["topics"])
             ],
         }
 
 
+def _topic_names(metadata: MetadataCache | None, topics: Iterable[Any], by_id: bool) -> list[str | None]:
+    """Each request topic's name: as sent, or (``by_id``, v10) looked up by topic id (None: unknown id)."""
+    if not by_id:
+        return [t["name"] for t in topics]
+    out: list[str | None] = []
+    for t in topics:
+        meta = metadata.get_topic_by_id(t["topic_id"]) if metadata is not None else None
+        out.append(meta.name if meta is not None else None)
+    return out
+
+
 def _offset_topics(offsets: dict[TopicPartition, OffsetAndMetadata | None],
                    partition_error: ErrorCode, unstable: set[TopicPartition] | None = None,
-                   errors: dict[TopicPartition, ErrorCode] | None = None) -> list[B.OffsetFetchResponseTopics]:
+                   errors: dict[TopicPartition, ErrorCode] | None = None,
+                   topic_ids: dict[str, uuid.UUID] | None = None) -> list[Any]:
     """``unstable``: partitions with transactional offsets pending (KIP-447 ``require_stable``), answered
     UNSTABLE_OFFSET_COMMIT without an offset; ``errors``: partitions answered with an error (and no
-    offset) instead, after those in ``offsets``."""
+    offset) instead, after those in ``offsets``; ``topic_ids`` (v10): each topic's id, topics without
+    one are left out."""
     by_topic: dict[str, list[B.OffsetFetchResponseTopicsPartitions]] = {}
     for tp, om in [*offsets.items(), *dict.fromkeys(errors or ()).items()]:
+        if topic_ids is not None and tp[0] not in topic_ids:
+            continue
         if errors and tp in errors:
             om, code = None, errors[tp]
         elif unstable and tp in unstable:
@@ -255,6 +310,8 @@ def _offset_topics(offsets: dict[TopicPartition, OffsetAndMetadata | None],
             "metadata": om.metadata if om is not None else "",
             "error_code": code,
         })
+    if topic_ids is not None:
+        return [{"name": t, "topic_id": topic_ids[t], "partitions": parts} for t, parts in by_topic.items()]
     return [{"name": t, "partitions": parts} for t, parts in by_topic.items()]
 
 
@@ -266,49 +323,94 @@ def _requested(topics: list[B.OffsetFetchRequestTopics] | list[B.OffsetFetchRequ
 
 
 class OffsetFetchHandler(_GroupHandler):
+    """v8 batches groups; v9 adds a consumer group member's id and epoch (validated against the group);
+    v10 names topics by id (``metadata`` resolves them)."""
+
+    def __init__(self, coordinator: GroupCoordinatorApi, authorizer: Authorizer | None = None,
+                 owns_group: Callable[[str], bool] = _always, metadata: MetadataCache | None = None) -> None:
+        super().__init__(coordinator, authorizer, owns_group)
+        self.metadata = metadata
+
     def _fetch(self, ctx: RequestContext, group_id: str, requested: list[TopicPartition] | None,
-               require_stable: bool) -> tuple[ErrorCode, dict[TopicPartition, OffsetAndMetadata | None],
-                                              dict[TopicPartition, ErrorCode]]:
+               require_stable: bool, member_id: str | None = None, member_epoch: int = -1,
+               ) -> tuple[ErrorCode, dict[TopicPartition, OffsetAndMetadata | None], dict[TopicPartition, ErrorCode]]:
         """One group's offsets: (error, offsets, partitions answered TOPIC_AUTHORIZATION_FAILED instead).
         An all-partitions fetch leaves out the topics the principal may not describe."""
+
+        def fetch(partitions: list[TopicPartition] | None
+                  ) -> tuple[ErrorCode, dict[TopicPartition, OffsetAndMetadata | None]]:
+            return self.coordinator.fetch_offsets(group_id, partitions, require_stable, member_id=member_id,
+                                                  member_epoch=member_epoch)
+
         if self.authorizer is None:
-            return *self.coordinator.fetch_offsets(group_id, requested, require_stable), {}
+            return *fetch(requested), {}
         if requested is None:
-            err, offsets = self.coordinator.fetch_offsets(group_id, None, require_stable)
+            err, offsets = fetch(None)
             visible = filter_authorized(self.authorizer, ctx, AclOperation.DESCRIBE, ResourceType.TOPIC,
                                         (tp.topic for tp in offsets), log_if_denied=False)
             return err, {tp: om for tp, om in offsets.items() if tp.topic in visible}, {}
         allowed = filter_authorized(self.authorizer, ctx, AclOperation.DESCRIBE, ResourceType.TOPIC,
                                     (tp.topic for tp in requested))
         denied = {tp: E.TOPIC_AUTHORIZATION_FAILED for tp in requested if tp.topic not in allowed}
-        fetch = [tp for tp in requested if tp.topic in allowed]
-        if not fetch and denied:
+        fetch_tps = [tp for tp in requested if tp.topic in allowed]
+        if not fetch_tps and denied:
             return E.NONE, {}, denied
-        return *self.coordinator.fetch_offsets(group_id, fetch, require_stable), denied
+        return *fetch(fetch_tps), denied
 
-    def _group_denied(self, ctx: RequestContext, group_id: str) -> bool:
-        return self.authorizer is not None and not authorize(self.authorizer, ctx, AclOperation.DESCRIBE,
-                                                             ResourceType.GROUP, group_id)
+    def _group_denied(self, ctx: RequestContext, group_id: str) -> ErrorCode | None:
+        if self.authorizer is not None and not authorize(self.authorizer, ctx, AclOperation.DESCRIBE,
+                                                         ResourceType.GROUP, group_id):
+            return E.GROUP_AUTHORIZATION_FAILED
+        if not self.owns_group(group_id):
+            return E.NOT_COORDINATOR
+        return None
+
+    def _group(self, ctx: RequestContext, g: B.OffsetFetchRequestGroups, require_stable: bool
+               ) -> B.OffsetFetchResponseGroups:
+        """One group of a v8+ request."""
+        group_id = g["group_id"]
+        if (code := self._group_denied(ctx, group_id)) is not None:
+            return {"group_id": group_id, "error_code": code, "topics": []}
+        by_id = ctx.api_version >= 10
+        requested: list[TopicPartition] | None = None
+        if g["topics"] is not None:
+            requested = []
+            names = _topic_names(self.metadata, g["topics"], by_id)
+            for name, t in zip(names, g["topics"]):
+                if name is None:  # an unknown topic id: answered by id below
+                    continue
+                requested.extend(TopicPartition(name, p) for p in t["partition_indexes"])
+        err, offsets, denied = self._fetch(ctx, group_id, requested, require_stable, g["member_id"],
+                                           g["member_epoch"])
+        if err != E.NONE:
+            return {"group_id": group_id, "error_code": err, "topics": []}
+        unstable = self.coordinator.pending_txn_partitions(group_id) if require_stable else None
+        topic_ids = None
+        if by_id:
+            topic_ids = {}
+            for tp in [*offsets, *denied]:
+                meta = self.metadata.get_topic(tp.topic) if self.metadata is not None else None
+                if meta is not None:
+                    topic_ids[tp.topic] = meta.topic_id
+        topics = _offset_topics(offsets, E.NONE, unstable, denied, topic_ids)
+        if by_id and g["topics"] is not None:
+            for name, t in zip(_topic_names(self.metadata, g["topics"], True), g["topics"]):
+                if name is None:
+                    topics.append({"name": "", "topic_id": t["topic_id"], "partitions": [
+                        {"partition_index": p, "committed_offset": -1, "committed_leader_epoch": -1,
+                         "metadata": "", "error_code": E.UNKNOWN_TOPIC_ID} for p in t["partition_indexes"]]})
+        return {"group_id": group_id, "error_code": E.NONE, "topics": topics}
 
     async def handle(self, ctx: RequestContext, req: B.OffsetFetchRequestBody) -> B.OffsetFetchResponseBody:
         """Null ``topics`` (v2+) means every committed partition; v8 batches groups."""
         v = ctx.api_version
         require_stable = req["require_stable"]
         if v >= 8:
-            groups: list[B.OffsetFetchResponseGroups] = []
-            for g in req["groups"]:
-                if self._group_denied(ctx, g["group_id"]):
-                    groups.append({"group_id": g["group_id"], "error_code": E.GROUP_AUTHORIZATION_FAILED,
-                                   "topics": []})
-                    continue
-                err, offsets, denied = self._fetch(ctx, g["group_id"], _requested(g["topics"]), require_stable)
-                unstable = self.coordinator.pending_txn_partitions(g["group_id"]) if require_stable else None
-                groups.append({"group_id": g["group_id"], "error_code": err,
-                               "topics": _offset_topics(offsets, E.NONE, unstable, denied) if err == E.NONE else []})
-            return {"throttle_time_ms": ctx.throttle_time_ms, "groups": groups}
-        if self._group_denied(ctx, req["group_id"]):
+            return {"throttle_time_ms": ctx.throttle_time_ms,
+                    "groups": [self._group(ctx, g, require_stable) for g in req["groups"]]}
+        if (code := self._group_denied(ctx, req["group_id"])) is not None:
             return error_response(ApiKey.OFFSET_FETCH, v, req,  # type: ignore[return-value]
-                                  E.GROUP_AUTHORIZATION_FAILED, ctx.throttle_time_ms)
+                                  code, ctx.throttle_time_ms)
         requested = _requested(req["topics"])
         err, offsets, denied = self._fetch(ctx, req["group_id"], requested, require_stable)
         if err != E.NONE:
@@ -322,10 +424,32 @@ class OffsetFetchHandler(_GroupHandler):
                 "topics": _offset_topics(offsets, E.NONE, unstable, denied), "error_code": E.NONE}
 
 
+SHARE_PROTOCOL_TYPE = "share"  # a share group's protocol type and group type in ListGroups
+
+
 class ListGroupsHandler(_GroupHandler):
+    """v4 filters by state name, v5 by group type and names each group's type.  Only the groups this
+    broker coordinates are listed (Kafka lists the groups of its ``__consumer_offsets`` partitions);
+    ``share_groups``, when given, lists the share groups (id, state) kept by the share coordinator."""
+
+    def __init__(self, coordinator: GroupCoordinatorApi, authorizer: Authorizer | None = None,
+                 owns_group: Callable[[str], bool] = _always,
+                 share_groups: Callable[[], Iterable[tuple[str, str]]] | None = None) -> None:
+        super().__init__(coordinator, authorizer, owns_group)
+        self.share_groups = share_groups
+
     async def handle(self, ctx: RequestContext, req: B.ListGroupsRequestBody) -> B.ListGroupsResponseBody:
-        """v4 filters by state name."""
-        err, groups = self.coordinator.list_groups(set(req["states_filter"] or []))
+        states = set(req["states_filter"] or [])
+        types = set(req["types_filter"] or [])
+        err, groups = self.coordinator.list_groups(states, types)
+        if err == E.NONE and self.share_groups is not None:
+            wanted_states = {s.strip().lower() for s in states}
+            wanted_types = {t.lower() for t in types}
+            if not wanted_types or SHARE_PROTOCOL_TYPE in wanted_types:
+                groups.extend(GroupOverview(gid, SHARE_PROTOCOL_TYPE, state, SHARE_PROTOCOL_TYPE)
+                              for gid, state in self.share_groups()
+                              if not wanted_states or state.lower() in wanted_states)
+        groups = [g for g in groups if self.owns_group(g.group_id)]
         if self.authorizer is not None and not authorize(self.authorizer, ctx, AclOperation.DESCRIBE,
                                                          log_if_denied=False):
             # Without DESCRIBE on the cluster, only the groups the principal may describe.
@@ -333,24 +457,37 @@ class ListGroupsHandler(_GroupHandler):
                                         (g.group_id for g in groups), log_if_denied=False)
             groups = [g for g in groups if g.group_id in visible]
         return {"throttle_time_ms": ctx.throttle_time_ms, "error_code": err,
-                "groups": [{"group_id": g.group_id, "protocol_type": g.protocol_type, "group_state": g.state}
-                           for g in groups]}
+                "groups": [{"group_id": g.group_id, "protocol_type": g.protocol_type, "group_state": g.state,
+                            "group_type": g.group_type} for g in groups]}
 
 
 class DescribeGroupsHandler(_GroupHandler):
+    """Members with metadata and assignment are shown for Stable groups, as Kafka does.  A group that
+    does not exist or is not a classic group (a KIP-848 consumer group: ConsumerGroupDescribe describes
+    it) is Dead; v6 says so with GROUP_ID_NOT_FOUND and an error message, as Kafka 4 does."""
+
     async def handle(self, ctx: RequestContext, req: B.DescribeGroupsRequestBody) -> B.DescribeGroupsResponseBody:
-        """Members with metadata and assignment are shown for Stable groups, as Kafka does."""
+        v = ctx.api_version
         include_ops = req["include_authorized_operations"]
         out: list[B.DescribeGroupsResponseGroups] = []
         for gid in req["groups"]:
+            code = None
             if self.authorizer is not None and not authorize(self.authorizer, ctx, AclOperation.DESCRIBE,
                                                              ResourceType.GROUP, gid):
-                out.append({"error_code": E.GROUP_AUTHORIZATION_FAILED, "group_id": gid, "group_state": "",
+                code = E.GROUP_AUTHORIZATION_FAILED
+            elif not self.owns_group(gid):
+                code = E.NOT_COORDINATOR
+            if code is not None:
+                out.append({"error_code": code, "error_message": None, "group_id": gid, "group_state": "",
                             "protocol_type": "", "protocol_data": "", "members": []})
                 continue
             err, summary = self.coordinator.describe_group(gid)
+            message = summary.error_message
+            if err == E.GROUP_ID_NOT_FOUND and v < 6:
+                err, message = E.NONE, None  # older versions: just a Dead group
             out.append({
                 "error_code": err,
+                "error_message": message,
                 "group_id": gid,
                 "group_state": summary.state,
                 "protocol_type": summary.protocol_type,
@@ -367,11 +504,25 @@ class DescribeGroupsHandler(_GroupHandler):
 
 
 class DeleteGroupsHandler(_GroupHandler):
+    """Deletes Empty groups of every type: classic and consumer groups in the group coordinator, share
+    groups (not known there) through ``delete_share_group`` when given."""
+
+    def __init__(self, coordinator: GroupCoordinatorApi, authorizer: Authorizer | None = None,
+                 owns_group: Callable[[str], bool] = _always,
+                 delete_share_group: Callable[[str], ErrorCode] | None = None) -> None:
+        super().__init__(coordinator, authorizer, owns_group)
+        self.delete_share_group = delete_share_group
+
     async def handle(self, ctx: RequestContext, req: B.DeleteGroupsRequestBody) -> B.DeleteGroupsResponseBody:
         names = list(req["groups_names"])
         allowed = set(names) if self.authorizer is None else filter_authorized(
             self.authorizer, ctx, AclOperation.DELETE, ResourceType.GROUP, names)
         results = dict.fromkeys(names, E.GROUP_AUTHORIZATION_FAILED)
-        results.update(self.coordinator.delete_groups([n for n in names if n in allowed]))
+        results.update((n, E.NOT_COORDINATOR) for n in allowed if not self.owns_group(n))
+        results.update(self.coordinator.delete_groups([n for n in names if n in allowed and self.owns_group(n)]))
+        if self.delete_share_group is not None:
+            for n, code in list(results.items()):
+                if code == E.GROUP_ID_NOT_FOUND:
+                    results[n] = self.delete_share_group(n)
         return {"throttle_time_ms": ctx.throttle_time_ms,
                 "results": [{"group_id": gid, "error_code": results[gid]} for gid in dict.fromkeys(names)]}

@@ -31,6 +31,11 @@ from .transactions import (AddOffsetsToTxnHandler, AddPartitionsToTxnHandler, De
                            TxnOffsetCommitHandler, WriteTxnMarkersHandler)
 from .quotas import AlterClientQuotasHandler, DescribeClientQuotasHandler
 from .sasl import SaslAuthenticateHandler, SaslHandshakeHandler
+from .consumer_groups import ConsumerGroupDescribeHandler, ConsumerGroupHeartbeatHandler
+from .share_groups import ShareGroupDescribeHandler, ShareGroupHeartbeatHandler
+from .share_fetch import ShareAcknowledgeHandler, ShareFetchHandler
+from .share_offsets import (AlterShareGroupOffsetsHandler, DeleteShareGroupOffsetsHandler,
+                            DescribeShareGroupOffsetsHandler)
 from .scram import AlterUserScramCredentialsHandler, DescribeUserScramCredentialsHandler
 from .topics import CreatePartitionsHandler, CreateTopicsHandler, DeleteTopicsHandler
 
@@ -54,9 +59,29 @@ def supported_api_versions(keys: Iterable[int]) -> list[B.ApiVersionsResponseApi
     ]
 
 
+# The APIs of the group protocols ``group.coordinator.rebalance.protocols`` may leave out (Kafka gates them by
+# the ``group.version`` and ``share.version`` features): a protocol not listed is neither advertised nor answered.
+PROTOCOL_API_KEYS: Mapping[str, frozenset[int]] = {
+    "consumer": frozenset({68, 69}),  # ConsumerGroupHeartbeat, ConsumerGroupDescribe
+    "share": frozenset({76, 77, 78, 79, 90, 91, 92}),  # Share*, Describe/Alter/DeleteShareGroupOffsets
+}
+
+
+def disabled_api_keys(rebalance_protocols: str) -> frozenset[int]:
+    """The api keys of the group protocols missing from ``group.coordinator.rebalance.protocols``."""
+    enabled = {p.strip().lower() for p in rebalance_protocols.split(",")}
+    return frozenset(k for protocol, keys in PROTOCOL_API_KEYS.items() if protocol not in enabled for k in keys)
+
+
 def _is_coordinator(s: BrokerServices) -> Callable[[], bool]:
     """Whether FindCoordinator names this broker (for groups and transactions alike)."""
     return lambda: s.metadata.coordinator().node_id == s.config.node_id
+
+
+def _owns_group(s: BrokerServices) -> Callable[[str], bool]:
+    """Whether this broker coordinates a group (leads its ``__consumer_offsets`` partition)."""
+    node_id = s.config.node_id
+    return lambda group_id: s.metadata.group_coordinator(group_id).node_id == node_id
 
 
 HANDLER_FACTORIES: Mapping[ApiKey, HandlerFactory] = {
@@ -68,17 +93,26 @@ HANDLER_FACTORIES: Mapping[ApiKey, HandlerFactory] = {
                                          s.clock, authorizer=s.authorizer).handle,
     ApiKey.LIST_OFFSETS: lambda s: ListOffsetsHandler(s.replica_manager, authorizer=s.authorizer).handle,
     ApiKey.METADATA: lambda s: MetadataHandler(s.metadata, s.topics, s.config, authorizer=s.authorizer).handle,
-    ApiKey.OFFSET_COMMIT: lambda s: OffsetCommitHandler(s.group_coordinator, s.metadata,
-                                                        authorizer=s.authorizer).handle,
-    ApiKey.OFFSET_FETCH: lambda s: OffsetFetchHandler(s.group_coordinator, authorizer=s.authorizer).handle,
+    ApiKey.OFFSET_COMMIT: lambda s: OffsetCommitHandler(s.group_coordinator, s.metadata, authorizer=s.authorizer,
+                                                        owns_group=_owns_group(s)).handle,
+    ApiKey.OFFSET_FETCH: lambda s: OffsetFetchHandler(s.group_coordinator, authorizer=s.authorizer,
+                                                      owns_group=_owns_group(s), metadata=s.metadata).handle,
     ApiKey.FIND_COORDINATOR: lambda s: FindCoordinatorHandler(s.metadata, authorizer=s.authorizer).handle,
-    ApiKey.JOIN_GROUP: lambda s: JoinGroupHandler(s.group_coordinator, authorizer=s.authorizer).handle,
-    ApiKey.HEARTBEAT: lambda s: HeartbeatHandler(s.group_coordinator, authorizer=s.authorizer).handle,
-    ApiKey.LEAVE_GROUP: lambda s: LeaveGroupHandler(s.group_coordinator, authorizer=s.authorizer).handle,
-    ApiKey.SYNC_GROUP: lambda s: SyncGroupHandler(s.group_coordinator, authorizer=s.authorizer).handle,
-    ApiKey.DESCRIBE_GROUPS: lambda s: DescribeGroupsHandler(s.group_coordinator, authorizer=s.authorizer).handle,
-    ApiKey.LIST_GROUPS: lambda s: ListGroupsHandler(s.group_coordinator, authorizer=s.authorizer).handle,
-    ApiKey.API_VERSIONS: lambda s: ApiVersionsHandler(supported_api_versions(HANDLER_FACTORIES)).handle,
+    ApiKey.JOIN_GROUP: lambda s: JoinGroupHandler(s.group_coordinator, authorizer=s.authorizer,
+                                                  owns_group=_owns_group(s), metadata=s.metadata).handle,
+    ApiKey.HEARTBEAT: lambda s: HeartbeatHandler(s.group_coordinator, authorizer=s.authorizer,
+                                                 owns_group=_owns_group(s)).handle,
+    ApiKey.LEAVE_GROUP: lambda s: LeaveGroupHandler(s.group_coordinator, authorizer=s.authorizer,
+                                                    owns_group=_owns_group(s)).handle,
+    ApiKey.SYNC_GROUP: lambda s: SyncGroupHandler(s.group_coordinator, authorizer=s.authorizer,
+                                                  owns_group=_owns_group(s)).handle,
+    ApiKey.DESCRIBE_GROUPS: lambda s: DescribeGroupsHandler(s.group_coordinator, authorizer=s.authorizer,
+                                                            owns_group=_owns_group(s)).handle,
+    ApiKey.LIST_GROUPS: lambda s: ListGroupsHandler(s.group_coordinator, authorizer=s.authorizer,
+                                                    owns_group=_owns_group(s),
+                                                    share_groups=s.share_groups.list_groups).handle,
+    ApiKey.API_VERSIONS: lambda s: ApiVersionsHandler(supported_api_versions(
+        set(HANDLER_FACTORIES) - disabled_api_keys(s.config.group_coordinator_rebalance_protocols))).handle,
     ApiKey.CREATE_TOPICS: lambda s: CreateTopicsHandler(s.controller, s.config, authorizer=s.authorizer).handle,
     ApiKey.DELETE_TOPICS: lambda s: DeleteTopicsHandler(s.controller, s.metadata, s.config,
                                                                 authorizer=s.authorizer).handle,
@@ -94,7 +128,8 @@ HANDLER_FACTORIES: Mapping[ApiKey, HandlerFactory] = {
     ApiKey.WRITE_TXN_MARKERS: lambda s: WriteTxnMarkersHandler(s.marker_log, s.delayed_produce,
                                                                authorizer=s.authorizer).handle,
     ApiKey.TXN_OFFSET_COMMIT: lambda s: TxnOffsetCommitHandler(s.group_coordinator, s.txn_coordinator,
-                                                               s.metadata, authorizer=s.authorizer).handle,
+                                                               s.metadata, authorizer=s.authorizer,
+                                                               owns_group=_owns_group(s)).handle,
     ApiKey.DESCRIBE_PRODUCERS: lambda s: DescribeProducersHandler(s.replica_manager, authorizer=s.authorizer).handle,
     ApiKey.DESCRIBE_TRANSACTIONS: lambda s: DescribeTransactionsHandler(s.txn_coordinator,
                                                                         _is_coordinator(s),
@@ -104,14 +139,19 @@ HANDLER_FACTORIES: Mapping[ApiKey, HandlerFactory] = {
     ApiKey.OFFSET_FOR_LEADER_EPOCH: lambda s: OffsetForLeaderEpochHandler(s.replica_manager,
                                                                           authorizer=s.authorizer).handle,
     ApiKey.DESCRIBE_CONFIGS: lambda s: DescribeConfigsHandler(s.metadata, s.broker_configs, s.config,
-                                                              authorizer=s.authorizer).handle,
+                                                              authorizer=s.authorizer,
+                                                              groups=s.group_configs).handle,
     ApiKey.ALTER_CONFIGS: lambda s: AlterConfigsHandler(s.controller, s.metadata, s.broker_configs,
-                                                        incremental=False, authorizer=s.authorizer).handle,
+                                                        incremental=False, authorizer=s.authorizer,
+                                                        groups=s.group_configs).handle,
     ApiKey.CREATE_PARTITIONS: lambda s: CreatePartitionsHandler(s.controller, s.metadata,
                                                                 authorizer=s.authorizer).handle,
-    ApiKey.DELETE_GROUPS: lambda s: DeleteGroupsHandler(s.group_coordinator, authorizer=s.authorizer).handle,
+    ApiKey.DELETE_GROUPS: lambda s: DeleteGroupsHandler(s.group_coordinator, authorizer=s.authorizer,
+                                                        owns_group=_owns_group(s),
+                                                        delete_share_group=s.share_groups.delete_group).handle,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: lambda s: AlterConfigsHandler(s.controller, s.metadata, s.broker_configs,
-                                                                    incremental=True, authorizer=s.authorizer).handle,
+                                                                    incremental=True, authorizer=s.authorizer,
+                                                                    groups=s.group_configs).handle,
     ApiKey.DESCRIBE_CLIENT_QUOTAS: lambda s: DescribeClientQuotasHandler(s.quota_store, authorizer=s.authorizer).handle,
     ApiKey.ALTER_CLIENT_QUOTAS: lambda s: AlterClientQuotasHandler(s.quota_store, authorizer=s.authorizer).handle,
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: lambda s: DescribeUserScramCredentialsHandler(
@@ -122,6 +162,24 @@ HANDLER_FACTORIES: Mapping[ApiKey, HandlerFactory] = {
     ApiKey.DESCRIBE_ACLS: lambda s: DescribeAclsHandler(s.authorizer).handle,
     ApiKey.CREATE_ACLS: lambda s: CreateAclsHandler(s.authorizer).handle,
     ApiKey.DELETE_ACLS: lambda s: DeleteAclsHandler(s.authorizer).handle,
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: lambda s: ConsumerGroupHeartbeatHandler(
+        s.group_coordinator, s.metadata, s.group_configs, authorizer=s.authorizer, owns_group=_owns_group(s)).handle,
+    ApiKey.CONSUMER_GROUP_DESCRIBE: lambda s: ConsumerGroupDescribeHandler(
+        s.group_coordinator, s.metadata, authorizer=s.authorizer, owns_group=_owns_group(s)).handle,
+    ApiKey.SHARE_GROUP_HEARTBEAT: lambda s: ShareGroupHeartbeatHandler(
+        s.share_groups, authorizer=s.authorizer, owns_group=_owns_group(s)).handle,
+    ApiKey.SHARE_GROUP_DESCRIBE: lambda s: ShareGroupDescribeHandler(
+        s.share_groups, authorizer=s.authorizer, owns_group=_owns_group(s)).handle,
+    ApiKey.SHARE_FETCH: lambda s: ShareFetchHandler(s.fetch_log, s.metadata, s.share_partitions, s.delayed_fetch,
+                                                    s.fetch_quota, s.config, authorizer=s.authorizer).handle,
+    ApiKey.SHARE_ACKNOWLEDGE: lambda s: ShareAcknowledgeHandler(s.fetch_log, s.metadata, s.share_partitions,
+                                                                s.config, authorizer=s.authorizer).handle,
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: lambda s: DescribeShareGroupOffsetsHandler(
+        s.share_offsets, s.share_groups, s.metadata, s.fetch_log, _owns_group(s), authorizer=s.authorizer).handle,
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: lambda s: AlterShareGroupOffsetsHandler(
+        s.share_offsets, s.share_groups, s.metadata, s.fetch_log, _owns_group(s), authorizer=s.authorizer).handle,
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: lambda s: DeleteShareGroupOffsetsHandler(
+        s.share_offsets, s.share_groups, s.metadata, s.fetch_log, _owns_group(s), authorizer=s.authorizer).handle,
     ApiKey.SASL_HANDSHAKE: lambda s: SaslHandshakeHandler().handle,
     ApiKey.SASL_AUTHENTICATE: lambda s: SaslAuthenticateHandler().handle,
 }
@@ -130,4 +188,5 @@ HANDLER_FACTORIES: Mapping[ApiKey, HandlerFactory] = {
 def build_handlers(services: BrokerServices,
                    factories: Mapping[ApiKey, HandlerFactory] = HANDLER_FACTORIES) -> dict[int, Handler]:
     """One handler per api key, each given only the services it uses."""
-    return {int(key): factory(services) for key, factory in factories.items()}
+    disabled = disabled_api_keys(services.config.group_coordinator_rebalance_protocols)
+    return {int(key): factory(services) for key, factory in factories.items() if key not in disabled}

@@ -224,11 +224,13 @@ class TxnOffsetCommitHandler:
     """Offsets committed inside a transaction: pending in the group until the transaction commits."""
 
     def __init__(self, groups: GroupCoordinatorApi, coordinator: TransactionCoordinatorApi,
-                 metadata: MetadataCache, authorizer: Authorizer | None = None) -> None:
+                 metadata: MetadataCache, authorizer: Authorizer | None = None,
+                 owns_group: Callable[[str], bool] = lambda group_id: True) -> None:
         self.groups = groups
         self.coordinator = coordinator
         self.metadata = metadata
         self.authorizer = authorizer
+        self.owns_group = owns_group  # whether this broker coordinates the group (else NOT_COORDINATOR)
 
     async def handle(self, ctx: RequestContext, req: B.TxnOffsetCommitRequestBody) -> B.TxnOffsetCommitResponseBody:
         v = ctx.api_version
@@ -238,6 +240,9 @@ class TxnOffsetCommitHandler:
             if denied:
                 return error_response(ApiKey.TXN_OFFSET_COMMIT, v, req,  # type: ignore[return-value]
                                       code, ctx.throttle_time_ms)
+        if not self.owns_group(req["group_id"]):
+            return error_response(ApiKey.TXN_OFFSET_COMMIT, v, req,  # type: ignore[return-value]
+                                  E.NOT_COORDINATOR, ctx.throttle_time_ms)
         offsets: dict[TopicPartition, OffsetAndMetadata] = {}
         now_ms = self.groups.now_ms()
         for t in req["topics"]:

@@ -22,14 +22,21 @@ Ordering and pacing:
   ``speed=None`` ("max") sends as soon as order and causality allow.
 
 Values a broker makes up differ between runs; they are mapped, not compared:
-fetch session ids, topic ids, group member ids and generations, producer ids
-and epochs (InitProducerId), node ids.  The first response that shows a value
+fetch session ids, topic ids, group member ids and generations, member and
+group epochs (KIP-848 consumer groups, KIP-932 share groups; per member, see
+:mod:`.rewrite`), producer ids and epochs (InitProducerId), node ids.  Member
+ids a client makes (ConsumerGroupHeartbeat v1, ShareGroupHeartbeat) map to
+themselves, but order the member's requests after the heartbeat that joined
+with them.  The first response that shows a value
 teaches the map captured -> replayed; later requests are rewritten through it
 (FetchRequest.session_id and topic ids, group requests' member id and
 generation, and the producer id/epoch inside Produce record batches, whose
 CRC-32C is recomputed) and later responses compared through it.  Fields that
 legitimately differ (throttle time, cluster id, host/port, log-append
-timestamps, batch CRCs) are counted as expected differences.
+timestamps, batch CRCs) are counted as expected differences, and so are what
+membership timing decides in groups of several members (assignments, epochs,
+describe responses' members) and which records a share consumer acquires
+(:mod:`.compare` says exactly what).
 
 Security: against a secured target (:class:`ReplaySecurity`: TLS with a CA,
 client certificate and key; SASL PLAIN or SCRAM-SHA-256/512) each replayed

@@ -4,6 +4,21 @@
 :func:`_mapped_fields` finds the mapped fields of a parsed body (for rewriting
 requests and comparing responses); :func:`rewrite_producer_ids` rewrites the
 producer id and epoch inside record batches, recomputing their CRC-32C.
+
+KIP-848 consumer groups and KIP-932 share groups: member ids of ConsumerGroupHeartbeat v1
+and ShareGroupHeartbeat are made by the client (a UUID sent with member epoch 0), so they
+map to themselves -- but the heartbeat that joins with one *introduces* it: requests
+naming that member (its ShareFetch, OffsetCommit...) wait for that heartbeat's answer, as a
+SyncGroup waits for its JoinGroup's.  ConsumerGroupHeartbeat v0 and JoinGroup leave the
+member id to the coordinator, mapped as before.  Member epochs (``member_epoch``, and
+``generation_id_or_member_epoch``/``generation_id`` of a member that heartbeats with
+member epochs) are the coordinator's and mapped per member: key ``("mepoch", member,
+captured epoch)``; 0 (join), -1 (leave) and -2 (static leave) are the client's and kept.
+A request carrying the epoch its member last got in the capture is sent with the epoch the
+target last gave that member (what the client would send: how many epochs a member goes
+through depends on when the others joined), any other with the epoch mapped.  Group epochs
+(``group_epoch``, ``assignment_epoch`` of the describe responses) map per group:
+``("gepoch", group, captured epoch)``.
 """
 
 from __future__ import annotations
@@ -29,12 +44,15 @@ _BATCH_PID_OFFSET, _BATCH_EPOCH_OFFSET, _BATCH_CRC_OFFSET, _BATCH_ATTR_OFFSET = 
 _MAPPED_KIND = {
     "session_id": "session", "topic_id": "topic", "member_id": "member", "leader": "member",
     "generation_id": "gen", "generation_id_or_member_epoch": "gen",
+    "member_epoch": "mepoch", "group_epoch": "gepoch", "assignment_epoch": "gepoch",
     "producer_id": "pid", "producer_epoch": "epoch",
     "node_id": "node", "leader_id": "node", "controller_id": "node", "broker_id": "node",
     "replica_nodes": "node", "isr_nodes": "node", "offline_replicas": "node", "preferred_read_replica": "node",
 }
 #: The mapped fields rewritten in requests (node ids are only compared).
-_REQUEST_KINDS = frozenset({"session", "topic", "member", "gen", "pid", "epoch"})
+_REQUEST_KINDS = frozenset({"session", "topic", "member", "gen", "mepoch", "pid", "epoch"})
+#: Fields that carry a generation for classic members and a member epoch for members using member epochs.
+_GEN_OR_EPOCH = frozenset({"generation_id", "generation_id_or_member_epoch"})
 
 
 class _Mapper:
@@ -47,6 +65,21 @@ class _Mapper:
     def __init__(self) -> None:
         self.values: dict[tuple, Any] = {}
         self._pending: dict[tuple, trio.Event] = {}
+        #: Per member using member epochs: (the epoch it last got in the capture, the one the target gave).
+        self.member_epochs: dict[str, tuple[int, int]] = {}
+        #: Members whose ShareFetch acquired other records in the replay than in the capture, and their share
+        #: groups (see compare).
+        self.acquisition_diverged: set[str] = set()
+        self.diverged_groups: set[str] = set()
+        #: Groups several members heartbeated to in the capture (ConsumerGroupHeartbeat, ShareGroupHeartbeat).
+        self.shared_groups: set[str] = set()
+
+    def member_epoch(self, key: tuple) -> Any:
+        """The epoch to send for a ``("mepoch", member, captured)`` key (see the module docstring)."""
+        latest = self.member_epochs.get(key[1])
+        if latest is not None and latest[0] == key[2]:
+            return latest[1]
+        return self.values.get(key)
 
     def expect(self, key: tuple) -> None:
         self._pending.setdefault(key, trio.Event())
@@ -89,10 +122,15 @@ class _Mapper:
 class _Ctx:
     broker: int
     group: str | None
+    #: Member ids that heartbeat with member epochs (KIP-848/932): their generation fields are member epochs.
+    epoch_members: frozenset[str] | set[str] = frozenset()
+    api_key: int = -1
+    member: str | None = None  # the request's member id (share requests: whose acquisitions these are)
 
 
-def _key(kind: str, value: Any, ctx: _Ctx, pid: Any = None) -> tuple | None:
-    """The map key of a mapped value, or None for "no value" sentinels (0 session, "" member, -1 ids)."""
+def _key(kind: str, value: Any, ctx: _Ctx, pid: Any = None, owner: Any = None) -> tuple | None:
+    """The map key of a mapped value, or None for "no value" sentinels (0 session, "" member, -1 ids, member
+    epochs 0/-1/-2); ``owner`` is the struct holding the value (its member or group id keys epochs)."""
     if kind == "session":
         return None if not value else ("session", ctx.broker, value)
     if kind == "topic":
@@ -107,7 +145,22 @@ def _key(kind: str, value: Any, ctx: _Ctx, pid: Any = None) -> tuple | None:
         return None if value is None or value < 0 or pid is None or pid < 0 else ("epoch", pid, value)
     if kind == "node":
         return None if value is None or value < 0 else ("node", value)
+    if kind == "mepoch":
+        member = owner.get("member_id") if owner is not None else None
+        return None if not member or value is None or value <= 0 else ("mepoch", member, value)
+    if kind == "gepoch":
+        group = (owner.get("group_id") if owner is not None else None) or ctx.group
+        return None if value is None or value <= 0 else ("gepoch", group, value)
     return None
+
+
+def _kind_of(name: str, obj: Any, ctx: _Ctx) -> str | None:
+    """The mapped kind of field ``name`` of struct ``obj``: a generation field of a member that uses member
+    epochs holds a member epoch."""
+    kind = _MAPPED_KIND.get(name)
+    if kind == "gen" and name in _GEN_OR_EPOCH and ctx.epoch_members and obj.get("member_id") in ctx.epoch_members:
+        return "mepoch"
+    return kind
 
 
 def _mapped_fields(obj: Any, ctx: _Ctx, kinds: frozenset[str]) -> Iterator[tuple[dict, str, tuple]]:
@@ -115,9 +168,9 @@ def _mapped_fields(obj: Any, ctx: _Ctx, kinds: frozenset[str]) -> Iterator[tuple
     if isinstance(obj, dict):
         pid = obj.get("producer_id")
         for name, value in obj.items():
-            kind = _MAPPED_KIND.get(name)
+            kind = _kind_of(name, obj, ctx)
             if kind is not None and kind in kinds and not isinstance(value, list):
-                key = _key(kind, value, ctx, pid)
+                key = _key(kind, value, ctx, pid, obj)
                 if key is not None:
                     yield obj, name, key
             elif isinstance(value, (dict, list)):

@@ -46,6 +46,8 @@ log = logging.getLogger(__name__)
 
 #: Requests never re-sent as captured: their tokens are single-use (a replayed connection authenticates afresh).
 SASL_API_KEYS = frozenset({int(ApiKey.SASL_HANDSHAKE), int(ApiKey.SASL_AUTHENTICATE)})
+#: ConsumerGroupHeartbeat and ShareGroupHeartbeat: members with member epochs (KIP-848, KIP-932).
+_HEARTBEAT_KEYS = frozenset({68, 76})
 #: Errors that end a replayed connection while it is being set up.
 _CONNECT_ERRORS = (OSError, ConnectionError, trio.TooSlowError, trio.BrokenResourceError, trio.ClosedResourceError,
                    ssl.SSLError)
@@ -125,6 +127,7 @@ class _Replayer:
                                    security_protocol=security.security_protocol,
                                    sasl_mechanism=security.sasl_mechanism if security.sasl else None)
         self.mapper = _Mapper()
+        self.epoch_members: set[str] = set()  # filled by _prescan
         self.ssl_context: ssl.SSLContext | None = None
         if security.tls:
             self.ssl_context = client_ssl_context(security.ssl_cafile, security.ssl_certfile, security.ssl_keyfile,
@@ -154,8 +157,38 @@ class _Replayer:
 
     # -- set up ---------------------------------------------------------------------------------
 
+    def _ctx(self, rec: CaptureRecord, body: Any) -> _Ctx:
+        member = body.get("member_id")
+        return _Ctx(rec.broker_id, body.get("group_id") or None, self.epoch_members, rec.api_key,
+                    member if isinstance(member, str) and member else None)
+
+    def _scan_members(self, recs: list[tuple[int, CaptureRecord]]) -> None:
+        """The members that heartbeat with member epochs (ConsumerGroupHeartbeat, ShareGroupHeartbeat: their
+        generation fields are member epochs) and the groups several of them heartbeated to."""
+        by_group: dict[str, set[str]] = defaultdict(set)
+        for _rid, r in recs:
+            if r.api_key not in _HEARTBEAT_KEYS or r.api_key not in APIS:
+                continue
+            try:
+                _, body = parse_request_frame(r.request)
+                members = {body.get("member_id")}
+                if r.response is not None:
+                    members.add(parse_response_frame(r.response, r.api_key, r.api_version)[1].get("member_id"))
+            except Exception:  # noqa: BLE001, S112 - replayed as is
+                continue
+            for m in members:
+                if isinstance(m, str) and m:
+                    self.epoch_members.add(m)
+                    by_group[body.get("group_id")].add(m)
+        self.mapper.shared_groups.update(g for g, ms in by_group.items() if len(ms) > 1)
+
     def _prescan(self, recs: list[tuple[int, CaptureRecord]]) -> dict[int, list[tuple]]:
-        """Which record's response first shows each mapped value (requests that need it wait for it)."""
+        """Which record's response first shows each mapped value (requests that need it wait for it).
+
+        A member id a client made (ConsumerGroupHeartbeat v1, ShareGroupHeartbeat) is first seen in the
+        request of the heartbeat that joins with it (member epoch 0): that heartbeat introduces it, so the
+        member's other requests (ShareFetch, OffsetCommit...) wait for its answer."""
+        self._scan_members(recs)
         seen: set[tuple] = set()
         out: dict[int, list[tuple]] = {}
         for rid, r in sorted(recs, key=lambda ir: ir[1].receive_ns):
@@ -163,8 +196,15 @@ class _Replayer:
                 continue
             try:
                 _, body = parse_request_frame(r.request)
-                ctx = _Ctx(r.broker_id, body.get("group_id"))
-                seen.update(k for _, _, k in _mapped_fields(body, ctx, _REQUEST_KINDS))
+                ctx = self._ctx(r, body)
+                keys = [k for _, _, k in _mapped_fields(body, ctx, _REQUEST_KINDS)]
+                if r.api_key in _HEARTBEAT_KEYS and body.get("member_epoch") == 0 and ctx.member:
+                    joined = ("member", ctx.member)
+                    if joined not in seen:
+                        seen.add(joined)
+                        self.mapper.expect(joined)
+                        out.setdefault(rid, []).append(joined)
+                seen.update(keys)
                 if r.response is None:
                     continue
                 _, resp = parse_response_frame(r.response, r.api_key, r.api_version)
@@ -189,7 +229,7 @@ class _Replayer:
         except Exception:
             entry = _Entry(rid, rec, _Ctx(rec.broker_id, None), known=False)
             return rewrite_correlation_id(rec.request, corr), entry
-        ctx = _Ctx(rec.broker_id, body.get("group_id"))
+        ctx = self._ctx(rec, body)
         entry = _Entry(rid, rec, ctx, known=True)
         fields = list(_mapped_fields(body, ctx, _REQUEST_KINDS))
         producers: list[tuple[Any, list[tuple[int, int]]]] = []  # (partition_data, (pid, epoch) pairs)
@@ -203,11 +243,12 @@ class _Replayer:
                                             for k in (("pid", p), ("epoch", p, e))]
         if not keys:
             return rewrite_correlation_id(rec.request, corr), entry
-        await self.mapper.wait(keys, self.opt.timeout_s)
+        own = self.introduces.get(rid)
+        await self.mapper.wait([k for k in keys if k not in own] if own else keys, self.opt.timeout_s)
         values = self.mapper.values
         changed = False
         for container, name, key in fields:
-            new = values.get(key)
+            new = self.mapper.member_epoch(key) if key[0] == "mepoch" else values.get(key)
             if new is not None and new != container[name]:
                 container[name] = new
                 changed = True
@@ -278,7 +319,7 @@ class _Replayer:
                 except Exception as exc:
                     cmp.diff("<body>", "parses", f"does not parse: {exc}")
                 else:
-                    cmp.compare(cap, rep)
+                    cmp.compare_body(cap, rep)
         if cmp.diffs:
             st.differing += 1
             for path, c, r, expected in cmp.diffs:

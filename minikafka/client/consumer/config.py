@@ -19,6 +19,18 @@ Deliberate differences:
 - ``max_poll_interval_ms`` is used as the JoinGroup rebalance timeout, as in
   Java, but it is not enforced on the application (no poll timer leaves the
   group).
+
+Group protocols (KIP-848): ``group_protocol`` is ``"classic"`` (the default:
+JoinGroup/SyncGroup, client-side assignors) or ``"consumer"``
+(ConsumerGroupHeartbeat, the broker assigns; ``group_remote_assignor`` names
+the broker's assignor, e.g. ``"uniform"`` or ``"range"``, None lets the broker
+choose).  As Java's ``ConsumerConfig``, the classic-only settings
+(``partition_assignment_strategy``, ``heartbeat_interval_ms``,
+``session_timeout_ms``: the broker owns the session and the interval under the
+consumer protocol) are rejected with ``group_protocol="consumer"`` and
+``group_remote_assignor`` with ``"classic"``.  Java rejects any explicit
+setting; here a setting is "set" when it differs from its default (a
+dataclass cannot tell an explicit default from an omitted one).
 """
 
 from __future__ import annotations
@@ -28,10 +40,17 @@ import socket
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["ConsumerConfig", "ISOLATION_LEVELS", "OFFSET_RESET_STRATEGIES"]
+__all__ = ["ConsumerConfig", "ISOLATION_LEVELS", "OFFSET_RESET_STRATEGIES", "GROUP_PROTOCOLS",
+           "CONSUMER_PROTOCOL_UNSUPPORTED_CONFIGS", "CLASSIC_PROTOCOL_UNSUPPORTED_CONFIGS"]
 
 ISOLATION_LEVELS = {"read_uncommitted": 0, "read_committed": 1}
 OFFSET_RESET_STRATEGIES = ("earliest", "latest", "none")
+GROUP_PROTOCOLS = ("classic", "consumer")
+_DEFAULT_ASSIGNMENT_STRATEGY = ["range", "roundrobin"]
+#: Java's ``CONSUMER_PROTOCOL_UNSUPPORTED_CONFIGS`` / ``CLASSIC_PROTOCOL_UNSUPPORTED_CONFIGS``.
+CONSUMER_PROTOCOL_UNSUPPORTED_CONFIGS = ("partition_assignment_strategy", "heartbeat_interval_ms",
+                                         "session_timeout_ms")
+CLASSIC_PROTOCOL_UNSUPPORTED_CONFIGS = ("group_remote_assignor",)
 
 
 @dataclass
@@ -53,7 +72,9 @@ class ConsumerConfig:
     session_timeout_ms: int = 45000
     heartbeat_interval_ms: int = 3000
     max_poll_interval_ms: int = 300000
-    partition_assignment_strategy: list[str] = field(default_factory=lambda: ["range", "roundrobin"])
+    partition_assignment_strategy: list[str] = field(default_factory=lambda: list(_DEFAULT_ASSIGNMENT_STRATEGY))
+    group_protocol: str = "classic"
+    group_remote_assignor: str | None = None
     isolation_level: str = "read_uncommitted"
     queued_max_chunks: int = 100
     enable_fetch_sessions: bool = True
@@ -78,6 +99,21 @@ class ConsumerConfig:
             self.partition_assignment_strategy = [s.strip() for s in self.partition_assignment_strategy.split(",")]
         if self.heartbeat_interval_ms >= self.session_timeout_ms:
             raise ValueError("heartbeat_interval_ms must be lower than session_timeout_ms")
+        self.group_protocol = str(self.group_protocol).lower()
+        if self.group_protocol not in GROUP_PROTOCOLS:
+            raise ValueError(f"group_protocol must be one of {GROUP_PROTOCOLS}")
+        unsupported = (CONSUMER_PROTOCOL_UNSUPPORTED_CONFIGS if self.group_protocol == "consumer"
+                       else CLASSIC_PROTOCOL_UNSUPPORTED_CONFIGS)
+        defaults = {f.name: f.default if f.default_factory is dataclasses.MISSING else f.default_factory()
+                    for f in dataclasses.fields(self)}
+        for name in unsupported:
+            if getattr(self, name) != defaults[name]:
+                raise ValueError(f"{name} cannot be set when group_protocol={self.group_protocol!r}")
+
+    @property
+    def uses_consumer_protocol(self) -> bool:
+        """True with ``group_protocol="consumer"`` (KIP-848)."""
+        return self.group_protocol == "consumer"
 
     @property
     def isolation_level_id(self) -> int:

@@ -1,4 +1,4 @@
-"""The consumer (Java's ``KafkaConsumer``, classic group protocol), on Trio.
+"""The consumer (Java's ``KafkaConsumer``), on Trio, with either group protocol.
 
 ::
 
@@ -9,6 +9,17 @@
 
 The consumer owns a Trio nursery (entered by ``async with``) running the
 fetcher, the heartbeat task and the auto-commit task; no threads.
+
+``group_protocol="classic"`` (the default) joins with JoinGroup/SyncGroup
+(:mod:`.coordinator`); ``group_protocol="consumer"`` is KIP-848's
+ConsumerGroupHeartbeat, the broker assigning (:mod:`.consumer_group_coordinator`).
+The API is the same for both: ``subscribe(topics | pattern=..., listener=...)``,
+``poll``, ``commit``, ``assignment``, ``unsubscribe``, ``close``.  A pattern
+subscription is matched by the broker under the consumer protocol (Java's
+``subscribe(SubscriptionPattern)``: RE2/J syntax, evaluated by the broker) and
+by the client under the classic protocol (Java's ``subscribe(Pattern)``: every
+topic is listed every ``metadata_max_age_ms`` and Python's ``re.fullmatch``
+picks the matching ones).
 
 Deliberate differences from Java: the API is async (``poll``, ``commit``,
 ``committed``, ``position``, ``close``, offsets look-ups); ``commit_async``
@@ -21,6 +32,7 @@ committed offset (as Java's blocking ``position``); a poll that must
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any, AsyncIterator, Callable, Iterable, NamedTuple
 
 import trio
@@ -30,12 +42,14 @@ from ...protocol.records import ConsumerRecord
 from ..fetch_session import TopicPartition
 from ..network import NetworkClient
 from .config import ConsumerConfig
+from .consumer_group_coordinator import ConsumerGroupCoordinator
 from .coordinator import ConsumerCoordinator
+from .coordinator_base import CoordinatorBase, refresh_all_topics
 from .errors import ConsumerError
 from .fetcher import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, Fetcher
 from .group_metadata import ConsumerGroupMetadata
 from .metrics import COORDINATOR_GROUP, ConsumerMetrics
-from .subscription import OffsetAndMetadata, SubscriptionState
+from .subscription import OffsetAndMetadata, SubscriptionState, SubscriptionType
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +87,8 @@ class KafkaConsumer:
                                         window_ms=self.config.metrics_sample_window_ms)
         self._initial_topics = list(topics)
         self._fetcher: Fetcher | None = None
-        self._coordinator: ConsumerCoordinator | None = None
+        self._coordinator: CoordinatorBase | None = None
+        self._pattern_checked = -1e9
         self._nursery: trio.Nursery | None = None
         self._nursery_cm: Any = None
         self._closed = False
@@ -91,7 +106,8 @@ class KafkaConsumer:
         self._nursery = await self._nursery_cm.__aenter__()
         self._fetcher = Fetcher(self.client, self.subscriptions, cfg, self._metrics)
         if cfg.group_id is not None:
-            self._coordinator = ConsumerCoordinator(self.client, self.subscriptions, cfg, self._metrics)
+            coordinator = ConsumerGroupCoordinator if cfg.uses_consumer_protocol else ConsumerCoordinator
+            self._coordinator = coordinator(self.client, self.subscriptions, cfg, self._metrics)
         await self._nursery.start(self._background)
         self._metrics.add_gauge("assigned-partitions", COORDINATOR_GROUP, lambda: len(self.subscriptions.assignment))
         await self.client.refresh_metadata(self._initial_topics or None, force=True)
@@ -145,7 +161,7 @@ class KafkaConsumer:
             if self.client is not None:
                 await self.client.close()
 
-    def _require_group(self) -> ConsumerCoordinator:
+    def _require_group(self) -> CoordinatorBase:
         if self._coordinator is None:
             raise ConsumerError("this needs a group_id", retriable=False)
         return self._coordinator
@@ -156,13 +172,30 @@ class KafkaConsumer:
         return self._fetcher
 
     # -- subscription ------------------------------------------------------------------------------
-    def subscribe(self, topics: Iterable[str]) -> None:
-        """Subscribe to topics with the group (needs ``group_id``); the assignment comes with ``poll``."""
-        self._require_group()
-        topics = list(topics)
-        if self.subscriptions.subscribe(topics):
-            assert self.client is not None
-            self.client.want_topics(topics)
+    def subscribe(self, topics: Iterable[str] | re.Pattern[str] | None = None, listener: Any = None, *,
+                  pattern: str | re.Pattern[str] | None = None) -> None:
+        """Subscribe to topics, or to the topics matching ``pattern`` (a string or a compiled ``re``
+        pattern, also accepted as ``topics``), with the group (needs ``group_id``); the assignment comes
+        with ``poll``.  ``listener``: a :class:`~.listener.ConsumerRebalanceListener`."""
+        coordinator = self._require_group()
+        if isinstance(topics, re.Pattern):
+            topics, pattern = None, topics
+        if (topics is None) == (pattern is None):
+            raise ValueError("subscribe() takes topics or a pattern")
+        if pattern is not None:
+            changed = self.subscriptions.subscribe_pattern(pattern)
+            self._pattern_checked = -1e9
+        else:
+            names = list(topics) if topics is not None else []
+            if any(not t or not t.strip() for t in names):
+                raise ValueError("topic names must not be empty")
+            changed = self.subscriptions.subscribe(names)
+            if changed:
+                assert self.client is not None
+                self.client.want_topics(names)
+        self.subscriptions.rebalance_listener = listener
+        if changed:
+            coordinator.on_subscription_updated()
         self._wakeup()
 
     def assign(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
@@ -174,9 +207,12 @@ class KafkaConsumer:
         self._wakeup()
 
     def unsubscribe(self) -> None:
+        """Drop the subscription (and leave the group under the consumer protocol) or the assignment."""
+        if self._coordinator is not None and self.config.uses_consumer_protocol:
+            self._coordinator.on_unsubscribe()  # needs the assignment: before it is cleared
         self.subscriptions.unsubscribe()
-        if self._coordinator is not None:
-            self._coordinator.joined_subscription = set()
+        if self._coordinator is not None and not self.config.uses_consumer_protocol:
+            self._coordinator.on_unsubscribe()
         self._wakeup()
 
     def subscription(self) -> set[str]:
@@ -247,6 +283,7 @@ class KafkaConsumer:
         deadline = trio.current_time() + timeout_ms / 1000
         while True:
             if self._coordinator is not None:
+                await self._maybe_match_pattern()
                 await self._coordinator.ensure_active_group()
             if not self.subscriptions.has_all_fetch_positions():
                 await self._update_fetch_positions()
@@ -257,6 +294,22 @@ class KafkaConsumer:
             if now >= deadline:
                 return {}
             await fetcher.wait_for_data(min(deadline - now, _POLL_SLICE_S))
+
+    async def _maybe_match_pattern(self) -> None:
+        """Classic protocol, pattern subscription: the matching topics, looked up every ``metadata_max_age_ms``
+        (Java's ``updatePatternSubscription``); a change makes the classic member rejoin."""
+        subs = self.subscriptions
+        if subs.type != SubscriptionType.AUTO_PATTERN or self.config.uses_consumer_protocol:
+            return
+        now = trio.current_time()
+        if now - self._pattern_checked < self.config.metadata_max_age_ms / 1000:
+            return
+        assert self.client is not None
+        md = await refresh_all_topics(self.client)
+        self._pattern_checked = now
+        matching = sorted(t for t, info in md.topics.items() if not info.error and subs.matches_pattern(t))
+        if subs.subscribe_from_pattern(matching):
+            self.client.want_topics(matching)
 
     def __aiter__(self) -> AsyncIterator[ConsumerMessage]:
         return self._iterate()
@@ -325,9 +378,7 @@ class KafkaConsumer:
     def group_metadata(self) -> ConsumerGroupMetadata:
         """``groupMetadata``: the group id, generation, member id and group instance id, for
         ``KafkaProducer.send_offsets_to_transaction`` (KIP-447).  Needs ``group_id``."""
-        coord = self._require_group()
-        return ConsumerGroupMetadata(coord.group_id, coord.generation, coord.member_id,
-                                     self.config.group_instance_id)
+        return self._require_group().group_metadata()
 
     async def beginning_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         return await self._require_started().list_offsets({TopicPartition(*tp): EARLIEST_TIMESTAMP
@@ -363,5 +414,5 @@ class KafkaConsumer:
         return self._require_started()
 
     @property
-    def coordinator(self) -> ConsumerCoordinator | None:
+    def coordinator(self) -> CoordinatorBase | None:
         return self._coordinator

@@ -1,8 +1,9 @@
-"""Group membership and offsets (Java's ``AbstractCoordinator`` + ``ConsumerCoordinator``,
-classic protocol, eager rebalancing), on Trio.
+"""Group membership with the classic protocol (Java's ``AbstractCoordinator`` +
+``ConsumerCoordinator``, eager rebalancing), on Trio.
 
-- FindCoordinator, then a dedicated connection to the coordinator (as Java's
-  coordinator connection, so group requests never queue behind fetches).
+The coordinator connection and the offsets live in :mod:`.coordinator_base`
+(shared with the KIP-848 member in :mod:`.consumer_group_coordinator`).
+
 - JoinGroup (a MEMBER_ID_REQUIRED answer is retried with the given member id,
   KIP-394), the leader runs the chosen assignor over every member's
   subscription, SyncGroup hands out the assignment.
@@ -10,12 +11,14 @@ classic protocol, eager rebalancing), on Trio.
   UNKNOWN_MEMBER_ID (from heartbeats, syncs and commits) make the member rejoin
   on the next ``poll`` (Java: the heartbeat thread requests a rejoin which
   ``poll`` performs).
-- OffsetCommit / OffsetFetch, auto-commit every ``auto_commit_interval_ms``
-  and before a rebalance, LeaveGroup on close (dynamic members only).
+- Auto-commit before a rebalance, LeaveGroup on close (dynamic members only);
+  the rebalance listener's ``on_partitions_revoked`` before the join,
+  ``on_partitions_assigned`` after the sync (both from ``poll``).
 
 Deliberate differences: eager protocol only (no cooperative-sticky), no
-rebalance listener callbacks, no poll-interval enforcement, no rejoin on
-metadata changes of subscribed topics, no regex subscription on the wire.
+poll-interval enforcement, no rejoin on metadata changes of subscribed topics
+(a pattern subscription's matching topics are looked up by ``KafkaConsumer``
+and a change rejoins, as Java's ``subscribe(Pattern)``).
 """
 
 from __future__ import annotations
@@ -26,18 +29,20 @@ from typing import Any, Iterable
 
 import trio
 
-from ...common import partitions_by_topic
 from ...protocol.api import ApiKey
 from ...protocol.errors import ErrorCode
-from ..fetch_session import TopicPartition
-from ..network import BrokerConnection, KafkaClientError, NetworkClient
+from ..network import KafkaClientError, NetworkClient
 from .assignors import PartitionAssignor, assignor_for
 from .config import ConsumerConfig
+from .coordinator_base import COORDINATOR_ERRORS, RETRY_ERRORS, CoordinatorBase, _Retry
+from .coordinator_base import error_name as _name
 from .errors import CommitFailedError, GroupError
+from .group_metadata import ConsumerGroupMetadata
+from .listener import invoke_listener
 from .metrics import ConsumerMetrics
 from .protocol import (PROTOCOL_TYPE, Assignment, Subscription, decode_assignment, decode_subscription,
                        encode_assignment, encode_subscription)
-from .subscription import OffsetAndMetadata, SubscriptionState
+from .subscription import SubscriptionState
 
 log = logging.getLogger(__name__)
 
@@ -45,9 +50,6 @@ __all__ = ["ConsumerCoordinator", "MemberState", "NO_GENERATION", "UNKNOWN_MEMBE
 
 NO_GENERATION = -1
 UNKNOWN_MEMBER_ID = ""
-COORDINATOR_ERRORS = {ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE}
-RETRY_ERRORS = {ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NETWORK_EXCEPTION,
-                ErrorCode.UNSTABLE_OFFSET_COMMIT}
 REJOIN_ERRORS = {ErrorCode.REBALANCE_IN_PROGRESS, ErrorCode.ILLEGAL_GENERATION, ErrorCode.UNKNOWN_MEMBER_ID}
 
 
@@ -58,31 +60,12 @@ class MemberState(Enum):
     STABLE = "stable"
 
 
-def _name(code: int) -> str:
-    try:
-        return ErrorCode(code).name
-    except ValueError:
-        return str(code)
-
-
-class _Retry(Exception):
-    """Internal: the join round must be retried (after ``backoff`` seconds)."""
-
-    def __init__(self, backoff: bool = True) -> None:
-        self.backoff = backoff
-
-
-class ConsumerCoordinator:
+class ConsumerCoordinator(CoordinatorBase):
     """The consumer's side of the classic group protocol."""
 
     def __init__(self, client: NetworkClient, subscriptions: SubscriptionState, config: ConsumerConfig,
                  metrics: ConsumerMetrics) -> None:
-        assert config.group_id is not None
-        self.client = client
-        self.subscriptions = subscriptions
-        self.config = config
-        self.metrics = metrics
-        self.group_id: str = config.group_id
+        super().__init__(client, subscriptions, config, metrics)
         self.member_id = UNKNOWN_MEMBER_ID
         self.generation = NO_GENERATION
         self.protocol_name: str | None = None
@@ -91,65 +74,7 @@ class ConsumerCoordinator:
         self.rejoin_needed = True
         self.joined_subscription: set[str] = set()
         self.assignors: list[PartitionAssignor] = [assignor_for(n) for n in config.partition_assignment_strategy]
-        self.coordinator_id: int | None = None
-        self._conn: BrokerConnection | None = None
         self._join_lock = trio.Lock()
-        self._coord_lock = trio.Lock()
-        self._last_committed: dict[TopicPartition, OffsetAndMetadata] = {}
-        self.backoff_s = config.retry_backoff_ms / 1000
-        self.rebalances = 0
-
-    # -- coordinator discovery ---------------------------------------------------------------------
-    async def ensure_coordinator_ready(self) -> BrokerConnection:
-        """FindCoordinator until a coordinator answers (Java's ``ensureCoordinatorReady``)."""
-        async with self._coord_lock:
-            while self._conn is None or self._conn.closed:
-                try:
-                    await self._find_coordinator()
-                except KafkaClientError as exc:
-                    log.info("group %s: coordinator lookup failed: %s", self.group_id, exc)
-                    self.client.invalidate()
-                    await trio.sleep(self.backoff_s)
-            return self._conn
-
-    async def _find_coordinator(self) -> None:
-        conn = await self.client.any_connection()
-        version = conn.pick_version(ApiKey.FIND_COORDINATOR)
-        body = {"key": self.group_id, "key_type": 0, "coordinator_keys": [self.group_id]}
-        resp = await conn.request(ApiKey.FIND_COORDINATOR, body, version=version)
-        if version >= 4:
-            c = resp.coordinators[0]
-            err, node, host, port = c.error_code, c.node_id, c.host, c.port
-        else:
-            err, node, host, port = resp.error_code, resp.node_id, resp.host, resp.port
-        if err:
-            raise KafkaClientError(f"FindCoordinator for group {self.group_id}: {_name(err)}", err)
-        timeout = max(self.config.request_timeout_ms, self.config.max_poll_interval_ms + 5000)
-        coord = BrokerConnection(node, host, port, self.client.client_id, timeout)
-        try:
-            await coord.open(self.client.nursery)
-        except (OSError, ConnectionError) as exc:
-            await coord.aclose()
-            raise KafkaClientError(f"cannot connect to coordinator {node} at {host}:{port}: {exc}") from exc
-        log.info("group %s: discovered coordinator %d (%s:%d)", self.group_id, node, host, port)
-        self.coordinator_id = node
-        self._conn = coord
-
-    def coordinator_dead(self, why: str = "") -> None:
-        """Forget the coordinator (Java's ``markCoordinatorUnknown``)."""
-        if self._conn is not None:
-            log.info("group %s: marking coordinator %s dead: %s", self.group_id, self.coordinator_id, why)
-            conn, self._conn = self._conn, None
-            self.client.nursery.start_soon(conn.aclose)
-
-    async def _request(self, api_key: int, body: dict, max_version: int | None = None) -> tuple[Any, int]:
-        conn = await self.ensure_coordinator_ready()
-        version = conn.pick_version(api_key, max_version)
-        try:
-            return await conn.request(api_key, body, version=version), version
-        except KafkaClientError as exc:
-            self.coordinator_dead(str(exc))
-            raise
 
     # -- membership --------------------------------------------------------------------------------
     def need_rejoin(self) -> bool:
@@ -201,6 +126,9 @@ class ConsumerCoordinator:
         revoked = self.subscriptions.assigned_partitions()
         if revoked:
             log.info("group %s: revoking %d partition(s)", self.group_id, len(revoked))
+            # Java's onJoinPrepare: partitions of a member that lost its generation are lost, not revoked
+            method = "on_partitions_revoked" if self.generation != NO_GENERATION else "on_partitions_lost"
+            self._record_listener_error(await invoke_listener(self.subscriptions.rebalance_listener, method, revoked))
         self.subscriptions.assign_from_subscribed([])
         for tp in revoked:
             self.metrics.remove_partition(tp)
@@ -250,6 +178,9 @@ class ConsumerCoordinator:
         self.metrics.sync.record((trio.current_time() - started) * 1000)
         assignment = decode_assignment(bytes(resp.assignment or b""))
         self._on_join_complete(assignment, set(topics))
+        self._record_listener_error(await invoke_listener(self.subscriptions.rebalance_listener,
+                                                          "on_partitions_assigned",
+                                                          self.subscriptions.assigned_partitions()))
 
     def _join_error(self, api: str, err: int) -> None:
         log.info("group %s: %s failed: %s", self.group_id, api, _name(err))
@@ -331,56 +262,17 @@ class ConsumerCoordinator:
             else:
                 log.warning("group %s: heartbeat error %s", self.group_id, _name(err))
 
-    # -- offsets -----------------------------------------------------------------------------------
-    async def commit_offsets(self, offsets: dict[TopicPartition, OffsetAndMetadata], *, retries: bool = True) -> None:
-        """OffsetCommit, retrying coordinator errors (Java's ``commitOffsetsSync``)."""
-        if not offsets:
-            return
-        deadline = trio.current_time() + self.config.default_api_timeout_ms / 1000
-        while True:
-            try:
-                await self._commit_once(offsets)
-                return
-            except _Retry:
-                if not retries or trio.current_time() > deadline:
-                    raise KafkaClientError(f"group {self.group_id}: offset commit timed out",
-                                           ErrorCode.REQUEST_TIMED_OUT)
-                await trio.sleep(self.backoff_s)
-            except KafkaClientError as exc:
-                if not exc.retriable or not retries or trio.current_time() > deadline:
-                    raise
-                await trio.sleep(self.backoff_s)
+    # -- offsets (who commits) ---------------------------------------------------------------------
+    def commit_identity(self) -> tuple[int, str]:
+        if self.state != MemberState.STABLE and self.generation == NO_GENERATION:
+            raise CommitFailedError(f"group {self.group_id}: not a member of the group (rebalancing)",
+                                    ErrorCode.REBALANCE_IN_PROGRESS)
+        return self.generation, self.member_id
 
-    async def _commit_once(self, offsets: dict[TopicPartition, OffsetAndMetadata]) -> None:
-        if self.subscriptions.has_auto_assigned_partitions_mode:
-            if self.state != MemberState.STABLE and self.generation == NO_GENERATION:
-                raise CommitFailedError(f"group {self.group_id}: not a member of the group (rebalancing)",
-                                        ErrorCode.REBALANCE_IN_PROGRESS)
-            generation, member = self.generation, self.member_id
-        else:
-            generation, member = NO_GENERATION, UNKNOWN_MEMBER_ID
-        topics: dict[str, list[dict]] = {}
-        for tp, om in offsets.items():
-            topics.setdefault(tp.topic, []).append({
-                "partition_index": tp.partition, "committed_offset": om.offset,
-                "committed_leader_epoch": om.leader_epoch, "committed_metadata": om.metadata,
-                "commit_timestamp": -1})
-        body = {"group_id": self.group_id, "generation_id_or_member_epoch": generation, "member_id": member,
-                "group_instance_id": self.config.group_instance_id, "retention_time_ms": -1,
-                "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
-        started = trio.current_time()
-        resp, _ = await self._request(ApiKey.OFFSET_COMMIT, body, 8)
-        self.metrics.commit_latency.record((trio.current_time() - started) * 1000)
-        errors = {(t.name, p.partition_index): p.error_code for t in resp.topics for p in t.partitions if p.error_code}
-        if not errors:
-            self._last_committed.update(offsets)
-            return
-        err = next(iter(errors.values()))
-        if err in COORDINATOR_ERRORS:
-            self.coordinator_dead(_name(err))
-            raise _Retry()
-        if err in RETRY_ERRORS:
-            raise _Retry()
+    def can_auto_commit(self) -> bool:
+        return self.state == MemberState.STABLE
+
+    def on_commit_member_error(self, err: int) -> None:
         if err in REJOIN_ERRORS:
             if err == ErrorCode.UNKNOWN_MEMBER_ID:
                 self._reset_generation(True)
@@ -390,70 +282,12 @@ class ConsumerCoordinator:
                 self.request_rejoin("commit found the group rebalancing")
             raise CommitFailedError(f"group {self.group_id}: commit failed with {_name(err)}; the group rebalanced",
                                     err)
-        raise KafkaClientError(f"group {self.group_id}: commit failed: {errors}", err, retriable=False)
 
-    async def fetch_committed(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, OffsetAndMetadata]:
-        """OffsetFetch (Java's ``fetchCommittedOffsets``); partitions without a commit are left out."""
-        partitions = list(partitions)
-        if not partitions:
-            return {}
-        tlist = [{"name": t, "partition_indexes": ps} for t, ps in partitions_by_topic(partitions).items()]
-        body = {"group_id": self.group_id, "topics": tlist, "groups": [{"group_id": self.group_id, "topics": tlist}],
-                "require_stable": True}
-        deadline = trio.current_time() + self.config.default_api_timeout_ms / 1000
-        while True:
-            try:
-                resp, version = await self._request(ApiKey.OFFSET_FETCH, body, 8)
-            except KafkaClientError:
-                if trio.current_time() > deadline:
-                    raise
-                await trio.sleep(self.backoff_s)
-                continue
-            if version >= 8:
-                g = resp.groups[0]
-                top_err, rtopics = g.error_code, g.topics
-            else:
-                top_err, rtopics = resp.error_code, resp.topics
-            errs = [top_err] + [p.error_code for t in rtopics for p in t.partitions]
-            err = next((e for e in errs if e), 0)
-            if err in COORDINATOR_ERRORS or err in RETRY_ERRORS:
-                if err in COORDINATOR_ERRORS:
-                    self.coordinator_dead(_name(err))
-                if trio.current_time() > deadline:
-                    raise KafkaClientError(f"OffsetFetch for group {self.group_id}: {_name(err)}", err)
-                await trio.sleep(self.backoff_s)
-                continue
-            if err and err != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-                raise KafkaClientError(f"OffsetFetch for group {self.group_id}: {_name(err)}", err, retriable=False)
-            out: dict[TopicPartition, OffsetAndMetadata] = {}
-            for t in rtopics:
-                for p in t.partitions:
-                    if p.error_code == 0 and p.committed_offset >= 0:
-                        out[TopicPartition(t.name, p.partition_index)] = OffsetAndMetadata(
-                            p.committed_offset, leader_epoch=p.committed_leader_epoch, metadata=p.metadata or "")
-            return out
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        return ConsumerGroupMetadata(self.group_id, self.generation, self.member_id, self.config.group_instance_id)
 
-    async def auto_commit_loop(self) -> None:
-        """Commit consumed positions every ``auto_commit_interval_ms`` (Java's ``maybeAutoCommitOffsetsAsync``)."""
-        interval = self.config.auto_commit_interval_ms / 1000
-        while True:
-            await trio.sleep(interval)
-            await self.maybe_auto_commit()
-
-    async def maybe_auto_commit(self) -> None:
-        if not self.config.enable_auto_commit:
-            return
-        if self.subscriptions.has_auto_assigned_partitions_mode and self.state != MemberState.STABLE:
-            return
-        offsets = {tp: om for tp, om in self.subscriptions.all_consumed().items()
-                   if self._last_committed.get(tp) != om}
-        if not offsets:
-            return
-        try:
-            await self.commit_offsets(offsets, retries=False)
-            log.debug("group %s: auto-committed %d offset(s)", self.group_id, len(offsets))
-        except (KafkaClientError, _Retry) as exc:
-            log.info("group %s: auto-commit failed: %s", self.group_id, exc)
+    def on_unsubscribe(self) -> None:
+        self.joined_subscription = set()
 
     async def leave_group(self, reason: str = "the consumer is being closed") -> None:
         """LeaveGroup (dynamic members only, as Java), then forget the generation."""
@@ -470,8 +304,3 @@ class ConsumerCoordinator:
             except KafkaClientError as exc:
                 log.info("group %s: LeaveGroup failed: %s", self.group_id, exc)
         self._reset_generation(True)
-
-    async def close(self) -> None:
-        if self._conn is not None:
-            conn, self._conn = self._conn, None
-            await conn.aclose()

@@ -267,6 +267,8 @@ class Fetcher:
             handler.handle_error(exc)
             self.client.invalidate(node)
             await trio.sleep(self.backoff_s)
+            await self._refresh_metadata()  # the node may be gone: learn the partitions' new leaders
+            self.wakeup()
             return
         self.metrics.record_fetch((trio.current_time() - started) * 1000, _get(resp, "throttle_time_ms", 0) or 0)
         if not handler.handle_response(resp, version):
@@ -350,7 +352,7 @@ class Fetcher:
                 except trio.WouldBlock:
                     break
             st = subs.assignment.get(c.tp)
-            if (st is None or st.epoch != c.epoch or st.paused or st.position is None
+            if (st is None or st.epoch != c.epoch or st.paused or st.pending_revocation or st.position is None
                     or (c.records_read == 0 and st.position != c.fetch_offset)):
                 log.debug("dropping a stale fetched chunk for %s-%d at %d", c.tp.topic, c.tp.partition, c.fetch_offset)
                 self._current = None

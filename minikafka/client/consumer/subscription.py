@@ -13,7 +13,12 @@ Per assigned partition a :class:`TopicPartitionState` holds:
   moved on (Java checks the position instead);
 - ``high_watermark``, ``log_start_offset``, ``last_stable_offset``: from the
   latest fetch response, for lag;
-- ``paused`` and ``reset_strategy`` (a pending offset reset).
+- ``paused`` and ``reset_strategy`` (a pending offset reset);
+- ``pending_revocation``: the group is taking the partition away (KIP-848
+  reconciliation): nothing more is fetched or returned for it while its
+  offsets are committed (Java's ``markPendingRevocation``).
+
+The rebalance listener given to ``subscribe`` is kept here, as in Java.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ import logging
 import re
 from dataclasses import dataclass
 from enum import Enum
-from typing import Iterable
+from typing import Any, Iterable
 
 from ...common import OffsetAndMetadata, TopicPartition
 
@@ -49,6 +54,7 @@ class TopicPartitionState:
     log_start_offset: int | None = None
     last_stable_offset: int | None = None
     leader_epoch: int = -1
+    pending_revocation: bool = False
 
     @property
     def has_valid_position(self) -> bool:
@@ -56,7 +62,8 @@ class TopicPartitionState:
 
     @property
     def is_fetchable(self) -> bool:
-        return not self.paused and self.has_valid_position and self.fetch_offset is not None
+        return (not self.paused and not self.pending_revocation and self.has_valid_position
+                and self.fetch_offset is not None)
 
 
 class SubscriptionState:
@@ -69,6 +76,7 @@ class SubscriptionState:
         self.pattern: re.Pattern[str] | None = None
         self.assignment: dict[TopicPartition, TopicPartitionState] = {}
         self.version = 0  # bumped on every change the fetcher must notice
+        self.rebalance_listener: Any = None
 
     # -- subscribing -------------------------------------------------------------------------------
     def _set_type(self, t: SubscriptionType) -> None:
@@ -85,9 +93,24 @@ class SubscriptionState:
         self.subscription = topics
         return changed
 
-    def subscribe_pattern(self, pattern: str | re.Pattern[str]) -> None:
+    def subscribe_pattern(self, pattern: str | re.Pattern[str]) -> bool:
+        """Subscribe to the topics matching ``pattern``; True if the pattern changed."""
         self._set_type(SubscriptionType.AUTO_PATTERN)
-        self.pattern = re.compile(pattern) if isinstance(pattern, str) else pattern
+        compiled = re.compile(pattern) if isinstance(pattern, str) else pattern
+        changed = self.pattern is None or compiled.pattern != self.pattern.pattern
+        self.pattern = compiled
+        return changed
+
+    def subscribe_from_pattern(self, topics: Iterable[str]) -> bool:
+        """The topics the pattern matches now (client-side matching); True if they changed."""
+        topics = set(topics)
+        changed = topics != self.subscription
+        self.subscription = topics
+        return changed
+
+    @property
+    def pattern_string(self) -> str | None:
+        return self.pattern.pattern if self.pattern is not None else None
 
     def matches_pattern(self, topic: str) -> bool:
         return self.pattern is not None and self.pattern.fullmatch(topic) is not None
@@ -110,6 +133,7 @@ class SubscriptionState:
     def unsubscribe(self) -> None:
         self.subscription = set()
         self.pattern = None
+        self.rebalance_listener = None
         self.assignment = {}
         self.type = SubscriptionType.NONE
         self.version += 1
@@ -175,6 +199,17 @@ class SubscriptionState:
 
     def fetchable_partitions(self) -> list[TopicPartition]:
         return [tp for tp, st in self.assignment.items() if st.is_fetchable]
+
+    # -- revocation (KIP-848) ------------------------------------------------------------------------
+    def mark_pending_revocation(self, partitions: Iterable[TopicPartition]) -> None:
+        """Stop fetching and returning records for partitions being revoked (Java's ``markPendingRevocation``)."""
+        for tp in partitions:
+            st = self.assignment.get(tp)
+            if st is not None and not st.pending_revocation:
+                st.pending_revocation = True
+                st.fetch_offset = st.position  # buffered chunks are dropped
+                st.epoch += 1
+                self.version += 1
 
     # -- pause -------------------------------------------------------------------------------------
     def pause(self, tp: TopicPartition) -> None:

@@ -4,14 +4,18 @@ from .add_offsets_to_txn import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
 from .add_partitions_to_txn import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
 from .alter_client_quotas import AlterClientQuotasRequest, AlterClientQuotasResponse
 from .alter_configs import AlterConfigsRequest, AlterConfigsResponse
+from .alter_share_group_offsets import AlterShareGroupOffsetsRequest, AlterShareGroupOffsetsResponse
 from .alter_user_scram_credentials import AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse
 from .api_versions import ApiVersionsRequest, ApiVersionsResponse
+from .consumer_group_describe import ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse
+from .consumer_group_heartbeat import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse
 from .create_acls import CreateAclsRequest, CreateAclsResponse
 from .create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
 from .create_topics import CreateTopicsRequest, CreateTopicsResponse
 from .delete_acls import DeleteAclsRequest, DeleteAclsResponse
 from .delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
 from .delete_records import DeleteRecordsRequest, DeleteRecordsResponse
+from .delete_share_group_offsets import DeleteShareGroupOffsetsRequest, DeleteShareGroupOffsetsResponse
 from .delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
 from .describe_acls import DescribeAclsRequest, DescribeAclsResponse
 from .describe_client_quotas import DescribeClientQuotasRequest, DescribeClientQuotasResponse
@@ -19,6 +23,7 @@ from .describe_cluster import DescribeClusterRequest, DescribeClusterResponse
 from .describe_configs import DescribeConfigsRequest, DescribeConfigsResponse
 from .describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
 from .describe_producers import DescribeProducersRequest, DescribeProducersResponse
+from .describe_share_group_offsets import DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse
 from .describe_transactions import DescribeTransactionsRequest, DescribeTransactionsResponse
 from .describe_user_scram_credentials import (DescribeUserScramCredentialsRequest,
                                               DescribeUserScramCredentialsResponse)
@@ -40,6 +45,10 @@ from .offset_for_leader_epoch import OffsetForLeaderEpochRequest, OffsetForLeade
 from .produce import ProduceRequest, ProduceResponse
 from .sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
 from .sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
+from .share_acknowledge import ShareAcknowledgeRequest, ShareAcknowledgeResponse
+from .share_fetch import ShareFetchRequest, ShareFetchResponse
+from .share_group_describe import ShareGroupDescribeRequest, ShareGroupDescribeResponse
+from .share_group_heartbeat import ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse
 from .sync_group import SyncGroupRequest, SyncGroupResponse
 from .txn_offset_commit import TxnOffsetCommitRequest, TxnOffsetCommitResponse
 from .write_txn_markers import WriteTxnMarkersRequest, WriteTxnMarkersResponse
@@ -87,4 +96,13 @@ PAIRS = [
     (SyncGroupRequest, SyncGroupResponse),
     (TxnOffsetCommitRequest, TxnOffsetCommitResponse),
     (WriteTxnMarkersRequest, WriteTxnMarkersResponse),
+    (ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse),
+    (ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse),
+    (ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse),
+    (ShareGroupDescribeRequest, ShareGroupDescribeResponse),
+    (ShareFetchRequest, ShareFetchResponse),
+    (ShareAcknowledgeRequest, ShareAcknowledgeResponse),
+    (DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse),
+    (AlterShareGroupOffsetsRequest, AlterShareGroupOffsetsResponse),
+    (DeleteShareGroupOffsetsRequest, DeleteShareGroupOffsetsResponse),
 ]

@@ -1,16 +1,21 @@
-"""DescribeGroups (api key 15): requests and responses, versions 0-5."""
+"""DescribeGroups (api key 15): requests and responses, versions 0-6.
+
+Version 6 (KIP-1043) adds each group's ``error_message`` and answers GROUP_ID_NOT_FOUND for an
+unknown group (Dead and empty before).
+"""
 
 from ..schema import Message, f
 
-DescribeGroupsRequest = Message('DescribeGroupsRequest', 15, "0-5", '5+', [
+DescribeGroupsRequest = Message('DescribeGroupsRequest', 15, "0-6", '5+', [
     f('groups', '[]string'),
     f('include_authorized_operations', 'bool', '3+'),
 ])
 
-DescribeGroupsResponse = Message('DescribeGroupsResponse', 15, "0-5", '5+', [
+DescribeGroupsResponse = Message('DescribeGroupsResponse', 15, "0-6", '5+', [
     f('throttle_time_ms', 'int32', '1+'),
     f('groups', [
         f('error_code', 'int16'),
+        f('error_message', 'string', '6+', nullable='6+', default=None),
         f('group_id', 'string'),
         f('group_state', 'string'),
         f('protocol_type', 'string'),

@@ -1,15 +1,20 @@
-"""OffsetCommit (api key 8): requests and responses, versions 0-8."""
+"""OffsetCommit (api key 8): requests and responses, versions 0-10.
+
+Version 9 is the first a KIP-848 consumer uses (``generation_id_or_member_epoch`` carries its member
+epoch; the format is version 8's).  Version 10 (stable from Kafka 4.2) names topics by id only.
+"""
 
 from ..schema import Message, f
 
-OffsetCommitRequest = Message('OffsetCommitRequest', 8, "0-8", '8+', [
+OffsetCommitRequest = Message('OffsetCommitRequest', 8, "0-10", '8+', [
     f('group_id', 'string'),
     f('generation_id_or_member_epoch', 'int32', '1+', default=-1),
     f('member_id', 'string', '1+'),
     f('group_instance_id', 'string', '7+', nullable='7+', default=None),
     f('retention_time_ms', 'int64', '2-4', default=-1),
     f('topics', [
-        f('name', 'string'),
+        f('name', 'string', '0-9'),
+        f('topic_id', 'uuid', '10+'),
         f('partitions', [
             f('partition_index', 'int32'),
             f('committed_offset', 'int64'),
@@ -20,10 +25,11 @@ OffsetCommitRequest = Message('OffsetCommitRequest', 8, "0-8", '8+', [
     ]),
 ])
 
-OffsetCommitResponse = Message('OffsetCommitResponse', 8, "0-8", '8+', [
+OffsetCommitResponse = Message('OffsetCommitResponse', 8, "0-10", '8+', [
     f('throttle_time_ms', 'int32', '3+'),
     f('topics', [
-        f('name', 'string'),
+        f('name', 'string', '0-9'),
+        f('topic_id', 'uuid', '10+'),
         f('partitions', [
             f('partition_index', 'int32'),
             f('error_code', 'int16'),

@@ -1,8 +1,12 @@
-"""OffsetFetch (api key 9): requests and responses, versions 0-8."""
+"""OffsetFetch (api key 9): requests and responses, versions 0-10.
+
+Version 9 adds the KIP-848 ``member_id``/``member_epoch`` of each group (STALE_MEMBER_EPOCH and
+UNKNOWN_MEMBER_ID answer a mismatch).  Version 10 (stable from Kafka 4.2) names topics by id only.
+"""
 
 from ..schema import Message, f
 
-OffsetFetchRequest = Message('OffsetFetchRequest', 9, "0-8", '6+', [
+OffsetFetchRequest = Message('OffsetFetchRequest', 9, "0-10", '6+', [
     f('group_id', 'string', '0-7'),
     f('topics', [
         f('name', 'string', '0-7'),
@@ -10,15 +14,18 @@ OffsetFetchRequest = Message('OffsetFetchRequest', 9, "0-8", '6+', [
     ], '0-7', nullable='2-7'),
     f('groups', [
         f('group_id', 'string', '8+'),
+        f('member_id', 'string', '9+', nullable='9+', default=None),
+        f('member_epoch', 'int32', '9+', default=-1),
         f('topics', [
-            f('name', 'string', '8+'),
+            f('name', 'string', '8-9'),
+            f('topic_id', 'uuid', '10+'),
             f('partition_indexes', '[]int32', '8+'),
         ], '8+', nullable='8+'),
     ], '8+'),
     f('require_stable', 'bool', '7+', default=False),
 ])
 
-OffsetFetchResponse = Message('OffsetFetchResponse', 9, "0-8", '6+', [
+OffsetFetchResponse = Message('OffsetFetchResponse', 9, "0-10", '6+', [
     f('throttle_time_ms', 'int32', '3+'),
     f('topics', [
         f('name', 'string', '0-7'),
@@ -34,7 +41,8 @@ OffsetFetchResponse = Message('OffsetFetchResponse', 9, "0-8", '6+', [
     f('groups', [
         f('group_id', 'string', '8+'),
         f('topics', [
-            f('name', 'string', '8+'),
+            f('name', 'string', '8-9'),
+            f('topic_id', 'uuid', '10+'),
             f('partitions', [
                 f('partition_index', 'int32', '8+'),
                 f('committed_offset', 'int64', '8+'),

@@ -1,0 +1,139 @@
+"""ShareGroupHeartbeat (76) and ShareGroupDescribe (77), v1 (KIP-932, the share-group half of Kafka's
+``KafkaApis``).
+
+Both go to the :class:`~minikafka.broker.services.ShareGroupMembership` service (the registry leaves them
+out when ``group.coordinator.rebalance.protocols`` lacks ``share``).  As Kafka's ``KafkaApis``: with an
+authorizer the heartbeat needs READ on the group
+(GROUP_AUTHORIZATION_FAILED) and DESCRIBE on every subscribed topic (TOPIC_AUTHORIZATION_FAILED), the
+describe DESCRIBE on each group (GROUP_AUTHORIZATION_FAILED) and on every topic its members subscribe to
+or hold (TOPIC_AUTHORIZATION_FAILED for the group).  A broker that does not coordinate the group
+(``owns_group``) answers NOT_COORDINATOR.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from ...protocol import bodies as B
+from ...protocol.errors import ErrorCode
+from ..request import RequestContext
+from ..services import Authorizer, ShareGroupMembership
+from .authorization import (
+    AclOperation,
+    ResourceType,
+    authorize,
+    authorized_operations,
+    filter_authorized,
+)
+from .common import UNREQUESTED_OPERATIONS, client_host
+
+if TYPE_CHECKING:
+    from ..share.coordinator import ShareGroupDescription
+
+E = ErrorCode
+
+
+def _always(group_id: str) -> bool:
+    return True
+
+
+class ShareGroupHeartbeatHandler:
+    """Joins, heartbeats and leaves a share group; the answer carries the member's assignment when it
+    changed."""
+
+    def __init__(self, coordinator: ShareGroupMembership, authorizer: Authorizer | None = None,
+                 owns_group: Callable[[str], bool] = _always) -> None:
+        self.coordinator = coordinator
+        self.authorizer = authorizer
+        self.owns_group = owns_group
+
+    def _error(self, ctx: RequestContext, code: ErrorCode, message: str | None = None
+               ) -> B.ShareGroupHeartbeatResponseBody:
+        return {"throttle_time_ms": ctx.throttle_time_ms, "error_code": code, "error_message": message,
+                "member_id": None, "member_epoch": 0, "heartbeat_interval_ms": 0, "assignment": None}
+
+    async def handle(self, ctx: RequestContext, req: B.ShareGroupHeartbeatRequestBody
+                     ) -> B.ShareGroupHeartbeatResponseBody:
+        group_id = req["group_id"]
+        subscribed = req["subscribed_topic_names"]
+        if self.authorizer is not None:
+            if not authorize(self.authorizer, ctx, AclOperation.READ, ResourceType.GROUP, group_id):
+                return self._error(ctx, E.GROUP_AUTHORIZATION_FAILED)
+            if subscribed and len(filter_authorized(self.authorizer, ctx, AclOperation.DESCRIBE, ResourceType.TOPIC,
+                                                    subscribed)) < len(set(subscribed)):
+                return self._error(ctx, E.TOPIC_AUTHORIZATION_FAILED)
+        if not self.owns_group(group_id):
+            return self._error(ctx, E.NOT_COORDINATOR)
+        result = self.coordinator.heartbeat(group_id, req["member_id"], req["member_epoch"], req["rack_id"],
+                                            subscribed, ctx.client_id or "", client_host(ctx.peer))
+        if result.error != E.NONE:
+            return self._error(ctx, result.error, result.error_message)
+        assignment: B.ShareGroupHeartbeatResponseAssignment | None = None
+        if result.assignment is not None:
+            assignment = {"topic_partitions": [{"topic_id": topic_id, "partitions": sorted(parts)}
+                                               for topic_id, parts in sorted(result.assignment.items(),
+                                                                             key=lambda kv: str(kv[0]))]}
+        return {"throttle_time_ms": ctx.throttle_time_ms, "error_code": E.NONE, "error_message": None,
+                "member_id": result.member_id, "member_epoch": result.member_epoch,
+                "heartbeat_interval_ms": result.heartbeat_interval_ms, "assignment": assignment}
+
+
+class ShareGroupDescribeHandler:
+    """Describes share groups: state, epochs, assignor and members with their assignments."""
+
+    def __init__(self, coordinator: ShareGroupMembership, authorizer: Authorizer | None = None,
+                 owns_group: Callable[[str], bool] = _always) -> None:
+        self.coordinator = coordinator
+        self.authorizer = authorizer
+        self.owns_group = owns_group
+
+    @staticmethod
+    def _failed(group_id: str, code: ErrorCode, message: str | None = None) -> B.ShareGroupDescribeResponseGroups:
+        return {"error_code": code, "error_message": message, "group_id": group_id, "group_state": "",
+                "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "", "members": [],
+                "authorized_operations": UNREQUESTED_OPERATIONS}
+
+    def _described(self, ctx: RequestContext, d: ShareGroupDescription, include_operations: bool
+                   ) -> B.ShareGroupDescribeResponseGroups:
+        if d.error != E.NONE:
+            return self._failed(d.group_id, d.error, d.error_message)
+        topics = d.topic_names()
+        if self.authorizer is not None and topics and len(
+                filter_authorized(self.authorizer, ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, topics)
+        ) < len(topics):
+            return self._failed(d.group_id, E.TOPIC_AUTHORIZATION_FAILED,
+                                "The group has described topic(s) that the client is not authorized to describe.")
+        ops = (authorized_operations(self.authorizer, ctx, ResourceType.GROUP, d.group_id)
+               if include_operations else UNREQUESTED_OPERATIONS)
+        return {
+            "error_code": E.NONE, "error_message": None, "group_id": d.group_id, "group_state": d.state,
+            "group_epoch": d.group_epoch, "assignment_epoch": d.assignment_epoch,
+            "assignor_name": d.assignor_name, "authorized_operations": ops,
+            "members": [{
+                "member_id": m.member_id, "rack_id": m.rack_id, "member_epoch": m.member_epoch,
+                "client_id": m.client_id, "client_host": m.client_host,
+                "subscribed_topic_names": m.subscribed_topic_names,
+                "assignment": {"topic_partitions": [
+                    {"topic_id": topic_id, "topic_name": name, "partitions": parts}
+                    for topic_id, name, parts in m.assignment]},
+            } for m in d.members],
+        }
+
+    async def handle(self, ctx: RequestContext, req: B.ShareGroupDescribeRequestBody
+                     ) -> B.ShareGroupDescribeResponseBody:
+        # Answers in request order: refused ids at once, the others as the coordinator describes them.
+        answers: list[B.ShareGroupDescribeResponseGroups | None] = []
+        to_describe: list[str] = []
+        for gid in req["group_ids"]:
+            if not authorize(self.authorizer, ctx, AclOperation.DESCRIBE, ResourceType.GROUP, gid):
+                answers.append(self._failed(gid, E.GROUP_AUTHORIZATION_FAILED))
+            elif not self.owns_group(gid):
+                answers.append(self._failed(gid, E.NOT_COORDINATOR))
+            else:
+                answers.append(None)
+                to_describe.append(gid)
+        described = iter(self.coordinator.describe(to_describe))
+        groups = [a if a is not None else self._described(ctx, next(described), req["include_authorized_operations"])
+                  for a in answers]
+        return {"throttle_time_ms": ctx.throttle_time_ms, "groups": groups}
