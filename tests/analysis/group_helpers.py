@@ -26,15 +26,9 @@ import uuid
 from pathlib import Path
 
 from minikafka.capture.format import CaptureRecord, encode_block, encode_record
-from minikafka.protocol.api import APIS
 from minikafka.protocol.api import ApiKey as K
-from minikafka.protocol.headers import (
-    RequestHeader,
-    is_flexible,
-    request_header_version,
-    response_header_bytes,
-)
 from minikafka.protocol.records import Record, build_batch
+from txn_helpers import _request, _response  # one builder of request/response frames for the synthetic captures
 
 TOPIC = "sq"
 TOPIC_ID = uuid.UUID("5a5a5a5a-0000-4000-8000-000000000001")
@@ -50,15 +44,6 @@ P0_BATCHES = [batch(0, 5), batch(5, 5)]
 P1_BATCH = batch(0, 4)
 
 
-def _request(key: int, version: int, corr: int, client_id: str, body: dict) -> bytes:
-    hv = request_header_version(key, is_flexible(key, version))
-    head = RequestHeader.build({"request_api_key": key, "request_api_version": version, "correlation_id": corr,
-                                "client_id": client_id}, hv)
-    return head + APIS[key].request.build(body, version)
-
-
-def _response(key: int, version: int, corr: int, body: dict) -> bytes:
-    return response_header_bytes(corr, key, version) + APIS[key].response.build(body, version)
 
 
 _PEER_PORTS: dict[str, int] = {}

@@ -26,6 +26,16 @@ T = TypeVar("T")
 
 KCAT = shutil.which("kcat")
 
+# KIP-848 broker settings for client tests: members learn of a new assignment within half a second.
+KIP848_BROKER_SETTINGS = {"group_consumer_heartbeat_interval_ms": 500, "group_consumer_min_heartbeat_interval_ms": 100,
+                          "group_initial_rebalance_delay_ms": 0}
+
+
+def group_id(prefix: str) -> str:
+    """A fresh group id for one test."""
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
 # Record batch compression codec ids (attributes bits 0-2).
 CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 

@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,15 +21,14 @@ from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka import TopicPartition as CkTopicPartition
 
 from clients_common import report_client_versions  # noqa: F401  (session fixture, used via pytestmark)
-from clients_common import wait_for
+from clients_common import KIP848_BROKER_SETTINGS, group_id, wait_for
 
 from minikafka.broker.config import BrokerConfig
 from minikafka.testing import BrokerThread
 
 pytestmark = [pytest.mark.clients, pytest.mark.usefixtures("report_client_versions")]
 
-BROKER_SETTINGS = {"group_consumer_heartbeat_interval_ms": 500, "group_consumer_min_heartbeat_interval_ms": 100,
-                   "group_initial_rebalance_delay_ms": 0}
+BROKER_SETTINGS = KIP848_BROKER_SETTINGS
 
 
 @pytest.fixture
@@ -39,8 +37,7 @@ def broker() -> Iterator[BrokerThread]:
         yield b
 
 
-def gid(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+gid = group_id
 
 
 def consumer(bootstrap: str, group: str, name: str, protocol: str, **extra: object) -> Consumer:

@@ -13,7 +13,6 @@ client learns of by heartbeating) take a fraction of a second.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -22,15 +21,14 @@ from confluent_kafka import Consumer, ConsumerGroupState, ConsumerGroupType, Kaf
 from confluent_kafka.admin import AdminClient
 
 from clients_common import report_client_versions  # noqa: F401  (session fixture, used via pytestmark)
-from clients_common import wait_for
+from clients_common import KIP848_BROKER_SETTINGS, group_id, wait_for
 
 from minikafka.broker.config import BrokerConfig
 from minikafka.testing import BrokerThread, ClusterThread
 
 pytestmark = [pytest.mark.clients, pytest.mark.usefixtures("report_client_versions")]
 
-BROKER_SETTINGS = {"group_consumer_heartbeat_interval_ms": 500, "group_consumer_min_heartbeat_interval_ms": 100,
-                       "group_initial_rebalance_delay_ms": 0}
+BROKER_SETTINGS = KIP848_BROKER_SETTINGS
 PARTITIONS = 6
 
 
@@ -40,8 +38,7 @@ def broker() -> Iterator[BrokerThread]:
         yield b
 
 
-def gid(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+gid = group_id
 
 
 def kip848_consumer(bootstrap: str, group: str, name: str, **extra: object) -> Consumer:

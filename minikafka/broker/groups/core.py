@@ -12,15 +12,14 @@ composes them.
 from __future__ import annotations
 
 import logging
-import math
 import time
 from pathlib import Path
 from typing import Callable
 
-import trio
 
 from ...protocol.errors import ErrorCode
 from ..config import BrokerConfig
+from ..deadline_loop import DeadlineLoop
 from .consumer.model import ConsumerGroup, ConsumerGroupState
 from .metadata import (
     CONSUMER_PROTOCOL_TYPE,
@@ -63,8 +62,7 @@ class CoordinatorCore:
         # Whether a group id names a share group (one namespace with the share-group coordinator's groups).
         self.share_group_exists: Callable[[str], bool] = lambda group_id: False
         self._closed = False
-        self._wake = trio.Event()
-        self._wakeup_at = -math.inf  # nothing scheduled until run() computes it
+        self._timer = DeadlineLoop(clock)  # session, join, sync and rebalance deadlines; offset retention
         self._next_cleanup = clock() + retention_check_interval_s
         self._log: OffsetLog | None = OffsetLog(Path(data_dir)) if data_dir is not None else None
         # (group type, generation or group epoch) last written for each group by _persist_group_metadata.
@@ -82,8 +80,7 @@ class CoordinatorCore:
 
     def _schedule(self, deadline: float) -> None:
         """Wake the timer loop if ``deadline`` is earlier than its planned wake-up."""
-        if deadline < self._wakeup_at:
-            self._wake.set()
+        self._timer.schedule(deadline)
 
     def _load(self) -> None:
         assert self._log is not None
@@ -147,7 +144,7 @@ class CoordinatorCore:
             for member in group.members.values():
                 member.resolve_join(JoinResult(member.member_id, E.NOT_COORDINATOR))
                 member.resolve_sync(SyncResult(E.NOT_COORDINATOR))
-        self._wake.set()
+        self._timer.close()
         if self._log is not None:
             self._log.close()
 

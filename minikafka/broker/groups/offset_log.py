@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from ...common import OffsetAndMetadata, TopicPartition
+from ..json_lines import replay_json_lines
 from .metadata import GROUP_TYPE_CLASSIC, GROUP_TYPE_CONSUMER
 
 log = logging.getLogger(__name__)
@@ -112,34 +113,7 @@ class OffsetLog:
         """Replay the log (creating it if missing) and open it for appending."""
         self.dir.mkdir(parents=True, exist_ok=True)
         groups: dict[str, LoadedGroup] = {}
-        count = 0
-        if self.path.exists():
-            data = self.path.read_bytes()
-            good_end = 0
-            pos = 0
-            while pos < len(data):
-                nl = data.find(b"\n", pos)
-                if nl < 0:
-                    log.warning("%s: ignoring torn last record (%d bytes)", self.path, len(data) - pos)
-                    break
-                line = data[pos:nl]
-                pos = nl + 1
-                if not line.strip():
-                    good_end = pos
-                    continue
-                try:
-                    rec = json.loads(line)
-                    _apply(groups, rec)
-                    count += 1
-                except (ValueError, KeyError, TypeError) as exc:
-                    if pos >= len(data):
-                        log.warning("%s: ignoring torn last record (%s)", self.path, exc)
-                        break
-                    log.warning("%s: skipping unreadable record at byte %d (%s)", self.path, pos - len(line) - 1, exc)
-                good_end = pos
-            if good_end < len(data):
-                with open(self.path, "r+b") as f:
-                    f.truncate(good_end)
+        count = replay_json_lines(self.path, lambda rec: _apply(groups, rec))
         live = sum(len(g.offsets) + 1 + sum(map(len, g.pending_txn_offsets.values())) for g in groups.values())
         if count > _COMPACT_MIN_RECORDS and count > 2 * live:
             self._rewrite(groups)

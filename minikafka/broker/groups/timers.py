@@ -10,10 +10,8 @@ the next deadline or until poked (:meth:`~.core.CoordinatorCore._schedule`).
 
 from __future__ import annotations
 
-import math
 from typing import Callable
 
-import trio
 
 from .core import log
 from .rebalance import RebalanceMixin
@@ -30,16 +28,7 @@ class TimerLoopMixin(RebalanceMixin):
     async def run(self) -> None:
         """The timer loop: expire deadlines, then sleep until the next one or a poke."""
         log.debug("group coordinator timer loop started")
-        try:
-            while not self._closed:
-                self._fire_due(self.clock())
-                nxt = self._next_deadline()
-                self._wakeup_at = nxt
-                self._wake = trio.Event()
-                with trio.move_on_at(trio.current_time() + max(0.0, nxt - self.clock())):
-                    await self._wake.wait()
-        finally:
-            self._wakeup_at = -math.inf
+        await self._timer.run(lambda: self._fire_due(self.clock()), self._next_deadline)
 
     def _next_deadline(self) -> float:
         nxt = min(self._next_cleanup, self._consumer_next_deadline())

@@ -84,3 +84,11 @@ async def await_acks(log: PartitionLookup, delayed: DelayedOperations, pending: 
         _settle(log, pending)
     for item in pending:
         item.entry["error_code"] = ErrorCode.REQUEST_TIMED_OUT
+
+
+def failed_group_description(group_id: str, code: int, message: str | None = None) -> Any:
+    """A ConsumerGroupDescribe/ShareGroupDescribe group entry that only carries an error (the two
+    responses' group entries have the same fields)."""
+    return {"error_code": code, "error_message": message, "group_id": group_id, "group_state": "",
+            "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "", "members": [],
+            "authorized_operations": UNREQUESTED_OPERATIONS}

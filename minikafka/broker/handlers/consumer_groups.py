@@ -39,7 +39,7 @@ from .authorization import (
     authorized_operations,
     filter_authorized,
 )
-from .common import UNREQUESTED_OPERATIONS, client_host
+from .common import UNREQUESTED_OPERATIONS, client_host, failed_group_description
 
 E = ErrorCode
 _DescribedTopicPartitions = B.ConsumerGroupDescribeResponseGroupsMembersAssignmentTopicPartitions
@@ -127,11 +127,7 @@ class ConsumerGroupDescribeHandler:
         self.authorizer = authorizer
         self.owns_group = owns_group
 
-    @staticmethod
-    def _failed(group_id: str, code: int, message: str | None = None) -> B.ConsumerGroupDescribeResponseGroups:
-        return {"error_code": code, "error_message": message, "group_id": group_id, "group_state": "",
-                "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "", "members": [],
-                "authorized_operations": UNREQUESTED_OPERATIONS}
+    _failed = staticmethod(failed_group_description)
 
     def _topic_partitions(self, a: Assignment) -> list[_DescribedTopicPartitions]:
         out: list[_DescribedTopicPartitions] = []

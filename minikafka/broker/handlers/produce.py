@@ -31,7 +31,6 @@ from ...protocol.errors import ErrorCode
 from ...protocol.records import BATCH_HEADER_SIZE, read_header
 from ..config import BrokerConfig
 from ..error_responses import error_response
-from ..partition import Partition
 from ..request import RequestContext
 from ..services import Authorizer, ClientQuota, DelayedOperations, ProduceLog, TopicLookup, TxnVerifier
 from .authorization import AclOperation, ResourceType, authorize, creatable_topics, filter_authorized

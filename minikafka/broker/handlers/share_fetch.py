@@ -104,6 +104,18 @@ class ShareHandlerBase:
             out[topic_id] = topic.name if topic is not None else None
         return out
 
+    def _request_error(self, ctx: RequestContext, group_id: str | None,
+                       member_id: str | None) -> tuple[ErrorCode, str | None] | None:
+        """The error of a ShareFetch/ShareAcknowledge as a whole: a null group or a member id Kafka refuses
+        (INVALID_REQUEST), no READ on the group (GROUP_AUTHORIZATION_FAILED); None when it may go on."""
+        if group_id is None:
+            return ErrorCode.INVALID_REQUEST, "the group id is null"
+        if not authorize(self.authorizer, ctx, AclOperation.READ, ResourceType.GROUP, group_id):
+            return ErrorCode.GROUP_AUTHORIZATION_FAILED, None
+        if not member_id_valid(member_id):
+            return ErrorCode.INVALID_REQUEST, "invalid member id"
+        return None
+
     def _lock_timeout_ms(self, group_id: str) -> int:
         return self.shares.settings(group_id).record_lock_duration_ms
 
@@ -164,13 +176,10 @@ class ShareFetchHandler(ShareHandlerBase):
     async def handle(self, ctx: RequestContext, req: B.ShareFetchRequestBody) -> B.ShareFetchResponseBody:
         version = ctx.api_version
         group_id, member_id = req["group_id"], req["member_id"]
-        if group_id is None:
-            return self._error(ErrorCode.INVALID_REQUEST, message="the group id is null")
-        if not authorize(self.authorizer, ctx, AclOperation.READ, ResourceType.GROUP, group_id):
-            return self._error(ErrorCode.GROUP_AUTHORIZATION_FAILED)
-        if not member_id_valid(member_id):
-            return self._error(ErrorCode.INVALID_REQUEST, message="invalid member id")
-        assert member_id is not None
+        failed = self._request_error(ctx, group_id, member_id)
+        if failed is not None:
+            return self._error(failed[0], message=failed[1])
+        assert group_id is not None and member_id is not None
         lock_ms = self._lock_timeout_ms(group_id)
         renew_only = version >= 2 and bool(req.get("is_renew_ack"))
         if renew_only and (req["max_wait_ms"] or req["min_bytes"] or req["max_bytes"] or req["max_records"]):
@@ -368,13 +377,10 @@ class ShareAcknowledgeHandler(ShareHandlerBase):
     async def handle(self, ctx: RequestContext, req: B.ShareAcknowledgeRequestBody
                      ) -> B.ShareAcknowledgeResponseBody:
         group_id, member_id = req["group_id"], req["member_id"]
-        if group_id is None:
-            return self._error(ErrorCode.INVALID_REQUEST, message="the group id is null")
-        if not authorize(self.authorizer, ctx, AclOperation.READ, ResourceType.GROUP, group_id):
-            return self._error(ErrorCode.GROUP_AUTHORIZATION_FAILED)
-        if not member_id_valid(member_id):
-            return self._error(ErrorCode.INVALID_REQUEST, message="invalid member id")
-        assert member_id is not None
+        failed = self._request_error(ctx, group_id, member_id)
+        if failed is not None:
+            return self._error(failed[0], message=failed[1])
+        assert group_id is not None and member_id is not None
         lock_ms = self._lock_timeout_ms(group_id)
         epoch = req["share_session_epoch"]
         session_partitions = self.shares.session_partitions(group_id, member_id) if epoch == FINAL_EPOCH else []

@@ -26,7 +26,7 @@ from .authorization import (
     authorized_operations,
     filter_authorized,
 )
-from .common import UNREQUESTED_OPERATIONS, client_host
+from .common import UNREQUESTED_OPERATIONS, client_host, failed_group_description
 
 if TYPE_CHECKING:
     from ..share.coordinator import ShareGroupDescription
@@ -88,11 +88,7 @@ class ShareGroupDescribeHandler:
         self.authorizer = authorizer
         self.owns_group = owns_group
 
-    @staticmethod
-    def _failed(group_id: str, code: ErrorCode, message: str | None = None) -> B.ShareGroupDescribeResponseGroups:
-        return {"error_code": code, "error_message": message, "group_id": group_id, "group_state": "",
-                "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "", "members": [],
-                "authorized_operations": UNREQUESTED_OPERATIONS}
+    _failed = staticmethod(failed_group_description)
 
     def _described(self, ctx: RequestContext, d: ShareGroupDescription, include_operations: bool
                    ) -> B.ShareGroupDescribeResponseGroups:

@@ -49,8 +49,12 @@ class _ShareOffsetsBase:
         self.owns_group = owns_group
         self.authorizer = authorizer
 
-    def _group_error(self, group_id: str, need_empty: bool) -> ErrorCode:
-        """NOT_COORDINATOR, GROUP_ID_NOT_FOUND (no such share group) or NON_EMPTY_GROUP."""
+    def _group_error(self, ctx: RequestContext, group_id: str, operation: AclOperation,
+                     need_empty: bool) -> ErrorCode:
+        """GROUP_AUTHORIZATION_FAILED (no ``operation`` on the group), NOT_COORDINATOR, GROUP_ID_NOT_FOUND (no
+        such share group) or NON_EMPTY_GROUP."""
+        if not authorize(self.authorizer, ctx, operation, ResourceType.GROUP, group_id):
+            return ErrorCode.GROUP_AUTHORIZATION_FAILED
         if not self.owns_group(group_id):
             return ErrorCode.NOT_COORDINATOR
         if not self.groups.exists(group_id):
@@ -85,10 +89,7 @@ class DescribeShareGroupOffsetsHandler(_ShareOffsetsBase):
         group_id = g["group_id"]
         out: B.DescribeShareGroupOffsetsResponseGroups = {"group_id": group_id, "topics": [],
                                                           "error_code": ErrorCode.NONE, "error_message": None}
-        if not authorize(self.authorizer, ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
-            out["error_code"] = ErrorCode.GROUP_AUTHORIZATION_FAILED
-            return out
-        err = self._group_error(group_id, need_empty=False)
+        err = self._group_error(ctx, group_id, AclOperation.DESCRIBE, need_empty=False)
         if err:
             out["error_code"] = err
             return out
@@ -136,9 +137,7 @@ class AlterShareGroupOffsetsHandler(_ShareOffsetsBase):
     async def handle(self, ctx: RequestContext, req: B.AlterShareGroupOffsetsRequestBody
                      ) -> B.AlterShareGroupOffsetsResponseBody:
         group_id = req["group_id"]
-        if not authorize(self.authorizer, ctx, AclOperation.READ, ResourceType.GROUP, group_id):
-            return self._error(ErrorCode.GROUP_AUTHORIZATION_FAILED)
-        err = self._group_error(group_id, need_empty=True)
+        err = self._group_error(ctx, group_id, AclOperation.READ, need_empty=True)
         if err:
             return self._error(err)
         names = [t["topic_name"] for t in req["topics"]]
@@ -174,9 +173,7 @@ class DeleteShareGroupOffsetsHandler(_ShareOffsetsBase):
     async def handle(self, ctx: RequestContext, req: B.DeleteShareGroupOffsetsRequestBody
                      ) -> B.DeleteShareGroupOffsetsResponseBody:
         group_id = req["group_id"]
-        if not authorize(self.authorizer, ctx, AclOperation.DELETE, ResourceType.GROUP, group_id):
-            return self._error(ErrorCode.GROUP_AUTHORIZATION_FAILED)
-        err = self._group_error(group_id, need_empty=True)
+        err = self._group_error(ctx, group_id, AclOperation.DELETE, need_empty=True)
         if err:
             return self._error(err)
         names = [t["topic_name"] for t in req["topics"]]

@@ -44,11 +44,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-import trio
 
 from ...common import TopicMetadata
 from ...protocol.errors import ErrorCode
 from ..config import BrokerConfig
+from ..deadline_loop import DeadlineLoop
 from ..groups.group_config import GroupConfig
 from .assignor import ASSIGNOR_NAME, simple_assign
 from .group import MemberAssignment, ShareGroup, ShareGroupMember
@@ -147,8 +147,7 @@ class ShareGroupCoordinator:
         # ... and (group id) when a group is deleted.
         self.group_listeners: list[Callable[[str], None]] = []
         self._closed = False
-        self._wake = trio.Event()
-        self._wakeup_at = -math.inf
+        self._timer = DeadlineLoop(clock)  # members' session deadlines
 
     # -- what the share partitions and the admin APIs ask ---------------------------------------------
     def exists(self, group_id: str) -> bool:
@@ -352,8 +351,7 @@ class ShareGroupCoordinator:
     # -- session timeouts ---------------------------------------------------------------------------
     def _schedule_session_timeout(self, member: ShareGroupMember, timeout_ms: int) -> None:
         member.session_deadline = self.clock() + timeout_ms / 1000.0
-        if member.session_deadline < self._wakeup_at:
-            self._wake.set()
+        self._timer.schedule(member.session_deadline)
 
     def expire_sessions(self) -> int:
         """Fence every member whose session timed out; how many were."""
@@ -372,21 +370,12 @@ class ShareGroupCoordinator:
 
     async def run(self) -> None:
         """The session-timeout loop: fence expired members, sleep until the next deadline or a poke."""
-        try:
-            while not self._closed:
-                self.expire_sessions()
-                nxt = self._next_deadline()
-                self._wakeup_at = nxt
-                self._wake = trio.Event()
-                with trio.move_on_at(trio.current_time() + max(0.0, nxt - self.clock())):
-                    await self._wake.wait()
-        finally:
-            self._wakeup_at = -math.inf
+        await self._timer.run(self.expire_sessions, self._next_deadline)
 
     def close(self) -> None:
         """Stop serving: heartbeats are answered COORDINATOR_NOT_AVAILABLE, the timer loop ends."""
         self._closed = True
-        self._wake.set()
+        self._timer.close()
 
 
 def _notify(listeners: list[Callable[..., None]], *args: str) -> None:

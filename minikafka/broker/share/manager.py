@@ -39,6 +39,7 @@ import trio
 from ...common import SYSTEM_CLOCK, Clock
 from ...protocol.errors import ErrorCode
 from ..config import BrokerConfig
+from ..deadline_loop import DeadlineLoop
 from ..groups.group_config import GroupConfig
 from ..partition import Partition
 from .partition import (AckBatch, AcquiredRecords, FetchedBatch, InFlightBatch, RecordState, ShareAcquireMode,
@@ -96,8 +97,7 @@ class SharePartitionManager:
         self.wall_clock = wall_clock
         self.sessions = ShareSessionCache(config.group_share_max_share_sessions)
         self._cache: dict[ShareStateKey, _Cached] = {}
-        self._wake = trio.Event()
-        self._wakeup_at = -math.inf
+        self._timer = DeadlineLoop(clock)  # acquisition lock deadlines, seconds
         self._closed = False
         self.locks_expired = 0  # records released by lock expiry (a metric)
 
@@ -290,8 +290,8 @@ class SharePartitionManager:
     # -- the acquisition lock timer ----------------------------------------------------------------
     def _schedule(self, deadline_ms: int | None) -> None:
         """Wake the timer loop if ``deadline_ms`` comes before its planned wake-up."""
-        if deadline_ms is not None and deadline_ms / 1000 < self._wakeup_at:
-            self._wake.set()
+        if deadline_ms is not None:
+            self._timer.schedule(deadline_ms / 1000)
 
     def expire_locks(self) -> int:
         """Release every record whose acquisition lock expired; returns how many."""
@@ -326,20 +326,15 @@ class SharePartitionManager:
     async def run(self) -> None:
         """The acquisition lock timer: release expired locks, then sleep until the next deadline (or until
         an acquisition with an earlier one pokes it)."""
-        try:
-            while not self._closed:
-                self.expire_locks()
-                nxt = self.next_deadline_ms()
-                self._wakeup_at = math.inf if nxt is None else nxt / 1000
-                self._wake = trio.Event()
-                with trio.move_on_at(trio.current_time() + max(0.0, self._wakeup_at - self.clock())):
-                    await self._wake.wait()
-        finally:
-            self._wakeup_at = -math.inf
+        def next_deadline() -> float:
+            nxt = self.next_deadline_ms()
+            return math.inf if nxt is None else nxt / 1000
+
+        await self._timer.run(self.expire_locks, next_deadline)
 
     def close(self) -> None:
         self._closed = True
-        self._wake.set()
+        self._timer.close()
 
     def metrics(self) -> dict[str, float]:
         out = self.sessions.metrics()

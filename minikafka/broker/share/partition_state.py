@@ -26,6 +26,8 @@ import os
 from pathlib import Path
 from typing import IO, Any, NamedTuple
 
+from ..json_lines import replay_json_lines
+
 log = logging.getLogger(__name__)
 
 LOG_DIR_NAME = "__share_group_state"
@@ -100,28 +102,7 @@ class ShareStateStore:
     def _load(self) -> None:
         assert self.path is not None
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        count = 0
-        if self.path.exists():
-            data = self.path.read_bytes()
-            good_end = pos = 0
-            while pos < len(data):
-                nl = data.find(b"\n", pos)
-                if nl < 0:
-                    log.warning("%s: ignoring torn last record (%d bytes)", self.path, len(data) - pos)
-                    break
-                line = data[pos:nl]
-                pos = nl + 1
-                if line.strip():
-                    try:
-                        self._replay(json.loads(line))
-                        count += 1
-                    except (ValueError, KeyError, TypeError) as exc:
-                        log.warning("%s: skipping unreadable record at byte %d (%s)", self.path,
-                                    pos - len(line) - 1, exc)
-                good_end = pos
-            if good_end < len(data):
-                with open(self.path, "r+b") as f:
-                    f.truncate(good_end)
+        count = replay_json_lines(self.path, self._replay)
         if count > _COMPACT_MIN_RECORDS and count > 2 * len(self._states):
             self._rewrite()
             count = len(self._states)

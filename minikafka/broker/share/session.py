@@ -24,18 +24,11 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from ...protocol.errors import ErrorCode
+# Share sessions count epochs as fetch sessions do (Kafka's ShareRequestMetadata mirrors FetchMetadata).
+from ..fetch_session import FINAL_EPOCH, INITIAL_EPOCH, next_epoch  # noqa: F401 (re-exported)
 
 log = logging.getLogger(__name__)
 
-INITIAL_EPOCH = 0
-FINAL_EPOCH = -1
-
-
-def next_epoch(epoch: int) -> int:
-    """Kafka's ``ShareRequestMetadata.nextEpoch``."""
-    if epoch < 0:
-        return FINAL_EPOCH
-    return 1 if epoch == 0x7FFFFFFF else epoch + 1
 
 
 class ShareSessionKey(NamedTuple):
