@@ -16,6 +16,22 @@ import psutil
 ROOT = Path(__file__).resolve().parent.parent  # the source tree these scripts belong to
 
 
+class Throughput:
+    """MB/s and messages/s of a timed run, for result dataclasses with ``messages``, ``size`` and ``seconds``."""
+
+    messages: int
+    size: int
+    seconds: float
+
+    @property
+    def mbs(self) -> float:
+        return self.messages * self.size / 1e6 / self.seconds
+
+    @property
+    def msgs(self) -> float:
+        return self.messages / self.seconds
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -61,7 +61,8 @@ from typing import Any
 
 import psutil
 from bench_cluster import pct
-from bench_common import (client_versions, cpu_seconds, free_port, minikafka_tree, produce_flat_out, start_broker,
+from bench_common import (Throughput, client_versions,
+                          cpu_seconds, free_port, minikafka_tree, produce_flat_out, start_broker,
                           stop_broker)
 from confluent_kafka import Consumer, KafkaException, ShareConsumer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
@@ -84,21 +85,13 @@ def fail(what: str) -> SystemExit:
 
 
 @dataclass
-class Read:
+class Read(Throughput):
     mode: str
     first: float  # subscribe to first record, seconds
     seconds: float  # subscribe to last record (share: to its acknowledgement committed)
     messages: int
     size: int
     broker_cpu: float  # share of one core over ``seconds``
-
-    @property
-    def mbs(self) -> float:
-        return self.messages * self.size / 1e6 / self.seconds
-
-    @property
-    def msgs(self) -> float:
-        return self.messages / self.seconds
 
 
 def set_share_earliest(admin: AdminClient, group: str) -> None:

@@ -41,7 +41,8 @@ from dataclasses import dataclass, field
 
 import psutil
 from bench_cluster import pct, wait_port
-from bench_common import (client_versions, cpu_seconds, free_port, minikafka_tree, produce_queued, start_broker,
+from bench_common import (Throughput, client_versions,
+                          cpu_seconds, free_port, minikafka_tree, produce_queued, start_broker,
                           stop_broker)
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -53,21 +54,13 @@ PRODUCER = {"linger.ms": 5, "batch.size": 1000000, "queue.buffering.max.kbytes":
 
 
 @dataclass
-class Phase:
+class Phase(Throughput):
     mode: str
     seconds: float
     messages: int
     size: int
     broker_cpu: float | None  # share of one core, None in-process
     commits_ms: list[float] = field(default_factory=list)  # one per transaction
-
-    @property
-    def mbs(self) -> float:
-        return self.messages * self.size / 1e6 / self.seconds
-
-    @property
-    def msgs(self) -> float:
-        return self.messages / self.seconds
 
 
 def free_ports(n: int) -> int:

@@ -144,24 +144,28 @@ def ck_produce_all(producer: Producer, topic: str, msgs: list[Msg]) -> list[tupl
     return reports  # type: ignore[return-value]
 
 
-def ck_read_all(bootstrap: str, topic: str, partitions: int, expected: int, timeout: float = 30) -> list:
-    """Read every partition of ``topic`` from the beginning to its end (no group membership)."""
+def _ck_read_to_end(bootstrap: str, topic: str, partitions: int, *, expected: int, timeout: float,
+                    skip_retriable: bool, **config: object) -> list:
+    """Read every partition of ``topic`` from the beginning until each is at its end and ``expected`` records
+    came (no group membership); ``skip_retriable`` passes over retriable and transport errors."""
     c = Consumer({
         "bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4().hex[:8]}",
-        "enable.auto.commit": False, "enable.partition.eof": True,
-        "fetch.wait.max.ms": 100,
+        "enable.auto.commit": False, "enable.partition.eof": True, "fetch.wait.max.ms": 100, **config,
     })
     try:
         c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
-        got = []
+        got: list = []
         eof: set[int] = set()
         deadline = time.monotonic() + timeout
         while not (len(eof) == partitions and len(got) >= expected):
-            assert time.monotonic() < deadline, f"read {len(got)}/{expected} messages, eof on {sorted(eof)}"
+            assert time.monotonic() < deadline, \
+                f"read {len(got)}/{expected} messages of {topic}, eof on {sorted(eof)}"
             for m in c.consume(500, 0.2):
                 if m.error():
                     if m.error().code() == KafkaError._PARTITION_EOF:
                         eof.add(m.partition())
+                        continue
+                    if skip_retriable and (m.error().retriable() or m.error().code() == KafkaError._TRANSPORT):
                         continue
                     raise KafkaException(m.error())
                 eof.discard(m.partition())
@@ -169,6 +173,11 @@ def ck_read_all(bootstrap: str, topic: str, partitions: int, expected: int, time
         return got
     finally:
         c.close()
+
+
+def ck_read_all(bootstrap: str, topic: str, partitions: int, expected: int, timeout: float = 30) -> list:
+    """Read every partition of ``topic`` from the beginning to its end (no group membership)."""
+    return _ck_read_to_end(bootstrap, topic, partitions, expected=expected, timeout=timeout, skip_retriable=False)
 
 
 def delivered(msgs: Iterable, offset: int) -> set[int]:
@@ -295,29 +304,6 @@ def ck_read_isolated(bootstrap: str, topic: str, partitions: int, *, committed: 
     ``committed``: read_committed, else the high watermark), with no group membership.
 
     Call it once the partitions are stable (:func:`ck_wait_stable`) to read everything."""
-    c = Consumer({
-        "bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4().hex[:8]}",
-        "enable.auto.commit": False, "enable.partition.eof": True, "fetch.wait.max.ms": 100,
-        "isolation.level": "read_committed" if committed else "read_uncommitted",
-        "topic.metadata.refresh.interval.ms": 1000,
-    })
-    try:
-        c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
-        got: list = []
-        eof: set[int] = set()
-        deadline = time.monotonic() + timeout
-        while len(eof) < partitions:
-            assert time.monotonic() < deadline, f"read {len(got)} messages of {topic}, eof on {sorted(eof)}"
-            for m in c.consume(500, 0.2):
-                if m.error():
-                    if m.error().code() == KafkaError._PARTITION_EOF:
-                        eof.add(m.partition())
-                        continue
-                    if m.error().retriable() or m.error().code() == KafkaError._TRANSPORT:
-                        continue
-                    raise KafkaException(m.error())
-                eof.discard(m.partition())
-                got.append(m)
-        return got
-    finally:
-        c.close()
+    return _ck_read_to_end(bootstrap, topic, partitions, expected=0, timeout=timeout, skip_retriable=True,
+                           **{"isolation.level": "read_committed" if committed else "read_uncommitted",
+                              "topic.metadata.refresh.interval.ms": 1000})

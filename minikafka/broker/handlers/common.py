@@ -92,3 +92,8 @@ def failed_group_description(group_id: str, code: int, message: str | None = Non
     return {"error_code": code, "error_message": message, "group_id": group_id, "group_state": "",
             "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "", "members": [],
             "authorized_operations": UNREQUESTED_OPERATIONS}
+
+
+def owns_every_group(group_id: str) -> bool:
+    """The default ``owns_group`` predicate of the group handlers: a broker alone coordinates every group."""
+    return True

@@ -39,14 +39,10 @@ from .authorization import (
     authorized_operations,
     filter_authorized,
 )
-from .common import UNREQUESTED_OPERATIONS, client_host, failed_group_description
+from .common import UNREQUESTED_OPERATIONS, client_host, failed_group_description, owns_every_group
 
 E = ErrorCode
 _DescribedTopicPartitions = B.ConsumerGroupDescribeResponseGroupsMembersAssignmentTopicPartitions
-
-
-def _always(group_id: str) -> bool:
-    return True
 
 
 class ConsumerGroupHeartbeatHandler:
@@ -55,7 +51,7 @@ class ConsumerGroupHeartbeatHandler:
 
     def __init__(self, coordinator: ConsumerGroupCoordinatorApi, metadata: MetadataCache,
                  group_configs: GroupConfigs | None = None, authorizer: Authorizer | None = None,
-                 owns_group: Callable[[str], bool] = _always) -> None:
+                 owns_group: Callable[[str], bool] = owns_every_group) -> None:
         self.coordinator = coordinator
         self.metadata = metadata
         self.group_configs = group_configs
@@ -121,7 +117,7 @@ class ConsumerGroupDescribeHandler:
     assignments (GROUP_ID_NOT_FOUND for groups that do not exist or are classic groups)."""
 
     def __init__(self, coordinator: ConsumerGroupCoordinatorApi, metadata: MetadataCache,
-                 authorizer: Authorizer | None = None, owns_group: Callable[[str], bool] = _always) -> None:
+                 authorizer: Authorizer | None = None, owns_group: Callable[[str], bool] = owns_every_group) -> None:
         self.coordinator = coordinator
         self.metadata = metadata
         self.authorizer = authorizer

@@ -32,7 +32,7 @@ from ..groups.metadata import GroupOverview
 from ..request import RequestContext
 from ..services import Authorizer, GroupCoordinatorApi, MetadataCache
 from .authorization import AclOperation, ResourceType, authorize, authorized_operations, filter_authorized
-from .common import UNREQUESTED_OPERATIONS, client_host
+from .common import UNREQUESTED_OPERATIONS, client_host, owns_every_group
 
 log = logging.getLogger(__name__)
 
@@ -79,16 +79,12 @@ class FindCoordinatorHandler:
                 **coordinator(req["key"])}
 
 
-def _always(group_id: str) -> bool:
-    return True
-
-
 class _GroupHandler:
     """``owns_group``: whether this broker coordinates a group (leads its ``__consumer_offsets``
     partition); a request about any other group is answered NOT_COORDINATOR, as Kafka does."""
 
     def __init__(self, coordinator: GroupCoordinatorApi, authorizer: Authorizer | None = None,
-                 owns_group: Callable[[str], bool] = _always) -> None:
+                 owns_group: Callable[[str], bool] = owns_every_group) -> None:
         self.coordinator = coordinator
         self.authorizer = authorizer
         self.owns_group = owns_group
@@ -111,7 +107,7 @@ class JoinGroupHandler(_GroupHandler):
     assigned partitions (the coordinator works on topic ids there)."""
 
     def __init__(self, coordinator: GroupCoordinatorApi, authorizer: Authorizer | None = None,
-                 owns_group: Callable[[str], bool] = _always, metadata: MetadataCache | None = None) -> None:
+                 owns_group: Callable[[str], bool] = owns_every_group, metadata: MetadataCache | None = None) -> None:
         super().__init__(coordinator, authorizer, owns_group)
         self.metadata = metadata
 
@@ -208,7 +204,7 @@ class OffsetCommitHandler(_GroupHandler):
     group member's epoch in ``generation_id_or_member_epoch``; v10 names topics by id."""
 
     def __init__(self, coordinator: GroupCoordinatorApi, metadata: MetadataCache,
-                 authorizer: Authorizer | None = None, owns_group: Callable[[str], bool] = _always) -> None:
+                 authorizer: Authorizer | None = None, owns_group: Callable[[str], bool] = owns_every_group) -> None:
         super().__init__(coordinator, authorizer, owns_group)
         self.metadata = metadata
 
@@ -327,7 +323,7 @@ class OffsetFetchHandler(_GroupHandler):
     v10 names topics by id (``metadata`` resolves them)."""
 
     def __init__(self, coordinator: GroupCoordinatorApi, authorizer: Authorizer | None = None,
-                 owns_group: Callable[[str], bool] = _always, metadata: MetadataCache | None = None) -> None:
+                 owns_group: Callable[[str], bool] = owns_every_group, metadata: MetadataCache | None = None) -> None:
         super().__init__(coordinator, authorizer, owns_group)
         self.metadata = metadata
 
@@ -433,7 +429,7 @@ class ListGroupsHandler(_GroupHandler):
     ``share_groups``, when given, lists the share groups (id, state) kept by the share coordinator."""
 
     def __init__(self, coordinator: GroupCoordinatorApi, authorizer: Authorizer | None = None,
-                 owns_group: Callable[[str], bool] = _always,
+                 owns_group: Callable[[str], bool] = owns_every_group,
                  share_groups: Callable[[], Iterable[tuple[str, str]]] | None = None) -> None:
         super().__init__(coordinator, authorizer, owns_group)
         self.share_groups = share_groups
@@ -508,7 +504,7 @@ class DeleteGroupsHandler(_GroupHandler):
     groups (not known there) through ``delete_share_group`` when given."""
 
     def __init__(self, coordinator: GroupCoordinatorApi, authorizer: Authorizer | None = None,
-                 owns_group: Callable[[str], bool] = _always,
+                 owns_group: Callable[[str], bool] = owns_every_group,
                  delete_share_group: Callable[[str], ErrorCode] | None = None) -> None:
         super().__init__(coordinator, authorizer, owns_group)
         self.delete_share_group = delete_share_group

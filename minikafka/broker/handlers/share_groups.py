@@ -26,7 +26,7 @@ from .authorization import (
     authorized_operations,
     filter_authorized,
 )
-from .common import UNREQUESTED_OPERATIONS, client_host, failed_group_description
+from .common import UNREQUESTED_OPERATIONS, client_host, failed_group_description, owns_every_group
 
 if TYPE_CHECKING:
     from ..share.coordinator import ShareGroupDescription
@@ -34,16 +34,12 @@ if TYPE_CHECKING:
 E = ErrorCode
 
 
-def _always(group_id: str) -> bool:
-    return True
-
-
 class ShareGroupHeartbeatHandler:
     """Joins, heartbeats and leaves a share group; the answer carries the member's assignment when it
     changed."""
 
     def __init__(self, coordinator: ShareGroupMembership, authorizer: Authorizer | None = None,
-                 owns_group: Callable[[str], bool] = _always) -> None:
+                 owns_group: Callable[[str], bool] = owns_every_group) -> None:
         self.coordinator = coordinator
         self.authorizer = authorizer
         self.owns_group = owns_group
@@ -83,7 +79,7 @@ class ShareGroupDescribeHandler:
     """Describes share groups: state, epochs, assignor and members with their assignments."""
 
     def __init__(self, coordinator: ShareGroupMembership, authorizer: Authorizer | None = None,
-                 owns_group: Callable[[str], bool] = _always) -> None:
+                 owns_group: Callable[[str], bool] = owns_every_group) -> None:
         self.coordinator = coordinator
         self.authorizer = authorizer
         self.owns_group = owns_group

@@ -32,15 +32,12 @@ from ...protocol.types import ZERO_UUID
 from ..request import RequestContext
 from ..services import Authorizer, FetchLog, MetadataCache, ShareGroupMembership, ShareGroupOffsets
 from .authorization import AclOperation, ResourceType, authorize, filter_authorized
-
-
-def _always(group_id: str) -> bool:
-    return True
+from .common import owns_every_group
 
 
 class _ShareOffsetsBase:
     def __init__(self, offsets: ShareGroupOffsets, groups: ShareGroupMembership, metadata: MetadataCache,
-                 log: FetchLog, owns_group: Callable[[str], bool] = _always,
+                 log: FetchLog, owns_group: Callable[[str], bool] = owns_every_group,
                  authorizer: Authorizer | None = None) -> None:
         self.offsets = offsets
         self.groups = groups

@@ -34,7 +34,7 @@ from ..request import RequestContext
 from ..services import (Authorizer, DelayedOperations, GroupCoordinatorApi, MetadataCache, PartitionLookup,
                         ProducerIdGenerator, TransactionCoordinatorApi, TxnMarkerLog)
 from .authorization import AclOperation, ResourceType, authorize, authorize_by_resource_type, filter_authorized
-from .common import PendingAck, await_acks, check_leader
+from .common import PendingAck, await_acks, check_leader, owns_every_group
 
 log = logging.getLogger(__name__)
 
@@ -225,7 +225,7 @@ class TxnOffsetCommitHandler:
 
     def __init__(self, groups: GroupCoordinatorApi, coordinator: TransactionCoordinatorApi,
                  metadata: MetadataCache, authorizer: Authorizer | None = None,
-                 owns_group: Callable[[str], bool] = lambda group_id: True) -> None:
+                 owns_group: Callable[[str], bool] = owns_every_group) -> None:
         self.groups = groups
         self.coordinator = coordinator
         self.metadata = metadata

@@ -49,6 +49,8 @@ from ...common import TopicMetadata
 from ...protocol.errors import ErrorCode
 from ..config import BrokerConfig
 from ..deadline_loop import DeadlineLoop
+from ..groups.consumer.model import TopicImage
+from ..groups.consumer.subscription import topic_images
 from ..groups.group_config import GroupConfig
 from .assignor import ASSIGNOR_NAME, simple_assign
 from .group import MemberAssignment, ShareGroup, ShareGroupMember
@@ -275,14 +277,9 @@ class ShareGroupCoordinator:
             heartbeat_interval_ms=cfg.share_heartbeat_interval_ms,
             assignment={t: set(ps) for t, ps in member.assigned_partitions.items()} if joining or changed else None)
 
-    def _subscription_metadata(self, group: ShareGroup) -> dict[str, tuple[uuid.UUID, int]]:
+    def _subscription_metadata(self, group: ShareGroup) -> dict[str, TopicImage]:
         """Topic id and partition count of each existing topic the group subscribes to."""
-        out: dict[str, tuple[uuid.UUID, int]] = {}
-        for name in sorted(group.subscribed_topic_names()):
-            topic = self.topics.get_topic(name)
-            if topic is not None:
-                out[name] = (topic.topic_id, topic.num_partitions)
-        return out
+        return topic_images(sorted(group.subscribed_topic_names()), self.topics)
 
     def _maybe_bump_epoch(self, group: ShareGroup, membership_changed: bool) -> None:
         metadata = self._subscription_metadata(group)
@@ -296,9 +293,9 @@ class ShareGroupCoordinator:
 
     def _update_target_assignment(self, group: ShareGroup) -> None:
         meta = group.subscription_metadata
-        subscriptions = {mid: frozenset(meta[t][0] for t in m.subscribed_topic_names if t in meta)
+        subscriptions = {mid: frozenset(meta[t].topic_id for t in m.subscribed_topic_names if t in meta)
                          for mid, m in group.members.items()}
-        counts = {topic_id: n for topic_id, n in meta.values()}
+        counts = {img.topic_id: img.num_partitions for img in meta.values()}
         group.target_assignment = simple_assign(subscriptions, counts, group.target_assignment)
         group.assignment_epoch = group.group_epoch
         log.info("[GroupId %s] Computed a new target assignment for epoch %d with '%s' assignor: %s.",

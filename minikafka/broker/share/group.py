@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+
+from ..groups.consumer.model import TopicImage
 from enum import Enum
 
 MemberAssignment = dict[uuid.UUID, set[int]]
@@ -58,7 +60,7 @@ class ShareGroup:
     # member id -> the partitions the assignor gave it at ``assignment_epoch``
     target_assignment: dict[str, MemberAssignment] = field(default_factory=dict)
     # subscribed topic name -> (topic id, partition count) as of the last epoch bump
-    subscription_metadata: dict[str, tuple[uuid.UUID, int]] = field(default_factory=dict)
+    subscription_metadata: dict[str, TopicImage] = field(default_factory=dict)  # by topic name
     dead: bool = False
 
     @property

@@ -161,6 +161,16 @@ def _check_member_epoch(member: ConsumerGroupMember, received: int, owned: Assig
 class ConsumerGroupMixin(CoordinatorCore):
     """KIP-848 consumer groups: ConsumerGroupHeartbeat, ConsumerGroupDescribe, their timers."""
 
+    # Kafka's metadataImage: the topic metadata last handed to the coordinator (by a ConsumerGroupHeartbeat or
+    # a JoinGroup), for the requests that come without it (an online upgrade, SyncGroup's assignment encoding).
+    _metadata_image: TopicsImage | None = None
+
+    def _topics(self, topics: TopicsImage | None = None) -> TopicsImage | None:
+        """Remember ``topics`` as the metadata image when given; the current image."""
+        if topics is not None:
+            self._metadata_image = topics
+        return self._metadata_image
+
     # ------------------------------------------------------------------ hooks (classic interplay)
 
     def _online_upgrade(self, group: GroupMetadata, request: ConsumerGroupHeartbeatRequest) -> bool:
@@ -196,6 +206,7 @@ class ConsumerGroupMixin(CoordinatorCore):
         broker's); ``authorized_topics`` keeps the regex-resolved topics the member may DESCRIBE."""
         if self._closed:
             return ConsumerGroupHeartbeatResult(error=E.COORDINATOR_NOT_AVAILABLE)
+        self._topics(topics)
         session_ms = session_timeout_ms if session_timeout_ms is not None else \
             self.config.group_consumer_session_timeout_ms
         interval_ms = heartbeat_interval_ms if heartbeat_interval_ms is not None else \

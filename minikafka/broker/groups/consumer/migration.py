@@ -50,7 +50,6 @@ from .model import (
     ClassicMemberMetadata,
     ConsumerGroup,
     ConsumerGroupHeartbeatRequest,
-    ConsumerGroupHeartbeatResult,
     ConsumerGroupMember,
     ConsumerGroupState,
     MemberState,
@@ -102,9 +101,6 @@ def to_topic_ids(partitions: Iterable[TopicPartition], topics: TopicsImage | Non
 class MigrationMixin(ConsumerGroupMixin, RebalanceMixin):
     """The group-type conversions, the coordinator's topic metadata, classic assignment encoding."""
 
-    # Kafka's metadataImage: the topic metadata last handed to the coordinator.
-    _metadata_image: TopicsImage | None = None
-
     # ------------------------------------------------------------------ policy and metadata
 
     def _upgrade_enabled(self) -> bool:
@@ -112,26 +108,6 @@ class MigrationMixin(ConsumerGroupMixin, RebalanceMixin):
 
     def _downgrade_enabled(self) -> bool:
         return _migration_policy(self.config.group_consumer_migration_policy) in ("downgrade", "bidirectional")
-
-    def _topics(self, topics: TopicsImage | None = None) -> TopicsImage | None:
-        if topics is not None:
-            self._metadata_image = topics
-        return self._metadata_image
-
-    def consumer_group_heartbeat(
-        self,
-        request: ConsumerGroupHeartbeatRequest,
-        topics: TopicsImage,
-        *,
-        session_timeout_ms: int | None = None,
-        heartbeat_interval_ms: int | None = None,
-        authorized_topics: Callable[[set[str]], set[str]] | None = None,
-    ) -> ConsumerGroupHeartbeatResult:
-        """Remember the metadata (for an online upgrade), then ConsumerGroupHeartbeat as usual."""
-        self._topics(topics)
-        return super().consumer_group_heartbeat(request, topics, session_timeout_ms=session_timeout_ms,
-                                                heartbeat_interval_ms=heartbeat_interval_ms,
-                                                authorized_topics=authorized_topics)
 
     @staticmethod
     def _topic_names(cg: ConsumerGroup, topics: TopicsImage | None) -> Callable[[uuid.UUID], str | None]:

@@ -44,6 +44,12 @@ class TopicsImage(Protocol):
     def all_topics(self) -> Iterable[TopicMetadata]: ...
 
 
+class TopicsByName(Protocol):
+    """Topic lookup by name: all :func:`topic_images` needs (consumer and share groups)."""
+
+    def get_topic(self, name: str) -> TopicMetadata | None: ...
+
+
 class InvalidRegexError(ValueError):
     """The pattern is not a valid RE2 regular expression (Kafka's ``InvalidRegularExpression``)."""
 
@@ -159,7 +165,7 @@ class SubscribedTopicsState:
     hash: int
 
 
-def topic_images(names: Iterable[str], topics: TopicsImage) -> dict[str, TopicImage]:
+def topic_images(names: Iterable[str], topics: TopicsByName) -> dict[str, TopicImage]:
     """The existing topics among ``names`` with their ids and partition counts."""
     out: dict[str, TopicImage] = {}
     for name in names:
