@@ -33,7 +33,9 @@ DEFAULT_SPARK_THRESHOLD = 64
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("replay", help="replay a traffic capture against a broker and compare the responses")
     p.add_argument("paths", nargs="+", metavar="CAPTURE", help="capture directories or .mkcap files")
-    p.add_argument("--to", required=True, metavar="HOST:PORT", help="the broker to replay against")
+    p.add_argument("--to", required=True, metavar="HOST:PORT[,HOST:PORT...]",
+                   help="the broker to replay against, or a cluster's bootstrap servers (with two or more, "
+                        "requests go to partition leaders and coordinators as a client's would)")
     p.add_argument("--speed", default="1x",
                    help="pacing: 1x keeps the captured timing, 2x/0.5x scales it, max sends as fast as "
                         "order allows (default 1x)")
@@ -47,6 +49,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--examples", type=int, default=DEFAULT_EXAMPLES, metavar="K",
                    help=f"example differences kept per api (default {DEFAULT_EXAMPLES})")
     p.add_argument("--report", type=Path, default=None, metavar="OUT.json", help="write the report as JSON")
+    p.add_argument("--scale", type=int, default=1, metavar="K",
+                   help="replay the capture K times at once, copy i under its own names (topics, groups, "
+                        "transactional and client ids prefixed s<i>.; internal __ topics kept): a load test from "
+                        "real traffic (default 1)")
     p.add_argument("--spark", action="store_true", help="spread the connections over Spark tasks")
     p.add_argument("--spark-threshold", type=int, default=DEFAULT_SPARK_THRESHOLD, metavar="N",
                    help="use Spark (if pyspark is installed) when the capture has more than N connections "
@@ -97,15 +103,20 @@ def security_from_args(args: argparse.Namespace) -> ReplaySecurity:
 
 
 def options_from_args(args: argparse.Namespace) -> ReplayOptions:
-    from .replay import parse_speed, parse_target
+    from .replay import parse_speed
+    from .replay.routing import parse_bootstrap
 
     try:
-        host, port = parse_target(args.to)
+        bootstrap = parse_bootstrap(args.to)
         speed = parse_speed(args.speed)
+        if args.scale < 1:
+            raise ValueError(f"--scale must be 1 or more, not {args.scale}")
     except ValueError as exc:
         raise SystemExit(f"minikafka replay: {exc}") from None
-    return ReplayOptions(host, port, speed=speed, max_in_flight=args.max_in_flight, timeout_s=args.timeout,
-                         causality=args.causality, max_examples=args.examples, security=security_from_args(args))
+    host, port = bootstrap[0]
+    return ReplayOptions(host, port, bootstrap=bootstrap, speed=speed, max_in_flight=args.max_in_flight, timeout_s=args.timeout,
+                         causality=args.causality, max_examples=args.examples, security=security_from_args(args),
+                         scale=args.scale)
 
 
 def _use_spark(args: argparse.Namespace) -> bool:

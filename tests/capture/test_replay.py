@@ -279,4 +279,8 @@ def test_spark_replay_matches_local_replay(client_capture: Path) -> None:
     assert spark.connections == local.connections and spark.connections_failed == 0
     assert {k: (s.sent, s.received) for k, s in spark.per_api.items()} == \
         {k: (s.sent, s.received) for k, s in local.per_api.items()}
-    assert spark.by_name("Produce").differing == 0
+    assert spark.failed == 0 and spark.received == local.received
+    differing = {s.name: s.differing for s in spark.per_api.values() if s.differing}
+    assert not differing, (differing, spark.summary())
+    assert sum(s.equal for s in spark.per_api.values()) == spark.received
+    assert spark.cross_dependencies > 0 and spark.mappings["pid"]["changed"] == 0

@@ -340,12 +340,17 @@ async def test_a_member_request_waits_for_the_heartbeat_that_made_its_member() -
     conns = _share_capture()
     recs = [r for rs in conns.values() for r in rs]
     replayer = _Replayer(conns, ReplayOptions("127.0.0.1", 1, speed=None, causality="connection", timeout_s=30))
-    rids = {(key[1], r.correlation_id): rid for key, rs in replayer.conns.items() for rid, r in rs}
+    plan = replayer.plan
+    rids = {(plan.keys[c][1], r.correlation_id): plan.rid(c, i) for c, rs in replayer.conns.items()
+            for i, r in enumerate(rs)}
     join = rids[("c", 1)]
     # It introduces the member, the member epoch it gets, and (no Metadata in this capture) the topic id.
     assert set(replayer.introduces[join]) == {("member", S), ("mepoch", S, 1), ("topic", TOPIC_ID)}
     assert len(recs) == replayer.total
-    rec_of = {rid: r for rs in replayer.conns.values() for rid, r in rs}
+    rec_of = {plan.rid(c, i): r for c, rs in replayer.conns.items() for i, r in enumerate(rs)}
+    # The plan orders the ShareFetch after the joining heartbeat (the value it needs), across connections.
+    hb_conn, hb_pos = plan.conn_of(join)
+    assert (hb_conn, hb_pos + 1) in zip(plan.deps[rids[("f", 1)]][::2], plan.deps[rids[("f", 1)]][1::2])
     done: list[str] = []
 
     async def prepare(name: str, rid: int) -> None:

@@ -47,11 +47,25 @@ SaslHandshake/SaslAuthenticate requests are never re-sent: their tokens are
 single-use (a SCRAM proof answers one server nonce), so they are skipped and
 counted in the report.
 
-Differences from a real client: no reconnects (a connection the target closes
-stays closed; its remaining requests are counted as not sent), no
-metadata-driven routing (every connection goes to the one ``--to`` target), and
-requests of api keys minikafka does not know are sent verbatim and compared as
-raw bytes.
+Cluster targets (``--to h1:p1,h2:p2``, :mod:`.routing`): requests go where a
+client's would, from the target's metadata -- partitions to their leader (a
+stateless request spanning leaders split per leader and its answers merged in
+the captured order), group and transactional requests to their coordinator,
+the rest to the connection's first node -- over one connection per (captured
+connection, target node); the report counts requests per API per node.  A
+request in a fetch or share session goes whole to the node its session started
+on (counted ``unsplittable``).  A connection the target closes is reopened for
+the requests still to send (at most ``max_reconnects`` times per captured
+connection, with backoff; those in flight are counted lost).
+
+Load generation (``--scale K``, ``ReplayOptions.scale``): the capture is replayed K times at once, each copy
+by its own replayer (its own maps and causality; copies never wait on each other) under its own names --
+topics, groups, transactional and client ids prefixed ``s<i>.`` (:mod:`.rename`), requests renamed before they
+go out and responses un-renamed before they are compared, so each copy compares as if it had been alone.
+
+Differences from a real client: requests are never retried (an error answer is
+compared as it is), and requests of api keys minikafka does not know are sent
+verbatim and compared as raw bytes.
 """
 
 from .options import (
@@ -68,11 +82,13 @@ from .options import (
 )
 from .report import ApiStats, ReplayReport
 from .rewrite import rewrite_producer_ids
-from .runner import SASL_API_KEYS, connection_principal, group_connections, replay_capture, replay_records, run_replay
+from .plan import ReplayPlan, build_plan
+from .runner import (SASL_API_KEYS, ReplaySync, connection_principal, group_connections, replay_capture, replay_records,
+                     run_replay, run_replay_copies)
 
 __all__ = [
     "DEFAULT_EXAMPLES", "DEFAULT_MAX_IN_FLIGHT", "DEFAULT_TIMEOUT_S", "SASL_API_KEYS",
-    "ApiStats", "ConnKey", "ReplayOptions", "ReplayReport", "ReplaySecurity", "SaslCredentials",
-    "connection_principal", "group_connections", "load_credentials", "parse_speed", "parse_target",
-    "replay_capture", "replay_records", "rewrite_producer_ids", "run_replay",
+    "ApiStats", "ConnKey", "ReplayOptions", "ReplayPlan", "ReplayReport", "ReplaySync", "ReplaySecurity", "SaslCredentials",
+    "connection_principal", "group_connections", "load_credentials", "parse_speed", "parse_target", "build_plan",
+    "replay_capture", "replay_records", "rewrite_producer_ids", "run_replay", "run_replay_copies",
 ]

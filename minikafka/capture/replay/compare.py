@@ -165,7 +165,7 @@ class _Comparison:
         captured one are sent with the replayed one)."""
         member, ce, re_ = cap.get("member_id"), cap.get("member_epoch"), rep.get("member_epoch")
         if member and isinstance(ce, int) and isinstance(re_, int) and ce > 0 and re_ > 0:
-            self.mapper.member_epochs[member] = (ce, re_)
+            self.mapper.note_member_epoch(member, (ce, re_))
 
     # -- generic ----------------------------------------------------------------------------------
     def compare(self, cap: Any, rep: Any, path: str = "") -> None:

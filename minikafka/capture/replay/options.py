@@ -152,7 +152,26 @@ class ReplayOptions:
     first_ns: int | None = None
     #: TLS and SASL towards the target (default: PLAINTEXT).
     security: ReplaySecurity = field(default_factory=ReplaySecurity)
+    #: The target's bootstrap servers (``--to h1:p1,h2:p2``); empty: just ``host:port``.  With two or more
+    #: (or ``routing=True``) requests are routed as a client would (:mod:`.routing`).
+    bootstrap: list[tuple[str, int]] = field(default_factory=list)
+    #: Route to partition leaders and coordinators: None = when ``bootstrap`` names several servers.
+    routing: bool | None = None
+    #: Times a replayed connection reopens a connection the target closed before giving up.
+    max_reconnects: int = 5
+    #: Replay the capture this many times at once, each copy under its own names (:mod:`.rename`: ``--scale``).
+    scale: int = 1
+
+    def __post_init__(self) -> None:
+        if not self.bootstrap:
+            self.bootstrap = [(self.host, self.port)]
+
+    @property
+    def routed(self) -> bool:
+        return self.routing if self.routing is not None else len(self.bootstrap) > 1
 
     @property
     def target(self) -> str:
+        if len(self.bootstrap) > 1:
+            return ",".join(f"{h}:{p}" for h, p in self.bootstrap)
         return f"{self.host}:{self.port}"

@@ -12,11 +12,22 @@ from ..frames import api_name
 from .options import DEFAULT_EXAMPLES
 
 
-def _percentile(values: list[float], q: float) -> float | None:
+#: The latency percentiles reported for replayed requests (name -> quantile), and for captured ones.
+REPLAYED_PERCENTILES = {"p50": 0.5, "p90": 0.9, "p99": 0.99, "p99_9": 0.999, "max": 1.0}
+CAPTURED_PERCENTILES = {"p50": 0.5, "p99": 0.99}
+
+
+def _nearest_rank(ordered: list[float], q: float) -> float:
+    """The nearest-rank percentile of a sorted, non-empty list (exact: a value of the list)."""
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
+
+
+def percentiles(values: list[float], quantiles: dict[str, float]) -> dict[str, float | None]:
+    """``{name: nearest-rank percentile}`` of ``values`` (sorted once); None each when there are none."""
     if not values:
-        return None
-    s = sorted(values)
-    return s[min(len(s) - 1, max(0, math.ceil(q * len(s)) - 1))]
+        return {name: None for name in quantiles}
+    ordered = sorted(values)
+    return {name: _nearest_rank(ordered, q) for name, q in quantiles.items()}
 
 
 @dataclass
@@ -56,21 +67,29 @@ class ApiStats:
         self.replayed_latency_ms.extend(other.replayed_latency_ms)
         return self
 
-    def to_dict(self) -> dict:
-        def lat(values: list[float]) -> dict:
-            p50, p99 = _percentile(values, 0.5), _percentile(values, 0.99)
-            return {"p50_ms": None if p50 is None else round(p50, 3),
-                    "p99_ms": None if p99 is None else round(p99, 3), "count": len(values)}
+    def rate(self, duration_s: float) -> float:
+        """Requests of this api sent per second over a replay of ``duration_s`` seconds."""
+        return self.sent / duration_s if duration_s > 0 else 0.0
+
+    def to_dict(self, duration_s: float | None = None) -> dict:
+        """As JSON; with the replay's ``duration_s``, the api's ``requests_per_s`` too."""
+        def lat(values: list[float], quantiles: dict[str, float]) -> dict:
+            out: dict = {f"{name}_ms": None if v is None else round(v, 3)
+                         for name, v in percentiles(values, quantiles).items()}
+            out["count"] = len(values)
+            return out
 
         return {
             "api_key": self.api_key, "api": self.name, "sent": self.sent, "received": self.received,
+            "requests_per_s": None if duration_s is None else round(self.rate(duration_s), 1),
             "no_response_expected": self.no_response_expected, "equal": self.equal, "differing": self.differing,
             "timeouts": self.timeouts, "lost": self.lost, "not_sent": self.not_sent, "rewritten": self.rewritten,
             "error_changes": dict(self.error_changes), "replayed_errors": dict(self.replayed_errors),
             "differing_fields": dict(self.differing_fields.most_common()),
             "expected_differences": dict(self.expected_differences.most_common()),
             "examples": list(self.examples),
-            "latency": {"captured": lat(self.captured_latency_ms), "replayed": lat(self.replayed_latency_ms)},
+            "latency": {"captured": lat(self.captured_latency_ms, CAPTURED_PERCENTILES),
+                        "replayed": lat(self.replayed_latency_ms, REPLAYED_PERCENTILES)},
         }
 
 
@@ -98,6 +117,24 @@ class ReplayReport:
     #: Captured SaslHandshake/SaslAuthenticate requests left out (their tokens are single-use: each
     #: connection authenticates afresh instead).
     sasl_requests_skipped: int = 0
+    #: Fetch long polls that found nothing in the capture, sent with MaxWaitMs 0 at max speed.
+    long_polls_shortened: int = 0
+    #: Dependencies between connections the replay kept (from the plan: see ``plan.py``).
+    cross_dependencies: int = 0
+    #: Requests sent without their dependencies after waiting the request timeout for them.
+    dependency_timeouts: int = 0
+    #: Routing on a cluster target (:mod:`.routing`): api name -> target node -> requests sent there.
+    routed: dict[str, Counter] = field(default_factory=dict)
+    split: int = 0  # requests split per partition leader (their parts counted in ``routed``)
+    unsplittable: int = 0  # requests in a session (or naming several coordinators) spanning nodes, sent whole
+    reconnects: int = 0  # connections reopened after the target closed them
+    #: ``--scale``: the copies of the capture replayed at once under their own names (empty: the capture once).
+    copy_ids: set[int] = field(default_factory=set)
+
+    @property
+    def copies(self) -> int:
+        """How many copies of the capture were replayed (``--scale``)."""
+        return len(self.copy_ids) or 1
 
     def api(self, api_key: int) -> ApiStats:
         st = self.per_api.get(api_key)
@@ -155,6 +192,15 @@ class ReplayReport:
         self.authentication_failures += other.authentication_failures
         self.reauthentications += other.reauthentications
         self.sasl_requests_skipped += other.sasl_requests_skipped
+        self.long_polls_shortened += other.long_polls_shortened
+        self.dependency_timeouts += other.dependency_timeouts
+        self.cross_dependencies = max(self.cross_dependencies, other.cross_dependencies)
+        for api, nodes in other.routed.items():
+            self.routed.setdefault(api, Counter()).update(nodes)
+        self.split += other.split
+        self.unsplittable += other.unsplittable
+        self.reconnects += other.reconnects
+        self.copy_ids |= other.copy_ids
         return self
 
     @classmethod
@@ -177,6 +223,11 @@ class ReplayReport:
             "received": self.received, "failed": self.failed, "duration_s": round(self.duration_s, 3),
             "requests_per_s": round(self.rate, 1), "tasks": self.tasks,
             "unexpected_responses": self.unexpected_responses, "mappings": self.mappings,
+            "long_polls_shortened": self.long_polls_shortened, "cross_dependencies": self.cross_dependencies,
+            "dependency_timeouts": self.dependency_timeouts,
+            "routed": {api: {str(n): c for n, c in sorted(nodes.items())} for api, nodes in sorted(self.routed.items())},
+            "split": self.split, "unsplittable": self.unsplittable, "reconnects": self.reconnects,
+            "copies": self.copies,
             "security": {
                 "security_protocol": self.security_protocol, "sasl_mechanism": self.sasl_mechanism,
                 "authenticated": {f"{p} as {u}": n for (p, u), n in sorted(self.authenticated.items())},
@@ -184,7 +235,7 @@ class ReplayReport:
                 "reauthentications": self.reauthentications,
                 "sasl_requests_skipped": self.sasl_requests_skipped,
             },
-            "per_api": {st.name: st.to_dict() for _, st in sorted(self.per_api.items())},
+            "per_api": {st.name: st.to_dict(self.duration_s) for _, st in sorted(self.per_api.items())},
         }
 
     def _security_lines(self) -> list[str]:
@@ -208,25 +259,39 @@ class ReplayReport:
         speed = "max speed" if self.speed is None else f"{self.speed:g}x"
         lines = [f"replayed {self.sent} of {self.requests} request(s) on {self.connections} connection(s) to "
                  f"{self.target} at {speed} in {self.duration_s:.3f} s ({self.rate:.0f} req/s)"
-                 + (f", {self.tasks} task(s)" if self.tasks > 1 else "")]
+                 + (f", {self.tasks} task(s)" if self.tasks > 1 else "")
+                 + (f", {self.copies} copies under their own names" if self.copies > 1 else "")]
         lines += self._security_lines()
+        if self.routed:
+            lines.append("routed (api: node x requests): " + "; ".join(
+                f"{api}: " + ", ".join(f"{n} x{c}" for n, c in sorted(nodes.items()))
+                for api, nodes in sorted(self.routed.items()))
+                + (f"; {self.split} split per leader" if self.split else "")
+                + (f"; {self.unsplittable} unsplittable" if self.unsplittable else ""))
+        if self.reconnects:
+            lines.append(f"reconnects: {self.reconnects}")
         if self.connections_failed:
             lines.append(f"connections failed: {self.connections_failed}")
             for e in self.connection_errors[:5]:
                 lines.append(f"  {e['connection']}: {e['error']}")
-        head = (f"{'api':<18} {'sent':>6} {'recv':>6} {'equal':>6} {'differ':>6} {'tmo':>4} {'lost':>5} "
-                f"{'unsent':>6} {'p50 cap/rep ms':>16} {'p99 cap/rep ms':>16}")
+        if self.dependency_timeouts:
+            lines.append(f"requests sent without their dependencies (waited the request timeout): "
+                         f"{self.dependency_timeouts}")
+        head = (f"{'api':<18} {'sent':>7} {'recv':>7} {'equal':>7} {'differ':>6} {'tmo':>4} {'lost':>5} "
+                f"{'unsent':>6} {'req/s':>8} | {'replayed ms: p50':>16} {'p90':>6} {'p99':>6} {'p99.9':>7} "
+                f"{'max':>7} | {'captured p50':>12} {'p99':>6}")
         lines += [head, "-" * len(head)]
 
         def ms(v: float | None) -> str:
             return "-" if v is None else f"{v:.1f}"
 
         for _, st in sorted(self.per_api.items()):
-            c, r = st.captured_latency_ms, st.replayed_latency_ms
-            p50 = f"{ms(_percentile(c, .5))}/{ms(_percentile(r, .5))}"
-            p99 = f"{ms(_percentile(c, .99))}/{ms(_percentile(r, .99))}"
-            lines.append(f"{st.name:<18} {st.sent:>6} {st.received:>6} {st.equal:>6} {st.differing:>6} "
-                         f"{st.timeouts:>4} {st.lost:>5} {st.not_sent:>6} {p50:>16} {p99:>16}")
+            r = percentiles(st.replayed_latency_ms, REPLAYED_PERCENTILES)
+            c = percentiles(st.captured_latency_ms, CAPTURED_PERCENTILES)
+            lines.append(f"{st.name:<18} {st.sent:>7} {st.received:>7} {st.equal:>7} {st.differing:>6} "
+                         f"{st.timeouts:>4} {st.lost:>5} {st.not_sent:>6} {st.rate(self.duration_s):>8.0f} | "
+                         f"{ms(r['p50']):>16} {ms(r['p90']):>6} {ms(r['p99']):>6} {ms(r['p99_9']):>7} "
+                         f"{ms(r['max']):>7} | {ms(c['p50']):>12} {ms(c['p99']):>6}")
         changes = [(st.name, ch, n) for _, st in sorted(self.per_api.items()) for ch, n in st.error_changes.items()]
         if changes:
             lines.append("error code changes:")

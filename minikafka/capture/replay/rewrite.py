@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import struct
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,6 +73,9 @@ class _Mapper:
         self.diverged_groups: set[str] = set()
         #: Groups several members heartbeated to in the capture (ConsumerGroupHeartbeat, ShareGroupHeartbeat).
         self.shared_groups: set[str] = set()
+        #: Told every value learned here and every member epoch noted (a Spark task publishes them).
+        self.on_learn: Callable[[tuple, Any], None] | None = None
+        self.on_member_epoch: Callable[[str, tuple[int, int]], None] | None = None
 
     def member_epoch(self, key: tuple) -> Any:
         """The epoch to send for a ``("mepoch", member, captured)`` key (see the module docstring)."""
@@ -87,9 +90,25 @@ class _Mapper:
     def learn(self, key: tuple, value: Any) -> None:
         if key not in self.values:
             self.values[key] = value
+            if self.on_learn is not None:
+                self.on_learn(key, value)
         ev = self._pending.pop(key, None)
         if ev is not None:
             ev.set()
+
+    def apply_remote(self, key: tuple, value: Any) -> None:
+        """A value another Spark task learned (its connections introduced it)."""
+        if key not in self.values:
+            self.values[key] = value
+        ev = self._pending.pop(key, None)
+        if ev is not None:
+            ev.set()
+
+    def note_member_epoch(self, member: str, epochs: tuple[int, int], remote: bool = False) -> None:
+        """After a heartbeat: (the epoch the member got in the capture, the one the target gave)."""
+        self.member_epochs[member] = epochs
+        if not remote and self.on_member_epoch is not None:
+            self.on_member_epoch(member, epochs)
 
     def settle(self, keys: Iterable[tuple]) -> None:
         """The records introducing ``keys`` are done: stop waiting (unmapped keys stay as captured)."""

@@ -7,12 +7,13 @@ import itertools
 import logging
 import random
 import ssl
+import struct
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 import trio
 
@@ -20,19 +21,31 @@ from ...client.connection import KafkaConnection, read_frame
 from ...client.security import SaslAuthenticationError, SaslSession, client_ssl_context, open_stream, sasl_authenticate
 from ...protocol.api import APIS, ApiKey
 from ...protocol.framing import FrameDecoder, encode_frame
-from ...protocol.headers import RequestHeader, request_header_version, response_correlation_id
+from ...protocol.headers import RequestHeader, request_header_version, response_correlation_id, response_header_bytes
 from ..format import CaptureRecord, ReadStats
 from ..reading import read_capture
 from ..frames import (
     api_name,
     parse_request_frame,
     parse_response_frame,
+    request_body_offset,
     rewrite_correlation_id,
 )
-from .causality import _Order
+from .causality import Progress
+from .fastpath import fetch_answer_equal, fetch_request
 from .compare import _INDEX_RE, _Comparison
 from .options import ConnKey, ReplayOptions, SaslCredentials
+from .rename import CopyNames, copy_names, rename_client_id, rename_request_frame, unrename_response
 from .report import ApiStats, ReplayReport
+from .plan import (
+    SASL_API_KEYS,
+    ReplayPlan,
+    build_plan,
+    connection_principal,
+    fetch_max_wait_offset,
+    replayed_records,
+)
+from .routing import OBSERVED_APIS, ROUTED_APIS, Route, RoutingError, TargetCluster, merge_responses
 from .rewrite import (
     _REQUEST_KINDS,
     _batch_producers,
@@ -42,15 +55,15 @@ from .rewrite import (
     rewrite_producer_ids,
 )
 
+__all__ = ["SASL_API_KEYS", "ReplaySync", "connection_principal", "group_connections", "replay_capture",
+           "replay_records", "run_replay", "run_replay_copies"]
+
 log = logging.getLogger(__name__)
 
-#: Requests never re-sent as captured: their tokens are single-use (a replayed connection authenticates afresh).
-SASL_API_KEYS = frozenset({int(ApiKey.SASL_HANDSHAKE), int(ApiKey.SASL_AUTHENTICATE)})
-#: ConsumerGroupHeartbeat and ShareGroupHeartbeat: members with member epochs (KIP-848, KIP-932).
-_HEARTBEAT_KEYS = frozenset({68, 76})
 #: Errors that end a replayed connection while it is being set up.
 _CONNECT_ERRORS = (OSError, ConnectionError, trio.TooSlowError, trio.BrokenResourceError, trio.ClosedResourceError,
                    ssl.SSLError)
+_MAX_WAIT = struct.Struct(">i")
 
 
 def group_connections(records: Iterable[CaptureRecord],
@@ -66,14 +79,20 @@ def group_connections(records: Iterable[CaptureRecord],
     return dict(sorted(out.items(), key=lambda kv: kv[1][0].receive_ns))
 
 
-def connection_principal(recs: Iterable[CaptureRecord]) -> str:
-    """The principal a captured connection ended with: that of its latest request, i.e. after the client
-    authenticated (an ApiVersions sent before SASL authentication runs as ``User:ANONYMOUS``)."""
-    latest: CaptureRecord | None = None
-    for r in recs:
-        if latest is None or r.receive_ns >= latest.receive_ns:
-            latest = r
-    return latest.principal if latest is not None else ""
+class ReplaySync(Protocol):
+    """What a replay shares with replays of the other connections elsewhere (Spark tasks: :mod:`.hub`)."""
+
+    def attach(self, progress: Progress, mapper: _Mapper) -> None:
+        """Publish local progress and values (set the hooks), apply remote ones to these."""
+
+    async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Exchange with the others until cancelled (``task_status.started()`` once connected)."""
+
+    async def flush(self) -> None:
+        """Until everything published locally has been sent (called when the local connections are done)."""
+
+    def now_ns(self) -> int:
+        """The shared clock (wall-clock ns of the coordinator) for paced modes."""
 
 
 @dataclass
@@ -89,12 +108,25 @@ class _Waiter:
 class _Entry:
     rid: int
     rec: CaptureRecord
-    ctx: _Ctx
+    ctx: _Ctx | None  # None: sent as captured (made when the answer needs a field-by-field comparison)
     known: bool  # decodable with the protocol layer
     sent_at: float = 0.0
     frame: bytearray | None = None
     received_at: float = 0.0
     event: trio.Event = field(default_factory=trio.Event)
+    body: Any = None  # the parsed request, when routed on a cluster target (for TargetCluster.observe)
+    node: int | None = None  # the target node it went to (None: split per leader, or not routed)
+
+
+class _Link:
+    """A replayed connection's connection to one target node (a client has one per broker it talks to)."""
+
+    def __init__(self, node: int, stream: trio.abc.Stream) -> None:
+        self.node = node
+        self.stream = stream
+        self.inflight: set[int] = set()  # correlation ids sent here and not answered
+        self.closed: str | None = None  # why the target closed it
+        self.reauth_at: float | None = None  # Trio time at which to renew the SASL session (KIP-368)
 
 
 class _ConnectionState:
@@ -109,7 +141,11 @@ class _ConnectionState:
         self.unsent = 0  # requests not yet sent (or given up)
         self.client_id: str | None = None
         self.credentials: SaslCredentials | None = None
-        self.reauth_at: float | None = None  # Trio time at which to renew the SASL session (KIP-368)
+        self.links: dict[int, _Link] = {}  # target node (-1: the one target) -> its connection
+        self.current = -1  # the node "any" requests go to
+        self.reconnects = 0
+        self.drop_reported = False
+        self.nursery: trio.Nursery | None = None  # where the links' readers run
 
 
 ProgressCallback = Callable[[int, int], None]
@@ -117,118 +153,120 @@ ProgressCallback = Callable[[int, int], None]
 
 
 class _Replayer:
+    """Replays the connections of a :class:`~.plan.ReplayPlan` (all of them, or ``local``: a Spark task's share,
+    with ``sync`` bringing the others' progress and values)."""
+
     def __init__(self, conns: dict[ConnKey, list[CaptureRecord]], options: ReplayOptions,
-                 on_progress: ProgressCallback | None = None) -> None:
+                 on_progress: ProgressCallback | None = None, plan: ReplayPlan | None = None,
+                 sync: ReplaySync | None = None, names: CopyNames | None = None) -> None:
         self.opt = options
+        #: ``--scale``: this replayer's copy of the capture, renamed (requests) and un-renamed (responses).
+        self.names = names
         self.on_progress = on_progress
         self.settled = 0
         security = options.security
         self.report = ReplayReport(options.target, options.speed, max_examples=options.max_examples,
                                    security_protocol=security.security_protocol,
                                    sasl_mechanism=security.sasl_mechanism if security.sasl else None)
+        if plan is None:
+            plan = build_plan(conns, options.causality, max_speed=options.speed is None)
+        self.plan = plan
         self.mapper = _Mapper()
-        self.epoch_members: set[str] = set()  # filled by _prescan
+        self.mapper.shared_groups.update(plan.shared_groups)
+        self.epoch_members = plan.epoch_members
         self.ssl_context: ssl.SSLContext | None = None
         if security.tls:
             self.ssl_context = client_ssl_context(security.ssl_cafile, security.ssl_certfile, security.ssl_keyfile,
                                                   security.ssl_key_password, security.ssl_check_hostname)
-        self.conns: dict[ConnKey, list[tuple[int, CaptureRecord]]] = {}
-        self.principals: dict[ConnKey, str] = {}
-        rid = itertools.count()
+        index = plan.index()
+        #: Connection index -> its records as replayed (the plan's order; SASL exchanges left out).
+        self.conns: dict[int, list[CaptureRecord]] = {}
         for key, recs in conns.items():
-            kept = [r for r in recs if r.api_key not in SASL_API_KEYS]
+            c = index.get(key)
+            kept = replayed_records(recs)
             self.report.sasl_requests_skipped += len(recs) - len(kept)
-            if kept:
-                self.conns[key] = [(next(rid), r) for r in kept]
-                self.principals[key] = connection_principal(recs)
-        all_recs = [ir for recs in self.conns.values() for ir in recs]
-        self.total = len(all_recs)
-        if options.causality == "global":
-            order = _Order(all_recs)
-            self.orders = {key: order for key in self.conns}
-        elif options.causality == "connection":
-            self.orders = {key: _Order(recs) for key, recs in self.conns.items()}
-        else:
-            raise ValueError(f"causality must be 'global' or 'connection', not {options.causality!r}")
-        self.first_ns = options.first_ns if options.first_ns is not None else min(
-            (r.receive_ns for _, r in all_recs), default=0)
-        self.introduces: dict[int, list[tuple]] = self._prescan(all_recs)
+            if c is None:
+                continue
+            if len(kept) != plan.sizes[c]:
+                raise ValueError(f"connection {key[0]}/{key[1]} has {len(kept)} requests, the plan {plan.sizes[c]}")
+            self.conns[c] = kept
+        self.principals = plan.principals
+        self.total = sum(len(v) for v in self.conns.values())
+        self.progress = Progress(plan.sizes)
+        self.sync = sync
+        if sync is not None:
+            sync.attach(self.progress, self.mapper)
+        elif len(self.conns) < len(plan.keys):
+            for c, n in enumerate(plan.sizes):  # connections replayed nowhere: nothing to wait for
+                if c not in self.conns:
+                    self.progress.advance(c, n)
+        self.first_ns = options.first_ns if options.first_ns is not None else plan.first_ns
+        self.introduces: dict[int, list[tuple]] = {}
+        for rid, keys in plan.introduces.items():
+            if plan.conn_of(rid)[0] in self.conns:
+                self.introduces[rid] = keys
+                for k in keys:
+                    self.mapper.expect(k)
         self.t0 = 0.0
+        self.cluster: TargetCluster | None = None
 
-    # -- set up ---------------------------------------------------------------------------------
+    async def _control_stream(self, host: str, port: int) -> trio.abc.Stream:
+        """The cluster view's own connection (Metadata, FindCoordinator), secured as the replayed ones are,
+        as the first connection's principal."""
+        key = self.plan.keys[min(self.conns)] if self.conns else (0, "")
+        state = _ConnectionState(key, 1)
+        state.client_id = "minikafka-replay"
+        return (await self._open(state, host, port))[0]
+
+    async def _start_cluster(self) -> None:
+        """On a cluster target (``options.routed``): its metadata, for routing; without it (the target does not
+        answer) every request goes to the first bootstrap server, reported."""
+        cluster = TargetCluster(self.opt.bootstrap, self._control_stream, request_timeout_s=self.opt.timeout_s)
+        try:
+            await cluster.start()
+        except (RoutingError, ConnectionError) as exc:
+            await cluster.aclose()
+            self.report.connection_errors.append({"connection": "metadata", "error": f"routing off: {exc}"})
+            log.warning("no metadata from the target (%s): every request goes to %s", exc, self.opt.target)
+            return
+        self.cluster = cluster
+        log.info("routing on %d target node(s): %s", len(cluster.nodes), cluster.brokers)
 
     def _ctx(self, rec: CaptureRecord, body: Any) -> _Ctx:
         member = body.get("member_id")
         return _Ctx(rec.broker_id, body.get("group_id") or None, self.epoch_members, rec.api_key,
                     member if isinstance(member, str) and member else None)
 
-    def _scan_members(self, recs: list[tuple[int, CaptureRecord]]) -> None:
-        """The members that heartbeat with member epochs (ConsumerGroupHeartbeat, ShareGroupHeartbeat: their
-        generation fields are member epochs) and the groups several of them heartbeated to."""
-        by_group: dict[str, set[str]] = defaultdict(set)
-        for _rid, r in recs:
-            if r.api_key not in _HEARTBEAT_KEYS or r.api_key not in APIS:
-                continue
-            try:
-                _, body = parse_request_frame(r.request)
-                members = {body.get("member_id")}
-                if r.response is not None:
-                    members.add(parse_response_frame(r.response, r.api_key, r.api_version)[1].get("member_id"))
-            except Exception:  # noqa: BLE001, S112 - replayed as is
-                continue
-            for m in members:
-                if isinstance(m, str) and m:
-                    self.epoch_members.add(m)
-                    by_group[body.get("group_id")].add(m)
-        self.mapper.shared_groups.update(g for g, ms in by_group.items() if len(ms) > 1)
-
-    def _prescan(self, recs: list[tuple[int, CaptureRecord]]) -> dict[int, list[tuple]]:
-        """Which record's response first shows each mapped value (requests that need it wait for it).
-
-        A member id a client made (ConsumerGroupHeartbeat v1, ShareGroupHeartbeat) is first seen in the
-        request of the heartbeat that joins with it (member epoch 0): that heartbeat introduces it, so the
-        member's other requests (ShareFetch, OffsetCommit...) wait for its answer."""
-        self._scan_members(recs)
-        seen: set[tuple] = set()
-        out: dict[int, list[tuple]] = {}
-        for rid, r in sorted(recs, key=lambda ir: ir[1].receive_ns):
-            if r.api_key not in APIS or r.api_key == ApiKey.PRODUCE:
-                continue
-            try:
-                _, body = parse_request_frame(r.request)
-                ctx = self._ctx(r, body)
-                keys = [k for _, _, k in _mapped_fields(body, ctx, _REQUEST_KINDS)]
-                if r.api_key in _HEARTBEAT_KEYS and body.get("member_epoch") == 0 and ctx.member:
-                    joined = ("member", ctx.member)
-                    if joined not in seen:
-                        seen.add(joined)
-                        self.mapper.expect(joined)
-                        out.setdefault(rid, []).append(joined)
-                seen.update(keys)
-                if r.response is None:
-                    continue
-                _, resp = parse_response_frame(r.response, r.api_key, r.api_version)
-            except Exception as exc:  # replayed as is; compared as raw bytes if it does not parse
-                log.debug("capture record %s v%d does not parse: %s", api_name(r.api_key), r.api_version, exc)
-                continue
-            for _, _, k in _mapped_fields(resp, ctx, _REQUEST_KINDS):
-                if k not in seen:
-                    seen.add(k)
-                    self.mapper.expect(k)
-                    out.setdefault(rid, []).append(k)
-        return out
-
     # -- per request ----------------------------------------------------------------------------
+
+    def _raw(self, rid: int, rec: CaptureRecord, corr: int) -> bytes:
+        """The captured frame with the replay's correlation id (and, at max speed, a long poll that found
+        nothing in the capture not waiting: its MaxWaitMs set to 0)."""
+        frame = bytearray(rec.request)
+        frame[4:8] = corr.to_bytes(4, "big", signed=True)
+        if self.opt.speed is None and self.plan.long_poll[rid]:
+            _MAX_WAIT.pack_into(frame, fetch_max_wait_offset(frame, rec.api_version), 0)
+            self.report.long_polls_shortened += 1
+        return bytes(frame)
 
     async def _prepare(self, rid: int, rec: CaptureRecord, corr: int) -> tuple[bytes, _Entry]:
         """The frame to send: correlation id replaced, mapped values rewritten."""
+        if not self.plan.mapped[rid]:
+            return self._raw(rid, rec, corr), _Entry(rid, rec, None, known=rec.api_key in APIS)
+        if rec.api_key == ApiKey.FETCH:
+            fast = fetch_request(bytearray(self._raw(rid, rec, corr)), rec.api_version, rec.broker_id,
+                                 self.mapper.values)
+            if fast is not None:
+                if fast != rec.request:
+                    self.report.api(rec.api_key).rewritten += 1
+                return bytes(fast), _Entry(rid, rec, None, known=True)
         try:
             if rec.api_key not in APIS:
                 raise KeyError(rec.api_key)
             hdr, body = parse_request_frame(rec.request)
         except Exception:
             entry = _Entry(rid, rec, _Ctx(rec.broker_id, None), known=False)
-            return rewrite_correlation_id(rec.request, corr), entry
+            return self._raw(rid, rec, corr), entry
         ctx = self._ctx(rec, body)
         entry = _Entry(rid, rec, ctx, known=True)
         fields = list(_mapped_fields(body, ctx, _REQUEST_KINDS))
@@ -242,7 +280,7 @@ class _Replayer:
         keys = [k for _, _, k in fields] + [k for _, pairs in producers for p, e in pairs
                                             for k in (("pid", p), ("epoch", p, e))]
         if not keys:
-            return rewrite_correlation_id(rec.request, corr), entry
+            return self._raw(rid, rec, corr), entry
         own = self.introduces.get(rid)
         await self.mapper.wait([k for k in keys if k not in own] if own else keys, self.opt.timeout_s)
         values = self.mapper.values
@@ -265,10 +303,21 @@ class _Replayer:
                     pd.records = new_records
                     changed = True
         if not changed:
-            return rewrite_correlation_id(rec.request, corr), entry
+            return self._raw(rid, rec, corr), entry
         self.report.api(rec.api_key).rewritten += 1
+        if self.opt.speed is None and self.plan.long_poll[rid]:
+            body["max_wait_ms"] = 0
+            self.report.long_polls_shortened += 1
         new_body = APIS[rec.api_key].request.build(body, rec.api_version)
         return rewrite_correlation_id(bytes(rec.request[:hdr.body_offset]) + new_body, corr), entry
+
+    def _rename(self, frame: bytes) -> bytes:
+        """``--scale``: the request frame of this replayer's copy (names renamed, :mod:`.rename`)."""
+        assert self.names is not None
+        try:
+            return rename_request_frame(frame, self.names)
+        except Exception:  # noqa: BLE001 - an api or version minikafka does not know: its client id only
+            return rename_client_id(frame, self.names)
 
     def _finish(self, state: _ConnectionState, entry: _Entry, outcome: str) -> None:
         """Account for one request: ``outcome`` is "response", "timeout", "lost" or "none" (acks=0)."""
@@ -285,11 +334,23 @@ class _Replayer:
                 st.received += 1
                 st.captured_latency_ms.append(rec.latency_ns / 1e6)
                 st.replayed_latency_ms.append((entry.received_at - entry.sent_at) * 1e3)
+                if self.cluster is not None and rec.api_key in OBSERVED_APIS:
+                    self._observe(entry)
                 self._compare(state, entry, st)
         finally:
             self.mapper.settle(self.introduces.get(entry.rid, ()))
-            self.orders[state.key].done(entry.rid)
+            self.progress.settle(*self.plan.conn_of(entry.rid))
             self._progress(1)
+
+    def _observe(self, entry: _Entry) -> None:
+        """Let the cluster view learn from an answer (stale leaders and coordinators, topics created)."""
+        assert self.cluster is not None and entry.frame is not None
+        rec = entry.rec
+        try:
+            _, resp = parse_response_frame(entry.frame, rec.api_key, rec.api_version)
+        except Exception:  # noqa: BLE001 - compared (and reported) below
+            return
+        self.cluster.observe(rec.api_key, entry.body, resp, entry.node)
 
     def _progress(self, settled: int) -> None:
         self.settled += settled
@@ -299,7 +360,23 @@ class _Replayer:
     def _compare(self, state: _ConnectionState, entry: _Entry, st: ApiStats) -> None:
         rec, frame = entry.rec, entry.frame
         assert frame is not None
-        cmp = _Comparison(self.mapper, entry.ctx, st)
+        if rec.response is not None and len(frame) == len(rec.response) and frame[4:] == rec.response[4:]:
+            st.equal += 1  # byte for byte (after the correlation id): nothing to map or compare
+            return
+        if rec.api_key == ApiKey.FETCH and rec.response is not None and self.names is None and fetch_answer_equal(
+                rec.response, frame, rec.api_version, rec.broker_id, self.mapper.values, st.expected_differences):
+            st.equal += 1  # equal once its session id and topic ids are mapped
+            return
+        ctx = entry.ctx
+        if ctx is None:
+            try:
+                ctx = self._ctx(rec, parse_request_frame(rec.request)[1]) if entry.known else None
+            except Exception:  # noqa: BLE001 - compared as raw bytes
+                ctx = None
+            if ctx is None:
+                entry.known = False
+                ctx = _Ctx(rec.broker_id, None)
+        cmp = _Comparison(self.mapper, ctx, st)
         if rec.response is None:
             cmp.diff("<response>", None, frame[4:])
         elif not entry.known:
@@ -319,6 +396,8 @@ class _Replayer:
                 except Exception as exc:
                     cmp.diff("<body>", "parses", f"does not parse: {exc}")
                 else:
+                    if self.names is not None:
+                        unrename_response(rec.api_key, rep, self.names)
                     cmp.compare_body(cap, rep)
         if cmp.diffs:
             st.differing += 1
@@ -339,27 +418,46 @@ class _Replayer:
         if self.opt.speed is not None:
             await trio.sleep_until(self.t0 + (rec.receive_ns - self.first_ns) / 1e9 / self.opt.speed)
 
+    async def _wait_dependencies(self, state: _ConnectionState, rid: int) -> None:
+        """Until what the request depends on is done (then the captured gap after a request only sent elsewhere);
+        at most the request timeout: a dependency that never settles (a Spark task lost) is reported and skipped."""
+        deps = self.plan.deps[rid]
+        if not deps:
+            return
+        waited_sent = False
+        with trio.move_on_after(self.opt.timeout_s) as scope:
+            waited_sent = await self.progress.wait(deps)
+        if scope.cancelled_caught:
+            self.report.dependency_timeouts += 1
+            log.warning("replay of connection %s: request %d still waits for %s after %.0f s; sent anyway",
+                        state.name, rid, self.progress.blocked_on(deps), self.opt.timeout_s)
+        elif waited_sent:  # let the target read the request sent elsewhere first
+            await trio.sleep(self.plan.sent_gap_us.get(rid, 0) / 1e6)
+
     def _not_sent(self, state: _ConnectionState, recs: list[tuple[int, CaptureRecord]]) -> None:
         state.unsent -= len(recs)
         for rid, rec in recs:
             self.report.api(rec.api_key).not_sent += 1
             self.mapper.settle(self.introduces.get(rid, ()))
-            self.orders[state.key].done(rid)
+            self.progress.settle(*self.plan.conn_of(rid))
         self._progress(len(recs))
 
     def _conn_failed(self, state: _ConnectionState, error: str) -> None:
         if state.closed is None:
             state.closed = error
-            self.report.connections_failed += 1
+            if not state.drop_reported:  # counted once per replayed connection
+                self.report.connections_failed += 1
+            state.drop_reported = True
             self.report.connection_errors.append({"connection": state.name, "error": error})
             log.warning("replay of connection %s: %s", state.name, error)
 
-    async def _reader(self, state: _ConnectionState, stream: trio.abc.Stream) -> None:
+    async def _reader(self, state: _ConnectionState, link: _Link) -> None:
         decoder = FrameDecoder()  # the target's responses, of any size
         error = "target closed the connection"
         try:
-            while (frame := await read_frame(stream, decoder)) is not None:
+            while (frame := await read_frame(link.stream, decoder)) is not None:
                 corr = response_correlation_id(frame)
+                link.inflight.discard(corr)
                 entry = state.pending.pop(corr, None)
                 if entry is None:
                     self.report.unexpected_responses += 1
@@ -368,15 +466,24 @@ class _Replayer:
                 entry.frame = frame
                 entry.received_at = trio.current_time()
                 entry.event.set()
-        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+                if type(entry) is _Entry and self.cluster is None and entry.rid not in self.introduces:
+                    # What waits for this answer goes on now; the comparison follows (it teaches no value).
+                    self.progress.settle(*self.plan.conn_of(entry.rid))
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError, ConnectionError) as exc:
             error = f"connection error: {exc!r}"
-        if state.pending or state.unsent:
-            self._conn_failed(state, error)
-        elif state.closed is None:
-            state.closed = error  # closed after the last response: nothing lost
-        for entry in list(state.pending.values()):
+        link.closed = error
+        lost = [e for e in (state.pending.pop(c, None) for c in link.inflight) if e is not None]
+        link.inflight.clear()
+        if lost and not state.drop_reported and state.closed is None:
+            # Requests in flight are lost; the ones still to send go on a new connection (see _link).
+            state.drop_reported = True
+            self.report.connections_failed += 1
+            self.report.connection_errors.append({"connection": state.name, "error": error})
+            log.warning("replay of connection %s: %s (%d request(s) lost)", state.name, error, len(lost))
+        for entry in lost:
             entry.event.set()
-        state.pending.clear()
+        with trio.CancelScope(shield=True):
+            await trio.aclose_forcefully(link.stream)
 
     async def _await_response(self, state: _ConnectionState, entry: _Entry) -> None:
         try:
@@ -394,30 +501,25 @@ class _Replayer:
         finally:
             state.slots.release()
 
-    async def _connect(self, state: _ConnectionState, recs: list[tuple[int, CaptureRecord]]
-                       ) -> trio.abc.Stream | None:
-        """A connection to the target in its security protocol: TLS handshake, then SASL authentication as
-        the captured connection's principal; None (the connection's requests counted as not sent) if it fails."""
+    async def _open(self, state: _ConnectionState, host: str, port: int) -> tuple[trio.abc.Stream, SaslSession | None]:
+        """A connection to ``host:port`` in the target's security protocol: TLS handshake, then SASL
+        authentication as the captured connection's principal.  Raises ConnectionError (reported)."""
         sec = self.opt.security
         credentials: SaslCredentials | None = None
         if sec.sasl:
             principal = self.principals.get(state.key, "")
             credentials = sec.credentials_for(principal)
             if credentials is None:
-                self._conn_failed(state, f"no SASL credentials for the captured principal {principal or '(unknown)'} "
-                                         "(give a credentials file entry or --sasl-username/--sasl-password)")
-                self._not_sent(state, recs)
-                return None
+                raise ConnectionError(f"no SASL credentials for the captured principal {principal or '(unknown)'} "
+                                      "(give a credentials file entry or --sasl-username/--sasl-password)")
         try:
             with trio.fail_after(self.opt.connect_timeout_s):
-                stream = await open_stream(self.opt.host, self.opt.port, self.ssl_context)
+                stream = await open_stream(host, port, self.ssl_context)
         except _CONNECT_ERRORS as exc:
             cause = exc.__cause__ if isinstance(exc, trio.BrokenResourceError) and exc.__cause__ else exc
-            self._conn_failed(state, f"connect failed: {cause!r}")
-            self._not_sent(state, recs)
-            return None
+            raise ConnectionError(f"connect failed: {cause!r}") from exc
         if credentials is None:
-            return stream
+            return stream, None
         state.credentials = credentials
         try:
             with trio.fail_after(self.opt.timeout_s):
@@ -426,24 +528,61 @@ class _Replayer:
         except (*_CONNECT_ERRORS, SaslAuthenticationError) as exc:
             if isinstance(exc, SaslAuthenticationError):
                 self.report.authentication_failures += 1
-            self._conn_failed(state, f"SASL authentication as {credentials.username} failed: {exc}")
-            self._not_sent(state, recs)
             with trio.CancelScope(shield=True):
                 await trio.aclose_forcefully(stream)
-            return None
+            raise ConnectionError(f"SASL authentication as {credentials.username} failed: {exc}") from exc
         self.report.authenticated[(self.principals.get(state.key, ""), credentials.username)] += 1
-        self._schedule_reauthentication(state, session)
-        return stream
+        return stream, session
+
+    async def _link(self, state: _ConnectionState, node: int) -> _Link | None:
+        """The connection to target ``node`` (-1: the one target), opened lazily and reopened (with backoff, at
+        most ``max_reconnects`` times per replayed connection) after the target closed it; None (reported) if
+        that fails."""
+        link = state.links.get(node)
+        if link is not None and link.closed is None:
+            return link
+        if self.cluster is not None and node >= 0:
+            host, port = self.cluster.address(node)
+        else:
+            host, port = self.opt.host, self.opt.port
+        reconnect = link is not None
+        attempt = 0
+        while True:
+            if reconnect:
+                if state.reconnects >= self.opt.max_reconnects:
+                    self._conn_failed(state, f"target closed the connection {state.reconnects + 1} time(s): "
+                                             f"{link.closed if link is not None else ''}")
+                    return None
+                state.reconnects += 1
+                await trio.sleep(min(1.0, 0.05 * 2 ** attempt))
+            try:
+                stream, session = await self._open(state, host, port)
+            except ConnectionError as exc:
+                attempt += 1
+                # A first connection that fails is reported at once (as without routing); a reconnect retries.
+                if not reconnect or state.reconnects >= self.opt.max_reconnects:
+                    self._conn_failed(state, str(exc))
+                    return None
+                continue
+            break
+        if reconnect:
+            self.report.reconnects += 1
+        link = state.links[node] = _Link(node, stream)
+        if session is not None:
+            self._schedule_reauthentication(link, session)
+        assert state.nursery is not None
+        state.nursery.start_soon(self._reader, state, link)
+        return link
 
     @staticmethod
-    def _schedule_reauthentication(state: _ConnectionState, session: SaslSession) -> None:
+    def _schedule_reauthentication(link: _Link, session: SaslSession) -> None:
         """KIP-368: renew the session between 85% and 95% of its lifetime, as Kafka's clients do."""
         if session.session_lifetime_ms > 0:
-            state.reauth_at = trio.current_time() + session.session_lifetime_ms / 1000 * (0.85 + 0.1 * random.random())
+            link.reauth_at = trio.current_time() + session.session_lifetime_ms / 1000 * (0.85 + 0.1 * random.random())
         else:
-            state.reauth_at = None
+            link.reauth_at = None
 
-    async def _reauthenticate(self, state: _ConnectionState, stream: trio.abc.Stream) -> bool:
+    async def _reauthenticate(self, state: _ConnectionState, link: _Link) -> bool:
         """Re-authenticate on the connection (a new SaslHandshake + SaslAuthenticate exchange, KIP-368) once
         nothing is in flight; the reader task hands the answers over.  False if it failed (reported)."""
         assert state.credentials is not None
@@ -457,7 +596,8 @@ class _Replayer:
                                               "correlation_id": corr, "client_id": state.client_id},
                                              request_header_version(api_key, api.is_flexible(version)))
                 waiter = state.pending[corr] = _Waiter()
-                await stream.send_all(encode_frame(header + api.request.build(body, version)))
+                link.inflight.add(corr)
+                await link.stream.send_all(encode_frame(header + api.request.build(body, version)))
                 await waiter.event.wait()
                 if waiter.frame is None:
                     raise ConnectionError("the target closed the connection during re-authentication")
@@ -475,26 +615,35 @@ class _Replayer:
             for _ in range(state.max_in_flight):
                 state.slots.release()
         self.report.reauthentications += 1
-        self._schedule_reauthentication(state, session)
+        self._schedule_reauthentication(link, session)
         return True
 
     async def _run_connection(self, key: ConnKey, recs: list[tuple[int, CaptureRecord]]) -> None:
         state = _ConnectionState(key, self.opt.max_in_flight)
         state.unsent = len(recs)
         state.client_id = recs[0][1].client_id
-        order = self.orders[key]
+        if self.cluster is not None:
+            state.current = self.cluster.bootstrap_node
         await self._pace(recs[0][1])
-        stream = await self._connect(state, recs)
-        if stream is None:
-            return
-        async with stream, trio.open_nursery() as outer:
-            outer.start_soon(self._reader, state, stream)
+        try:
+            await self._replay_connection(state, recs)
+        finally:
+            with trio.CancelScope(shield=True):
+                for link in state.links.values():
+                    await trio.aclose_forcefully(link.stream)
+
+    async def _replay_connection(self, state: _ConnectionState, recs: list[tuple[int, CaptureRecord]]) -> None:
+        progress, deps, cluster = self.progress, self.plan.deps, self.cluster
+        async with trio.open_nursery() as outer:
+            state.nursery = outer
+            if await self._link(state, state.current) is None:
+                self._not_sent(state, recs)
+                return
             async with trio.open_nursery() as waiters:
                 for i, (rid, rec) in enumerate(recs):
                     await self._pace(rec)
-                    await order.wait(order.needed(rec))
-                    if state.reauth_at is not None and trio.current_time() >= state.reauth_at \
-                            and state.closed is None and not await self._reauthenticate(state, stream):
+                    await self._wait_dependencies(state, rid)
+                    if not await self._renew_sessions(state):
                         self._not_sent(state, recs[i:])
                         break
                     await state.slots.acquire()
@@ -504,18 +653,17 @@ class _Replayer:
                         break
                     corr = next(state.corr)
                     frame, entry = await self._prepare(rid, rec, corr)
-                    if rec.response is not None:
-                        state.pending[corr] = entry
-                    entry.sent_at = trio.current_time()
-                    try:
-                        await stream.send_all(encode_frame(frame))
-                    except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
-                        state.pending.pop(corr, None)
+                    if self.names is not None:
+                        frame = self._rename(frame)
+                    route: Route | None = None
+                    if cluster is not None and rec.api_key in ROUTED_APIS and entry.known:
+                        route = await self._route(state, entry, frame)
+                    if not await self._send(state, entry, frame, corr, route, waiters):
                         state.slots.release()
-                        self._conn_failed(state, f"send failed: {exc!r}")
                         self._not_sent(state, recs[i:])
                         break
                     state.unsent -= 1
+                    progress.mark_sent(*self.plan.conn_of(rid))
                     self.report.api(rec.api_key).sent += 1
                     if rec.response is None:
                         state.slots.release()
@@ -524,28 +672,207 @@ class _Replayer:
                         waiters.start_soon(self._await_response, state, entry)
             outer.cancel_scope.cancel()
 
-    async def run(self) -> ReplayReport:
+    async def _renew_sessions(self, state: _ConnectionState) -> bool:
+        """KIP-368: re-authenticate the links whose SASL session is due; False if that failed (reported)."""
         now = trio.current_time()
-        base = self.opt.base_time_ns
-        self.t0 = now if base is None else now + (base - time.time_ns()) / 1e9
-        started = time.perf_counter()
+        for link in list(state.links.values()):
+            if link.reauth_at is not None and now >= link.reauth_at and link.closed is None \
+                    and state.closed is None and not await self._reauthenticate(state, link):
+                return False
+        return True
+
+    async def _route(self, state: _ConnectionState, entry: _Entry, frame: bytes) -> Route | None:
+        """Where a request goes on a cluster target (None: the connection's current node)."""
+        assert self.cluster is not None
+        try:
+            _, body = parse_request_frame(frame)
+            entry.body = body
+            return await self.cluster.plan(entry.rec.api_key, entry.rec.api_version, body, conn=state.key)
+        except RoutingError as exc:
+            log.warning("routing %s: %s", api_name(entry.rec.api_key), exc)
+        except Exception as exc:  # noqa: BLE001 - does not parse: sent to the current node
+            log.debug("routing %s: %r", api_name(entry.rec.api_key), exc)
+        return None
+
+    async def _send(self, state: _ConnectionState, entry: _Entry, frame: bytes, corr: int, route: Route | None,
+                    waiters: trio.Nursery) -> bool:
+        """Send a request (or, split per leader, its parts) on the links of its route, reopening a link the
+        target closed; False if the connection failed (reported)."""
+        rec = entry.rec
+        if route is not None and route.parts is not None:
+            assert self.cluster is not None
+            offset = request_body_offset(frame)
+            parts: list[tuple[int, int, bytes, _Waiter]] = []
+            for node, body in route.parts.items():
+                c = next(state.corr)
+                part = rewrite_correlation_id(frame[:offset], c) + APIS[rec.api_key].request.build(body, rec.api_version)
+                parts.append((node, c, part, _Waiter()))
+            entry.sent_at = trio.current_time()
+            for node, c, part, waiter in parts:
+                if rec.response is not None:
+                    state.pending[c] = waiter
+                if not await self._send_on(state, node, c, part):
+                    for _, c2, _, _ in parts:
+                        state.pending.pop(c2, None)
+                    return False
+            self.cluster.count(rec.api_key, route, -1)
+            if rec.response is not None:
+                waiters.start_soon(self._merge_parts, state, entry, corr, parts)
+            return True
+        node = route.node if route is not None and route.node is not None else state.current
+        if rec.response is not None:
+            state.pending[corr] = entry
+        entry.sent_at = trio.current_time()
+        if not await self._send_on(state, node, corr, frame):
+            state.pending.pop(corr, None)
+            return False
+        if self.cluster is not None:
+            self.cluster.count(rec.api_key, route or Route(None), node)
+            entry.node = node
+        return True
+
+    async def _send_on(self, state: _ConnectionState, node: int, corr: int, frame: bytes) -> bool:
+        """One frame on the link to ``node``: a send that fails (the target closed the link) goes again on a
+        reopened link; False if the link cannot be reopened (reported)."""
+        while True:
+            link = await self._link(state, node)
+            if link is None:
+                return False
+            link.inflight.add(corr)
+            try:
+                await link.stream.send_all(encode_frame(frame))
+                return True
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+                link.inflight.discard(corr)
+                if link.closed is None:
+                    link.closed = f"send failed: {exc!r}"
+
+    async def _merge_parts(self, state: _ConnectionState, entry: _Entry, corr: int,
+                           parts: list[tuple[int, int, bytes, _Waiter]]) -> None:
+        """The answers to a split request's parts merged into one, in the captured order (:func:`merge_responses`)."""
+        rec = entry.rec
+        with trio.move_on_after(self.opt.timeout_s):
+            for _, _, _, waiter in parts:
+                await waiter.event.wait()
+        for _, c, _, _ in parts:
+            state.pending.pop(c, None)
+        frames = {node: w.frame for node, _, _, w in parts if w.frame is not None}
+        if len(frames) == len(parts):
+            try:
+                bodies = {n: parse_response_frame(f, rec.api_key, rec.api_version)[1] for n, f in frames.items()}
+                merged = merge_responses(rec.api_key, rec.api_version, bodies, entry.body)
+                entry.frame = bytearray(response_header_bytes(corr, rec.api_key, rec.api_version)
+                                        + APIS[rec.api_key].response.build(merged, rec.api_version))
+            except Exception as exc:  # noqa: BLE001 - a part does not parse: the first part's answer is compared
+                log.debug("merging %s answers: %r", api_name(rec.api_key), exc)
+                entry.frame = next(iter(frames.values()))
+            entry.received_at = max(w.received_at for *_, w in parts)
+            entry.event.set()
+        elif all(w.event.is_set() for *_, w in parts):
+            entry.event.set()  # a part was lost: so is the request
+        # else: timed out (left to _await_response)
+
+    async def run(self) -> ReplayReport:
         self.report.connections = len(self.conns)
-        async with trio.open_nursery() as nursery:
-            for key, recs in self.conns.items():
-                nursery.start_soon(self._run_connection, key, recs)
+        self.report.cross_dependencies = self.plan.cross_dependencies()
+        if self.opt.routed:
+            await self._start_cluster()
+        async with trio.open_nursery() as outer:
+            if self.sync is not None:
+                await outer.start(self.sync.run)
+            now = trio.current_time()
+            base = self.opt.base_time_ns
+            clock_ns = self.sync.now_ns() if self.sync is not None else time.time_ns()
+            self.t0 = now if base is None else now + (base - clock_ns) / 1e9
+            started = time.perf_counter()
+            async with trio.open_nursery() as nursery:
+                for c, recs in self.conns.items():
+                    start = self.plan.starts[c]
+                    nursery.start_soon(self._run_connection, self.plan.keys[c],
+                                       [(start + i, r) for i, r in enumerate(recs)])
+            if self.sync is not None:
+                await self.sync.flush()
+            outer.cancel_scope.cancel()
         # A base time in the future (Spark tasks start early) is waiting, not replaying.
         self.report.duration_s = time.perf_counter() - started - max(0.0, self.t0 - now)
         self.report.mappings = self.mapper.summary()
+        if self.cluster is not None:
+            stats = self.cluster.stats
+            self.report.routed = {api: Counter(nodes) for api, nodes in stats.routed.items()}
+            self.report.split, self.report.unsplittable = stats.split, stats.unsplittable
+            await self.cluster.aclose()
         return self.report
 
 
 async def replay_records(conns: dict[ConnKey, list[CaptureRecord]], options: ReplayOptions,
-                         on_progress: ProgressCallback | None = None) -> ReplayReport:
-    """Replay connections (as :func:`group_connections` returns them) against ``options``' target."""
-    replayer = _Replayer({k: v for k, v in conns.items() if v}, options, on_progress)
+                         on_progress: ProgressCallback | None = None, plan: ReplayPlan | None = None,
+                         sync: ReplaySync | None = None) -> ReplayReport:
+    """Replay connections (as :func:`group_connections` returns them) against ``options``' target.
+
+    With a ``plan`` (of a whole capture) ``conns`` may be a part of it: the others are replayed elsewhere and
+    ``sync`` brings their progress and values (without ``sync`` they count as settled)."""
+    conns = {k: v for k, v in conns.items() if v}
+    if options.scale > 1:
+        return await _replay_copies(conns, options, on_progress, plan, sync)
+    replayer = _Replayer(conns, options, on_progress, plan, sync)
     log.info("replaying %d request(s) on %d connection(s) to %s", sum(len(v) for v in conns.values()),
              len(replayer.conns), options.target)
     return await replayer.run()
+
+
+async def _replay_copies(conns: dict[ConnKey, list[CaptureRecord]], options: ReplayOptions,
+                         on_progress: ProgressCallback | None, plan: ReplayPlan | None,
+                         sync: ReplaySync | None, copies: Iterable[int] | None = None) -> ReplayReport:
+    """``--scale K``: K replayers at once (or those of ``copies``: a Spark task's share), one per copy of the
+    capture under its own names (:mod:`.rename`); each copy keeps the capture's causality within itself (copies
+    do not wait on each other)."""
+    if sync is not None:
+        raise ValueError("--scale replays whole copies: it does not take a Spark task's share of connections")
+    k = options.scale
+    mine = sorted(set(range(k) if copies is None else copies))
+    if plan is None:
+        plan = build_plan(conns, options.causality, max_speed=options.speed is None)
+    settled = [0] * len(mine)
+    totals = [0] * len(mine)
+
+    def progress_of(i: int) -> ProgressCallback | None:
+        if on_progress is None:
+            return None
+
+        def report(done: int, total: int) -> None:
+            settled[i], totals[i] = done, total
+            on_progress(sum(settled), sum(totals) if all(totals) else total * len(mine))
+        return report
+
+    replayers = [_Replayer(conns, options, progress_of(j), plan, None, copy_names(i, k)) for j, i in enumerate(mine)]
+    if not replayers:
+        return ReplayReport(options.target, options.speed, tasks=0)
+    log.info("replaying %d of %d copies of %d request(s) on %d connection(s) to %s", len(mine), k,
+             sum(len(v) for v in conns.values()), len(replayers[0].conns), options.target)
+    reports: list[ReplayReport] = []
+
+    async def run(r: _Replayer) -> None:
+        reports.append(await r.run())
+
+    async with trio.open_nursery() as nursery:
+        for r in replayers:
+            nursery.start_soon(run, r)
+    out = ReplayReport.combine(reports)
+    out.tasks, out.copy_ids = 1, set(mine)
+    out.cross_dependencies = plan.cross_dependencies()
+    return out
+
+
+def run_replay_copies(paths: Iterable[str | Path], options: ReplayOptions, copies: Iterable[int]) -> ReplayReport:
+    """``--scale``: replay the copies ``copies`` (of ``options.scale``) of a whole capture, each under its own
+    names, on a new Trio loop (a Spark task's share of the copies: the reports of all shares merge into one)."""
+    paths = list(paths)
+
+    async def main() -> ReplayReport:
+        conns = {k: v for k, v in group_connections(read_capture(paths)).items() if v}
+        return await _replay_copies(conns, options, None, None, None, list(copies))
+
+    return trio.run(main)
 
 
 async def replay_capture(paths: Iterable[str | Path], options: ReplayOptions,
