@@ -724,7 +724,10 @@ class HubSync:
         return False
 
     def _publish_progress(self, conn: int, count: int) -> None:
-        if self._needed(conn, count, 0, self._published):
+        # A settled count is a sent count too (requests settled before Progress saw them sent publish no sent
+        # count of their own).
+        needed_sent = self._needed(conn, count, 1, self._published_sent)
+        if self._needed(conn, count, 0, self._published) or needed_sent:
             self._connected().publish_progress(conn, count)
 
     def _publish_sent(self, conn: int, count: int) -> None:
