@@ -75,15 +75,13 @@ COMPONENT_IMBALANCE = 1.25
 DEALS = ("auto", "round-robin", "components")
 
 
-def index_capture(paths: Iterable[str | Path]) -> tuple[dict[ConnKey, int], int | None]:
-    """Requests per (broker id, connection id), and the first receive time of the capture."""
+def index_capture(paths: Iterable[str | Path]) -> dict[ConnKey, int]:
+    """Requests per (broker id, connection id) of the capture."""
     counts: dict[ConnKey, int] = {}
-    first: int | None = None
     for r in read_capture(paths):
         key = (r.broker_id, r.connection_id)
         counts[key] = counts.get(key, 0) + 1
-        first = r.receive_ns if first is None else min(first, r.receive_ns)
-    return counts, first
+    return counts
 
 
 def deal_connections(plan: ReplayPlan, tasks: int, deal: str = "auto") -> list[list[int]]:
@@ -215,7 +213,7 @@ def run_spark_replay(paths: Iterable[str | Path], options: ReplayOptions, master
         if not plan.keys:
             raise ValueError("the capture has no requests to replay")
         log.info("replay plan: %d request(s) on %d connection(s), %d cross-connection dependencies (%.1f s)",
-                 plan.total, len(plan.keys), plan.cross_dependencies(), time.perf_counter() - started)
+                 plan.total, len(plan.keys), plan.cross_dependencies, time.perf_counter() - started)
     units = options.scale if plan is None else len(plan.keys)
     n = min(want, units)
     slots = task_slots(sc, n)

@@ -126,8 +126,7 @@ def _use_spark(args: argparse.Namespace) -> bool:
         return False
     from ..analysis.replay_job import index_capture
 
-    counts, _ = index_capture(args.paths)
-    return len(counts) > args.spark_threshold
+    return len(index_capture(args.paths)) > args.spark_threshold
 
 
 def run_replay_command(args: argparse.Namespace) -> int:

@@ -97,7 +97,7 @@ def test_topic_data_and_group_dependencies_across_connections() -> None:
     assert _deps(plan, "m1", 0) == {}
     assert _deps(plan, "m2", 0) == {"m1": ("sent", 1)}
     assert _deps(plan, "m3", 0) == {"m1": ("sent", 1), "m2": ("sent", 1)}
-    assert plan.cross_dependencies() == 10
+    assert plan.cross_dependencies == 10
     assert [sorted(plan.keys[c][1] for c in comp) for comp in plan.components()] == \
         [["admin", "cons", "prod"], ["m1", "m2", "m3"]]
 
@@ -120,7 +120,7 @@ def test_at_max_speed_a_long_poll_is_sent_after_what_its_answer_saw() -> None:
 
 def test_connection_causality_keeps_only_each_connections_order() -> None:
     plan = build_plan(group_connections(_capture()), causality="connection")
-    assert plan.cross_dependencies() == 0
+    assert plan.cross_dependencies == 0
     assert _deps(plan, "prod", 1) == {"prod": 1}  # its own first request, answered before it was received
 
 

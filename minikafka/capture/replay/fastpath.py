@@ -12,10 +12,10 @@ takes the general path, which also learns the maps.
 from __future__ import annotations
 
 import struct
-import uuid
 from typing import Any
 
 from ...protocol.headers import request_body_offset, response_body_offset
+from .rewrite import _Mapper
 
 _FETCH = 1
 _I32 = struct.Struct(">i")
@@ -25,17 +25,6 @@ _REQUEST_SESSION_AT = {True: 17, False: 13}
 _RESPONSE_THROTTLE_AT, _RESPONSE_SESSION_AT = 0, 6
 #: Above this many mapped topic ids the byte replacement costs more than decoding.
 MAX_TOPIC_IDS = 64
-
-
-def _topic_ids(values: dict[tuple, Any]) -> list[tuple[bytes, bytes]] | None:
-    """(captured, replayed) topic id bytes of the changed mappings; None if there are too many."""
-    out = []
-    for key, value in values.items():
-        if key[0] == "topic" and isinstance(value, uuid.UUID) and isinstance(key[1], uuid.UUID) and key[1] != value:
-            out.append((key[1].bytes, value.bytes))
-            if len(out) > MAX_TOPIC_IDS:
-                return None
-    return out
 
 
 def _replace_ids(frame: bytearray, start: int, ids: list[tuple[bytes, bytes]]) -> bytearray:
@@ -48,34 +37,38 @@ def _replace_ids(frame: bytearray, start: int, ids: list[tuple[bytes, bytes]]) -
 
 
 def _map_ids(frame: bytearray, body: int, session_at: int, version: int, broker: int,
-             values: dict[tuple, Any]) -> bytearray | None:
+             mapper: _Mapper) -> bytearray | None:
     """``frame`` with the session id at ``session_at`` and (v13+) the topic ids after ``body`` mapped; None if
     one is not mapped (yet) or there are too many topic ids."""
     sid = _I32.unpack_from(frame, session_at)[0]
     if sid:
-        new = values.get(("session", broker, sid))
+        new = mapper.values.get(("session", broker, sid))
         if new is None:
             return None
         _I32.pack_into(frame, session_at, new)
     if version >= 13:
-        ids = _topic_ids(values)
-        if ids is None:
+        if len(mapper.changed_topic_ids) > MAX_TOPIC_IDS:
             return None
-        frame = _replace_ids(frame, body, ids)
+        frame = _replace_ids(frame, body, mapper.changed_topic_ids)
     return frame
 
 
-def fetch_request(frame: bytearray, version: int, broker: int, values: dict[tuple, Any]) -> bytearray | None:
+def zero_max_wait(frame: bytearray, version: int) -> None:
+    """A Fetch request frame's MaxWaitMs set to 0 (after ReplicaId before v15; first from v15 on)."""
+    _I32.pack_into(frame, request_body_offset(frame) + (4 if version < 15 else 0), 0)
+
+
+def fetch_request(frame: bytearray, version: int, broker: int, mapper: _Mapper) -> bytearray | None:
     """A Fetch request frame (correlation id already set) with its session id and topic ids mapped, or None when
     it needs the general path (a version without sessions, a session id not mapped)."""
     if version < 7:
         return None
     body = request_body_offset(frame)
-    return _map_ids(frame, body, body + _REQUEST_SESSION_AT[version < 15], version, broker, values)
+    return _map_ids(frame, body, body + _REQUEST_SESSION_AT[version < 15], version, broker, mapper)
 
 
 def fetch_answer_equal(captured: bytes | bytearray | memoryview, replayed: bytes | bytearray, version: int,
-                       broker: int, values: dict[tuple, Any], expected: Any) -> bool:
+                       broker: int, mapper: _Mapper, expected: Any) -> bool:
     """Whether a Fetch answer equals the captured one once throttle time, session id and topic ids are mapped
     (``expected``, a Counter, counts a differing throttle time as the comparison would)."""
     if version < 7 or len(captured) != len(replayed):
@@ -89,7 +82,7 @@ def fetch_answer_equal(captured: bytes | bytearray | memoryview, replayed: bytes
         throttled = True
     else:
         throttled = False
-    mapped = _map_ids(cap, body, body + _RESPONSE_SESSION_AT, version, broker, values)
+    mapped = _map_ids(cap, body, body + _RESPONSE_SESSION_AT, version, broker, mapper)
     if mapped is None or mapped != replayed:
         return False
     if throttled:

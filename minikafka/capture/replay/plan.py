@@ -64,7 +64,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...protocol.api import APIS, ApiKey
-from ...protocol.headers import request_body_offset
 from ...protocol.types import ZERO_UUID
 from ..format import CaptureRecord
 from ..frames import api_name, parse_request_frame, parse_response_frame
@@ -136,9 +135,10 @@ class ReplayPlan:
     #: Members that heartbeat with member epochs, and groups several of them heartbeated to.
     epoch_members: set[str] = field(default_factory=set)
     shared_groups: set[str] = field(default_factory=set)
-    sasl_skipped: dict[ConnKey, int] = field(default_factory=dict)
     principals: dict[ConnKey, str] = field(default_factory=dict)
     first_ns: int = 0
+    #: How many dependencies point at another connection (a measure of the capture's coupling).
+    cross_dependencies: int = 0
 
     @property
     def total(self) -> int:
@@ -154,15 +154,6 @@ class ReplayPlan:
         """(connection, position) of a rid."""
         c = bisect.bisect_right(self.starts, rid) - 1
         return c, rid - self.starts[c]
-
-    def cross_dependencies(self) -> int:
-        """How many dependencies point at another connection (a measure of the capture's coupling)."""
-        n = 0
-        for c, start in enumerate(self.starts):
-            for rid in range(start, start + self.sizes[c]):
-                d = self.deps[rid]
-                n += sum(1 for i in range(0, len(d), 2) if d[i] != c)
-        return n
 
     def components(self) -> list[list[int]]:
         """Connections grouped by the dependencies between them (union-find), biggest first."""
@@ -231,8 +222,6 @@ class _Planner:
         self.records: list[list[CaptureRecord]] = []
         for key, recs in conns.items():
             kept = replayed_records(recs)
-            if len(kept) != len(recs):
-                self.plan.sasl_skipped[key] = len(recs) - len(kept)
             if not kept:
                 continue
             self.plan.starts.append(sum(self.plan.sizes))
@@ -250,7 +239,6 @@ class _Planner:
         self.existing: set[str] = set()
         self.txn_partitions: dict[str, set[tuple[str, int]]] = defaultdict(set)
         self.txn_groups: dict[str, set[str]] = defaultdict(set)
-        self.pid_txn: dict[int, str] = {}
         self._offsets: dict[tuple[str, int], int] = {}
         self._generation = -1
         self._sessions: dict[int, set[tuple[str, int]]] = {}  # connection -> partitions of its fetch session
@@ -259,7 +247,7 @@ class _Planner:
         #: "A write waits for a read answered late that did not see it" (the read's answer shows it): kept unless
         #: it closes a cycle (high watermarks behind appends on a cluster).
         self.unseen: list[tuple[int, int, int]] = []  # (write rid, read conn, read count)
-        self.woken: dict[int, bool] = {}  # long polls sent after the write that woke them in the capture
+        self.woken: set[int] = set()  # long polls sent after the write that woke them in the capture
 
     # -- pass 0: what the whole capture tells -------------------------------------------------------
 
@@ -483,7 +471,7 @@ class _Planner:
                 self.existing.difference_update(names)
         if k in HEARTBEAT_KEYS:
             yield ("topics",), False
-        groups = _groups(k, body)
+        groups = _groups(body)
         for g in groups:
             if k in _GROUP_WRITE or k in _GROUP_READ:
                 yield ("group", g), k in _GROUP_WRITE
@@ -493,7 +481,7 @@ class _Planner:
                 yield ("groups",), True
         if k == _LIST_GROUPS:
             yield ("groups",), False
-        for tid in _transactional_ids(k, body):
+        for tid in _transactional_ids(body):
             if k in _TXN_WRITE or k in _TXN_READ:
                 yield ("txn", tid), k in _TXN_WRITE
             if k == 24:
@@ -557,12 +545,13 @@ class _Planner:
                 if sent[rid].get(c, 0) < last:
                     sent[rid][c] = last
                 plan.long_poll[rid] = 0
-                self.woken[rid] = True
+                self.woken.add(rid)
             else:
                 for c, pos in writes:
                     if d.get(c, 0) < pos + 1:
                         d[c] = pos + 1
         out: list[tuple[int, ...]] = []
+        cross = 0
         for rid, d in enumerate(deps):
             c, pos = plan.conn_of(rid)
             own = d.get(c)
@@ -573,21 +562,22 @@ class _Planner:
             sent_pairs = [(cc, n) for cc, n in sorted(sent[rid].items()) if cc != c and n > d.get(cc, 0)]
             pairs += [x for cc, n in sent_pairs for x in (cc, -n)]
             out.append(tuple(pairs))
+            cross += sum(1 for i in range(0, len(pairs), 2) if pairs[i] != c)
             if sent_pairs and rid not in self.woken:
                 recv = self.records[c][pos].receive_ns
                 gap = min(recv - self.records[cc][n - 1].receive_ns for cc, n in sent_pairs)
                 plan.sent_gap_us[rid] = max(0, min(MAX_SENT_GAP_US, gap // 1000))
-        plan.deps = out
+        plan.deps, plan.cross_dependencies = out, cross
         if self.unseen:
             with_unseen = [list(d) for d in out]
             for rid, c, n in self.unseen:
                 with_unseen[rid] += [c, n]
             candidate = [tuple(d) for d in with_unseen]
             if _acyclic(plan, candidate):
-                plan.deps = candidate
-            else:
-                log.warning("replay plan: %d write(s) after long polls that did not see them left unordered "
-                            "(their order closes a cycle)", len(self.unseen))
+                plan.deps, plan.cross_dependencies = candidate, cross + len(self.unseen)
+                return plan
+            log.warning("replay plan: %d write(s) after long polls that did not see them left unordered "
+                        "(their order closes a cycle)", len(self.unseen))
         if not _acyclic(plan, plan.deps):
             raise ValueError("the capture's dependencies form a cycle")  # a bug in the rules above
         return plan
@@ -620,10 +610,11 @@ class _Before:
 
 
 def _resource_deps(ops: list[_Op], log_like: bool, deps: list[dict[int, int]], sent: list[dict[int, int]],
-                   starts: list[int], unseen: list[tuple[int, int, int]] | None = None,
-                   late_seen: dict[int, list[tuple[int, int]]] | None = None) -> None:
+                   starts: list[int], unseen: list[tuple[int, int, int]],
+                   late_seen: dict[int, list[tuple[int, int]]]) -> None:
     """Add one resource's dependencies (see the module docstring): per request and other connection, how many of
-    its requests must have settled (``deps``) or at least been sent (``sent``)."""
+    its requests must have settled (``deps``) or at least been sent (``sent``); a long poll answered late collects
+    in ``late_seen`` the writes its answer saw, and in ``unseen`` those that wait for it."""
     writes = [o for o in ops if o.write]
     if not writes:
         return
@@ -651,11 +642,8 @@ def _resource_deps(ops: list[_Op], log_like: bool, deps: list[dict[int, int]], s
                     continue
                 seen = w.offset < o.offset if w.offset >= 0 and o.offset >= 0 else w.comp < o.until
                 if seen:
-                    if late_seen is not None:
-                        late_seen[starts[o.conn] + o.pos].append((w.conn, w.pos))
-                    elif d.get(w.conn, 0) < w.pos + 1:
-                        d[w.conn] = w.pos + 1
-                elif unseen is not None:
+                    late_seen[starts[o.conn] + o.pos].append((w.conn, w.pos))
+                else:
                     unseen.append((starts[w.conn] + w.pos, o.conn, o.pos + 1))
         return
     w_recv, w_comp = _Before(writes, False), _Before(writes, True)
@@ -755,7 +743,7 @@ def _add_partitions_topics(body: Any, tid: str) -> list[Any]:
     return [t for tx in body.get("transactions") or () if tx.get("transactional_id") == tid for t in tx.get("topics") or ()]
 
 
-def _groups(api_key: int, body: Any) -> list[str]:
+def _groups(body: Any) -> list[str]:
     out = []
     g = body.get("group_id")
     if isinstance(g, str) and g:
@@ -769,7 +757,7 @@ def _groups(api_key: int, body: Any) -> list[str]:
     return out
 
 
-def _transactional_ids(api_key: int, body: Any) -> list[str]:
+def _transactional_ids(body: Any) -> list[str]:
     out = []
     for f in ("transactional_id", "v3_and_below_transactional_id"):
         v = body.get(f)
@@ -780,11 +768,6 @@ def _transactional_ids(api_key: int, body: Any) -> list[str]:
             out.append(tid)
     out += [t for t in body.get("transactional_ids") or () if isinstance(t, str)]
     return out
-
-
-def fetch_max_wait_offset(request: bytes | bytearray | memoryview, api_version: int) -> int:
-    """Where a Fetch request frame holds MaxWaitMs (after ReplicaId before v15; first from v15 on)."""
-    return request_body_offset(request) + (4 if api_version < 15 else 0)
 
 
 def build_plan(conns: dict[ConnKey, list[CaptureRecord]], causality: str = "global",

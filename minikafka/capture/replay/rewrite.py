@@ -64,6 +64,8 @@ class _Mapper:
 
     def __init__(self) -> None:
         self.values: dict[tuple, Any] = {}
+        #: The topic ids mapped to other ids, as raw bytes (captured, replayed): the Fetch fast path patches them.
+        self.changed_topic_ids: list[tuple[bytes, bytes]] = []
         self._pending: dict[tuple, trio.Event] = {}
         #: Per member using member epochs: (the epoch it last got in the capture, the one the target gave).
         self.member_epochs: dict[str, tuple[int, int]] = {}
@@ -88,21 +90,25 @@ class _Mapper:
         self._pending.setdefault(key, trio.Event())
 
     def learn(self, key: tuple, value: Any) -> None:
-        if key not in self.values:
-            self.values[key] = value
-            if self.on_learn is not None:
-                self.on_learn(key, value)
-        ev = self._pending.pop(key, None)
-        if ev is not None:
-            ev.set()
+        if self._store(key, value) and self.on_learn is not None:
+            self.on_learn(key, value)
 
     def apply_remote(self, key: tuple, value: Any) -> None:
         """A value another Spark task learned (its connections introduced it)."""
-        if key not in self.values:
+        self._store(key, value)
+
+    def _store(self, key: tuple, value: Any) -> bool:
+        """Keep the first value of ``key`` (True if it is new) and wake what waits for it."""
+        new = key not in self.values
+        if new:
             self.values[key] = value
+            if key[0] == "topic" and isinstance(key[1], uuid.UUID) and isinstance(value, uuid.UUID) \
+                    and key[1] != value:
+                self.changed_topic_ids.append((key[1].bytes, value.bytes))
         ev = self._pending.pop(key, None)
         if ev is not None:
             ev.set()
+        return new
 
     def note_member_epoch(self, member: str, epochs: tuple[int, int], remote: bool = False) -> None:
         """After a heartbeat: (the epoch the member got in the capture, the one the target gave)."""

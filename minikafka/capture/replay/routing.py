@@ -50,6 +50,9 @@ from ...protocol.types import ZERO_UUID
 
 log = logging.getLogger(__name__)
 
+#: Errors that end a connection to the target (ssl.SSLError is an OSError).
+CONNECTION_ERRORS = (OSError, ConnectionError, trio.TooSlowError, trio.BrokenResourceError, trio.ClosedResourceError)
+
 TopicKey = str | UUID  # a topic's name, or its id
 PartitionKey = tuple[TopicKey, int]
 #: Opens a stream to (host, port) ready for requests (TLS handshake and SASL authentication done).
@@ -409,8 +412,7 @@ class TargetCluster:
                         with trio.CancelScope(shield=True):
                             await trio.aclose_forcefully(stream)
                         raise
-            except (OSError, ConnectionError, trio.TooSlowError, trio.BrokenResourceError,
-                    trio.ClosedResourceError) as exc:
+            except CONNECTION_ERRORS as exc:
                 last = exc
                 log.debug("target %s:%d: %r", host, port, exc)
                 continue
@@ -431,8 +433,7 @@ class TargetCluster:
             try:
                 with trio.fail_after(self.request_timeout_s):
                     return v, await conn.request(api_key, v, body)
-            except (OSError, ConnectionError, trio.TooSlowError, trio.BrokenResourceError,
-                    trio.ClosedResourceError) as exc:
+            except CONNECTION_ERRORS as exc:
                 self._conn = None
                 with trio.CancelScope(shield=True):
                     await trio.aclose_forcefully(conn.stream)

@@ -7,7 +7,6 @@ import itertools
 import logging
 import random
 import ssl
-import struct
 import time
 from collections import Counter, defaultdict
 from collections.abc import Iterable
@@ -32,7 +31,7 @@ from ..frames import (
     rewrite_correlation_id,
 )
 from .causality import Progress
-from .fastpath import fetch_answer_equal, fetch_request
+from .fastpath import fetch_answer_equal, fetch_request, zero_max_wait
 from .compare import _INDEX_RE, _Comparison
 from .options import ConnKey, ReplayOptions, SaslCredentials
 from .rename import CopyNames, copy_names, rename_client_id, rename_request_frame, unrename_response
@@ -42,10 +41,9 @@ from .plan import (
     ReplayPlan,
     build_plan,
     connection_principal,
-    fetch_max_wait_offset,
     replayed_records,
 )
-from .routing import OBSERVED_APIS, ROUTED_APIS, Route, RoutingError, TargetCluster, merge_responses
+from .routing import CONNECTION_ERRORS, OBSERVED_APIS, ROUTED_APIS, Route, RoutingError, TargetCluster, merge_responses
 from .rewrite import (
     _REQUEST_KINDS,
     _batch_producers,
@@ -60,10 +58,6 @@ __all__ = ["SASL_API_KEYS", "ReplaySync", "connection_principal", "group_connect
 
 log = logging.getLogger(__name__)
 
-#: Errors that end a replayed connection while it is being set up.
-_CONNECT_ERRORS = (OSError, ConnectionError, trio.TooSlowError, trio.BrokenResourceError, trio.ClosedResourceError,
-                   ssl.SSLError)
-_MAX_WAIT = struct.Struct(">i")
 
 
 def group_connections(records: Iterable[CaptureRecord],
@@ -240,12 +234,12 @@ class _Replayer:
     # -- per request ----------------------------------------------------------------------------
 
     def _raw(self, rid: int, rec: CaptureRecord, corr: int) -> bytes:
-        """The captured frame with the replay's correlation id (and, at max speed, a long poll that found
-        nothing in the capture not waiting: its MaxWaitMs set to 0)."""
+        """The captured frame with the replay's correlation id (and, at max speed, a long poll the plan answers
+        at once: its MaxWaitMs set to 0)."""
         frame = bytearray(rec.request)
         frame[4:8] = corr.to_bytes(4, "big", signed=True)
         if self.opt.speed is None and self.plan.long_poll[rid]:
-            _MAX_WAIT.pack_into(frame, fetch_max_wait_offset(frame, rec.api_version), 0)
+            zero_max_wait(frame, rec.api_version)
             self.report.long_polls_shortened += 1
         return bytes(frame)
 
@@ -254,8 +248,7 @@ class _Replayer:
         if not self.plan.mapped[rid]:
             return self._raw(rid, rec, corr), _Entry(rid, rec, None, known=rec.api_key in APIS)
         if rec.api_key == ApiKey.FETCH:
-            fast = fetch_request(bytearray(self._raw(rid, rec, corr)), rec.api_version, rec.broker_id,
-                                 self.mapper.values)
+            fast = fetch_request(bytearray(self._raw(rid, rec, corr)), rec.api_version, rec.broker_id, self.mapper)
             if fast is not None:
                 if fast != rec.request:
                     self.report.api(rec.api_key).rewritten += 1
@@ -364,7 +357,7 @@ class _Replayer:
             st.equal += 1  # byte for byte (after the correlation id): nothing to map or compare
             return
         if rec.api_key == ApiKey.FETCH and rec.response is not None and self.names is None and fetch_answer_equal(
-                rec.response, frame, rec.api_version, rec.broker_id, self.mapper.values, st.expected_differences):
+                rec.response, frame, rec.api_version, rec.broker_id, self.mapper, st.expected_differences):
             st.equal += 1  # equal once its session id and topic ids are mapped
             return
         ctx = entry.ctx
@@ -515,7 +508,7 @@ class _Replayer:
         try:
             with trio.fail_after(self.opt.connect_timeout_s):
                 stream = await open_stream(host, port, self.ssl_context)
-        except _CONNECT_ERRORS as exc:
+        except CONNECTION_ERRORS as exc:
             cause = exc.__cause__ if isinstance(exc, trio.BrokenResourceError) and exc.__cause__ else exc
             raise ConnectionError(f"connect failed: {cause!r}") from exc
         if credentials is None:
@@ -525,7 +518,7 @@ class _Replayer:
             with trio.fail_after(self.opt.timeout_s):
                 session = await sasl_authenticate(KafkaConnection(stream, state.client_id).request,
                                                   sec.sasl_mechanism or "", credentials.username, credentials.password)
-        except (*_CONNECT_ERRORS, SaslAuthenticationError) as exc:
+        except (*CONNECTION_ERRORS, SaslAuthenticationError) as exc:
             if isinstance(exc, SaslAuthenticationError):
                 self.report.authentication_failures += 1
             with trio.CancelScope(shield=True):
@@ -606,7 +599,7 @@ class _Replayer:
             with trio.fail_after(self.opt.timeout_s):
                 session = await sasl_authenticate(request, self.opt.security.sasl_mechanism or "",
                                                   state.credentials.username, state.credentials.password)
-        except (*_CONNECT_ERRORS, SaslAuthenticationError) as exc:
+        except (*CONNECTION_ERRORS, SaslAuthenticationError) as exc:
             if isinstance(exc, SaslAuthenticationError):
                 self.report.authentication_failures += 1
             self._conn_failed(state, f"SASL re-authentication as {state.credentials.username} failed: {exc}")
@@ -774,7 +767,7 @@ class _Replayer:
 
     async def run(self) -> ReplayReport:
         self.report.connections = len(self.conns)
-        self.report.cross_dependencies = self.plan.cross_dependencies()
+        self.report.cross_dependencies = self.plan.cross_dependencies
         if self.opt.routed:
             await self._start_cluster()
         async with trio.open_nursery() as outer:
@@ -859,7 +852,7 @@ async def _replay_copies(conns: dict[ConnKey, list[CaptureRecord]], options: Rep
             nursery.start_soon(run, r)
     out = ReplayReport.combine(reports)
     out.tasks, out.copy_ids = 1, set(mine)
-    out.cross_dependencies = plan.cross_dependencies()
+    out.cross_dependencies = plan.cross_dependencies
     return out
 
 
