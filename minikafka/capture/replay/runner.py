@@ -354,7 +354,9 @@ class _Replayer:
         rec, frame = entry.rec, entry.frame
         assert frame is not None
         if rec.response is not None and len(frame) == len(rec.response) and frame[4:] == rec.response[4:]:
-            st.equal += 1  # byte for byte (after the correlation id): nothing to map or compare
+            st.equal += 1  # byte for byte (after the correlation id): nothing to compare, values map to themselves
+            for key in self.introduces.get(entry.rid, ()):
+                self.mapper.learn(key, key[-1])
             return
         if rec.api_key == ApiKey.FETCH and rec.response is not None and self.names is None and fetch_answer_equal(
                 rec.response, frame, rec.api_version, rec.broker_id, self.mapper, st.expected_differences):
