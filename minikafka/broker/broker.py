@@ -17,6 +17,8 @@ Use :func:`serve_broker` as an async context manager from Python, or
 from __future__ import annotations
 
 import logging
+import math
+import sys
 import uuid
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
@@ -45,6 +47,8 @@ from .share.partition_state import ShareStateStore
 from .handlers.registry import build_handlers
 from .metadata import MAX_PARTITIONS_PER_BATCH, ClusterMetadata, MetadataError
 from .producer_state import ProducerIdManager
+from .coordinator_log import compacted_log_config
+from .log.cleaner_manager import CleanerConfig, LogCleaner
 from .purgatory import DelayedOperationPurgatory
 from .quota import QuotaConfigs, QuotaManagers, ThrottledChannelReaper
 from .quota.entity import parse_quota_spec
@@ -257,7 +261,7 @@ class Broker:
                                                           shared.group_coordinator)
         self.share_groups: ShareGroupCoordinator = shared.share_groups
         if shared.share_state is None:
-            shared.share_state = ShareStateStore(config.data_dir)
+            shared.share_state = share_state_store(config, config.data_dir, shared.metadata, clock)
         # ACL authorization (Kafka's authorizer.class.name); None: every request is allowed.
         self.authorizer = broker_authorizer(config, shared.acls)
         self.shared = shared
@@ -294,6 +298,11 @@ class Broker:
                                                      self.follower_quota, self.inter_broker)
         self.replica_manager.fetchers = self.fetcher_manager
         rm = self.replica_manager
+        # The log cleaner compacts this broker's replicas of compacted topics (leaders and followers alike).
+        self.log_cleaner = log_cleaner_for(config, rm.log_manager.data_dir, clock)
+        self.log_cleaner.add_source(rm.cleaner_targets)
+        if shared.owns_groups:  # a lone broker also compacts its coordinators' internal logs
+            add_coordinator_logs(self.log_cleaner, shared)
         self.leader_quota.set_hosted(lambda: [k for k, p in rm.partitions.items() if p.is_leader])
         self.follower_quota.set_hosted(lambda: [k for k, p in rm.partitions.items() if not p.is_leader])
         # KIP-932 share-partitions this broker leads; their state is shared (a new leader reads it).
@@ -403,6 +412,7 @@ class Broker:
         out.update(self.request_stats_observer.metrics())
         out.update(self.broker_metrics_observer.metrics())
         out.update(self.faults.metrics(self.node_id))
+        out.update(self.log_cleaner.metrics())
         out.update(server_metrics(self.pool, self.server.open_connections, (self.delayed_fetch, self.delayed_produce)))
         prefix = "kafka.server:type=socket-server-metrics,name="
         out[prefix + "successful-authentication-total"] = self.successful_authentications
@@ -439,6 +449,7 @@ class Broker:
                 nursery.start_soon(run_reaper, self.reaper)
                 nursery.start_soon(self.share_partitions.run)
                 nursery.start_soon(self._retention_loop)
+                await nursery.start(self.log_cleaner.run)
                 if self.config.capture_dir is not None:
                     self._start_capture(nursery)
                 port = await nursery.start(self.server.serve)
@@ -502,6 +513,7 @@ class Broker:
         rm = self.replica_manager
         if kind == "deleted":
             rm.remove_topic(name)
+            self.log_cleaner.forget_topic(name)
             self.apply_replication_throttles(name)
             return
         topic = self.metadata.get_topic(name)
@@ -510,6 +522,8 @@ class Broker:
         if kind in ("created", "config"):
             self.apply_replication_throttles(name)
             if kind == "config":
+                rm.apply_log_config(topic)
+                self.log_cleaner.wake()
                 return
         if kind in ("created", "partitions"):
             rm.ensure_partitions(topic)
@@ -580,6 +594,34 @@ class Broker:
     def add_partitions(self, name: str, total: int, assignments: list[list[int]] | None = None) -> None:
         topic = self.metadata.add_partitions(name, total, assignments)
         self.replica_manager.ensure_partitions(topic)
+
+
+def share_state_store(config: BrokerConfig, data_dir: Path | None, metadata: ClusterMetadata,
+                      clock: Clock) -> ShareStateStore:
+    """The ``__share_group_state`` store, a compacted log in ``data_dir`` (in memory without one)."""
+    return ShareStateStore(data_dir, metadata, now_ms=clock.time_ms, config=compacted_log_config(
+        config.share_coordinator_state_topic_segment_bytes, config.topic_defaults()))
+
+
+def log_cleaner_for(config: BrokerConfig, checkpoint_dir: Path | None, clock: Clock) -> LogCleaner:
+    """A log cleaner configured by the broker's ``log.cleaner.*`` keys."""
+    return LogCleaner(CleanerConfig(
+        enable=config.log_cleaner_enable, threads=config.log_cleaner_threads,
+        backoff_ms=config.log_cleaner_backoff_ms, dedupe_buffer_size=config.log_cleaner_dedupe_buffer_size,
+        load_factor=config.log_cleaner_io_buffer_load_factor,
+        io_max_bytes_per_second=(math.inf if config.log_cleaner_io_max_bytes_per_second >= sys.float_info.max
+                                 else config.log_cleaner_io_max_bytes_per_second)),
+        checkpoint_dir=checkpoint_dir, clock=clock)
+
+
+def add_coordinator_logs(cleaner: LogCleaner, shared: SharedState) -> None:
+    """Have ``cleaner`` compact ``__consumer_offsets``, ``__transaction_state`` and ``__share_group_state``
+    (once per process: a cluster's brokers share these coordinators)."""
+    cleaner.add_source(shared.group_coordinator.cleaner_targets)
+    if shared.txn_coordinator is not None:
+        cleaner.add_source(shared.txn_coordinator.cleaner_targets)
+    if shared.share_state is not None:
+        cleaner.add_source(shared.share_state.cleaner_targets)
 
 
 @asynccontextmanager

@@ -16,11 +16,11 @@ that truncates via OffsetForLeaderEpoch before it fetches.
 Deliberate differences: no ZooKeeper/KRaft quorum or broker heartbeats
 (failure is what ``stop_broker`` says), no controlled shutdown, no preferred
 leader election.  Groups: FindCoordinator names the lowest live broker, and
-all brokers share one group coordinator (offsets in
-``<data_dir>/__consumer_offsets``), so groups and committed offsets survive the
+all brokers share one group coordinator (offsets in the compacted log
+``<data_dir>/__consumer_offsets-0``), so groups and committed offsets survive the
 coordinator broker stopping, as if ``__consumer_offsets`` were replicated.
 Transactions likewise: one shared transaction coordinator (state in
-``<data_dir>/__transaction_state``), whose markers go to the partition leaders
+``<data_dir>/__transaction_state-0``), whose markers go to the partition leaders
 over the wire (WriteTxnMarkers).  SCRAM credentials too: one store (``<data_dir>/__scram_credentials``).
 ACLs likewise: one :class:`~minikafka.broker.security.authorizer.AclStore` for every broker's authorizer
 (``<data_dir>/acls.json``).
@@ -37,7 +37,8 @@ from typing import Any, AsyncIterator
 import trio
 
 from ..common import SYSTEM_CLOCK, Clock
-from .broker import Broker, SharedState, check_data_dir, open_acl_store, share_group_coordinator
+from .broker import (Broker, SharedState, add_coordinator_logs, check_data_dir, log_cleaner_for, open_acl_store,
+                     share_group_coordinator, share_state_store)
 from .config import BrokerConfig, ConfigError
 from .dynamic_config import DynamicConfigStore
 from .faults import FaultInjector
@@ -48,7 +49,6 @@ from .producer_state import ProducerIdManager
 from .security.listeners import ListenerError, parse_listeners
 from .services import HandlerTimer
 from .security.scram import ScramCredentialStore
-from .share.partition_state import ShareStateStore
 from .txn import TransactionCoordinator
 
 log = logging.getLogger(__name__)
@@ -89,14 +89,17 @@ class Cluster:
         # KIP-932 share-group membership, one coordinator for every broker (as the group coordinator).
         self.share_groups = share_group_coordinator(base, self.metadata, self.group_configs, self.group_coordinator)
         # KIP-932 share-partition state, one store for every broker (as if __share_group_state were replicated):
-        # a partition's new leader reads what the old one wrote, in <data_dir>/__share_group_state.
-        self.share_state = ShareStateStore(self.data_dir)
+        # a partition's new leader reads what the old one wrote, in <data_dir>/__share_group_state-0.
+        self.share_state = share_state_store(base, self.data_dir, self.metadata, clock)
         _warn_if_brokers_unauthorized(base)
         self.shared = SharedState(self.metadata, self.group_coordinator, self.producer_ids, self.dynamic_configs,
                                   acls=self.acls, group_configs=self.group_configs, share_groups=self.share_groups,
                                   share_state=self.share_state,
                                   faults=self.faults, txn_coordinator=self.txn_coordinator, owns_groups=False,
                                   clustered=True, scram_credentials=self.scram_credentials)
+        # The coordinators' internal logs are compacted once for the cluster (each broker compacts its replicas).
+        self.log_cleaner = log_cleaner_for(base, self.data_dir, clock)
+        add_coordinator_logs(self.log_cleaner, self.shared)
         self.configs: dict[int, BrokerConfig] = {
             i: dataclasses.replace(
                 base, node_id=i, port=base.port + i if base.port else 0,
@@ -140,6 +143,7 @@ class Cluster:
                 nursery.start_soon(self.group_coordinator.run)
                 nursery.start_soon(self.share_groups.run)
                 await nursery.start(self.txn_coordinator.run)
+                await nursery.start(self.log_cleaner.run)
                 for i in self.broker_ids:
                     await self.start_broker(i)
                 task_status.started(self)

@@ -36,14 +36,18 @@ class ConfigError(StartupError, ValueError):
 # Lower bounds Kafka's ConfigDef validates (``atLeast``) for the keys where nonsense would break the broker.
 _AT_LEAST = {
     "num_partitions": 1, "default_replication_factor": 1, "message_max_bytes": 0, "socket_request_max_bytes": 1,
-    "log_segment_bytes": 14, "log_index_interval_bytes": 0, "max_connections": 0, "max_connections_per_ip": 0,
+    "log_segment_bytes": 14, "log_cleaner_threads": 0, "log_cleaner_backoff_ms": 0,
+    "log_cleaner_dedupe_buffer_size": 24, "log_cleaner_delete_retention_ms": 0, "log_cleaner_min_compaction_lag_ms": 0,
+    "log_cleaner_max_compaction_lag_ms": 1, "log_message_timestamp_before_max_ms": 0,
+    "log_message_timestamp_after_max_ms": 0, "log_index_interval_bytes": 0, "max_connections": 0, "max_connections_per_ip": 0,
     "connections_max_idle_ms": 1, "max_partitions": 1, "quota_window_num": 1, "quota_window_size_seconds": 1,
     "replication_quota_window_num": 1, "replication_quota_window_size_seconds": 1, "min_insync_replicas": 1,
     "max_incremental_fetch_session_cache_slots": 0, "fetch_max_bytes": 0, "port": 0,
     "transaction_max_timeout_ms": 1, "transaction_abort_timed_out_transaction_cleanup_interval_ms": 1,
     "transaction_remove_expired_transaction_cleanup_interval_ms": 1, "transactional_id_expiration_ms": 1,
     "connections_max_reauth_ms": 0, "sasl_server_max_receive_size": 1,
-    "offsets_topic_num_partitions": 1, "group_consumer_session_timeout_ms": 1, "group_consumer_heartbeat_interval_ms": 1,
+    "offsets_topic_num_partitions": 1, "offsets_topic_segment_bytes": 1,
+    "transaction_state_log_segment_bytes": 1, "share_coordinator_state_topic_segment_bytes": 1, "group_consumer_session_timeout_ms": 1, "group_consumer_heartbeat_interval_ms": 1,
     "group_share_session_timeout_ms": 1, "group_share_heartbeat_interval_ms": 1,
     "group_share_record_lock_duration_ms": 1, "group_share_delivery_count_limit": 2,
     "group_share_partition_max_record_locks": 1,
@@ -87,6 +91,21 @@ class BrokerConfig:
     log_roll_ms: int = 168 * _HOUR_MS
     log_index_interval_bytes: int = 4096
     log_message_timestamp_type: str = "CreateTime"
+    # Per-record timestamp bounds (Kafka's log.message.timestamp.{before,after}.max.ms, KIP-937).
+    log_message_timestamp_before_max_ms: int = 9223372036854775807
+    log_message_timestamp_after_max_ms: int = 9223372036854775807
+    # The log cleaner (Kafka's log.cleaner.* keys and the compaction defaults of every topic).
+    log_cleanup_policy: str = "delete"
+    log_cleaner_enable: bool = True
+    log_cleaner_threads: int = 1
+    log_cleaner_backoff_ms: int = 15000
+    log_cleaner_dedupe_buffer_size: int = 134217728
+    log_cleaner_io_buffer_load_factor: float = 0.9
+    log_cleaner_io_max_bytes_per_second: float = 1.7976931348623157e308  # Kafka's Double.MaxValue: no limit
+    log_cleaner_delete_retention_ms: int = 86400000
+    log_cleaner_min_cleanable_ratio: float = 0.5
+    log_cleaner_min_compaction_lag_ms: int = 0
+    log_cleaner_max_compaction_lag_ms: int = 9223372036854775807
     offsets_retention_minutes: int = 10080
     group_initial_rebalance_delay_ms: int = 3000
     group_min_session_timeout_ms: int = 6000
@@ -121,6 +140,10 @@ class BrokerConfig:
     group_share_max_share_sessions: int = 2000
     # The __consumer_offsets topic: its partition count places each group's coordinator.
     offsets_topic_num_partitions: int = 50
+    # Segment sizes of the coordinators' compacted internal topics (Kafka's defaults).
+    offsets_topic_segment_bytes: int = 104857600
+    transaction_state_log_segment_bytes: int = 104857600
+    share_coordinator_state_topic_segment_bytes: int = 104857600
     min_insync_replicas: int = 1
     transactional_id_expiration_ms: int = 604800000
     transaction_max_timeout_ms: int = 900000
@@ -287,6 +310,19 @@ class BrokerConfig:
         "log.roll.ms": "log_roll_ms",
         "log.index.interval.bytes": "log_index_interval_bytes",
         "log.message.timestamp.type": "log_message_timestamp_type",
+        "log.message.timestamp.before.max.ms": "log_message_timestamp_before_max_ms",
+        "log.message.timestamp.after.max.ms": "log_message_timestamp_after_max_ms",
+        "log.cleanup.policy": "log_cleanup_policy",
+        "log.cleaner.enable": "log_cleaner_enable",
+        "log.cleaner.threads": "log_cleaner_threads",
+        "log.cleaner.backoff.ms": "log_cleaner_backoff_ms",
+        "log.cleaner.dedupe.buffer.size": "log_cleaner_dedupe_buffer_size",
+        "log.cleaner.io.buffer.load.factor": "log_cleaner_io_buffer_load_factor",
+        "log.cleaner.io.max.bytes.per.second": "log_cleaner_io_max_bytes_per_second",
+        "log.cleaner.delete.retention.ms": "log_cleaner_delete_retention_ms",
+        "log.cleaner.min.cleanable.ratio": "log_cleaner_min_cleanable_ratio",
+        "log.cleaner.min.compaction.lag.ms": "log_cleaner_min_compaction_lag_ms",
+        "log.cleaner.max.compaction.lag.ms": "log_cleaner_max_compaction_lag_ms",
         "log.dirs": "data_dir",
         "log.dir": "data_dir",
         "offsets.retention.minutes": "offsets_retention_minutes",
@@ -296,6 +332,9 @@ class BrokerConfig:
         "group.max.size": "group_max_size",
         "group.coordinator.rebalance.protocols": "group_coordinator_rebalance_protocols",
         "offsets.topic.num.partitions": "offsets_topic_num_partitions",
+        "offsets.topic.segment.bytes": "offsets_topic_segment_bytes",
+        "transaction.state.log.segment.bytes": "transaction_state_log_segment_bytes",
+        "share.coordinator.state.topic.segment.bytes": "share_coordinator_state_topic_segment_bytes",
         "group.consumer.session.timeout.ms": "group_consumer_session_timeout_ms",
         "group.consumer.min.session.timeout.ms": "group_consumer_min_session_timeout_ms",
         "group.consumer.max.session.timeout.ms": "group_consumer_max_session_timeout_ms",
@@ -428,8 +467,14 @@ class BrokerConfig:
             "message.timestamp.type": self.log_message_timestamp_type,
             "max.message.bytes": str(self.message_max_bytes),
             "min.insync.replicas": str(self.min_insync_replicas),
-            "cleanup.policy": "delete",
+            "cleanup.policy": self.log_cleanup_policy,
             "compression.type": "producer",
+            "delete.retention.ms": str(self.log_cleaner_delete_retention_ms),
+            "min.cleanable.dirty.ratio": repr(self.log_cleaner_min_cleanable_ratio),
+            "min.compaction.lag.ms": str(self.log_cleaner_min_compaction_lag_ms),
+            "max.compaction.lag.ms": str(self.log_cleaner_max_compaction_lag_ms),
+            "message.timestamp.before.max.ms": str(self.log_message_timestamp_before_max_ms),
+            "message.timestamp.after.max.ms": str(self.log_message_timestamp_after_max_ms),
         }
 
 
@@ -458,6 +503,11 @@ def _coerce(key: str, value: str, current: Any, attr: str) -> Any:
         return v == "true"
     if isinstance(current, int):
         return _parse_int(key, value, attr)
+    if isinstance(current, float):
+        try:
+            return float(value.strip())
+        except ValueError:
+            raise ConfigError(key, value, "Not a number of type DOUBLE") from None
     return value
 
 

@@ -1,4 +1,5 @@
-"""Replaying an append-only JSON-lines state log (the offsets log, the share-group state log).
+"""Replaying an append-only JSON-lines state log: the offsets, transaction and share-group state logs of
+earlier versions, which the coordinators migrate on load into their compacted logs.
 
 Each line is one JSON record. A torn last line (a crash mid-append) is dropped and the file truncated to the
 last whole record; an unreadable record in the middle is skipped with a warning.

@@ -8,6 +8,7 @@ from typing import NamedTuple
 from ..common import TopicPartition
 from ..protocol.errors import ErrorCode
 from .log import Log
+from .log.validator import RecordError
 from .producer_state import ProducerStateManager
 
 
@@ -61,9 +62,13 @@ class Partition:
 
 
 class ProduceResult(NamedTuple):
+    """One partition's append (Kafka's ``LogAppendResult``); ``record_errors`` name the records of a batch
+    refused by the per-record checks (KIP-467)."""
+
     error: ErrorCode
     base_offset: int = -1
     log_append_time: int = -1
     log_start_offset: int = -1
     message: str | None = None
     last_offset: int = -1  # the last offset appended (or of the duplicate), for acks=all
+    record_errors: tuple[RecordError, ...] = ()

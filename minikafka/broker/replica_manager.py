@@ -1,7 +1,9 @@
 """Partitions hosted by this broker and the append/read paths (Kafka's ``ReplicaManager``).
 
 ``append_records`` validates each produce batch by its 61-byte header and
-CRC only (records are never decoded), checks idempotent-producer sequences,
+CRC only (records are decoded only where a per-record check of Kafka's
+``LogValidator`` can fail: compacted topics, bounded timestamps; see
+:mod:`~minikafka.broker.log.validator`), checks idempotent-producer sequences,
 and appends; logs return stored batches as opaque chunks.  A change to a
 partition wakes only the delayed fetches and produces watching that partition
 (:class:`~minikafka.broker.purgatory.DelayedOperationPurgatory`).  It depends
@@ -20,6 +22,7 @@ replica keeps ``Log.auto_advance_hw`` (HW = LEO), so a lone broker behaves as be
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Protocol
 
 from ..common import SYSTEM_CLOCK, Clock, TopicMetadata, TopicPartition
@@ -30,7 +33,9 @@ from ..protocol.records import (ControlRecordType, CorruptRecordError, RecordBat
                                 iter_batches, read_end_txn_marker)
 from .config import BrokerConfig
 from .log import LogConfig, LogManager
+from .log.cleaner_manager import CleanerTarget
 from .log.txn_index import AbortedTxn
+from .log.validator import INT64_MAX, needs_record_validation, validate_records
 from .partition import Partition, ProduceResult, ReplicaState
 from .producer_state import BatchMetadata, CompletedTxn, ProducerStateManager
 from .purgatory import DelayedOperationPurgatory
@@ -81,7 +86,24 @@ def log_config_for(topic: TopicMetadata, defaults: dict[str, str]) -> LogConfig:
         message_timestamp_type=cfg["message.timestamp.type"],
         index_interval_bytes=int(cfg["index.interval.bytes"]),
         segment_ms=int(cfg["segment.ms"]),
+        cleanup_policy=frozenset(v.strip() for v in cfg["cleanup.policy"].split(",") if v.strip()),
+        delete_retention_ms=int(cfg["delete.retention.ms"]),
+        min_cleanable_dirty_ratio=float(cfg["min.cleanable.dirty.ratio"]),
+        min_compaction_lag_ms=int(cfg["min.compaction.lag.ms"]),
+        max_compaction_lag_ms=int(cfg["max.compaction.lag.ms"]),
+        max_message_bytes=int(cfg["max.message.bytes"]),
+        timestamp_before_max_ms=_timestamp_bound(cfg, "message.timestamp.before.max.ms"),
+        timestamp_after_max_ms=_timestamp_bound(cfg, "message.timestamp.after.max.ms"),
     )
+
+
+def _timestamp_bound(cfg: dict[str, str], key: str) -> int:
+    """A KIP-937 timestamp bound; left at its default (unbounded) it falls back to the deprecated
+    ``message.timestamp.difference.max.ms``, as Kafka 3.6+ ``LogConfig`` does."""
+    value = int(cfg[key])
+    if value == INT64_MAX:
+        return int(cfg.get("message.timestamp.difference.max.ms", INT64_MAX))
+    return value
 
 
 class ReplicaManager:
@@ -134,6 +156,18 @@ class ReplicaManager:
                 if lg.log_end_offset > lg.log_start_offset:
                     self.rebuild_producer_state(part)  # a loaded log: open transactions, aborted index
 
+    def apply_log_config(self, topic: TopicMetadata) -> None:
+        """A topic's configs changed (IncrementalAlterConfigs): its logs take the new LogConfig."""
+        cfg = log_config_for(topic, self.config.topic_defaults())
+        for (name, _), part in self.partitions.items():
+            if name == topic.name:
+                part.log.config = cfg
+
+    def cleaner_targets(self) -> list[CleanerTarget]:
+        """This broker's replicas of compacted topics, for the log cleaner."""
+        return [CleanerTarget(f"{tp[0]}-{tp[1]}", part.log, _lso_of(part), _producers_of(part))
+                for tp, part in self.partitions.items() if part.log.config.compact]
+
     def remove_topic(self, name: str) -> None:
         for key in [k for k in self.partitions if k[0] == name]:
             part = self.partitions.pop(key)
@@ -177,6 +211,16 @@ class ReplicaManager:
         if not batches:
             return ProduceResult(ErrorCode.CORRUPT_MESSAGE, message="no complete record batch")
         lg = part.log
+        if needs_record_validation(lg.config, batches):  # compacted or timestamp-bounded: decode the records
+            try:
+                failure = validate_records(batches, lg.config, part.tp, now_ms)
+            except CorruptRecordError as exc:
+                return ProduceResult(ErrorCode.CORRUPT_MESSAGE, message=str(exc))
+            if failure is not None:
+                log.debug("Error processing append operation on partition %s-%d: %s", part.topic, part.index,
+                         failure.message)
+                return ProduceResult(failure.error, -1, -1, lg.log_start_offset, failure.message,
+                                     record_errors=failure.record_errors)
         # Idempotence: every batch of an idempotent producer must be in sequence; transactional batches
         # must come from a producer id, and a producer with a transaction open here sends only those.
         to_append: list[tuple[RecordBatchHeader, memoryview]] = []
@@ -449,6 +493,18 @@ class ReplicaManager:
         """Wake the fetches and produces waiting on ``tp`` (and only those)."""
         self.delayed_fetch.check_and_complete(tp)
         self.delayed_produce.check_and_complete(tp)
+
+
+def _lso_of(part: Partition) -> Callable[[], int]:
+    return lambda: part.last_stable_offset
+
+
+def _producers_of(part: Partition) -> Callable[[], dict[int, tuple[int, int]]]:
+    """Each producer's last data offset (-1: none) and epoch (Kafka ``lastRecordsOfActiveProducers``)."""
+    def snapshot() -> dict[int, tuple[int, int]]:
+        return {pid: (e.batches[-1].last_offset if e.batches else -1, e.epoch)
+                for pid, e in part.producers.producers.items()}
+    return snapshot
 
 
 def _index_aborted(part: Partition, done: CompletedTxn | None, lso: int | None = None) -> None:

@@ -19,6 +19,7 @@ from minikafka.broker.producer_state import BatchMetadata, CompletedTxn, Produce
 from minikafka.broker.txn import TransactionCoordinator, TransactionState
 from minikafka.client.connection import KafkaConnection
 from minikafka.common import TopicPartition
+from minikafka.common.hashing import partition_for_key
 from minikafka.protocol.errors import ErrorCode as E
 from minikafka.protocol.records import ControlRecordType, decode_control_key, decode_records, iter_batches
 
@@ -151,7 +152,10 @@ def test_state_survives_a_restart_and_half_completed_transactions_resume(tmp_pat
     c.close()
     again = coordinator(tmp_path)
     meta = again.describe("tx")
-    assert meta.state == S.PREPARE_COMMIT and meta.partitions == {TP0} and meta.groups == {"g"}
+    assert meta.state == S.PREPARE_COMMIT and meta.partitions == {TP0}
+    # The log records the group's __consumer_offsets partition, not its id (no group coordinator here to
+    # find the groups holding the producer's offsets again).
+    assert meta.offsets_partitions == {partition_for_key("g", 50)} and meta.groups == set()
     assert again._queued and again._queued[0][1] is True  # its markers will be sent when it runs
     assert again.producer_ids.next_id > p.producer_id  # ids are not handed out twice
 

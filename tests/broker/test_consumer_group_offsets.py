@@ -11,7 +11,7 @@ from typing import Any
 import trio
 
 from group_env import GroupEnv, K, KipMember
-from minikafka.broker.groups.offset_log import LOG_DIR_NAME, LOG_FILE_NAME
+from minikafka.broker.groups.offset_log import LEGACY_DIR_NAME, LEGACY_FILE_NAME
 from minikafka.common import OffsetAndMetadata, TopicPartition
 from minikafka.protocol.errors import ErrorCode as E
 
@@ -251,21 +251,25 @@ async def test_group_type_epoch_and_offsets_survive_a_restart(tmp_path: Path) ->
 
 
 async def test_logs_without_group_types_load_as_classic_groups(tmp_path: Path) -> None:
-    log_dir = tmp_path / LOG_DIR_NAME
+    """An offsets log of an earlier version (JSON lines) is migrated into ``__consumer_offsets-0``."""
+    log_dir = tmp_path / LEGACY_DIR_NAME
     log_dir.mkdir()
     records = [{"t": "g", "g": "old", "pt": "consumer", "gen": 4},
                {"t": "o", "g": "old", "tp": "t", "p": 0, "o": 9, "e": -1, "m": "", "ct": 1, "xt": None}]
-    (log_dir / LOG_FILE_NAME).write_text("".join(json.dumps(r) + "\n" for r in records))
+    (log_dir / LEGACY_FILE_NAME).write_text("".join(json.dumps(r) + "\n" for r in records))
     env = GroupEnv(tmp_path)
     g = env.group("old")
     assert (g.group_type, g.consumer, g.generation_id) == ("classic", None, 4)
     assert await env.fetch(8, group="old", topics={"t": [0]}) == (0, {("t", 0): 9})
+    assert not log_dir.exists() and (tmp_path / "__consumer_offsets-0").is_dir()
     # An unknown group type is skipped like any unreadable record.
-    with open(log_dir / LOG_FILE_NAME, "a") as f:
+    log_dir.mkdir()
+    with open(log_dir / LEGACY_FILE_NAME, "a") as f:
         f.write(json.dumps({"t": "g", "g": "weird", "pt": None, "gen": 1, "gt": "martian"}) + "\n")
         f.write(json.dumps({"t": "g", "g": "fine", "pt": None, "gen": 1, "gt": "consumer"}) + "\n")
     env = env.restart()
     assert "weird" not in env.coordinator.groups and env.group("fine").group_type == "consumer"
+    assert env.group("old").generation_id == 4  # what the first migration wrote is still there
 
 
 async def test_retention_spares_offsets_of_subscribed_topics(nursery: trio.Nursery, autojump_clock: Any) -> None:

@@ -15,6 +15,7 @@ import trio.testing
 
 from helpers import HandlerEnv, batch
 from minikafka.broker.groups.group_config import GroupConfigManager
+from minikafka.broker.metadata import ClusterMetadata
 from minikafka.broker.share.manager import SharePartitionManager
 from minikafka.broker.share.partition import (AckBatch, AcknowledgeType, AcquiredRecords, FetchedBatch,
                                               InFlightBatch, RecordState, ShareAcquireMode, SharePartition,
@@ -253,17 +254,21 @@ def test_share_session_limit_and_connection_close() -> None:
 
 # -- the manager: persistence, lock timer ---------------------------------------------------------
 def test_state_store_survives_a_restart(tmp_path: Path) -> None:
-    store = ShareStateStore(tmp_path)
+    metadata = ClusterMetadata([0])
+    metadata.create_topic("t", 2, 1)
+    store = ShareStateStore(tmp_path, metadata)
     key = ShareStateKey("g", "t", 0)
     store.put(key, PersistedShareState(5, 0, ((5, 6, 2, 1), (7, 9, 0, 2))))
     store.put(ShareStateKey("g", "t", 1), PersistedShareState(0, 0, ()))
     store.delete(ShareStateKey("g", "t", 1))
     store.close()
-    with open(tmp_path / "__share_group_state" / "state.log", "a") as f:
-        f.write('{"g":"g","t":"t","p":')  # a torn last line
-    again = ShareStateStore(tmp_path)
+    segment = tmp_path / "__share_group_state-0" / "00000000000000000000.log"
+    with open(segment, "ab") as f:
+        f.write(segment.read_bytes()[:40])  # a torn last batch
+    again = ShareStateStore(tmp_path, metadata)
     assert again.get(key) == PersistedShareState(5, 0, ((5, 6, 2, 1), (7, 9, 0, 2)))
     assert again.keys() == [key]
+    again.close()
 
 
 async def test_manager_initializes_from_auto_offset_reset_and_persisted_state(tmp_path: Path) -> None:
@@ -271,7 +276,7 @@ async def test_manager_initializes_from_auto_offset_reset_and_persisted_state(tm
     env.metadata.create_topic("t", 1, 1)
     part = env.log.get("t", 0)
     part.log.append_as_leader([bytearray(batch([b"a", b"b", b"c"]))], 0, 0)
-    manager = SharePartitionManager(env.config, ShareStateStore(tmp_path))
+    manager = SharePartitionManager(env.config, ShareStateStore(tmp_path, env.metadata))
     assert manager.share_partition("g", part).start_offset == 3  # latest: the high watermark
     sp = manager.share_partition("g", part)
     part.log.append_as_leader([bytearray(batch([b"d", b"e"]))], 0, 0)
@@ -280,7 +285,7 @@ async def test_manager_initializes_from_auto_offset_reset_and_persisted_state(tm
     assert sp.start_offset == 4
     manager.store.close()
     # A new manager (a restarted broker, or a new leader) reads the state back: 4 is to be delivered again.
-    again = SharePartitionManager(env.config, ShareStateStore(tmp_path))
+    again = SharePartitionManager(env.config, ShareStateStore(tmp_path, env.metadata))
     sp2 = again.share_partition("g", part)
     assert (sp2.start_offset, sp2.next_fetch_offset(), sp2.delivery_count_of(4)) == (4, 4, 1)
     assert again.start_offset("g", "t", 0) == 4

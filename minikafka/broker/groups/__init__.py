@@ -6,7 +6,7 @@
   (JoinGroup), :mod:`.membership` (SyncGroup, Heartbeat, LeaveGroup), :mod:`.offsets`
   (OffsetCommit, OffsetFetch, retention) and :mod:`.admin` (List/Describe/DeleteGroups).
 * :mod:`.metadata`: :class:`GroupMetadata`, :class:`MemberMetadata` and results.
-* :mod:`.offset_log`: the ``__consumer_offsets/offsets.log`` persistence.
+* :mod:`.offset_log`: the ``__consumer_offsets`` partition log (persistence).
 """
 
 from .coordinator import GroupCoordinator

@@ -1,8 +1,8 @@
 """State and plumbing shared by every part of the group coordinator.
 
 :class:`CoordinatorCore` is the in-memory half of Kafka's
-``GroupMetadataManager`` (the group cache, loading it from and appending to
-:mod:`.offset_log`) plus the clocks, the timer loop's wake-up hook and
+``GroupMetadataManager`` (the group cache, loading it from and writing its
+records to the ``__consumer_offsets`` log of :mod:`.offset_log`) plus the clocks, the timer loop's wake-up hook and
 ``validateGroupStatus``.  The request handling is layered on top of it in
 :mod:`.rebalance`, :mod:`.join`, :mod:`.membership`, :mod:`.offsets`,
 :mod:`.admin` and :mod:`.timers`; :class:`~.coordinator.GroupCoordinator`
@@ -30,7 +30,9 @@ from .metadata import (
     JoinResult,
     SyncResult,
 )
-from .offset_log import OffsetLog, delete_record, group_record
+from ..coordinator_log import compacted_log_config
+from ..log.cleaner_manager import CleanerTarget
+from .offset_log import OffsetLog
 
 # One logger for the whole coordinator, whichever module of it logs.
 log = logging.getLogger("minikafka.broker.groups.coordinator")
@@ -64,7 +66,10 @@ class CoordinatorCore:
         self._closed = False
         self._timer = DeadlineLoop(clock)  # session, join, sync and rebalance deadlines; offset retention
         self._next_cleanup = clock() + retention_check_interval_s
-        self._log: OffsetLog | None = OffsetLog(Path(data_dir)) if data_dir is not None else None
+        self._log: OffsetLog | None = None
+        if data_dir is not None:
+            self._log = OffsetLog(Path(data_dir), now_ms=self._now_ms,
+                                  config=compacted_log_config(config.offsets_topic_segment_bytes, config.topic_defaults()))
         # (group type, generation or group epoch) last written for each group by _persist_group_metadata.
         self._persisted_meta: dict[str, tuple[str, int]] = {}
         if self._log is not None:
@@ -100,23 +105,20 @@ class CoordinatorCore:
             self._persisted_meta[gid] = (loaded.group_type, loaded.generation_id)
             self.groups[gid] = group
 
-    def _persist(self, records: list[dict]) -> None:
-        if self._log is not None and records:
-            self._log.append(records)
-
     def _persist_group_metadata(self, group: GroupMetadata) -> None:
         """Write the group's type and generation (a consumer group's group epoch) if they changed since
         last written (Kafka's GroupMetadata / ConsumerGroupMetadata records), so a restarted broker
         knows a consumer group is one."""
         if group.consumer is not None:
             meta = (GROUP_TYPE_CONSUMER, group.consumer.group_epoch)
-            record = group_record(group.group_id, CONSUMER_PROTOCOL_TYPE, meta[1], GROUP_TYPE_CONSUMER)
         else:
             meta = (GROUP_TYPE_CLASSIC, group.generation_id)
-            record = group_record(group.group_id, group.protocol_type, meta[1])
         if self._persisted_meta.get(group.group_id) != meta:
             self._persisted_meta[group.group_id] = meta
-            self._persist([record])
+            if self._log is not None:
+                state_ts = group.current_state_timestamp
+                self._log.write_group_metadata(group.group_id, meta[0], group.protocol_type, meta[1],
+                                               -1 if state_ts is None else state_ts)
 
     def _inactive_error(self, group_id: str | None, need_non_empty: bool) -> ErrorCode | None:
         """Kafka's ``validateGroupStatus``."""
@@ -152,7 +154,13 @@ class CoordinatorCore:
         """Wall-clock milliseconds, as stamped on offset commits."""
         return self._now_ms()
 
+    def cleaner_targets(self) -> list[CleanerTarget]:
+        """The ``__consumer_offsets`` log for the log cleaner (none without a data dir)."""
+        return self._log.cleaner_targets() if self._log is not None else []
+
     def _remove_group(self, group: GroupMetadata) -> None:
+        """The group is deleted or expired: tombstones for its offsets and metadata."""
+        offsets = list(group.offsets)
         group.transition_to(S.DEAD, self._now_ms())
         if group.consumer is not None:
             group.consumer.state = ConsumerGroupState.DEAD
@@ -160,4 +168,5 @@ class CoordinatorCore:
         group.pending_members.clear()
         self.groups.pop(group.group_id, None)
         self._persisted_meta.pop(group.group_id, None)
-        self._persist([delete_record(group.group_id)])
+        if self._log is not None:
+            self._log.delete_group(group.group_id, offsets)

@@ -1,59 +1,60 @@
-"""Persistence of committed offsets: ``<data_dir>/__consumer_offsets/offsets.log``.
+"""Persistence of the group coordinator: the compacted ``__consumer_offsets`` partition log.
 
-Models the storage half of Kafka's ``GroupMetadataManager`` (the compacted
-``__consumer_offsets`` topic and its load on start-up), as an append-only file
-of JSON lines, one record per line, written with ``json.dumps`` (compact, keys
-below) and flushed to the OS after every commit:
+Models the storage half of Kafka's group coordinator (``GroupMetadataManager`` / ``OffsetMetadataManager``
+writing through the coordinator runtime, and ``CoordinatorLoaderImpl`` replaying the partition when the broker
+becomes its leader).  ``<data_dir>/__consumer_offsets-<partition>/`` is a partition log
+(:class:`~minikafka.broker.coordinator_log.CoordinatorLog`) with ``cleanup.policy=compact``, holding Kafka's
+records (:mod:`minikafka.protocol.coordinator_records`):
 
-``{"t":"o","g":group,"tp":topic,"p":partition,"o":offset,"e":leader_epoch,"m":metadata,"ct":commit_ms,"xt":expire_ms|null}``
-    an offset commit (Kafka's OffsetCommit record);
-``{"t":"x","g":group,"tp":topic,"p":partition}``
-    an offset tombstone (expired by retention);
-``{"t":"g","g":group,"pt":protocol_type|null,"gen":generation[,"gt":"consumer"]}``
-    group metadata written when a generation starts (Kafka's GroupMetadata
-    record, without members); for a KIP-848 consumer group (``"gt":"consumer"``,
-    Kafka's ConsumerGroupMetadata record) ``gen`` is the group epoch.  Logs
-    written before group types existed have no ``gt``: their groups are classic;
-``{"t":"d","g":group}``
-    the group was deleted or went Dead: drop everything about it.
-``{"t":"to","g":group,"pid":producer_id,"tp":topic,"p":partition,"o":...,"e":...,"m":...,"ct":...,"xt":...}``
-    an offset committed inside a transaction (TxnOffsetCommit), pending until its end;
-``{"t":"te","g":group,"pid":producer_id,"c":true|false}``
-    that transaction ended: its pending offsets become committed (``c`` true) or are dropped
-    (Kafka writes a COMMIT/ABORT marker into ``__consumer_offsets``).
+``OffsetCommitKey(group, topic, partition)`` -> ``OffsetCommitValue``
+    a committed offset; a tombstone when it expires (``offsets.retention.minutes``) or its group is deleted;
+``GroupMetadataKey(group)`` -> ``GroupMetadataValue``
+    a classic group's protocol type and generation, written when a generation starts;
+``ConsumerGroupMetadataKey(group)`` -> ``ConsumerGroupMetadataValue``
+    a KIP-848 consumer group's group epoch.  When a group changes type the new type's record is written,
+    then a tombstone for the old one (Kafka writes the old type's tombstones on conversion);
+    deleting a group writes a tombstone for each of its offsets and for its metadata record;
+TxnOffsetCommit
+    ``OffsetCommit`` records in a *transactional* batch of the producer, pending until the transaction's
+    COMMIT or ABORT marker (a control batch, written when the transaction coordinator completes it).
 
-Replay applies the records in order.  A torn last line (a crash mid-write) is
-ignored and cut off so later appends start on a clean line; an unparsable line
-elsewhere is skipped with a warning.  When the file holds many more records
-than live state, it is compacted on load (written to a temporary file, then
-renamed over the log).
+Replay applies the records in log order: a metadata tombstone removes the group (its offsets and pending
+transactional offsets with it) unless the group has since moved to the other type.  Logs written before
+this format (``<data_dir>/__consumer_offsets/offsets.log``, JSON lines) are replayed once with the old code
+path, their live state written into the new log, and the old file removed.
 
-Deliberate differences from Kafka: no replication, no fsync per commit (a
-process crash loses nothing, a power cut may lose the tail), members are not
-persisted (after a restart every group comes back Empty with its generation,
-protocol type and offsets; members rejoin).
+Deliberate differences from Kafka: no replication, no fsync per commit (a process crash loses nothing, a
+power cut may lose the tail), members are not persisted (``GroupMetadataValue`` carries no members: after a
+restart every group comes back Empty with its generation, protocol type and offsets; members rejoin), and
+of the KIP-848 records only the group epoch is written.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import os
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
-from ...common import OffsetAndMetadata, TopicPartition
+from ...common import SYSTEM_CLOCK, OffsetAndMetadata, TopicPartition
+from ...protocol.coordinator_records import (ConsumerGroupMetadataKey, ConsumerGroupMetadataValue,
+                                             GroupMetadataKey, GroupMetadataValue, GroupRecordValue,
+                                             OffsetCommitKey, OffsetCommitValue, decode_group_record, encode_record)
+from ...protocol.records import NO_PRODUCER_EPOCH, RecordBatchHeader
+from ..coordinator_log import (OFFSETS_TOPIC, OFFSETS_TOPIC_SEGMENT_BYTES, CoordinatorLog, CoordinatorLogStore,
+                               compacted_log_config)
 from ..json_lines import replay_json_lines
-from .metadata import GROUP_TYPE_CLASSIC, GROUP_TYPE_CONSUMER
+from ..log import LogConfig
+from .metadata import CONSUMER_PROTOCOL_TYPE, GROUP_TYPE_CLASSIC, GROUP_TYPE_CONSUMER
 
 log = logging.getLogger(__name__)
 
 GROUP_TYPES = (GROUP_TYPE_CLASSIC, GROUP_TYPE_CONSUMER)
 
-LOG_DIR_NAME = "__consumer_offsets"
-LOG_FILE_NAME = "offsets.log"
-_COMPACT_MIN_RECORDS = 1000
+# The JSON-lines log of earlier versions, migrated on load.
+LEGACY_DIR_NAME = "__consumer_offsets"
+LEGACY_FILE_NAME = "offsets.log"
 
 
 @dataclass
@@ -67,96 +68,180 @@ class LoadedGroup:
     pending_txn_offsets: dict[int, dict[TopicPartition, OffsetAndMetadata]] = field(default_factory=dict)
 
 
-def offset_record(group_id: str, topic: str, partition: int, om: OffsetAndMetadata) -> dict[str, Any]:
-    return {
-        "t": "o", "g": group_id, "tp": topic, "p": partition, "o": om.offset, "e": om.leader_epoch,
-        "m": om.metadata, "ct": om.commit_timestamp, "xt": om.expire_timestamp,
-    }
+def _offset_value(om: OffsetAndMetadata) -> OffsetCommitValue:
+    return OffsetCommitValue(om.offset, om.metadata, om.commit_timestamp, om.leader_epoch,
+                             -1 if om.expire_timestamp is None else om.expire_timestamp)
 
 
-def txn_offset_record(group_id: str, producer_id: int, topic: str, partition: int,
-                      om: OffsetAndMetadata) -> dict[str, Any]:
-    return {**offset_record(group_id, topic, partition, om), "t": "to", "pid": producer_id}
+def _offset_records(group_id: str, offsets: Mapping[TopicPartition, OffsetAndMetadata]
+                    ) -> list[tuple[bytes, bytes | None]]:
+    return [encode_record(OffsetCommitKey(group_id, tp[0], tp[1]), _offset_value(om))
+            for tp, om in offsets.items()]
 
 
-def txn_end_record(group_id: str, producer_id: int, commit: bool) -> dict[str, Any]:
-    return {"t": "te", "g": group_id, "pid": producer_id, "c": commit}
+def _metadata_key(group_id: str, group_type: str) -> GroupMetadataKey | ConsumerGroupMetadataKey:
+    return ConsumerGroupMetadataKey(group_id) if group_type == GROUP_TYPE_CONSUMER else GroupMetadataKey(group_id)
 
 
-def tombstone_record(group_id: str, topic: str, partition: int) -> dict[str, Any]:
-    return {"t": "x", "g": group_id, "tp": topic, "p": partition}
+class OffsetLog(CoordinatorLogStore):
+    """One ``__consumer_offsets`` partition of a broker: the records of its groups."""
 
-
-def group_record(group_id: str, protocol_type: str | None, generation_id: int,
-                 group_type: str = GROUP_TYPE_CLASSIC) -> dict[str, Any]:
-    """The group's metadata; ``generation_id`` is a consumer group's group epoch."""
-    rec: dict[str, Any] = {"t": "g", "g": group_id, "pt": protocol_type, "gen": generation_id}
-    if group_type != GROUP_TYPE_CLASSIC:
-        rec["gt"] = group_type
-    return rec
-
-
-def delete_record(group_id: str) -> dict[str, Any]:
-    return {"t": "d", "g": group_id}
-
-
-class OffsetLog:
-    """The append-only offsets log of one broker."""
-
-    def __init__(self, data_dir: Path) -> None:
-        self.dir = Path(data_dir) / LOG_DIR_NAME
-        self.path = self.dir / LOG_FILE_NAME
-        self._file: IO[str] | None = None
-        self.records_written = 0
+    def __init__(self, data_dir: Path, *, partition: int = 0, config: LogConfig | None = None,
+                 now_ms: Callable[[], int] = SYSTEM_CLOCK.time_ms) -> None:
+        self.data_dir = Path(data_dir)
+        self.partition = partition
+        self.config = config or compacted_log_config(OFFSETS_TOPIC_SEGMENT_BYTES)
+        self.now_ms = now_ms
+        self.dir = self.data_dir / f"{OFFSETS_TOPIC}-{partition}"
+        self.legacy_path = self.data_dir / LEGACY_DIR_NAME / LEGACY_FILE_NAME
+        self._log: CoordinatorLog | None = None
+        # The type of each group's live (not tombstoned) metadata record.
+        self._meta_types: dict[str, str] = {}
 
     def load(self) -> dict[str, LoadedGroup]:
-        """Replay the log (creating it if missing) and open it for appending."""
-        self.dir.mkdir(parents=True, exist_ok=True)
-        groups: dict[str, LoadedGroup] = {}
-        count = replay_json_lines(self.path, lambda rec: _apply(groups, rec))
-        live = sum(len(g.offsets) + 1 + sum(map(len, g.pending_txn_offsets.values())) for g in groups.values())
-        if count > _COMPACT_MIN_RECORDS and count > 2 * live:
-            self._rewrite(groups)
-            count = live
-        self._file = open(self.path, "a", encoding="utf-8")
-        self.records_written = count
-        log.info("loaded %d groups from %s (%d records)", len(groups), self.path, count)
-        return groups
+        """Open the partition log (migrating an old JSON-lines file into it) and replay it."""
+        self._log = CoordinatorLog(self.data_dir, OFFSETS_TOPIC, self.partition, self.config, now_ms=self.now_ms)
+        if self.legacy_path.exists():
+            self._migrate()
+        replay = _Replay(self._meta_types)
+        count = self._log.replay(replay.record, replay.marker)
+        log.info("loaded %d groups from %s (%d records)", len(replay.groups), self.dir, count)
+        return replay.groups
 
-    def _rewrite(self, groups: dict[str, LoadedGroup]) -> None:
-        tmp = self.path.with_suffix(".log.compacting")
-        with open(tmp, "w", encoding="utf-8") as f:
-            for gid, g in groups.items():
-                f.write(_dumps(group_record(gid, g.protocol_type, g.generation_id, g.group_type)))
-                for (topic, partition), om in g.offsets.items():
-                    f.write(_dumps(offset_record(gid, topic, partition, om)))
-                for pid, pending in g.pending_txn_offsets.items():
-                    for (topic, partition), om in pending.items():
-                        f.write(_dumps(txn_offset_record(gid, pid, topic, partition, om)))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
-        log.info("compacted %s", self.path)
+    # -- writes ---------------------------------------------------------------------------------------------
+    def commit_offsets(self, group_id: str, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
+        """OffsetCommit records."""
+        if self._log is not None:
+            self._log.append(_offset_records(group_id, offsets))
 
-    def append(self, records: list[dict[str, Any]]) -> None:
-        """Append records and flush them to the OS."""
-        if self._file is None or not records:
+    def commit_txn_offsets(self, group_id: str, producer_id: int, producer_epoch: int,
+                           offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
+        """OffsetCommit records in a transactional batch of the producer (TxnOffsetCommit)."""
+        if self._log is not None:
+            self._log.append(_offset_records(group_id, offsets), producer_id=producer_id,
+                             producer_epoch=producer_epoch, transactional=True)
+
+    def end_txn(self, producer_id: int, commit: bool) -> None:
+        """The producer's transaction ended: its COMMIT or ABORT marker (if it wrote offsets here)."""
+        if self._log is not None:
+            self._log.end_txn(producer_id, commit)
+
+    def remove_offsets(self, group_id: str, partitions: Iterable[TopicPartition]) -> None:
+        """OffsetCommit tombstones (expired or deleted offsets)."""
+        if self._log is not None:
+            self._log.append([encode_record(OffsetCommitKey(group_id, tp[0], tp[1]), None)
+                              for tp in partitions])
+
+    def write_group_metadata(self, group_id: str, group_type: str, protocol_type: str | None, generation: int,
+                             current_state_timestamp: int = -1) -> None:
+        """The group's GroupMetadata record (classic; no members) or ConsumerGroupMetadata record (its group
+        epoch), then a tombstone for the other type's record if the group had one."""
+        if self._log is None:
             return
-        self._file.write("".join(_dumps(r) for r in records))
-        self._file.flush()
-        self.records_written += len(records)
+        value: GroupRecordValue
+        if group_type == GROUP_TYPE_CONSUMER:
+            value = ConsumerGroupMetadataValue(generation)
+        else:
+            value = GroupMetadataValue(protocol_type or "", generation, current_state_timestamp=current_state_timestamp)
+        records = [encode_record(_metadata_key(group_id, group_type), value)]
+        previous = self._meta_types.get(group_id)
+        if previous is not None and previous != group_type:
+            records.append(encode_record(_metadata_key(group_id, previous), None))
+        self._meta_types[group_id] = group_type
+        self._log.append(records)
 
-    def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+    def delete_group(self, group_id: str, partitions: Iterable[TopicPartition]) -> None:
+        """The group is gone: tombstones for its offsets and its metadata record (GroupMetadata when it
+        never had one, as Kafka writes for a classic group)."""
+        if self._log is None:
+            return
+        records = [encode_record(OffsetCommitKey(group_id, tp[0], tp[1]), None) for tp in partitions]
+        group_type = self._meta_types.pop(group_id, GROUP_TYPE_CLASSIC)
+        records.append(encode_record(_metadata_key(group_id, group_type), None))
+        self._log.append(records)
+
+    # -- the log cleaner, lifecycle -------------------------------------------------------------------------
+    # -- migration of the JSON-lines log ---------------------------------------------------------------------
+    def _migrate(self) -> None:
+        assert self._log is not None
+        legacy: dict[str, LoadedGroup] = {}
+        count = replay_json_lines(self.legacy_path, lambda rec: _apply_legacy(legacy, rec))
+        for gid, g in legacy.items():
+            if g.group_type != GROUP_TYPE_CLASSIC or g.generation_id or g.protocol_type is not None:
+                self.write_group_metadata(gid, g.group_type, g.protocol_type, g.generation_id)
+            self.commit_offsets(gid, g.offsets)
+            for pid, pending in g.pending_txn_offsets.items():
+                self.commit_txn_offsets(gid, pid, NO_PRODUCER_EPOCH, pending)
+        self._meta_types.clear()  # rebuilt by the replay that follows
+        self._log.sync()
+        self.legacy_path.unlink()
+        self.legacy_path.with_suffix(".log.compacting").unlink(missing_ok=True)
+        try:
+            self.legacy_path.parent.rmdir()
+        except OSError:
+            pass  # something else lives there: leave it
+        log.info("migrated %d groups (%d records) from %s into %s", len(legacy), count, self.legacy_path, self.dir)
 
 
-def _dumps(rec: dict[str, Any]) -> str:
-    return json.dumps(rec, separators=(",", ":"), ensure_ascii=False) + "\n"
+class _Replay:
+    """Applies ``__consumer_offsets`` records in log order (Kafka's ``GroupCoordinatorShard.replay``)."""
+
+    def __init__(self, meta_types: dict[str, str]) -> None:
+        self.groups: dict[str, LoadedGroup] = {}
+        self.meta_types = meta_types
+        self.meta_types.clear()
+        self.pending: dict[int, set[str]] = {}  # producer id -> groups with its transactional offsets
+
+    def record(self, h: RecordBatchHeader, key: bytes, value: bytes | None) -> None:
+        k, v = decode_group_record(key, value)
+        if isinstance(k, OffsetCommitKey):
+            tp = TopicPartition(k.topic, k.partition)
+            if not isinstance(v, OffsetCommitValue):
+                g = self.groups.get(k.group)
+                if g is not None:
+                    g.offsets.pop(tp, None)
+                return
+            om = OffsetAndMetadata(v.offset, v.leader_epoch, v.metadata, v.commit_timestamp,
+                                   None if v.expire_timestamp < 0 else v.expire_timestamp)
+            group = self.groups.setdefault(k.group, LoadedGroup())
+            if h.is_transactional and h.producer_id >= 0:
+                group.pending_txn_offsets.setdefault(h.producer_id, {})[tp] = om
+                self.pending.setdefault(h.producer_id, set()).add(k.group)
+            else:
+                group.offsets[tp] = om
+        elif isinstance(k, GroupMetadataKey):
+            self._metadata(k.group, GROUP_TYPE_CLASSIC, v)
+        else:
+            self._metadata(k.group_id, GROUP_TYPE_CONSUMER, v)
+
+    def _metadata(self, group_id: str, group_type: str, v: GroupRecordValue | None) -> None:
+        if v is None:
+            live = self.meta_types.get(group_id)
+            if live is not None and live != group_type:
+                return  # the tombstone of the type the group left
+            self.meta_types.pop(group_id, None)
+            self.groups.pop(group_id, None)
+            return
+        g = self.groups.setdefault(group_id, LoadedGroup())
+        if isinstance(v, ConsumerGroupMetadataValue):
+            g.protocol_type, g.generation_id = CONSUMER_PROTOCOL_TYPE, v.epoch
+        elif isinstance(v, GroupMetadataValue):
+            g.protocol_type, g.generation_id = v.protocol_type or None, v.generation
+        else:
+            raise TypeError(f"a {type(v).__name__} under a group metadata key")
+        g.group_type = group_type
+        self.meta_types[group_id] = group_type
+
+    def marker(self, producer_id: int, commit: bool) -> None:
+        for gid in self.pending.pop(producer_id, ()):
+            g = self.groups.get(gid)
+            pending = g.pending_txn_offsets.pop(producer_id, None) if g is not None else None
+            if g is not None and pending and commit:
+                g.offsets.update(pending)
 
 
-def _apply(groups: dict[str, LoadedGroup], rec: dict[str, Any]) -> None:
+def _apply_legacy(groups: dict[str, LoadedGroup], rec: dict[str, Any]) -> None:
+    """One record of the old JSON-lines log (``{"t": "o"|"x"|"g"|"d"|"to"|"te", "g": group, ...}``)."""
     kind = rec["t"]
     gid = rec["g"]
     if not isinstance(gid, str):
@@ -186,10 +271,9 @@ def _apply(groups: dict[str, LoadedGroup], rec: dict[str, Any]) -> None:
         group_type = rec.get("gt", GROUP_TYPE_CLASSIC)
         if group_type not in GROUP_TYPES:
             raise ValueError(f"unknown group type {group_type!r}")
-        generation = int(rec.get("gen", 0))
         g = groups.setdefault(gid, LoadedGroup())
         g.protocol_type = rec.get("pt")
-        g.generation_id = generation
+        g.generation_id = int(rec.get("gen", 0))
         g.group_type = group_type
     elif kind == "d":
         groups.pop(gid, None)

@@ -2,7 +2,8 @@
 
 Models Kafka's ``GroupCoordinator.handleCommitOffsets`` and
 ``handleFetchOffsets`` plus ``GroupMetadataManager.cleanupGroupMetadata``
-(offset retention); commits and expiries are appended to :mod:`.offset_log`.
+(offset retention); commits and expiries are written to the ``__consumer_offsets`` log
+(:mod:`.offset_log`).
 For KIP-848 consumer groups the commits and fetches are validated as Kafka 4's
 ``OffsetMetadataManager`` does with ``ConsumerGroup.validateOffsetCommit`` and
 ``validateOffsetFetch`` (member epochs; classic members of the group send their
@@ -17,7 +18,6 @@ from ...common import TopicPartition
 from .consumer.model import ConsumerGroup
 from .core import E, S, log
 from .metadata import UNKNOWN_MEMBER_ID, GroupMetadata, OffsetAndMetadata
-from .offset_log import offset_record, tombstone_record, txn_end_record, txn_offset_record
 from .rebalance import RebalanceMixin
 
 OFFSET_METADATA_MAX_SIZE = 4096  # offset.metadata.max.bytes
@@ -89,15 +89,15 @@ class OffsetsMixin(RebalanceMixin):
         self, group: GroupMetadata, offsets: dict[TopicPartition, OffsetAndMetadata]
     ) -> dict[TopicPartition, ErrorCode]:
         out: dict[TopicPartition, ErrorCode] = {}
-        records = []
+        stored: dict[TopicPartition, OffsetAndMetadata] = {}
         for tp, om in offsets.items():
             if len(om.metadata) > OFFSET_METADATA_MAX_SIZE:
                 out[tp] = E.OFFSET_METADATA_TOO_LARGE
                 continue
-            group.offsets[tp] = om
-            records.append(offset_record(group.group_id, tp[0], tp[1], om))
+            group.offsets[tp] = stored[tp] = om
             out[tp] = E.NONE
-        self._persist(records)
+        if self._log is not None and stored:
+            self._log.commit_offsets(group.group_id, stored)
         return out
 
     # ---------------------------------------------------- TxnOffsetCommit
@@ -110,8 +110,11 @@ class OffsetsMixin(RebalanceMixin):
         group_instance_id: str | None,
         generation_id: int,
         offsets: dict[TopicPartition, OffsetAndMetadata],
+        *,
+        producer_epoch: int = -1,
     ) -> dict[TopicPartition, ErrorCode]:
-        """Kafka's ``handleTxnCommitOffsets``: offsets held pending for the producer's transaction.
+        """Kafka's ``handleTxnCommitOffsets``: offsets held pending for the producer's transaction, written
+        to the log in a transactional batch of the producer (``producer_epoch``).
 
         With group metadata (KIP-447: a generation, member id or instance id) the member is checked
         as for OffsetCommit, so a zombie from an older generation is fenced (ILLEGAL_GENERATION,
@@ -134,26 +137,33 @@ class OffsetsMixin(RebalanceMixin):
             return {tp: err for tp in offsets}
         out: dict[TopicPartition, ErrorCode] = {}
         pending = group.pending_txn_offsets.setdefault(producer_id, {})
-        records = []
+        stored: dict[TopicPartition, OffsetAndMetadata] = {}
         for tp, om in offsets.items():
             if len(om.metadata) > OFFSET_METADATA_MAX_SIZE:
                 out[tp] = E.OFFSET_METADATA_TOO_LARGE
                 continue
-            pending[tp] = om
-            records.append(txn_offset_record(group_id, producer_id, tp[0], tp[1], om))
+            pending[tp] = stored[tp] = om
             out[tp] = E.NONE
-        self._persist(records)
+        if self._log is not None and stored:
+            self._log.commit_txn_offsets(group_id, producer_id, producer_epoch, stored)
         return out
 
     def complete_txn_offsets(self, group_id: str, producer_id: int, commit: bool) -> None:
-        """The transaction ended (Kafka's ``scheduleHandleTxnCompletion``): its offsets are committed or dropped."""
+        """The transaction ended (Kafka's ``scheduleHandleTxnCompletion``): its offsets are committed or dropped.
+
+        The log gets the transaction's marker once (the first group completed writes it; on replay it
+        completes every group's offsets of the producer), even when the group was deleted meanwhile."""
         group = self.groups.get(group_id)
         pending = group.pending_txn_offsets.pop(producer_id, None) if group is not None else None
-        if group is None or pending is None:
-            return
-        self._persist([txn_end_record(group_id, producer_id, commit)])
-        if commit:
+        if self._log is not None:
+            self._log.end_txn(producer_id, commit)
+        if group is not None and pending is not None and commit:
             group.offsets.update(pending)
+
+    def txn_offset_groups(self, producer_id: int) -> set[str]:
+        """The groups holding offsets of the producer's open transaction (the transaction coordinator finds
+        a loaded transaction's groups by them)."""
+        return {gid for gid, g in self.groups.items() if producer_id in g.pending_txn_offsets}
 
     def pending_txn_partitions(self, group_id: str) -> set[TopicPartition]:
         """Partitions with offsets in an open transaction (OffsetFetch ``require_stable``: UNSTABLE_OFFSET_COMMIT)."""
@@ -209,7 +219,8 @@ class OffsetsMixin(RebalanceMixin):
             if expired:
                 removed += len(expired)
                 log.info("group %s: removed %d expired offsets", group.group_id, len(expired))
-                self._persist([tombstone_record(group.group_id, t, p) for t, p in expired])
+                if self._log is not None:
+                    self._log.remove_offsets(group.group_id, expired)
             if empty and not group.offsets and not group.pending_txn_offsets:
                 log.info("group %s is empty and has no offsets: removing it", group.group_id)
                 self._remove_group(group)

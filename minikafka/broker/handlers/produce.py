@@ -6,6 +6,10 @@ when the high watermark passes the appended batches (Kafka's ``DelayedProduce``,
 woken only by changes to those partitions) or after the request's
 ``timeout_ms`` with REQUEST_TIMED_OUT.  acks=1 answers at once.
 
+A batch refused by the per-record checks (a keyless record on a compacted topic, a timestamp out of
+``message.timestamp.{before,after}.max.ms``) gets INVALID_RECORD or INVALID_TIMESTAMP with KIP-467
+``record_errors`` naming the records (v8+), and Kafka's ``error_message``.
+
 Transactional batches that would open a transaction on a partition are first
 verified with the transaction coordinator (KIP-890 part 1, through the
 :class:`~minikafka.broker.services.TxnVerifier`); a partition that fails gets
@@ -121,6 +125,9 @@ class ProduceHandler:
                     "log_start_offset": result.log_start_offset,
                     "error_message": result.message if result.error else None,
                 }
+                if result.record_errors:  # KIP-467 (v8+; older versions drop the field)
+                    entry["record_errors"] = [{"batch_index": e.batch_index, "batch_index_error_message": e.message}
+                                              for e in result.record_errors]
                 parts.append(entry)
                 if acks == -1 and not result.error and part.is_replicated:
                     pending.append(PendingAck(entry, part, result.last_offset + 1, min_isr))

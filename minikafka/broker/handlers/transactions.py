@@ -265,7 +265,8 @@ class TxnOffsetCommitHandler:
             else:
                 results.update(self.groups.txn_commit_offsets(
                     req["group_id"], req["producer_id"], req["member_id"] if v >= 3 else "",
-                    req["group_instance_id"] if v >= 3 else None, req["generation_id"] if v >= 3 else -1, known))
+                    req["group_instance_id"] if v >= 3 else None, req["generation_id"] if v >= 3 else -1, known,
+                    producer_epoch=req["producer_epoch"]))
         by_topic: dict[str, list[B.TxnOffsetCommitResponseTopicsPartitions]] = {}
         for tp in offsets:
             by_topic.setdefault(tp.topic, []).append({"partition_index": tp.partition, "error_code": results[tp]})

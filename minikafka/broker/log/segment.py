@@ -52,6 +52,34 @@ def segment_file_name(base_offset: int, suffix: str) -> str:
     return f"{base_offset:020d}{suffix}"
 
 
+def iter_file_batches(fd: int, size: int, pos: int = 0) -> Iterator[tuple[RecordBatchHeader, memoryview]]:
+    """The whole batches in ``[pos, size)`` of a log file, read ``_RECOVERY_CHUNK`` bytes at a time
+    (headers are not validated: these are batches the log stored). Stops at a torn tail."""
+    while pos + BATCH_HEADER_SIZE <= size:
+        chunk = os.pread(fd, min(_RECOVERY_CHUNK, size - pos), pos)
+        view = memoryview(chunk)
+        p, n = 0, len(chunk)
+        while p + BATCH_HEADER_SIZE <= n:
+            h = read_header(view, p)
+            end = p + h.size
+            if h.batch_length < BATCH_HEADER_SIZE - LOG_OVERHEAD:
+                raise InvalidRecordError(f"bad batch length {h.batch_length} at position {pos + p}")
+            if end > n:
+                break
+            yield h, view[p:end]
+            p = end
+        if p == 0:  # one batch larger than the chunk
+            h = read_header(view, 0)
+            if pos + h.size > size:
+                return
+            big = os.pread(fd, h.size, pos)
+            if len(big) < h.size:
+                return
+            yield h, memoryview(big)
+            p = h.size
+        pos += p
+
+
 class Segment:
     """State common to both segment kinds (Kafka ``LogSegment`` fields)."""
 
@@ -109,6 +137,15 @@ class Segment:
         """Drop the batch holding *offset* and everything after it."""
         raise NotImplementedError
 
+    def iter_batches(self) -> Iterator[tuple[RecordBatchHeader, memoryview]]:
+        """Every stored batch, in order (the log cleaner's read; safe from a worker thread while
+        the segment is inactive: a file segment is read through a descriptor of its own)."""
+        raise NotImplementedError
+
+    def set_last_modified(self, ms: int) -> None:
+        """Keep the replaced segments' modification time on a cleaned one (Kafka ``setLastModified``)."""
+        self.last_modified_ms = ms
+
     def on_become_inactive(self) -> None:
         pass
 
@@ -129,6 +166,7 @@ class MemorySegment(Segment):
         super().__init__(base_offset, now_ms)
         self.batches: list[bytes | bytearray] = []
         self.offsets = array("q")  # base offset of each batch
+        self.last_offsets = array("q")  # last offset of each batch (compaction leaves gaps between them)
         self.positions = array("q", [0])  # start position of each batch, plus the end
         self.max_ts = array("q")  # maxTimestamp of each batch
         self.prefix_max_ts = array("q")  # running max, for bisect by timestamp
@@ -139,6 +177,7 @@ class MemorySegment(Segment):
             n = len(batch)
             self.batches.append(batch)  # type: ignore[arg-type]
             self.offsets.append(base)
+            self.last_offsets.append(last)
             self.positions.append(self.positions[-1] + n)
             self.max_ts.append(max_ts)
             running = max(running, max_ts)
@@ -150,9 +189,15 @@ class MemorySegment(Segment):
         self, offset: int, max_bytes: int, max_offset: int | None, min_one_batch: bool
     ) -> tuple[list[bytes | memoryview], int, bool]:
         n = len(self.batches)
+        if n == 0:
+            return [], 0, True
         i = bisect_right(self.offsets, offset) - 1
         if i < 0:
             i = 0
+        elif self.last_offsets[i] < offset:  # in a gap left by the cleaner: the next batch
+            i += 1
+            if i == n:
+                return [], 0, True
         j_max = n if max_offset is None else bisect_left(self.offsets, max_offset, i, n)
         if j_max <= i:
             return [], 0, False
@@ -169,7 +214,16 @@ class MemorySegment(Segment):
         i = bisect_right(self.offsets, offset) - 1
         if i < 0 or offset >= self.next_offset:
             return None
+        if self.last_offsets[i] < offset:
+            i += 1
+            if i == len(self.batches):
+                return None
         return memoryview(self.batches[i])
+
+    def iter_batches(self) -> Iterator[tuple[RecordBatchHeader, memoryview]]:
+        for batch in list(self.batches):
+            view = memoryview(batch)
+            yield read_header(view), view
 
     def first_batch_with_timestamp(self, timestamp: int, min_offset: int) -> bytes | memoryview | None:
         i = bisect_left(self.prefix_max_ts, timestamp)
@@ -187,6 +241,7 @@ class MemorySegment(Segment):
             self.next_offset = self.offsets[i]
         del self.batches[i:]
         del self.offsets[i:]
+        del self.last_offsets[i:]
         del self.positions[i + 1 :]
         del self.max_ts[i:]
         del self.prefix_max_ts[i:]
@@ -202,13 +257,15 @@ class MemorySegment(Segment):
 class FileSegment(Segment):
     """On-disk segment: ``.log`` + sparse ``.index`` / ``.timeindex`` (Kafka layout)."""
 
-    def __init__(self, directory: Path, base_offset: int, index_interval_bytes: int, now_ms: int) -> None:
+    def __init__(self, directory: Path, base_offset: int, index_interval_bytes: int, now_ms: int,
+                 suffix: str = "") -> None:
         super().__init__(base_offset, now_ms)
         self.directory = directory
-        self.path = directory / segment_file_name(base_offset, ".log")
+        self.suffix = suffix  # "" for a live segment, ".cleaned" or ".swap" while the cleaner swaps it in
+        self.path = directory / segment_file_name(base_offset, ".log" + suffix)
         self.index_interval_bytes = index_interval_bytes
-        self.offset_index = OffsetIndex(base_offset, directory / segment_file_name(base_offset, ".index"))
-        self.time_index = TimeIndex(base_offset, directory / segment_file_name(base_offset, ".timeindex"))
+        self.offset_index = OffsetIndex(base_offset, directory / segment_file_name(base_offset, ".index" + suffix))
+        self.time_index = TimeIndex(base_offset, directory / segment_file_name(base_offset, ".timeindex" + suffix))
         self.bytes_since_last_index = 0
         self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
         self.size = os.fstat(self._fd).st_size
@@ -428,10 +485,42 @@ class FileSegment(Segment):
             os.ftruncate(self._fd, found[0])
         self.recover(check_crc=False)
 
+    def iter_batches(self) -> Iterator[tuple[RecordBatchHeader, memoryview]]:
+        fd = os.open(self.path, os.O_RDONLY)  # its own descriptor: the segment may be closed meanwhile
+        try:
+            yield from iter_file_batches(fd, self.size)
+        finally:
+            os.close(fd)
+
+    def set_last_modified(self, ms: int) -> None:
+        super().set_last_modified(ms)
+        os.utime(self.path, ns=(ms * 1_000_000, ms * 1_000_000))
+
+    def change_suffix(self, suffix: str) -> None:
+        """Rename the segment's files (Kafka ``LogSegment.changeFileSuffixes``): the indexes first, the
+        log last, so that the log file's name says which state the whole segment is in."""
+        for index in (self.offset_index, self.time_index):
+            assert index.path is not None
+            new = index.path.with_name(index.path.name[: len(index.path.name) - len(self.suffix)] + suffix)
+            if index.path.exists():
+                os.replace(index.path, new)
+            index.path = new
+        new_log = self.path.with_name(self.path.name[: len(self.path.name) - len(self.suffix)] + suffix)
+        os.replace(self.path, new_log)
+        self.path = new_log
+        self.suffix = suffix
+
     # -- lifecycle ------------------------------------------------------------------------
     def flush(self, fsync: bool = False) -> None:
         if fsync:
             os.fsync(self._fd)
+            for index in (self.offset_index, self.time_index):
+                if index.path is not None and index.path.exists():
+                    fd = os.open(index.path, os.O_RDONLY)
+                    try:
+                        os.fsync(fd)
+                    finally:
+                        os.close(fd)
 
     def close(self) -> None:
         self.offset_index.close()

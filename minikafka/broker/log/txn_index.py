@@ -57,6 +57,14 @@ class TransactionIndex:
         if cut:
             del self.entries[:cut], self._last_offsets[:cut]
 
+    def remove_markers(self, last_offsets: set[int]) -> None:
+        """Drop the entries whose ABORT marker the log cleaner removed."""
+        if not last_offsets:
+            return
+        keep = [t for t in self.entries if t.last_offset not in last_offsets]
+        self.entries = keep
+        self._last_offsets = [t.last_offset for t in keep]
+
     def clear(self) -> None:
         self.entries.clear()
         self._last_offsets.clear()

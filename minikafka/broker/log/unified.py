@@ -5,8 +5,9 @@ Deliberate differences from Kafka:
 * Single-threaded and synchronous: the broker calls it from trio tasks; writes
   are ``os.writev`` on an ``O_APPEND`` descriptor (page cache, no fsync unless
   ``flush(fsync=True)``), reads are ``os.pread``.
-* No producer-state snapshots or compaction; the aborted-transactions index
-  (:mod:`.txn_index`) is in memory, rebuilt with the producer state on load.
+* No producer-state snapshots; the aborted-transactions index (:mod:`.txn_index`) is in
+  memory, rebuilt with the producer state on load. Compaction is the log cleaner's
+  (:mod:`.cleaner`); this class swaps its cleaned segments in (:meth:`Log.replace_segments`).
 * The log start offset and high watermark are checkpointed per partition in
   ``partition-offsets-checkpoint`` (Kafka keeps one log-start-offset-checkpoint
   and one replication-offset-checkpoint per data directory).
@@ -45,7 +46,7 @@ from minikafka.protocol.records import (
 from .epoch import CHECKPOINT_FILE, LeaderEpochFileCache
 from .index import IndexCorruptError
 from .txn_index import TransactionIndex
-from .segment import BatchMeta, FileSegment, MemorySegment, Segment
+from .segment import BatchMeta, FileSegment, MemorySegment, Segment, segment_file_name
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +69,24 @@ class LogConfig:
     message_timestamp_type: str = "CreateTime"  # message.timestamp.type
     index_interval_bytes: int = 4096  # index.interval.bytes
     segment_ms: int = 7 * 24 * 3600 * 1000  # segment.ms
+    cleanup_policy: frozenset[str] = frozenset({"delete"})  # cleanup.policy
+    delete_retention_ms: int = 24 * 3600 * 1000  # delete.retention.ms
+    min_cleanable_dirty_ratio: float = 0.5  # min.cleanable.dirty.ratio
+    min_compaction_lag_ms: int = 0  # min.compaction.lag.ms
+    max_compaction_lag_ms: int = (1 << 63) - 1  # max.compaction.lag.ms
+    max_message_bytes: int = 1048588  # max.message.bytes
+    timestamp_before_max_ms: int = (1 << 63) - 1  # message.timestamp.before.max.ms
+    timestamp_after_max_ms: int = (1 << 63) - 1  # message.timestamp.after.max.ms
+
+    @property
+    def compact(self) -> bool:
+        """``cleanup.policy`` includes ``compact``: the log cleaner keeps the last record per key."""
+        return "compact" in self.cleanup_policy
+
+    @property
+    def delete(self) -> bool:
+        """``cleanup.policy`` includes ``delete``: time and size retention apply."""
+        return "delete" in self.cleanup_policy
 
 
 @dataclass
@@ -126,6 +145,8 @@ class Log:
         self.log_end_offset = 0
         self._high_watermark = 0
         self._closed = False
+        self.truncated_to: int | None = None  # lowest truncation since the cleaner last looked
+        self.truncations = 0  # how often the log was truncated (a cleaning that saw an earlier count is void)
         self.txn_index = TransactionIndex()
         if directory is not None:
             directory.mkdir(parents=True, exist_ok=True)
@@ -212,6 +233,7 @@ class Log:
         now = self.clock.time_ms()
         for stray in self.directory.glob("*.tmp"):
             stray.unlink(missing_ok=True)
+        self._complete_swaps(now)
         bases = sorted(int(p.stem) for p in self.directory.glob("*.log") if p.stem.isdigit())
         for suffix in (".index", ".timeindex"):  # orphan indexes
             for p in self.directory.glob("*" + suffix):
@@ -252,6 +274,28 @@ class Log:
         else:
             self.high_watermark = ckpt_hw
         log.info("%r: loaded", self)
+
+    def _complete_swaps(self, now: int) -> None:
+        """Finish what a crash interrupted in :meth:`replace_segments` (Kafka ``LogLoader``'s swap
+        handling): ``.cleaned`` files were never committed and go; a ``.swap`` segment was, so the
+        segments it replaces (those starting within its offsets) go and it takes their place."""
+        assert self.directory is not None
+        for stray in self.directory.glob("*.cleaned"):
+            stray.unlink(missing_ok=True)
+        for swap in sorted(self.directory.glob("*.log.swap")):
+            stem = swap.name[: -len(".log.swap")]
+            if not stem.isdigit():
+                continue
+            base = int(stem)
+            seg = FileSegment(self.directory, base, self.config.index_interval_bytes, now, suffix=".swap")
+            seg.recover(check_crc=True)
+            for old in self.directory.glob("*.log"):
+                if old.stem.isdigit() and base <= int(old.stem) < max(seg.next_offset, base + 1):
+                    for suffix in (".log", ".index", ".timeindex"):
+                        (self.directory / segment_file_name(int(old.stem), suffix)).unlink(missing_ok=True)
+            seg.close()
+            seg.change_suffix("")
+            log.info("%s: completed the swap of a cleaned segment at %d", self.directory, base)
 
     def _on_recovered_batch(self, h: RecordBatchHeader) -> None:
         if h.partition_leader_epoch >= 0:
@@ -355,11 +399,8 @@ class Log:
             expected = h.last_offset + 1
         if not metas:
             return LogAppendInfo(-1, -1, -1, -1, -1, self.log_start_offset, 0)
-        if first > self.log_end_offset and self.active_segment.size == 0:
-            self.truncate_fully_and_start_at(first)
-        elif first > self.log_end_offset:
-            self.log_end_offset = first  # gap: roll so the new segment starts at `first`
-            self.roll()
+        # A gap before ``first`` (the leader's cleaner removed those offsets) stays a gap, as in the
+        # leader's log: segments hold batches with gaps between them.
         for epoch, off in epochs:
             if epoch >= 0 and epoch != self.epoch_cache.latest_epoch():
                 self.epoch_cache.assign(epoch, off)
@@ -453,11 +494,23 @@ class Log:
                 continue
             h = read_header(batch)
             recs = _decode_or_none(batch)
-            if recs is not None:
+            if recs is None:
+                return max(h.base_offset, self.log_start_offset), h.max_timestamp, h.partition_leader_epoch
+            for r in recs:
+                if r.timestamp >= timestamp and r.offset >= self.log_start_offset:
+                    return r.offset, r.timestamp, h.partition_leader_epoch
+            # No record of it qualifies (a batch the log cleaner emptied keeps its maxTimestamp): go on with the
+            # batches after it, as Kafka's searchForTimestamp does, and past this segment (Kafka stops there).
+            for h, view in self.iter_batches_from(h.next_offset):
+                if h.max_timestamp < timestamp:
+                    continue
+                recs = _decode_or_none(view)
+                if recs is None:
+                    return max(h.base_offset, self.log_start_offset), h.max_timestamp, h.partition_leader_epoch
                 for r in recs:
-                    if r.timestamp >= timestamp and r.offset >= self.log_start_offset:
+                    if r.timestamp >= timestamp:
                         return r.offset, r.timestamp, h.partition_leader_epoch
-            return max(h.base_offset, self.log_start_offset), h.max_timestamp, h.partition_leader_epoch
+            return None
         return None
 
     def max_timestamp_and_offset(self) -> tuple[int, int]:
@@ -509,7 +562,10 @@ class Log:
 
     def enforce_retention(self, now_ms: int) -> int:
         """Delete old segments by retention.ms then retention.bytes; never the active one,
-        never one holding offsets at or above the high watermark. Returns the count deleted."""
+        never one holding offsets at or above the high watermark. Returns the count deleted.
+        A topic whose ``cleanup.policy`` lacks ``delete`` keeps them (the cleaner compacts it)."""
+        if not self.config.delete:
+            return 0
         deletable = []
         for i, seg in enumerate(self.segments[:-1]):
             if self.segments[i + 1].base_offset > self._high_watermark:
@@ -548,6 +604,8 @@ class Log:
         if offset <= self.log_start_offset and offset <= self.segments[0].base_offset:
             self.truncate_fully_and_start_at(offset)
             return
+        self.truncated_to = offset if self.truncated_to is None else min(self.truncated_to, offset)
+        self.truncations += 1
         i = self._segment_index(offset)
         if i + 1 < len(self.segments):
             self._drop_segments(self.segments[i + 1 :])
@@ -561,12 +619,55 @@ class Log:
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete everything and restart the log at *offset* (Kafka ``truncateFullyAndStartAt``)."""
+        self.truncated_to = offset if self.truncated_to is None else min(self.truncated_to, offset)
+        self.truncations += 1
         self._drop_segments(list(self.segments))
         self._add_segment(offset, self.clock.time_ms())
         self.log_start_offset = self.log_end_offset = self._high_watermark = offset
         self.epoch_cache.clear()
         self.txn_index.clear()
         self._write_offsets_checkpoint()
+
+    # -- cleaning (Kafka's createNewCleanedSegment / replaceSegments) --------------------------
+    def new_cleaned_segment(self, base_offset: int) -> Segment:
+        """An empty segment for the cleaner to write into: in memory, or ``<base>.log.cleaned`` and
+        its indexes beside the live files (any left over from an earlier attempt are removed)."""
+        now = self.clock.time_ms()
+        if self.directory is None:
+            return MemorySegment(base_offset, now)
+        for suffix in (".log", ".index", ".timeindex"):
+            (self.directory / segment_file_name(base_offset, suffix + ".cleaned")).unlink(missing_ok=True)
+        return FileSegment(self.directory, base_offset, self.config.index_interval_bytes, now, suffix=".cleaned")
+
+    def replace_segments(self, new: Segment, old: Sequence[Segment], truncations: int | None = None) -> bool:
+        """Swap the cleaned segment ``new`` in for ``old`` (consecutive, inactive), atomically as far
+        as a crash can tell: ``.cleaned`` -> ``.swap`` (the commit point), old files deleted, ``.swap``
+        -> live names; loading completes an interrupted swap (:meth:`_complete_swaps`).
+
+        Returns False, discarding ``new``, when the log changed under the cleaner meanwhile (old
+        segments deleted by retention or DeleteRecords, or the log truncated since ``truncations``)."""
+        ids = [id(s) for s in self.segments]
+        try:
+            i = ids.index(id(old[0]))
+        except ValueError:
+            i = -1
+        intact = (i >= 0 and i + len(old) < len(self.segments) and not self._closed
+                  and (truncations is None or truncations == self.truncations)
+                  and [id(s) for s in self.segments[i:i + len(old)]] == [id(s) for s in old])
+        if not intact:
+            new.delete()
+            return False
+        if isinstance(new, FileSegment):
+            new.change_suffix(".swap")
+            for seg in old:
+                seg.delete()
+            new.change_suffix("")
+        else:
+            for seg in old:
+                seg.delete()
+        self.segments[i:i + len(old)] = [new]
+        self._bases = [s.base_offset for s in self.segments]
+        return True
 
     # -- lifecycle ------------------------------------------------------------------------
     def flush(self, fsync: bool = False) -> None:

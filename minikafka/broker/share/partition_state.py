@@ -1,40 +1,48 @@
-"""The persisted state of share-partitions: ``<data_dir>/__share_group_state/state.log``.
+"""The persisted state of share-partitions: the compacted ``__share_group_state`` partition log.
 
-Models what Kafka keeps through its share coordinator in the ``__share_group_state`` topic
-(``ShareSnapshot``/``ShareUpdate`` records written by ``WriteShareGroupState``, read back by
-``ReadShareGroupState`` when a share-partition leader initializes): per (share group, topic,
-partition) the share-partition start offset, a state epoch and the in-flight record states with
-their delivery counts.
+Models what Kafka keeps through its share coordinator in the ``__share_group_state`` topic (written by
+``WriteShareGroupState``, read back by ``ReadShareGroupState`` when a share-partition leader initializes):
+per (share group, topic, partition) the share-partition start offset, a state epoch and the in-flight record
+states with their delivery counts.  With a data dir every change is appended to
+``<data_dir>/__share_group_state-<partition>/`` (a partition log with ``cleanup.policy=compact``,
+:class:`~minikafka.broker.coordinator_log.CoordinatorLog`) as Kafka's
+``ShareSnapshotKey(group, topic id, partition)`` -> ``ShareSnapshotValue`` record
+(:mod:`minikafka.protocol.coordinator_records`; each write a new snapshot, its snapshot epoch one higher);
+``DeleteShareGroupOffsets`` writes a tombstone.  Replay keeps the last record per key; a record whose topic
+id no longer exists (a deleted topic) is ignored.  Logs of earlier versions
+(``<data_dir>/__share_group_state/state.log``, JSON lines) are migrated into the new log on load and removed.
 
-Deliberate difference: no share coordinator and no topic; a :class:`ShareStateStore` is one object
-shared by the brokers of a cluster (``SharedState``) so a new partition leader reads what the old
-one wrote, kept in memory and, with a data dir, in an append-only file of JSON lines flushed to the
-OS after every write (no fsync)::
-
-    {"g":group,"t":topic,"p":partition,"s":start_offset,"e":state_epoch,"b":[[first,last,state,count],...]}
-    {"g":group,"t":topic,"p":partition,"d":1}      (the state was deleted: DeleteShareGroupOffsets)
-
-Every line is a full snapshot of one share-partition; the last one wins.  A torn last line is
-ignored; the file is compacted on load when it holds many more lines than live share-partitions.
+Deliberate differences: no share coordinator; a :class:`ShareStateStore` is one object shared by the brokers
+of a cluster (``SharedState``) so a new partition leader reads what the old one wrote; only snapshots are
+written (Kafka writes ``ShareUpdate`` records between snapshots); no leader epochs (written as -1); no fsync.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import os
+import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
+from ...common import SYSTEM_CLOCK, TopicMetadata
+from ...protocol.coordinator_records import (ShareSnapshotKey, ShareSnapshotValue, ShareStateBatch,
+                                             decode_share_record, encode_record)
+from ...protocol.records import RecordBatchHeader
+from ..coordinator_log import (SHARE_GROUP_STATE_SEGMENT_BYTES, SHARE_GROUP_STATE_TOPIC, CoordinatorLog,
+                               CoordinatorLogStore, compacted_log_config)
 from ..json_lines import replay_json_lines
+from ..log import LogConfig
 
 log = logging.getLogger(__name__)
 
-LOG_DIR_NAME = "__share_group_state"
-LOG_FILE_NAME = "state.log"
-_COMPACT_MIN_RECORDS = 1000
+# The JSON-lines log of earlier versions, migrated on load.
+LEGACY_DIR_NAME = "__share_group_state"
+LEGACY_FILE_NAME = "state.log"
 # A state line never needs more runs than this to be loaded (bad input must not make us allocate).
 _MAX_RUNS = 1_000_000
+_SNAPSHOT_EPOCHS = 1 << 16  # the snapshot epoch is a uint16
+NO_LEADER_EPOCH = -1
 
 
 class ShareStateKey(NamedTuple):
@@ -52,16 +60,36 @@ class PersistedShareState(NamedTuple):
     batches: tuple[tuple[int, int, int, int], ...] = ()
 
 
-class ShareStateStore:
-    """Share-partition state by (group, topic, partition), optionally backed by a file in ``data_dir``."""
+class TopicIds(Protocol):
+    """Topic names and ids (the records name topics by id): the cluster metadata."""
 
-    def __init__(self, data_dir: Path | None = None) -> None:
+    def get_topic(self, name: str) -> TopicMetadata | None: ...
+
+    def get_topic_by_id(self, topic_id: uuid.UUID) -> TopicMetadata | None: ...
+
+
+class ShareStateStore(CoordinatorLogStore):
+    """Share-partition state by (group, topic, partition), backed by a ``__share_group_state`` log with a
+    data dir (``topics`` then resolves topic names to the ids the records carry)."""
+
+    def __init__(self, data_dir: Path | None = None, topics: TopicIds | None = None, *, partition: int = 0,
+                 config: LogConfig | None = None, now_ms: Callable[[], int] = SYSTEM_CLOCK.time_ms) -> None:
         self._states: dict[ShareStateKey, PersistedShareState] = {}
-        self._file: IO[str] | None = None
-        self.path: Path | None = None
-        self.records_written = 0
+        self._snapshot_epochs: dict[ShareStateKey, int] = {}
+        self._topic_ids: dict[ShareStateKey, uuid.UUID] = {}  # the id each key's records were written under
+        self.topics = topics
+        self.partition = partition
+        self._log: CoordinatorLog | None = None
+        self.dir: Path | None = None
         if data_dir is not None:
-            self.path = Path(data_dir) / LOG_DIR_NAME / LOG_FILE_NAME
+            if topics is None:
+                raise ValueError("a share state store with a data dir needs the topic ids")
+            self.dir = Path(data_dir) / f"{SHARE_GROUP_STATE_TOPIC}-{partition}"
+            self._log = CoordinatorLog(Path(data_dir), SHARE_GROUP_STATE_TOPIC, partition,
+                                       config or compacted_log_config(SHARE_GROUP_STATE_SEGMENT_BYTES), now_ms=now_ms)
+            legacy = Path(data_dir) / LEGACY_DIR_NAME / LEGACY_FILE_NAME
+            if legacy.exists():
+                self._migrate(legacy)
             self._load()
 
     # -- reads ---------------------------------------------------------------------------------
@@ -77,66 +105,102 @@ class ShareStateStore:
         if self._states.get(key) == state:
             return
         self._states[key] = state
-        self._append({"g": key.group_id, "t": key.topic, "p": key.partition, "s": state.start_offset,
-                      "e": state.state_epoch, "b": [list(b) for b in state.batches]})
+        self._write_snapshot(key, state)
 
     def delete(self, key: ShareStateKey) -> bool:
         if self._states.pop(key, None) is None:
             return False
-        self._append({"g": key.group_id, "t": key.topic, "p": key.partition, "d": 1})
+        self._snapshot_epochs.pop(key, None)
+        topic_id = self._topic_ids.pop(key, None)
+        if self._log is not None and topic_id is not None:
+            self._log.append([encode_record(ShareSnapshotKey(key.group_id, topic_id, key.partition), None)])
         return True
 
-    def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
-
-    # -- the file ------------------------------------------------------------------------------
-    def _append(self, rec: dict[str, Any]) -> None:
-        if self._file is None:
+    # -- the log -------------------------------------------------------------------------------
+    def _write_snapshot(self, key: ShareStateKey, state: PersistedShareState) -> None:
+        if self._log is None:
             return
-        self._file.write(_dumps(rec))
-        self._file.flush()
-        self.records_written += 1
+        topic_id = self._topic_id(key)
+        if topic_id is None:
+            log.warning("share state of %s not persisted: topic %s has no id", key, key.topic)
+            return
+        previous = self._snapshot_epochs.get(key)
+        epoch = 0 if previous is None else (previous + 1) % _SNAPSHOT_EPOCHS
+        self._snapshot_epochs[key] = epoch
+        value = ShareSnapshotValue(epoch, state.state_epoch, NO_LEADER_EPOCH, state.start_offset,
+                                   tuple(ShareStateBatch(*b) for b in state.batches))
+        self._log.append([encode_record(ShareSnapshotKey(key.group_id, topic_id, key.partition), value)])
+
+    def _topic_id(self, key: ShareStateKey) -> uuid.UUID | None:
+        known = self._topic_ids.get(key)
+        topic = self.topics.get_topic(key.topic) if self.topics is not None else None
+        if topic is None:
+            return known
+        self._topic_ids[key] = topic.topic_id
+        return topic.topic_id
 
     def _load(self) -> None:
-        assert self.path is not None
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        count = replay_json_lines(self.path, self._replay)
-        if count > _COMPACT_MIN_RECORDS and count > 2 * len(self._states):
-            self._rewrite()
-            count = len(self._states)
-        self._file = open(self.path, "a", encoding="utf-8")
-        self.records_written = count
+        assert self._log is not None and self.topics is not None
+        topics = self.topics
+        unknown: set[uuid.UUID] = set()
+
+        def apply(h: RecordBatchHeader, raw_key: bytes, raw_value: bytes | None) -> None:
+            k, v = decode_share_record(raw_key, raw_value)
+            topic = topics.get_topic_by_id(k.topic_id)
+            if topic is None:
+                unknown.add(k.topic_id)
+                return
+            key = ShareStateKey(k.group_id, topic.name, k.partition)
+            if v is None:
+                self._states.pop(key, None)
+                self._snapshot_epochs.pop(key, None)
+                self._topic_ids.pop(key, None)
+                return
+            self._states[key] = PersistedShareState(v.start_offset, v.state_epoch, tuple(
+                (b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in v.state_batches))
+            self._snapshot_epochs[key] = v.snapshot_epoch
+            self._topic_ids[key] = k.topic_id
+
+        count = self._log.replay(apply)
+        if unknown:
+            log.info("%s: ignored the state of %d deleted topic(s)", self.dir, len(unknown))
         if self._states:
-            log.info("loaded the state of %d share-partitions from %s", len(self._states), self.path)
+            log.info("loaded the state of %d share-partitions from %s (%d records)", len(self._states), self.dir,
+                     count)
 
-    def _replay(self, rec: dict[str, Any]) -> None:
-        group, topic, partition = rec["g"], rec["t"], int(rec["p"])
-        if not isinstance(group, str) or not isinstance(topic, str):
-            raise TypeError("group and topic must be strings")
-        key = ShareStateKey(group, topic, partition)
-        if rec.get("d"):
-            self._states.pop(key, None)
-            return
-        runs = rec["b"]
-        if not isinstance(runs, list) or len(runs) > _MAX_RUNS:
-            raise TypeError("state batches must be a list")
-        batches = tuple((int(b[0]), int(b[1]), int(b[2]), int(b[3])) for b in runs)
-        self._states[key] = PersistedShareState(int(rec["s"]), int(rec.get("e", 0)), batches)
-
-    def _rewrite(self) -> None:
-        assert self.path is not None
-        tmp = self.path.with_suffix(".log.compacting")
-        with open(tmp, "w", encoding="utf-8") as f:
-            for key, state in self._states.items():
-                f.write(_dumps({"g": key.group_id, "t": key.topic, "p": key.partition, "s": state.start_offset,
-                                "e": state.state_epoch, "b": [list(b) for b in state.batches]}))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
-        log.info("compacted %s", self.path)
+    def _migrate(self, path: Path) -> None:
+        """Replay the JSON-lines log of earlier versions (a full snapshot per line, the last one wins), write it
+        into the log, remove it."""
+        assert self._log is not None
+        legacy: dict[ShareStateKey, PersistedShareState] = {}
+        count = replay_json_lines(path, lambda rec: _apply_legacy(legacy, rec))
+        for key, state in legacy.items():
+            self._write_snapshot(key, state)
+        self._snapshot_epochs.clear()
+        self._topic_ids.clear()
+        self._log.sync()
+        path.unlink()
+        path.with_suffix(".log.compacting").unlink(missing_ok=True)
+        try:
+            path.parent.rmdir()
+        except OSError:
+            pass  # something else lives there: leave it
+        log.info("migrated the state of %d share-partitions (%d records) from %s into %s", len(legacy), count,
+                 path, self.dir)
 
 
-def _dumps(rec: dict[str, Any]) -> str:
-    return json.dumps(rec, separators=(",", ":"), ensure_ascii=False) + "\n"
+def _apply_legacy(states: dict[ShareStateKey, PersistedShareState], rec: dict[str, Any]) -> None:
+    """One line of the old JSON-lines log: ``{"g","t","p","s","e","b":[[first,last,state,count],...]}`` or
+    ``{"g","t","p","d":1}`` (deleted)."""
+    group, topic, partition = rec["g"], rec["t"], int(rec["p"])
+    if not isinstance(group, str) or not isinstance(topic, str):
+        raise TypeError("group and topic must be strings")
+    key = ShareStateKey(group, topic, partition)
+    if rec.get("d"):
+        states.pop(key, None)
+        return
+    runs = rec["b"]
+    if not isinstance(runs, list) or len(runs) > _MAX_RUNS:
+        raise TypeError("state batches must be a list")
+    batches = tuple((int(b[0]), int(b[1]), int(b[2]), int(b[3])) for b in runs)
+    states[key] = PersistedShareState(int(rec["s"]), int(rec.get("e", 0)), batches)

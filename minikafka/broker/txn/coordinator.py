@@ -11,15 +11,16 @@ committed or dropped, and the transaction becomes CompleteCommit /
 CompleteAbort).  ``transaction.timeout.ms`` is enforced by a timer that aborts
 expired transactions under a bumped epoch (``abortTimedOutTransactions``), and
 ids idle for ``transactional.id.expiration.ms`` are removed.  State is kept in
-:mod:`.state_log` when there is a data dir; transactions found half-completed
-on load get their markers sent again.
+the ``__transaction_state`` log (:mod:`.state_log`) when there is a data dir;
+transactions found half-completed on load get their markers sent again.
 
 Deliberate differences from Kafka: one coordinator for every transactional id,
 shared by a cluster's brokers in one process (FindCoordinator names the
 lowest live broker, as for groups), so the coordinator epoch stays 0 and
-a coordinator broker stopping loses nothing; the ``__consumer_offsets``
-partitions of AddOffsetsToTxn are the group ids, completed by a direct call to
-the group coordinator rather than by markers.
+a coordinator broker stopping loses nothing; the groups of AddOffsetsToTxn
+are completed by a direct call to the group coordinator rather than by markers
+to their ``__consumer_offsets`` partitions (which the transaction log records,
+as Kafka's does).
 """
 
 from __future__ import annotations
@@ -33,9 +34,12 @@ from typing import Protocol
 import trio
 
 from ...common import Clock, TopicPartition
+from ...common.hashing import partition_for_key
 from ...protocol.errors import ErrorCode
 from ..config import BrokerConfig
+from ..coordinator_log import compacted_log_config
 from ..inter_broker import InterBrokerChannel, InterBrokerConnector
+from ..log.cleaner_manager import CleanerTarget
 from .markers import PartitionLeaders, TransactionMarkerChannelManager
 from .metadata import MAX_EPOCH, NO_PRODUCER_EPOCH, TransactionMetadata, TransactionState
 from .state_log import TransactionStateLog
@@ -56,6 +60,10 @@ class GroupTxnOffsets(Protocol):
     """The group coordinator's half of a transaction's offsets (TxnOffsetCommit, made visible on commit)."""
 
     def complete_txn_offsets(self, group_id: str, producer_id: int, commit: bool) -> None: ...
+
+    def txn_offset_groups(self, producer_id: int) -> set[str]:
+        """The groups holding offsets of the producer's open transaction."""
+        ...
 
 
 class ClusterView(PartitionLeaders, Protocol):
@@ -89,11 +97,14 @@ class TransactionCoordinator:
         self.clock = clock
         self.group_offsets = group_offsets
         self.coordinator_epoch = 0
-        self.state_log = TransactionStateLog(data_dir)
+        self.state_log = TransactionStateLog(
+            data_dir, now_ms=clock.time_ms, offsets_topic_partitions=config.offsets_topic_num_partitions,
+            config=compacted_log_config(config.transaction_state_log_segment_bytes, config.topic_defaults()))
         self.txns: dict[str, TransactionMetadata] = self.state_log.load()
         if self.txns:
             top = max(max(m.producer_id, m.last_producer_id) for m in self.txns.values())
             producer_ids.next_id = max(producer_ids.next_id, top + 1)
+            self._find_groups()
         # Markers go to the leaders' inter-broker listener, in its security protocol.
         self.channel = InterBrokerChannel("transaction-coordinator", lambda nid: cluster.live.get(nid),
                                           connector=InterBrokerConnector(config))
@@ -107,6 +118,24 @@ class TransactionCoordinator:
 
     def now_ms(self) -> int:
         return self.clock.time_ms()
+
+    def _offsets_partition(self, group_id: str) -> int:
+        """The group's ``__consumer_offsets`` partition (Kafka's ``partitionFor``)."""
+        return partition_for_key(group_id, self.config.offsets_topic_num_partitions)
+
+    def _find_groups(self) -> None:
+        """After a load: the groups of each transaction with ``__consumer_offsets`` partitions are those of
+        these partitions holding offsets of its producer (the log records partitions, not group ids)."""
+        if self.group_offsets is None:
+            return
+        for meta in self.txns.values():
+            if meta.offsets_partitions:
+                meta.groups = {g for g in self.group_offsets.txn_offset_groups(meta.producer_id)
+                               if self._offsets_partition(g) in meta.offsets_partitions}
+
+    def cleaner_targets(self) -> list[CleanerTarget]:
+        """The ``__transaction_state`` log for the log cleaner (none without a data dir)."""
+        return self.state_log.cleaner_targets()
 
     # -- running ---------------------------------------------------------------------------------
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -178,6 +207,7 @@ class TransactionCoordinator:
         meta.transition(S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT, self.now_ms())
         meta.partitions.clear()
         meta.groups.clear()
+        meta.offsets_partitions.clear()
         self._persist(meta)
         log.debug("transaction %s (producer %d epoch %d) %s", meta.transactional_id, meta.producer_id, epoch,
                   "committed" if commit else "aborted")
@@ -216,6 +246,7 @@ class TransactionCoordinator:
         meta.timeout_ms = timeout_ms
         meta.partitions.clear()
         meta.groups.clear()
+        meta.offsets_partitions.clear()
         meta.transition(S.EMPTY, now)
         self._persist(meta)
         return ProducerIdAndEpoch(E.NONE, meta.producer_id, meta.producer_epoch)
@@ -257,6 +288,7 @@ class TransactionCoordinator:
             meta.start_ms = now
         meta.partitions |= new_parts
         meta.groups |= new_groups
+        meta.offsets_partitions.update(self._offsets_partition(g) for g in new_groups)
         meta.transition(S.ONGOING, now)
         self._persist(meta)
         return E.NONE
@@ -284,8 +316,16 @@ class TransactionCoordinator:
         if err:
             return err
         assert meta is not None
-        if meta.state != S.ONGOING or group_id not in meta.groups:
+        if meta.state != S.ONGOING:
             return E.INVALID_TXN_STATE
+        if group_id not in meta.groups:
+            # A partition in the transaction that no known group maps to joined before a restart, which
+            # forgot its group ids: a group of that partition belongs to the transaction.
+            partition = self._offsets_partition(group_id)
+            if partition not in meta.offsets_partitions or \
+                    any(self._offsets_partition(g) == partition for g in meta.groups):
+                return E.INVALID_TXN_STATE
+            meta.groups.add(group_id)
         return E.NONE
 
     # -- EndTxn ----------------------------------------------------------------------------------------

@@ -55,8 +55,10 @@ class IllegalTransitionError(RuntimeError):
 class TransactionMetadata:
     """A transactional id: its producer id and epoch, state, timeout, and what the open transaction touched.
 
-    ``groups`` stands for the ``__consumer_offsets`` partitions Kafka adds to a transaction for
-    AddOffsetsToTxn (minikafka has no such topic: the group coordinator is told directly).
+    ``groups`` are the groups whose offsets joined the transaction (AddOffsetsToTxn; the group coordinator
+    is told directly when it ends) and ``offsets_partitions`` their ``__consumer_offsets`` partitions, which
+    Kafka adds to the transaction and the transaction log records.  After a restart only the partitions are
+    known (the log has no group ids): the coordinator finds the groups again from their pending offsets.
     """
 
     transactional_id: str
@@ -71,6 +73,7 @@ class TransactionMetadata:
     start_ms: int = -1
     last_update_ms: int = -1
     client_version: int = 1  # transaction version the client uses (2: KIP-890 epoch bump on every EndTxn)
+    offsets_partitions: set[int] = field(default_factory=set)
 
     def transition(self, state: TransactionState, now_ms: int) -> None:
         if self.state not in VALID_PREVIOUS[state]:
@@ -79,6 +82,7 @@ class TransactionMetadata:
         self.last_update_ms = now_ms
 
     def to_json(self) -> dict[str, Any]:
+        """The record of the JSON-lines log of earlier versions (read back by :meth:`from_json` to migrate it)."""
         return {"id": self.transactional_id, "pid": self.producer_id, "epoch": self.producer_epoch,
                 "lpid": self.last_producer_id, "lepoch": self.last_producer_epoch, "timeout": self.timeout_ms,
                 "state": self.state.value, "parts": sorted([t, p] for t, p in self.partitions),

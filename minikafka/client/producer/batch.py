@@ -90,20 +90,33 @@ class RecordMetadata(NamedTuple):
 
 
 class ProduceRequestResult:
-    """One batch's outcome, shared by its records' futures (``ProduceRequestResult``)."""
+    """One batch's outcome, shared by its records' futures (``ProduceRequestResult``).
 
-    __slots__ = ("event", "base_offset", "log_append_time", "error")
+    ``error`` is the batch's error; ``errors_by_index`` (KIP-467: the broker named the records it refused)
+    gives each record's own error by its index in the batch (:meth:`error_for`).
+    """
+
+    __slots__ = ("event", "base_offset", "log_append_time", "error", "errors_by_index")
 
     def __init__(self) -> None:
         self.event = trio.Event()
         self.base_offset = -1
         self.log_append_time = -1
         self.error: BaseException | None = None
+        self.errors_by_index: Callable[[int], BaseException] | None = None
 
-    def set(self, base_offset: int, log_append_time: int, error: BaseException | None) -> None:
+    def set(self, base_offset: int, log_append_time: int, error: BaseException | None,
+            errors_by_index: Callable[[int], BaseException] | None = None) -> None:
         self.base_offset = base_offset
         self.log_append_time = log_append_time
         self.error = error
+        self.errors_by_index = errors_by_index if error is not None else None
+
+    def error_for(self, batch_index: int) -> BaseException | None:
+        """The error of the record at ``batch_index`` (``ProduceRequestResult.error(batchIndex)``)."""
+        if self.errors_by_index is not None:
+            return self.errors_by_index(batch_index)
+        return self.error
 
     def done(self) -> None:
         self.event.set()
@@ -139,8 +152,9 @@ class FutureRecordMetadata:
         r = self.result
         if not r.event.is_set():
             raise RuntimeError("send is not complete yet; await get()")
-        if r.error is not None:
-            raise r.error
+        error = r.error_for(self.relative_offset)
+        if error is not None:
+            raise error
         offset = r.base_offset + self.relative_offset if r.base_offset >= 0 else -1
         ts = r.log_append_time if r.log_append_time >= 0 else self.timestamp
         return RecordMetadata(self.topic, self.partition, offset, ts, self.key_size, self.value_size)
@@ -159,7 +173,7 @@ class FutureRecordMetadata:
         return self.get().__await__()
 
     def exception(self) -> BaseException | None:
-        return self.result.error if self.result.event.is_set() else None
+        return self.result.error_for(self.relative_offset) if self.result.event.is_set() else None
 
 
 Callback = Callable[[RecordMetadata | None, BaseException | None], Any]
@@ -319,19 +333,23 @@ class ProducerBatch:
     def is_done(self) -> bool:
         return self.final_state is not None
 
-    def complete(self, base_offset: int, log_append_time: int, error: BaseException | None) -> bool:
-        """Complete every record's future and run callbacks (``ProducerBatch.done``); False if already done."""
+    def complete(self, base_offset: int, log_append_time: int, error: BaseException | None,
+                 record_errors: Callable[[int], BaseException] | None = None) -> bool:
+        """Complete every record's future and run callbacks (``ProducerBatch.done``); False if already done.
+
+        On failure ``record_errors`` maps a record's index in the batch to its own error
+        (``completeExceptionally(topLevelException, recordExceptions)``)."""
         if self.final_state is not None:
             return False
         self.final_state = "failed" if error is not None else "succeeded"
-        self.result.set(base_offset, log_append_time, error)
+        self.result.set(base_offset, log_append_time, error, record_errors)
         self.result.done()
         for fut, cb in self.callbacks:
             try:
                 if error is None:
                     cb(fut.value(), None)
                 else:
-                    cb(None, error)
+                    cb(None, self.result.error_for(fut.relative_offset))
             except Exception:  # a user callback must not break the Sender
                 log.exception("producer callback raised")
         return True

@@ -17,6 +17,10 @@ in flight).  While a transaction is being completed the accumulator is flushed (
 every batch); while it is being aborted or has an abortable error the batches never sent are failed;
 after a fatal error every incomplete batch is failed.  A graceful close aborts an ongoing transaction.
 
+When the broker names the records it refused (KIP-467 ``record_errors``, e.g. keyless records on a compacted
+topic), each named record fails with its own message and the rest of the batch with a generic error, as
+Java's ``Sender.failBatch`` does.
+
 Deliberate differences: no separate NetworkClient poll loop (Trio tasks do the I/O);
 MESSAGE_TOO_LARGE batches are failed, not split; a request timeout does not close the connection.
 """
@@ -461,13 +465,15 @@ class Sender:
                     self._complete_batch(b, ErrorCode.NETWORK_EXCEPTION, -1, -1, "partition missing in response",
                                          now)
                 else:
-                    self._complete_batch(b, p.error_code, p.base_offset, p.log_append_time_ms, p.error_message, now)
+                    self._complete_batch(b, p.error_code, p.base_offset, p.log_append_time_ms, p.error_message, now,
+                                         p.get("record_errors"))
         self.wakeup()
 
     # -- completion ------------------------------------------------------------------------------
     def _complete_batch(self, batch: ProducerBatch, code: int, base_offset: int, log_append_time: int,
-                        message: str | None, now: float) -> None:
-        """``completeBatch``: success, retry, or failure of one batch."""
+                        message: str | None, now: float, record_errors: Any = None) -> None:
+        """``completeBatch``: success, retry, or failure of one batch (``record_errors``: the KIP-467
+        ``RecordError``s of the response, v8+)."""
         if self.guarantee_order:
             self.acc.muted.discard((batch.topic, batch.partition))
         if batch.is_done:
@@ -498,6 +504,9 @@ class Sender:
             err = TransactionalIdAuthorizationError(f"{name}: {message or 'produce failed'}")
         else:
             err = KafkaProducerError(f"{name}: {message or 'produce failed'}", code, is_retriable(code))
+            if record_errors:
+                self._fail_batch(batch, err, now, _record_exceptions(code, name, message, record_errors))
+                return
         self._fail_batch(batch, err, now)
 
     def _can_retry(self, batch: ProducerBatch, code: int, now: float) -> bool:
@@ -521,10 +530,34 @@ class Sender:
             return True  # sent before an epoch bump; it will be renumbered
         return False
 
-    def _fail_batch(self, batch: ProducerBatch, error: BaseException, now: float) -> None:
+    def _fail_batch(self, batch: ProducerBatch, error: BaseException, now: float,
+                    record_errors: Callable[[int], BaseException] | None = None) -> None:
         if self.txn is not None:
             self.txn.handle_failed(batch, error)
         self.metrics.errors.record(batch.record_count, int(now), False)
         log.debug("failing %r: %s", batch, error)
-        batch.complete(-1, -1, error)
+        batch.complete(-1, -1, error, record_errors)
         self.acc.deallocate(batch)
+
+
+def _record_exceptions(code: int, name: str, message: str | None, record_errors: Any
+                       ) -> Callable[[int], BaseException]:
+    """Each record's error when the broker named the records it refused (Java's ``Sender.failBatch`` with
+    ``recordErrors``, KIP-467): a named record gets its own message (else the partition's); with one record
+    error its exception has the partition's error code, with several INVALID_RECORD (the code cannot tell
+    which record failed for which reason); the other records of the batch get a generic error."""
+    by_index: dict[int, BaseException] = {}
+    for rec in record_errors:
+        text = rec.batch_index_error_message or message or name
+        if len(record_errors) == 1:
+            by_index[rec.batch_index] = KafkaProducerError(f"{name}: {text}", code)
+        else:
+            by_index[rec.batch_index] = KafkaProducerError(f"INVALID_RECORD: {text}", ErrorCode.INVALID_RECORD)
+    other = KafkaProducerError("Failed to append record because it was part of a batch which had one more more "
+                               "invalid records")
+
+    def error_for(batch_index: int) -> BaseException:
+        return by_index.get(batch_index, other)
+
+    return error_for
+
