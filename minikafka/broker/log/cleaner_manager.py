@@ -193,6 +193,13 @@ class LogCleanerManager:
             self.update_checkpoint(name, end_offset)
 
 
+def _raise_if_set(stopping: threading.Event) -> Callable[[], None]:
+    def check_done() -> None:
+        if stopping.is_set():
+            raise LogCleaningAbortedError("the cleaner is stopping")
+    return check_done
+
+
 @dataclass
 class _Thread:
     """One cleaner "thread" (a Trio task) and its last cleaning's figures."""
@@ -213,7 +220,8 @@ class LogCleaner:
         self._stopping = threading.Event()
         memory = config.dedupe_buffer_size // max(config.threads, 1)
         self.throttler = Throttler(config.io_max_bytes_per_second)
-        self.threads = [_Thread(Cleaner(i, OffsetMap(memory, config.load_factor), self._check_done, self.throttler))
+        self.threads = [_Thread(Cleaner(i, OffsetMap(memory, config.load_factor), _raise_if_set(self._stopping),
+                                        self.throttler))
                         for i in range(max(config.threads, 0))]
         self._wakeup = trio.Event()
         self._finished = trio.Event()  # set (and replaced) whenever a cleaning ends
@@ -237,23 +245,22 @@ class LogCleaner:
     def targets(self) -> list[CleanerTarget]:
         return [t for fn in self._sources for t in fn()]
 
-    def _check_done(self) -> None:
-        if self._stopping.is_set():
-            raise LogCleaningAbortedError("the cleaner is stopping")
-
     # -- running ------------------------------------------------------------------------------
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """The cleaner tasks, until cancelled (nothing when ``log.cleaner.enable`` is false)."""
         if not self.config.enable or not self.threads:
             task_status.started()
             await trio.sleep_forever()
+        stopping = self._stopping = threading.Event()  # this run's: threads a stopped run left see theirs
+        for th in self.threads:
+            th.cleaner.check_done = _raise_if_set(stopping)
         try:
             async with trio.open_nursery() as nursery:
                 for th in self.threads:
                     nursery.start_soon(self._loop, th)
                 task_status.started()
         finally:
-            self._stopping.set()
+            stopping.set()
 
     async def _loop(self, th: _Thread) -> None:
         while True:
