@@ -10,7 +10,8 @@
    again is appended and cleaned (re-cleaning: a clean head and a dirty tail). Per cleaning: the dirty
    bytes mapped (``CleanerStats.map_bytes_read``), all bytes read and written, the map and clean phase
    seconds, and **MB/s cleaned = dirty MB / cleaner seconds** (MB = 10^6 bytes). ``--profile`` runs the
-   cleaner's worker-thread passes under cProfile and prints the top entries.
+   cleaner's passes under cProfile on a worker thread of its own (not a cleaning process) and prints the
+   top entries.
 2. Producer (a broker in its own process, ``--data-dir``): a broker with the cleaner disabled fills
    ``bench-compact`` (cleanup.policy=compact, ``--segment-mb`` segments) with the same ``--size-mb`` of
    keyed 1 KiB records; its data dir is kept as a pristine copy. Then, alternately, on a fresh copy of
@@ -151,11 +152,14 @@ def bench_cleaner(args: argparse.Namespace) -> list[Cleaning]:
         print(f"cleaner: log of {n} records ({lg.size_in_bytes / 1e6:.0f} MB, {lg.num_segments - 1} segment(s) of "
               f"up to {args.segment_mb} MiB) over {args.keys} keys, {args.batch_records} records a batch, "
               f"written in {time.perf_counter() - t0:.1f} s")
-        cleaner = LogCleaner(CleanerConfig(), checkpoint_dir=root)
+        # A log in a data dir is cleaned by a cleaning process, as in the broker; --profile keeps the passes
+        # on a worker thread of this process so that cProfile sees them.
+        cleaner = LogCleaner(CleanerConfig(processes=not args.profile), checkpoint_dir=root)
         cleaner.add_source(lambda: [CleanerTarget(f"{COMPACT_TOPIC}-0", lg, lambda: lg.high_watermark, dict)])
         runs = [clean(cleaner, lg, "first cleaning")]
         fill_log(lg, args.size_mb / 4, args.keys, args.batch_records, rnd)
         runs.append(clean(cleaner, lg, "re-cleaning"))
+        cleaner.close()
         lg.close()
     print(f"{'cleaner':<15} {'log MB':>13} {'dirty MB':>8} {'read MB':>8} {'written':>8} {'passes':>6} "
           f"{'map s':>6} {'clean s':>7} {'total s':>7} {'MB/s cleaned':>12}")

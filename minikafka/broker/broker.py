@@ -610,7 +610,8 @@ def log_cleaner_for(config: BrokerConfig, checkpoint_dir: Path | None, clock: Cl
         backoff_ms=config.log_cleaner_backoff_ms, dedupe_buffer_size=config.log_cleaner_dedupe_buffer_size,
         load_factor=config.log_cleaner_io_buffer_load_factor,
         io_max_bytes_per_second=(math.inf if config.log_cleaner_io_max_bytes_per_second >= sys.float_info.max
-                                 else config.log_cleaner_io_max_bytes_per_second)),
+                                 else config.log_cleaner_io_max_bytes_per_second),
+        processes=config.log_cleaner_processes),
         checkpoint_dir=checkpoint_dir, clock=clock)
 
 

@@ -102,6 +102,9 @@ class BrokerConfig:
     log_cleaner_dedupe_buffer_size: int = 134217728
     log_cleaner_io_buffer_load_factor: float = 0.9
     log_cleaner_io_max_bytes_per_second: float = 1.7976931348623157e308  # Kafka's Double.MaxValue: no limit
+    # minikafka's own: clean logs in a data dir in cleaning processes (another core, as Kafka's cleaner
+    # threads use one) rather than on a thread sharing the broker's GIL.
+    log_cleaner_processes: bool = True
     log_cleaner_delete_retention_ms: int = 86400000
     log_cleaner_min_cleanable_ratio: float = 0.5
     log_cleaner_min_compaction_lag_ms: int = 0
@@ -319,6 +322,7 @@ class BrokerConfig:
         "log.cleaner.dedupe.buffer.size": "log_cleaner_dedupe_buffer_size",
         "log.cleaner.io.buffer.load.factor": "log_cleaner_io_buffer_load_factor",
         "log.cleaner.io.max.bytes.per.second": "log_cleaner_io_max_bytes_per_second",
+        "minikafka.log.cleaner.processes": "log_cleaner_processes",
         "log.cleaner.delete.retention.ms": "log_cleaner_delete_retention_ms",
         "log.cleaner.min.cleanable.ratio": "log_cleaner_min_cleanable_ratio",
         "log.cleaner.min.compaction.lag.ms": "log_cleaner_min_compaction_lag_ms",

@@ -48,9 +48,20 @@ def make_log(tmp: Path | None, clock: ManualClock, **cfg) -> Log:
     return Log("t", 0, config, tmp, clock=clock)
 
 
+_CLEANERS: list[LogCleaner] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_cleaners():
+    yield
+    while _CLEANERS:
+        _CLEANERS.pop().close()  # their cleaning processes
+
+
 def cleaner_for(lg: Log, clock: ManualClock, tmp: Path | None = None, **kw) -> LogCleaner:
     c = LogCleaner(CleanerConfig(**kw), checkpoint_dir=tmp, clock=clock)
     c.add_source(lambda: [target(lg)])
+    _CLEANERS.append(c)
     return c
 
 
@@ -78,14 +89,16 @@ def write_random(lg: Log, clock: ManualClock, n_batches: int, keys: int, *, code
     return writes
 
 
-@pytest.mark.parametrize("on_disk", [False, True])
+@pytest.mark.parametrize("on_disk, processes", [(False, False), (True, True), (True, False)],
+                         ids=["memory", "disk-process", "disk-thread"])
 @pytest.mark.parametrize("codec", [0, 1, 4])
-async def test_last_value_per_key_kept_offsets_unchanged(tmp_path: Path, on_disk: bool, codec: int) -> None:
+async def test_last_value_per_key_kept_offsets_unchanged(tmp_path: Path, on_disk: bool, processes: bool,
+                                                         codec: int) -> None:
     clock = ManualClock()
     lg = make_log(tmp_path / "t-0" if on_disk else None, clock)
     writes = write_random(lg, clock, 400, 30, codec=codec)
     assert lg.num_segments > 3
-    cleaner = cleaner_for(lg, clock, tmp_path if on_disk else None)
+    cleaner = cleaner_for(lg, clock, tmp_path if on_disk else None, processes=processes)
     before = lg.size_in_bytes
     assert await cleaner.clean_until_idle() >= 1
     recs = all_records(lg)
@@ -452,3 +465,25 @@ async def test_compact_and_delete_policy_applies_both() -> None:
     recs = all_records(lg)
     assert {r.key: (r.value, r.offset) for r in recs} == latest_by_key(
         [w for w in old + new if w[2] >= lg.log_start_offset])
+
+
+async def test_a_dead_cleaning_process_fails_that_cleaning_only(tmp_path: Path) -> None:
+    clock = ManualClock()
+    lg = make_log(tmp_path / "t-0", clock)
+    writes = write_random(lg, clock, 300, 20)
+    lg.roll()
+    cleaner = cleaner_for(lg, clock, tmp_path)
+    process = cleaner.threads[0].process
+    import subprocess
+    import sys
+    # A cleaning process that dies as soon as it reads a job's first bytes.
+    process._proc = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.buffer.read(8); sys.exit(3)"],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert await cleaner.clean_once()  # it tried, and failed
+    assert cleaner.failures == 1 and cleaner.metrics()[
+        "kafka.log:type=LogCleanerManager,name=uncleanable-partitions-count"] == 1
+    before = [(r.key, r.value, r.offset) for r in all_records(lg)]
+    assert len(before) == len(writes)  # nothing was swapped in
+    assert await cleaner.clean_until_idle() == 1  # a new process cleans it
+    assert {r.key: (r.value, r.offset) for r in all_records(lg)} == latest_by_key(writes)
+    assert cleaner.metrics()["kafka.log:type=LogCleanerManager,name=uncleanable-partitions-count"] == 0

@@ -13,11 +13,13 @@ A cleaning of a compacted log has two passes over its cleanable sections:
    an empty batch where a producer's last batch lost every record (its sequence numbers stay valid).
 
 Both passes are synchronous and touch only inactive segments and snapshots handed in, so the
-:class:`~.cleaner_manager.LogCleaner` runs them on a worker thread and swaps the result in on the
-broker's own thread. Deliberate differences from Kafka: the offset map is keyed by the key bytes
-themselves (Kafka: their MD5 hash) with Kafka's capacity (24 bytes a slot, ``load factor`` 0.9);
-no I/O throttling; the last batch of every group (not only of the whole cleaning) is kept, empty if
-need be, so a crash mid-swap can tell which segments a cleaned one replaces.
+:class:`~.cleaner_manager.LogCleaner` runs them away from the request loop: for a log in a data dir in a
+cleaning process (:func:`run_cleaning_job`, :mod:`.cleaning_process`), for a log in memory on a worker
+thread; it swaps the result in on the broker's own thread. Deliberate differences from Kafka: the offset
+map is keyed by the key bytes themselves (Kafka: their MD5 hash) with Kafka's capacity (24 bytes a slot,
+``load factor`` 0.9); a rewritten batch keeps its base timestamp (see :mod:`~minikafka.protocol.record_filter`);
+the last batch of every group (not only of the whole cleaning) is kept, empty if need be, so a crash
+mid-swap can tell which segments a cleaned one replaces.
 """
 
 from __future__ import annotations
@@ -29,15 +31,17 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
 
 from minikafka.protocol.record_filter import (RecordSpan, batch_payload, build_empty_batch, build_filtered_batch,
                                               scan_records)
 from minikafka.protocol.records import (ControlRecordType, CorruptRecordError, RecordBatchHeader, decode_control_key,
                                        read_header)
 
-from .segment import BatchMeta, Segment
+from .segment import BatchMeta, Segment, SegmentFile, new_cleaned_file_segment
 from .txn_index import AbortedTxn
-from .unified import Log
+from .unified import Log, LogConfig
 
 log = logging.getLogger(__name__)
 
@@ -233,10 +237,11 @@ class LogToClean:
         return self.cleanable_bytes / self.total_bytes if self.total_bytes else 0.0
 
 
-def group_segments_by_size(segments: Sequence[Segment], max_size: int, first_uncleanable: int) -> list[list[Segment]]:
+def group_segments_by_size(segments: Sequence[StoredSegment], max_size: int,
+                           first_uncleanable: int) -> list[list[StoredSegment]]:
     """Consecutive segments grouped up to ``segment.bytes`` of data and 2^31 offsets each (Kafka's
     ``groupSegmentsBySize``, without its index-size bound)."""
-    groups: list[list[Segment]] = []
+    groups: list[list[StoredSegment]] = []
     segs = list(segments)
     while segs:
         group = [segs.pop(0)]
@@ -252,7 +257,27 @@ def group_segments_by_size(segments: Sequence[Segment], max_size: int, first_unc
     return groups
 
 
-def _with_last(group: Sequence[Segment]) -> Iterator[tuple[RecordBatchHeader, memoryview, bool]]:
+class StoredSegment(Protocol):
+    """What the cleaner reads of a segment: a live one (:class:`Segment`) or, in a cleaning process, its
+    file (:class:`SegmentFile`)."""
+
+    base_offset: int
+    size: int
+    next_offset: int
+    last_modified_ms: int
+
+    def iter_batches(self) -> Iterator[tuple[RecordBatchHeader, memoryview]]: ...
+
+
+class CleanedSegments(Protocol):
+    """Where cleaned segments are made: the log itself, or its directory in a cleaning process."""
+
+    config: LogConfig
+
+    def new_cleaned_segment(self, base_offset: int) -> Segment: ...
+
+
+def _with_last(group: Sequence[StoredSegment]) -> Iterator[tuple[RecordBatchHeader, memoryview, bool]]:
     """The batches of a group of segments, the last one flagged."""
     prev: tuple[RecordBatchHeader, memoryview] | None = None
     for seg in group:
@@ -269,7 +294,7 @@ class GroupResult:
     """One group cleaned into ``cleaned``, to be swapped in for ``replaced``."""
 
     cleaned: Segment
-    replaced: list[Segment]
+    replaced: list[StoredSegment]
 
 
 class Cleaner:
@@ -283,7 +308,7 @@ class Cleaner:
         self.throttler = throttler or Throttler(math.inf)
 
     # -- pass 1 ---------------------------------------------------------------------------
-    def build_offset_map(self, segments: Sequence[Segment], start: int, end: int, aborted: Sequence[AbortedTxn],
+    def build_offset_map(self, segments: Sequence[StoredSegment], start: int, end: int, aborted: Sequence[AbortedTxn],
                          stats: CleanerStats) -> int:
         """Map keys to their last offset in ``[start, end)``; returns the end of what was mapped
         (``map.latest_offset + 1``): short of ``end`` when the map filled up."""
@@ -300,7 +325,7 @@ class Cleaner:
         stats.map_done = time.monotonic()
         return omap.latest_offset + 1
 
-    def _map_segment(self, seg: Segment, start: int, end: int, txns: CleanedTransactionMetadata,
+    def _map_segment(self, seg: StoredSegment, start: int, end: int, txns: CleanedTransactionMetadata,
                      stats: CleanerStats) -> bool:
         omap = self.offset_map
         put = omap.put
@@ -344,7 +369,7 @@ class Cleaner:
         return False
 
     # -- pass 2 ---------------------------------------------------------------------------
-    def clean_group(self, lg: Log, group: Sequence[Segment], txns: CleanedTransactionMetadata,
+    def clean_group(self, lg: CleanedSegments, group: Sequence[StoredSegment], txns: CleanedTransactionMetadata,
                     active_producers: dict[int, tuple[int, int]], upper_bound: int, now_ms: int,
                     stats: CleanerStats) -> GroupResult:
         """Write the retained batches of ``group`` into a new segment (Kafka ``cleanSegments`` +
@@ -461,3 +486,68 @@ class Cleaner:
     def _meta(batch: bytes, h: RecordBatchHeader) -> BatchMeta:
         nh = read_header(batch)
         return (batch, h.base_offset, h.last_offset, nh.max_timestamp)
+
+
+# -- cleaning in a process of its own (logs in a data dir) -----------------------------------------------------
+@dataclass
+class CleaningJob:
+    """Everything a cleaning of a log in a data dir needs, picklable: the log's directory and config, its
+    inactive segments as the broker saw them, the sections to clean and the transaction and producer
+    state the cleaning must respect (the snapshots the in-process path takes too)."""
+
+    directory: Path
+    config: LogConfig
+    segments: list[tuple[int, int, int, int]]  # base offset, size, next offset, last modified ms
+    first_dirty_offset: int
+    first_uncleanable_offset: int
+    aborted: list[AbortedTxn]
+    producers: dict[int, tuple[int, int]]
+    now_ms: int
+    dedupe_buffer_size: int
+    load_factor: float
+    io_max_bytes_per_second: float
+
+
+@dataclass
+class CleaningOutcome:
+    """What a cleaning process wrote: per group, the ``.cleaned`` segment's base and next offset and the
+    base offsets it replaces, to be swapped in by the broker."""
+
+    end_offset: int
+    stats: CleanerStats
+    groups: list[tuple[int, int, list[int]]]
+    retained_aborts: list[AbortedTxn]
+
+
+class _CleanedFiles:
+    """:class:`CleanedSegments` for a cleaning process: ``.cleaned`` files in the log's directory."""
+
+    def __init__(self, job: CleaningJob) -> None:
+        self.config = job.config
+        self.directory = job.directory
+        self.now_ms = job.now_ms
+
+    def new_cleaned_segment(self, base_offset: int) -> Segment:
+        return new_cleaned_file_segment(self.directory, base_offset, self.config.index_interval_bytes, self.now_ms)
+
+
+def run_cleaning_job(job: CleaningJob) -> CleaningOutcome:
+    """A whole cleaning of one log's files (Kafka ``Cleaner.doClean``), run in a cleaning process: map the
+    dirty section, clean every group into ``.cleaned`` segments (closed, fsynced), leave the swaps to the
+    broker."""
+    stats = CleanerStats()
+    cleaner = Cleaner(0, OffsetMap(job.dedupe_buffer_size, job.load_factor),
+                      throttler=Throttler(job.io_max_bytes_per_second))
+    files = [SegmentFile(job.directory, *seg) for seg in job.segments]
+    end = cleaner.build_offset_map(files, job.first_dirty_offset, job.first_uncleanable_offset, job.aborted, stats)
+    txns = CleanedTransactionMetadata(job.aborted)
+    dest = _CleanedFiles(job)
+    groups = []
+    for group in group_segments_by_size([f for f in files if f.base_offset < end], job.config.segment_bytes,
+                                        job.first_uncleanable_offset):
+        result = cleaner.clean_group(dest, group, txns, job.producers, job.first_uncleanable_offset, job.now_ms,
+                                     stats)
+        result.cleaned.close()
+        groups.append((result.cleaned.base_offset, result.cleaned.next_offset, [s.base_offset for s in group]))
+    stats.end = time.monotonic()
+    return CleaningOutcome(end, stats, groups, txns.retained_aborts)

@@ -7,8 +7,10 @@ the choice of the filthiest log: the one with the largest dirty ratio above its
 cleanable section ends at the first of: the last stable offset, the active segment, the first segment
 younger than ``min.compaction.lag.ms``.
 
-:class:`LogCleaner` runs ``log.cleaner.threads`` concurrent cleanings as Trio tasks, each pass of a
-:class:`~.cleaner.Cleaner` on a worker thread, every swap on the broker's thread; it sleeps
+:class:`LogCleaner` runs ``log.cleaner.threads`` concurrent cleanings as Trio tasks, each with a cleaning
+process of its own for logs in a data dir (another core, as Kafka's cleaner threads; ``minikafka.log.
+cleaner.processes=false`` keeps them in the broker) and a worker thread for logs in memory; every swap is
+on the broker's thread; it sleeps
 ``log.cleaner.backoff.ms`` when nothing is cleanable. Logs come from sources
 (:meth:`LogCleaner.add_source`): the broker's partitions, and the coordinators' internal logs.
 
@@ -25,7 +27,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
@@ -34,8 +36,12 @@ import trio
 from minikafka.protocol.records import CorruptRecordError
 
 from ...common import SYSTEM_CLOCK, Clock
-from .cleaner import (Cleaner, CleanerStats, CleanedTransactionMetadata, LogCleaningAbortedError, LogToClean,
-                      OffsetMap, Throttler, group_segments_by_size)
+from .cleaner import (Cleaner, CleanerStats, CleanedTransactionMetadata, CleaningJob, CleaningOutcome,
+                      LogCleaningAbortedError, LogToClean, OffsetMap, Throttler, group_segments_by_size)
+from .cleaning_process import CleaningProcess, CleaningProcessError
+from .index import IndexCorruptError
+from .segment import FileSegment, Segment, segment_file_name
+from .txn_index import AbortedTxn
 from .unified import Log
 
 log = logging.getLogger(__name__)
@@ -64,6 +70,7 @@ class CleanerConfig:
     dedupe_buffer_size: int = 128 << 20
     load_factor: float = 0.9
     io_max_bytes_per_second: float = math.inf
+    processes: bool = True  # clean logs in a data dir in cleaning processes (minikafka's), not threads
 
 
 class LogCleanerManager:
@@ -206,6 +213,7 @@ class _Thread:
 
     cleaner: Cleaner
     last_stats: CleanerStats | None = None
+    process: CleaningProcess = field(default_factory=CleaningProcess)
 
 
 class LogCleaner:
@@ -231,6 +239,11 @@ class LogCleaner:
     def add_source(self, fn: Callable[[], Iterable[CleanerTarget]]) -> None:
         """Logs to clean: ``fn`` is asked on every pass, so the set may change."""
         self._sources.append(fn)
+
+    def close(self) -> None:
+        """Stop the cleaning processes (``run`` does it when cancelled)."""
+        for th in self.threads:
+            th.process.close()
 
     def forget_topic(self, topic: str) -> None:
         """Drop a deleted topic's checkpoints."""
@@ -261,6 +274,7 @@ class LogCleaner:
                 task_status.started()
         finally:
             stopping.set()
+            self.close()
 
     async def _loop(self, th: _Thread) -> None:
         while True:
@@ -290,7 +304,7 @@ class LogCleaner:
             self.cleanings += 1
         except LogCleaningAbortedError as exc:
             log.info("cleaning of %s aborted: %s", ltc.name, exc)
-        except (OSError, CorruptRecordError) as exc:
+        except (OSError, CorruptRecordError, CleaningProcessError) as exc:
             self.failures += 1
             self.manager.failing[ltc.name] = ltc.log.size_in_bytes
             log.warning("cleaning of %s failed: %s", ltc.name, exc)
@@ -314,37 +328,79 @@ class LogCleaner:
         return n
 
     async def _clean(self, th: _Thread, ltc: LogToClean, target: CleanerTarget, now_ms: int) -> int:
-        """Kafka ``Cleaner.doClean``: map the dirty section, then clean and swap group by group."""
-        cleaner = th.cleaner
+        """Kafka ``Cleaner.doClean``: map the dirty section, then clean and swap group by group (a log in a
+        data dir is cleaned by a cleaning process, whose groups are swapped in when it is done)."""
         lg = ltc.log
-        stats = CleanerStats()
-        th.last_stats = stats
         segments = list(lg.segments[:-1])  # never the active segment
         truncations = lg.truncations
         aborted = lg.txn_index.collect_aborted(0, ltc.first_uncleanable_offset)
         producers = dict(target.active_producers())
+        if lg.directory is not None and self.config.processes:
+            end, stats, retained, cleaned_upto = await self._clean_in_process(
+                th.process, lg, segments, ltc, aborted, producers, now_ms, truncations)
+        else:
+            end, stats, retained, cleaned_upto = await self._clean_in_thread(
+                th.cleaner, lg, segments, ltc, aborted, producers, now_ms, truncations)
+        th.last_stats = stats
+        lg.txn_index.remove_markers({t.last_offset for t in aborted
+                                     if t.last_offset < cleaned_upto and t.last_offset not in retained})
+        log.info("cleaner %d cleaned %s (dirty section [%d, %d]): %.1f MB read, %.1f MB written in %.2f s, "
+                 "%d of %d messages kept", th.cleaner.id, ltc.name, ltc.first_dirty_offset, end,
+                 stats.bytes_read / 1e6, stats.bytes_written / 1e6, stats.elapsed_secs, stats.messages_written,
+                 stats.messages_read)
+        return end
+
+    async def _clean_in_thread(self, cleaner: Cleaner, lg: Log, segments: list[Segment], ltc: LogToClean,
+                               aborted: list[AbortedTxn], producers: dict[int, tuple[int, int]], now_ms: int,
+                               truncations: int) -> tuple[int, CleanerStats, set[int], int]:
+        stats = CleanerStats()
         end = await trio.to_thread.run_sync(cleaner.build_offset_map, segments, ltc.first_dirty_offset,
                                             ltc.first_uncleanable_offset, aborted, stats, abandon_on_cancel=True)
-        to_clean = [s for s in segments if s.base_offset < end]
-        groups = group_segments_by_size(to_clean, lg.config.segment_bytes, ltc.first_uncleanable_offset)
+        groups = group_segments_by_size([s for s in segments if s.base_offset < end], lg.config.segment_bytes,
+                                        ltc.first_uncleanable_offset)
         txns = CleanedTransactionMetadata(aborted)
         cleaned_upto = 0
         for group in groups:
             result = await trio.to_thread.run_sync(cleaner.clean_group, lg, group, txns, producers,
                                                    ltc.first_uncleanable_offset, now_ms, stats,
                                                    abandon_on_cancel=True)
-            if not lg.replace_segments(result.cleaned, result.replaced, truncations):
+            if not lg.replace_segments(result.cleaned, [s for s in segments if s in group], truncations):
                 raise LogCleaningAbortedError(f"{ltc.name} changed while it was cleaned")
             cleaned_upto = result.cleaned.next_offset
-        retained = {t.last_offset for t in txns.retained_aborts}
-        lg.txn_index.remove_markers({t.last_offset for t in aborted
-                                     if t.last_offset < cleaned_upto and t.last_offset not in retained})
         stats.end = time.monotonic()
-        log.info("cleaner %d cleaned %s (dirty section [%d, %d]): %.1f MB read, %.1f MB written in %.2f s, "
-                 "%d of %d messages kept", cleaner.id, ltc.name, ltc.first_dirty_offset, end,
-                 stats.bytes_read / 1e6, stats.bytes_written / 1e6, stats.elapsed_secs, stats.messages_written,
-                 stats.messages_read)
-        return end
+        return end, stats, {t.last_offset for t in txns.retained_aborts}, cleaned_upto
+
+    async def _clean_in_process(self, process: CleaningProcess, lg: Log, segments: list[Segment], ltc: LogToClean, aborted: list[AbortedTxn],
+                                producers: dict[int, tuple[int, int]], now_ms: int,
+                                truncations: int) -> tuple[int, CleanerStats, set[int], int]:
+        assert lg.directory is not None
+        cfg = self.config
+        job = CleaningJob(lg.directory, lg.config,
+                          [(s.base_offset, s.size, s.next_offset, s.last_modified_ms) for s in segments],
+                          ltc.first_dirty_offset, ltc.first_uncleanable_offset, aborted, producers, now_ms,
+                          cfg.dedupe_buffer_size // max(cfg.threads, 1), cfg.load_factor,
+                          cfg.io_max_bytes_per_second)
+        try:
+            outcome: CleaningOutcome = await trio.to_thread.run_sync(process.run, job, abandon_on_cancel=True)
+        except trio.Cancelled:
+            process.close()  # the job is abandoned: so is its process (its .cleaned files go at the next try)
+            raise
+        by_base = {s.base_offset: s for s in segments}
+        cleaned_upto = 0
+        for i, (base, next_offset, replaced) in enumerate(outcome.groups):
+            new = FileSegment(lg.directory, base, lg.config.index_interval_bytes, self.clock.time_ms(),
+                              suffix=".cleaned")
+            try:
+                new.load_inactive(next_offset)
+            except IndexCorruptError:
+                new.recover(check_crc=False)
+            if not lg.replace_segments(new, [by_base[b] for b in replaced], truncations):
+                for later_base, _, _ in outcome.groups[i + 1:]:  # the rest are not swapped in either
+                    for suffix in (".log", ".index", ".timeindex"):
+                        (lg.directory / segment_file_name(later_base, suffix + ".cleaned")).unlink(missing_ok=True)
+                raise LogCleaningAbortedError(f"{ltc.name} changed while it was cleaned")
+            cleaned_upto = next_offset
+        return outcome.end_offset, outcome.stats, {t.last_offset for t in outcome.retained_aborts}, cleaned_upto
 
     # -- metrics --------------------------------------------------------------------------------
     def metrics(self) -> dict[str, float]:

@@ -52,6 +52,34 @@ def segment_file_name(base_offset: int, suffix: str) -> str:
     return f"{base_offset:020d}{suffix}"
 
 
+def new_cleaned_file_segment(directory: Path, base_offset: int, index_interval_bytes: int,
+                             now_ms: int) -> "FileSegment":
+    """An empty ``<base>.log.cleaned`` segment (and indexes) for the cleaner, replacing any left over."""
+    for suffix in (".log", ".index", ".timeindex"):
+        (directory / segment_file_name(base_offset, suffix + ".cleaned")).unlink(missing_ok=True)
+    return FileSegment(directory, base_offset, index_interval_bytes, now_ms, suffix=".cleaned")
+
+
+class SegmentFile:
+    """A closed segment's file as the cleaner reads it in another process: its offsets and size as the
+    broker saw them, its batches read through a descriptor of its own."""
+
+    def __init__(self, directory: Path, base_offset: int, size: int, next_offset: int,
+                 last_modified_ms: int) -> None:
+        self.path = directory / segment_file_name(base_offset, ".log")
+        self.base_offset = base_offset
+        self.size = size
+        self.next_offset = next_offset
+        self.last_modified_ms = last_modified_ms
+
+    def iter_batches(self) -> Iterator[tuple[RecordBatchHeader, memoryview]]:
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            yield from iter_file_batches(fd, self.size)
+        finally:
+            os.close(fd)
+
+
 def iter_file_batches(fd: int, size: int, pos: int = 0) -> Iterator[tuple[RecordBatchHeader, memoryview]]:
     """The whole batches in ``[pos, size)`` of a log file, read ``_RECOVERY_CHUNK`` bytes at a time
     (headers are not validated: these are batches the log stored). Stops at a torn tail."""

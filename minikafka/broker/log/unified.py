@@ -46,7 +46,7 @@ from minikafka.protocol.records import (
 from .epoch import CHECKPOINT_FILE, LeaderEpochFileCache
 from .index import IndexCorruptError
 from .txn_index import TransactionIndex
-from .segment import BatchMeta, FileSegment, MemorySegment, Segment, segment_file_name
+from .segment import BatchMeta, FileSegment, MemorySegment, Segment, new_cleaned_file_segment, segment_file_name
 
 log = logging.getLogger(__name__)
 
@@ -635,9 +635,7 @@ class Log:
         now = self.clock.time_ms()
         if self.directory is None:
             return MemorySegment(base_offset, now)
-        for suffix in (".log", ".index", ".timeindex"):
-            (self.directory / segment_file_name(base_offset, suffix + ".cleaned")).unlink(missing_ok=True)
-        return FileSegment(self.directory, base_offset, self.config.index_interval_bytes, now, suffix=".cleaned")
+        return new_cleaned_file_segment(self.directory, base_offset, self.config.index_interval_bytes, now)
 
     def replace_segments(self, new: Segment, old: Sequence[Segment], truncations: int | None = None) -> bool:
         """Swap the cleaned segment ``new`` in for ``old`` (consecutive, inactive), atomically as far
