@@ -34,6 +34,7 @@ from ..common import TopicMetadata
 from ..protocol.api import APIS, ApiKey
 from ..protocol.errors import ErrorCode
 from ..protocol.records import count_records
+from .log.validator import NO_KEY_COMPACTED_MESSAGE
 from .request import ObserverBase, Response
 
 log = logging.getLogger(__name__)
@@ -100,6 +101,7 @@ class BrokerTopicStats:
         self.topics: dict[str, TopicMeters] = {}
         self.retired = TopicMeters()
         self.replication_bytes_out = 0  # follower fetches (all topics only, as in Kafka)
+        self.no_key_compacted_records = 0  # keyless records refused by compacted topics (all topics only)
 
     def topic(self, name: str) -> TopicMeters:
         meters = self.topics.get(name)
@@ -126,6 +128,7 @@ class BrokerTopicStats:
     def metrics(self) -> dict[str, float]:
         out = self.all_topics().metrics()
         out[TOPIC_METRICS + "ReplicationBytesOutPerSec"] = self.replication_bytes_out
+        out[TOPIC_METRICS + "NoKeyCompactedTopicRecordsPerSec"] = self.no_key_compacted_records
         for name, meters in sorted(self.topics.items()):
             out.update(meters.metrics(f",topic={name}"))
         return out
@@ -296,6 +299,10 @@ class BrokerMetricsObserver(ObserverBase):
                     code = entry["error_code"] if entry is not None else E.UNKNOWN_SERVER_ERROR
                     appended = entry is not None and entry.get("base_offset", -1) >= 0
                     errors[code] = errors.get(code, 0) + 1
+                    if code == E.INVALID_RECORD and entry is not None:
+                        self.topic_stats.no_key_compacted_records += sum(
+                            1 for e in entry.get("record_errors") or ()
+                            if (e.get("batch_index_error_message") or "").startswith(NO_KEY_COMPACTED_MESSAGE))
                 if code in UNKNOWN_TOPIC_ERRORS:
                     continue
                 if meters is None:

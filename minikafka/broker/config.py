@@ -39,7 +39,8 @@ _AT_LEAST = {
     "log_segment_bytes": 14, "log_cleaner_threads": 0, "log_cleaner_backoff_ms": 0,
     "log_cleaner_dedupe_buffer_size": 24, "log_cleaner_delete_retention_ms": 0, "log_cleaner_min_compaction_lag_ms": 0,
     "log_cleaner_max_compaction_lag_ms": 1, "log_message_timestamp_before_max_ms": 0,
-    "log_message_timestamp_after_max_ms": 0, "log_index_interval_bytes": 0, "max_connections": 0, "max_connections_per_ip": 0,
+    "log_message_timestamp_after_max_ms": 0, "log_message_timestamp_difference_max_ms": 0,
+    "log_index_interval_bytes": 0, "max_connections": 0, "max_connections_per_ip": 0,
     "connections_max_idle_ms": 1, "max_partitions": 1, "quota_window_num": 1, "quota_window_size_seconds": 1,
     "replication_quota_window_num": 1, "replication_quota_window_size_seconds": 1, "min_insync_replicas": 1,
     "max_incremental_fetch_session_cache_slots": 0, "fetch_max_bytes": 0, "port": 0,
@@ -94,6 +95,7 @@ class BrokerConfig:
     # Per-record timestamp bounds (Kafka's log.message.timestamp.{before,after}.max.ms, KIP-937).
     log_message_timestamp_before_max_ms: int = 9223372036854775807
     log_message_timestamp_after_max_ms: int = 9223372036854775807
+    log_message_timestamp_difference_max_ms: int = 9223372036854775807  # deprecated (Kafka 3.6), for unset bounds
     # The log cleaner (Kafka's log.cleaner.* keys and the compaction defaults of every topic).
     log_cleanup_policy: str = "delete"
     log_cleaner_enable: bool = True
@@ -315,6 +317,7 @@ class BrokerConfig:
         "log.message.timestamp.type": "log_message_timestamp_type",
         "log.message.timestamp.before.max.ms": "log_message_timestamp_before_max_ms",
         "log.message.timestamp.after.max.ms": "log_message_timestamp_after_max_ms",
+        "log.message.timestamp.difference.max.ms": "log_message_timestamp_difference_max_ms",
         "log.cleanup.policy": "log_cleanup_policy",
         "log.cleaner.enable": "log_cleaner_enable",
         "log.cleaner.threads": "log_cleaner_threads",
@@ -479,6 +482,7 @@ class BrokerConfig:
             "max.compaction.lag.ms": str(self.log_cleaner_max_compaction_lag_ms),
             "message.timestamp.before.max.ms": str(self.log_message_timestamp_before_max_ms),
             "message.timestamp.after.max.ms": str(self.log_message_timestamp_after_max_ms),
+            "message.timestamp.difference.max.ms": str(self.log_message_timestamp_difference_max_ms),
         }
 
 

@@ -162,6 +162,14 @@ async def test_deprecated_timestamp_difference_applies_to_unset_bounds() -> None
     assert "within [%d, %d]" % (now - 10000, now + 100) in got[("o", 0)].record_errors[0].batch_index_error_message
 
 
+async def test_broker_level_deprecated_timestamp_difference() -> None:
+    env = Env(log_message_timestamp_difference_max_ms=100)  # log.message.timestamp.difference.max.ms
+    env.metadata.create_topic("t", 1, 1)
+    now = env.clock.time_ms()
+    p = (await produce(env, ("t", 0, keyed([b"a", b"b"], base_timestamp=now - 50, deltas=[0, 200]))))[("t", 0)]
+    assert [i for i, _ in record_errors(p)] == [1]
+
+
 async def test_timestamp_bounds_do_not_apply_to_log_append_time_topics() -> None:
     env = Env()
     env.metadata.create_topic("lat", 1, 1, {"message.timestamp.type": "LogAppendTime",
@@ -230,3 +238,19 @@ async def test_ordinary_topics_never_decode_records(monkeypatch: pytest.MonkeyPa
     assert not validator.needs_record_validation(LogConfig(), [])
     await produce(env, ("c", 0, keyed([b"k"])))
     assert len(decoded) == 1
+
+
+async def test_keyless_records_counted_in_broker_topic_metrics() -> None:
+    """Kafka's ``BrokerTopicMetrics`` NoKeyCompactedTopicRecordsPerSec counts each refused keyless record."""
+    from helpers import produce as produce_wire
+    from minikafka.broker.broker import serve_broker
+    from minikafka.client.connection import KafkaConnection
+
+    name = "kafka.server:type=BrokerTopicMetrics,name=NoKeyCompactedTopicRecordsPerSec"
+    async with serve_broker() as broker:
+        broker.create_topic("c", 1, 1, {"cleanup.policy": "compact"})
+        async with await KafkaConnection.connect("127.0.0.1", broker.port) as conn:
+            p = await produce_wire(conn, "c", keyed([b"a", None, None]))
+            assert p.error_code == ErrorCode.INVALID_RECORD
+            assert (await produce_wire(conn, "c", keyed([b"a"]))).error_code == 0
+        assert broker.metrics()[name] == 2

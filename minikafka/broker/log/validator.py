@@ -26,9 +26,10 @@ from ...protocol.records import (NO_TIMESTAMP, TIMESTAMP_TYPE_MASK, ConsumerReco
                                  decode_records)
 from .unified import LogConfig
 
-__all__ = ["INT64_MAX", "RecordError", "RecordValidationFailure", "needs_record_validation", "validate_records"]
+__all__ = ["INT64_MAX", "NO_KEY_COMPACTED_MESSAGE", "RecordError", "RecordValidationFailure", "needs_record_validation", "validate_records"]
 
 INT64_MAX = (1 << 63) - 1  # Long.MAX_VALUE: an unbounded timestamp.{before,after}.max.ms
+NO_KEY_COMPACTED_MESSAGE = "Compacted topic cannot accept message without key in topic partition"
 
 
 def _long(v: int) -> int:
@@ -96,7 +97,7 @@ def validate_records(batches: Iterable[tuple[RecordBatchHeader, memoryview]], co
         for r in decode_records(view, check_crc=False):
             if compact and r.key is None:  # validateKey
                 errors.append(RecordError(
-                    index, f"Compacted topic cannot accept message without key in topic partition {where}"))
+                    index, f"{NO_KEY_COMPACTED_MESSAGE} {where}"))
             elif create_time and r.timestamp != NO_TIMESTAMP:  # validateTimestamp
                 diff = _long(now_ms - r.timestamp)
                 if diff > before or _long(-diff) > after:
