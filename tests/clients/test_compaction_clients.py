@@ -330,12 +330,16 @@ def test_confluent_compacted_topic_keeps_the_latest_value_per_key(tmp_path: Path
         if not background:
             assert bt.call(lambda: log_of(bt, topic).num_segments) > 5
 
-        fill(bs, topic, delivered, "a")
-        if background:
-            wait_cleaned(bt, topic)
-        else:
-            assert clean(bt) >= 1
-        got = ck_read(bs, topic)
+        def fill_clean_read(tag: str) -> list:
+            """More records (so the log is dirty again and the main data cleanable), a cleaning, a read."""
+            fill(bs, topic, delivered, tag)
+            if background:
+                wait_cleaned(bt, topic)
+            else:
+                assert clean(bt) >= 1
+            return ck_read(bs, topic)
+
+        got = fill_clean_read("a")
         if background:
             check_tombstones_kept_or_removed(got, delivered)
         else:  # one record per key at its offset, the deleted keys' tombstones too (for delete.retention.ms)
@@ -348,12 +352,7 @@ def test_confluent_compacted_topic_keeps_the_latest_value_per_key(tmp_path: Path
 
         # A later cleaning, after the tombstones' delete horizon, removes them.
         wait_past_delete_horizons(stored_batch_headers(bt, topic, 0))
-        fill(bs, topic, delivered, "b")
-        if background:
-            wait_cleaned(bt, topic)
-        else:
-            assert clean(bt) >= 1
-        got = ck_read(bs, topic)
+        got = fill_clean_read("b")
         assert got == delivered.compacted(tombstones=False)
         assert not {k for _, k, _ in got} & deleted
 
