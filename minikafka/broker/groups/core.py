@@ -68,8 +68,8 @@ class CoordinatorCore:
         self._next_cleanup = clock() + retention_check_interval_s
         self._log: OffsetLog | None = None
         if data_dir is not None:
-            self._log = OffsetLog(Path(data_dir), now_ms=self._now_ms,
-                                  config=compacted_log_config(config.offsets_topic_segment_bytes, config.topic_defaults()))
+            log_config = compacted_log_config(config.offsets_topic_segment_bytes, config.topic_defaults())
+            self._log = OffsetLog(Path(data_dir), now_ms=self._now_ms, config=log_config)
         # (group type, generation or group epoch) last written for each group by _persist_group_metadata.
         self._persisted_meta: dict[str, tuple[str, int]] = {}
         if self._log is not None:

@@ -370,7 +370,8 @@ class LogCleaner:
         stats.end = time.monotonic()
         return end, stats, {t.last_offset for t in txns.retained_aborts}, cleaned_upto
 
-    async def _clean_in_process(self, process: CleaningProcess, lg: Log, segments: list[Segment], ltc: LogToClean, aborted: list[AbortedTxn],
+    async def _clean_in_process(self, process: CleaningProcess, lg: Log, segments: list[Segment], ltc: LogToClean,
+                                aborted: list[AbortedTxn],
                                 producers: dict[int, tuple[int, int]], now_ms: int,
                                 truncations: int) -> tuple[int, CleanerStats, set[int], int]:
         assert lg.directory is not None

@@ -26,7 +26,8 @@ from ...protocol.records import (NO_TIMESTAMP, TIMESTAMP_TYPE_MASK, ConsumerReco
                                  decode_records)
 from .unified import LogConfig
 
-__all__ = ["INT64_MAX", "NO_KEY_COMPACTED_MESSAGE", "RecordError", "RecordValidationFailure", "needs_record_validation", "validate_records"]
+__all__ = ["INT64_MAX", "NO_KEY_COMPACTED_MESSAGE", "RecordError", "RecordValidationFailure", "needs_record_validation",
+           "validate_records"]
 
 INT64_MAX = (1 << 63) - 1  # Long.MAX_VALUE: an unbounded timestamp.{before,after}.max.ms
 NO_KEY_COMPACTED_MESSAGE = "Compacted topic cannot accept message without key in topic partition"
