@@ -15,19 +15,14 @@ Nothing here does I/O or imports trio.
 
 from __future__ import annotations
 
-import struct
 from typing import NamedTuple, Sequence
 
-from crc32c import crc32c
+from .compression import compress
+from .records import (BATCH_HEADER, BATCH_HEADER_SIZE, COMPRESSION_MASK, DELETE_HORIZON_MASK, LOG_OVERHEAD, MAGIC,
+                      TIMESTAMP_TYPE_MASK, InvalidRecordError,
+                      RecordBatchHeader, _read_uvarint_slow, _varint, seal_batch)
 
-from .compression import CompressionError, UnsupportedCodecError, compress, decompress
-from .records import (ATTRIBUTES_OFFSET, BATCH_HEADER, BATCH_HEADER_SIZE, COMPRESSION_MASK, CRC_OFFSET,
-                      DELETE_HORIZON_MASK, LOG_OVERHEAD, MAGIC, RECORDS_OFFSET, TIMESTAMP_TYPE_MASK, Buffer,
-                      CorruptRecordError, InvalidRecordError, RecordBatchHeader, _read_uvarint_slow, _varint)
-
-__all__ = ["RecordSpan", "batch_payload", "scan_records", "build_filtered_batch", "build_empty_batch"]
-
-_U32_PACK_INTO = struct.Struct(">I").pack_into
+__all__ = ["RecordSpan", "scan_records", "build_filtered_batch", "build_empty_batch"]
 
 
 class RecordSpan(NamedTuple):
@@ -41,18 +36,6 @@ class RecordSpan(NamedTuple):
     timestamp_delta: int
     key: bytes | None
     has_value: bool
-
-
-def batch_payload(batch: Buffer, h: RecordBatchHeader) -> bytes:
-    """The batch's records, decompressed (``CorruptRecordError`` if they cannot be)."""
-    body = memoryview(batch)[RECORDS_OFFSET:h.size]
-    codec = h.attributes & COMPRESSION_MASK
-    if codec == 0:
-        return bytes(body)
-    try:
-        return decompress(codec, body)
-    except (CompressionError, UnsupportedCodecError) as exc:
-        raise CorruptRecordError(f"cannot decompress record batch: {exc}") from exc
 
 
 def scan_records(data: bytes, count: int) -> list[RecordSpan]:
@@ -109,12 +92,6 @@ def scan_records(data: bytes, count: int) -> list[RecordSpan]:
     return out
 
 
-def _finish(header: bytearray, payload: bytes) -> bytes:
-    crc = crc32c(payload, crc32c(memoryview(header)[ATTRIBUTES_OFFSET:]))
-    _U32_PACK_INTO(header, CRC_OFFSET, crc)
-    return b"".join((header, payload))
-
-
 def build_filtered_batch(h: RecordBatchHeader, data: bytes, kept: Sequence[RecordSpan],
                          delete_horizon_ms: int | None = None) -> bytes:
     """One batch holding the ``kept`` records of the batch ``h`` whose payload is ``data``.
@@ -148,7 +125,7 @@ def build_filtered_batch(h: RecordBatchHeader, data: bytes, kept: Sequence[Recor
         h.base_offset, BATCH_HEADER_SIZE - LOG_OVERHEAD + len(payload), h.partition_leader_epoch, MAGIC, 0,
         attributes, h.last_offset_delta, new_base_ts, max_ts, h.producer_id, h.producer_epoch, h.base_sequence,
         len(kept)))
-    return _finish(header, payload)
+    return seal_batch(header, payload)
 
 
 def build_empty_batch(h: RecordBatchHeader) -> bytes:
@@ -158,4 +135,4 @@ def build_empty_batch(h: RecordBatchHeader) -> bytes:
     header = bytearray(BATCH_HEADER.pack(
         h.base_offset, BATCH_HEADER_SIZE - LOG_OVERHEAD, h.partition_leader_epoch, MAGIC, 0, attributes,
         h.last_offset_delta, h.max_timestamp, h.max_timestamp, h.producer_id, h.producer_epoch, h.base_sequence, 0))
-    return _finish(header, b"")
+    return seal_batch(header, b"")

@@ -49,7 +49,7 @@ __all__ = [
     "CorruptRecordError", "InvalidRecordError",
     "RecordBatchHeader", "Record", "ConsumerRecord", "RecoveryResult", "ControlRecordType",
     "read_header", "validate_batch", "iter_batches", "count_records", "recover_batches", "assign_offsets",
-    "decode_raw_records", "decode_records", "encode_records", "build_batch",
+    "decode_raw_records", "decode_records", "encode_records", "build_batch", "seal_batch", "records_payload",
     "build_control_batch", "decode_control_key", "read_end_txn_marker",
 ]
 
@@ -533,7 +533,8 @@ def decode_raw_records(data: bytes, count: int) -> list[Record]:
     return records
 
 
-def _records_payload(view: memoryview, h: RecordBatchHeader) -> bytes:
+def records_payload(view: memoryview, h: RecordBatchHeader) -> bytes:
+    """The batch's records, decompressed (``CorruptRecordError`` if they cannot be)."""
     body = view[RECORDS_OFFSET:]
     codec = h.attributes & COMPRESSION_MASK
     if codec == 0:
@@ -554,7 +555,7 @@ def decode_records(batch_view: Buffer, *, check_crc: bool = True) -> list[Consum
     """
     view = _as_view(batch_view)
     h = validate_batch(view, check_crc=check_crc)
-    raw = decode_raw_records(_records_payload(view, h), h.record_count)
+    raw = decode_raw_records(records_payload(view, h), h.record_count)
     base_offset = h.base_offset
     epoch = h.partition_leader_epoch
     if h.attributes & TIMESTAMP_TYPE_MASK:
@@ -665,6 +666,12 @@ def build_batch(records: Iterable[Record], *, base_offset: int = 0, compression:
         base_offset, BATCH_HEADER_SIZE - LOG_OVERHEAD + len(payload), partition_leader_epoch,
         MAGIC, 0, attributes, last_offset_delta, base_timestamp, max_timestamp,
         producer_id, producer_epoch, base_sequence, len(records)))
+    return seal_batch(header, payload)
+
+
+def seal_batch(header: bytearray, payload: bytes) -> bytes:
+    """A packed 61-byte header (CRC field zero) and its records payload as one batch, with the CRC-32C
+    over attributes to the end written in."""
     crc = crc32c(payload, crc32c(memoryview(header)[ATTRIBUTES_OFFSET:]))
     _U32.pack_into(header, CRC_OFFSET, crc)
     return b"".join((header, payload))

@@ -32,12 +32,11 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TypeVar
 
-from minikafka.protocol.record_filter import (RecordSpan, batch_payload, build_empty_batch, build_filtered_batch,
-                                              scan_records)
-from minikafka.protocol.records import (ControlRecordType, CorruptRecordError, RecordBatchHeader, decode_control_key,
-                                       read_header)
+from minikafka.protocol.record_filter import RecordSpan, build_empty_batch, build_filtered_batch, scan_records
+from minikafka.protocol.records import (ControlRecordType, CorruptRecordError, RecordBatchHeader, read_end_txn_marker,
+                                       read_header, records_payload)
 
 from .segment import BatchMeta, Segment, SegmentFile, new_cleaned_file_segment
 from .txn_index import AbortedTxn
@@ -91,37 +90,38 @@ class LogCleaningAbortedError(Exception):
 
 class OffsetMap:
     """Key -> last offset for one pass (Kafka's ``SkimpyOffsetMap``), bounded like Kafka's: ``memory``
-    bytes at 24 bytes a slot, filled to ``load_factor`` of its slots."""
+    bytes at 24 bytes a slot, filled to ``load_factor`` of its slots. ``offsets`` is the mapping itself, read
+    directly by the cleaner's per-record loop."""
 
     def __init__(self, memory: int, load_factor: float = 0.9) -> None:
         self.slots = max(memory // BYTES_PER_ENTRY, 1)
         self.max_entries = max(int(self.slots * load_factor), 1)
-        self._map: dict[bytes, int] = {}
+        self.offsets: dict[bytes, int] = {}
         self.latest_offset = -1
 
     def clear(self) -> None:
-        self._map.clear()
+        self.offsets.clear()
         self.latest_offset = -1
 
     @property
-    def size(self) -> int:
-        return len(self._map)
-
-    @property
-    def full(self) -> bool:
-        return len(self._map) >= self.max_entries
-
-    @property
     def utilization(self) -> float:
-        return len(self._map) / self.slots
+        return len(self.offsets) / self.slots
 
-    def put(self, key: bytes, offset: int) -> None:
-        self._map[key] = offset
-        if offset > self.latest_offset:
-            self.latest_offset = offset
-
-    def get(self, key: bytes) -> int:
-        return self._map.get(key, -1)
+    def put_all(self, keyed: list[tuple[bytes, int]]) -> bool:
+        """Map each ``(key, offset)`` in order; stops and returns True at the first new key that does not
+        fit (the map is full), else False."""
+        offsets = self.offsets
+        if len(offsets) + len(keyed) < self.max_entries:
+            offsets.update(keyed)
+        else:  # near the bound: one by one
+            limit = self.max_entries
+            for key, offset in keyed:
+                if len(offsets) >= limit and key not in offsets:
+                    return True
+                offsets[key] = offset
+        if keyed:
+            self.update_latest_offset(max(offset for _, offset in keyed))
+        return False
 
     def update_latest_offset(self, offset: int) -> None:
         if offset > self.latest_offset:
@@ -207,11 +207,11 @@ class CleanedTransactionMetadata:
 
 
 def _control_type(h: RecordBatchHeader, view: memoryview) -> int | None:
+    """The control record's type; None for a control batch the cleaner already emptied, -1 if unreadable."""
     if h.record_count == 0:
         return None
     try:
-        spans = scan_records(batch_payload(view, h), h.record_count)
-        return decode_control_key(spans[0].key)[1] if spans else None
+        return read_end_txn_marker(view)[0]
     except CorruptRecordError:
         return -1
 
@@ -237,11 +237,10 @@ class LogToClean:
         return self.cleanable_bytes / self.total_bytes if self.total_bytes else 0.0
 
 
-def group_segments_by_size(segments: Sequence[StoredSegment], max_size: int,
-                           first_uncleanable: int) -> list[list[StoredSegment]]:
+def group_segments_by_size(segments: Sequence[_S], max_size: int, first_uncleanable: int) -> list[list[_S]]:
     """Consecutive segments grouped up to ``segment.bytes`` of data and 2^31 offsets each (Kafka's
     ``groupSegmentsBySize``, without its index-size bound)."""
-    groups: list[list[StoredSegment]] = []
+    groups: list[list[_S]] = []
     segs = list(segments)
     while segs:
         group = [segs.pop(0)]
@@ -277,6 +276,9 @@ class CleanedSegments(Protocol):
     def new_cleaned_segment(self, base_offset: int) -> Segment: ...
 
 
+_S = TypeVar("_S", bound=StoredSegment)
+
+
 def _with_last(group: Sequence[StoredSegment]) -> Iterator[tuple[RecordBatchHeader, memoryview, bool]]:
     """The batches of a group of segments, the last one flagged."""
     prev: tuple[RecordBatchHeader, memoryview] | None = None
@@ -287,6 +289,11 @@ def _with_last(group: Sequence[StoredSegment]) -> Iterator[tuple[RecordBatchHead
             prev = item
     if prev is not None:
         yield prev[0], prev[1], True
+
+
+def _unchanged(h: RecordBatchHeader, view: memoryview) -> BatchMeta:
+    """A batch copied as it is."""
+    return (bytes(view), h.base_offset, h.last_offset, h.max_timestamp)
 
 
 @dataclass
@@ -328,8 +335,6 @@ class Cleaner:
     def _map_segment(self, seg: StoredSegment, start: int, end: int, txns: CleanedTransactionMetadata,
                      stats: CleanerStats) -> bool:
         omap = self.offset_map
-        put = omap.put
-        max_entries = omap.max_entries
         for h, view in seg.iter_batches():
             self.check_done()
             if h.base_offset >= end:
@@ -345,24 +350,16 @@ class Cleaner:
                 stats.map_messages_read += h.record_count
             elif h.record_count:
                 try:
-                    spans = scan_records(batch_payload(view, h), h.record_count)
+                    spans = scan_records(records_payload(view, h), h.record_count)
                 except CorruptRecordError as exc:
                     log.warning("cleaner %d: unreadable batch at %d skipped while mapping: %s", self.id,
                                 h.base_offset, exc)
                     spans = []
                 base = h.base_offset
-                keyed = [(s.key, base + s.offset_delta) for s in spans if s.key is not None]
-                if len(omap._map) + len(keyed) >= max_entries:  # would fill: add one by one up to the bound
-                    for key, offset in keyed:
-                        if offset < start:
-                            continue
-                        if len(omap._map) >= max_entries and key not in omap._map:
-                            return True
-                        put(key, offset)
-                else:
-                    for key, offset in keyed:
-                        if offset >= start:
-                            put(key, offset)
+                keyed = [(sp.key, base + sp.offset_delta) for sp in spans
+                         if sp.key is not None and base + sp.offset_delta >= start]
+                if omap.put_all(keyed):
+                    return True
                 stats.map_messages_read += len(spans)
             if h.last_offset >= start:
                 omap.update_latest_offset(h.last_offset)
@@ -431,34 +428,32 @@ class Cleaner:
         if retention == "delete":
             return None
         if discard_records:
-            kept: list[RecordSpan] = []
-            data = b""
+            pass  # no record stays; at most the empty batch below
         elif h.is_control:
             if marker_for_empty_txn and not h.has_delete_horizon:  # start the marker's delete horizon
-                data = batch_payload(view, h)
+                data = records_payload(view, h)
                 spans = scan_records(data, h.record_count) if h.record_count else []
                 stats.messages_written += len(spans)
                 return self._meta(build_filtered_batch(h, data, spans, now_ms + delete_retention_ms), h)
             stats.messages_written += h.record_count
-            return (bytes(view), h.base_offset, h.last_offset, h.max_timestamp)
+            return _unchanged(h, view)
         else:
             try:
-                data = batch_payload(view, h)
+                data = records_payload(view, h)
                 spans = scan_records(data, h.record_count) if h.record_count else []
             except CorruptRecordError as exc:
                 log.warning("cleaner %d: unreadable batch at %d kept as is: %s", self.id, h.base_offset, exc)
-                return (bytes(view), h.base_offset, h.last_offset, h.max_timestamp)
+                return _unchanged(h, view)
             kept = self._retained(h, spans, now_ms, stats)
-            if len(kept) == len(spans) and spans:
-                tombstones = any(not s.has_value for s in kept)
-                if not tombstones or h.has_delete_horizon:
-                    stats.messages_written += len(kept)
-                    return (bytes(view), h.base_offset, h.last_offset, h.max_timestamp)
-        if kept:
-            stats.messages_written += len(kept)
-            tombstones = any(not s.has_value for s in kept)
-            horizon = now_ms + delete_retention_ms if tombstones and not h.has_delete_horizon else None
-            return self._meta(build_filtered_batch(h, data, kept, horizon), h)
+            # A batch's first tombstones start its delete horizon (KIP-534): the batch is rewritten for that.
+            new_horizon = not h.has_delete_horizon and any(not sp.has_value for sp in kept)
+            if len(kept) == len(spans) and spans and not new_horizon:
+                stats.messages_written += len(kept)
+                return _unchanged(h, view)
+            if kept:
+                stats.messages_written += len(kept)
+                horizon = now_ms + delete_retention_ms if new_horizon else None
+                return self._meta(build_filtered_batch(h, data, kept, horizon), h)
         if retention == "retain_empty":
             return self._meta(build_empty_batch(h), h)
         return None
@@ -468,7 +463,7 @@ class Cleaner:
         """Kafka's ``shouldRetainRecord`` for each record of a data batch."""
         omap = self.offset_map
         latest = omap.latest_offset
-        get = omap._map.get
+        get = omap.offsets.get
         base = h.base_offset
         retain_deletes = not h.has_delete_horizon or now_ms < h.base_timestamp
         kept = []

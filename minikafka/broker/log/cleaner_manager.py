@@ -40,7 +40,7 @@ from .cleaner import (Cleaner, CleanerStats, CleanedTransactionMetadata, Cleanin
                       LogCleaningAbortedError, LogToClean, OffsetMap, Throttler, group_segments_by_size)
 from .cleaning_process import CleaningProcess, CleaningProcessError
 from .index import IndexCorruptError
-from .segment import FileSegment, Segment, segment_file_name
+from .segment import FileSegment, Segment, remove_segment_files
 from .txn_index import AbortedTxn
 from .unified import Log
 
@@ -364,7 +364,7 @@ class LogCleaner:
             result = await trio.to_thread.run_sync(cleaner.clean_group, lg, group, txns, producers,
                                                    ltc.first_uncleanable_offset, now_ms, stats,
                                                    abandon_on_cancel=True)
-            if not lg.replace_segments(result.cleaned, [s for s in segments if s in group], truncations):
+            if not lg.replace_segments(result.cleaned, group, truncations):
                 raise LogCleaningAbortedError(f"{ltc.name} changed while it was cleaned")
             cleaned_upto = result.cleaned.next_offset
         stats.end = time.monotonic()
@@ -397,8 +397,7 @@ class LogCleaner:
                 new.recover(check_crc=False)
             if not lg.replace_segments(new, [by_base[b] for b in replaced], truncations):
                 for later_base, _, _ in outcome.groups[i + 1:]:  # the rest are not swapped in either
-                    for suffix in (".log", ".index", ".timeindex"):
-                        (lg.directory / segment_file_name(later_base, suffix + ".cleaned")).unlink(missing_ok=True)
+                    remove_segment_files(lg.directory, later_base, ".cleaned")
                 raise LogCleaningAbortedError(f"{ltc.name} changed while it was cleaned")
             cleaned_upto = next_offset
         return outcome.end_offset, outcome.stats, {t.last_offset for t in outcome.retained_aborts}, cleaned_upto

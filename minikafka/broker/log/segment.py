@@ -52,11 +52,16 @@ def segment_file_name(base_offset: int, suffix: str) -> str:
     return f"{base_offset:020d}{suffix}"
 
 
+def remove_segment_files(directory: Path, base_offset: int, suffix: str = "") -> None:
+    """Delete a segment's ``.log``, ``.index`` and ``.timeindex`` files (with ``suffix``), those that exist."""
+    for kind in (".log", ".index", ".timeindex"):
+        (directory / segment_file_name(base_offset, kind + suffix)).unlink(missing_ok=True)
+
+
 def new_cleaned_file_segment(directory: Path, base_offset: int, index_interval_bytes: int,
                              now_ms: int) -> "FileSegment":
     """An empty ``<base>.log.cleaned`` segment (and indexes) for the cleaner, replacing any left over."""
-    for suffix in (".log", ".index", ".timeindex"):
-        (directory / segment_file_name(base_offset, suffix + ".cleaned")).unlink(missing_ok=True)
+    remove_segment_files(directory, base_offset, ".cleaned")
     return FileSegment(directory, base_offset, index_interval_bytes, now_ms, suffix=".cleaned")
 
 

@@ -46,7 +46,8 @@ from minikafka.protocol.records import (
 from .epoch import CHECKPOINT_FILE, LeaderEpochFileCache
 from .index import IndexCorruptError
 from .txn_index import TransactionIndex
-from .segment import BatchMeta, FileSegment, MemorySegment, Segment, new_cleaned_file_segment, segment_file_name
+from .segment import (BatchMeta, FileSegment, MemorySegment, Segment, new_cleaned_file_segment,
+                      remove_segment_files)
 
 log = logging.getLogger(__name__)
 
@@ -291,8 +292,7 @@ class Log:
             seg.recover(check_crc=True)
             for old in self.directory.glob("*.log"):
                 if old.stem.isdigit() and base <= int(old.stem) < max(seg.next_offset, base + 1):
-                    for suffix in (".log", ".index", ".timeindex"):
-                        (self.directory / segment_file_name(int(old.stem), suffix)).unlink(missing_ok=True)
+                    remove_segment_files(self.directory, int(old.stem))
             seg.close()
             seg.change_suffix("")
             log.info("%s: completed the swap of a cleaned segment at %d", self.directory, base)
