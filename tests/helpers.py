@@ -53,20 +53,25 @@ async def wait_until(cond: Callable[[], bool], timeout: float = 5, what: str = "
     raise AssertionError(f"timed out waiting for {what}")
 
 
-async def stored_batches(port: int, topic: str, partition: int = 0) -> list[tuple[Any, list[Any]]]:
-    """Every batch stored in the partition (data and control) with its decoded records, read uncommitted
-    from offset 0 to the end."""
+async def read_batches(conn: KafkaConnection, topic: str, partition: int = 0) -> list[tuple[Any, list[Any]]]:
+    """Every batch stored in the partition (data and control) with its decoded records, fetched uncommitted
+    on ``conn`` from offset 0 to the end."""
     out = []
+    offset = 0
+    while True:
+        p = await fetch(conn, topic, offset, partition)
+        assert p.error_code == 0, p
+        if not p.records:
+            return out
+        for h, view in iter_batches(p.records, allow_truncated_tail=True):
+            out.append((h, decode_records(view)))
+            offset = h.next_offset
+
+
+async def stored_batches(port: int, topic: str, partition: int = 0) -> list[tuple[Any, list[Any]]]:
+    """:func:`read_batches` on a connection of its own to the broker at ``port``."""
     async with await KafkaConnection.connect("127.0.0.1", port) as conn:
-        offset = 0
-        while True:
-            p = await fetch(conn, topic, offset, partition)
-            assert p.error_code == 0, p
-            if not p.records:
-                return out
-            for h, view in iter_batches(p.records, allow_truncated_tail=True):
-                out.append((h, decode_records(view)))
-                offset = h.next_offset
+        return await read_batches(conn, topic, partition)
 
 
 def damaged_variants(rng: Any, bases: list[bytes], per_base: int, header_offsets: list[int]) -> list[bytes]:

@@ -105,6 +105,7 @@ from ..capture.transactions import BatchCounts, batch_counts
 from ..protocol.api import APIS, ApiKey
 from ..protocol.errors import ErrorCode
 from ..protocol.headers import request_body_offset, response_body_offset
+from ..protocol.messages.fetch import fetch_replica_id
 
 log = logging.getLogger(__name__)
 
@@ -183,6 +184,7 @@ _HEARTBEATS = (_CONSUMER_GROUP_HEARTBEAT, _SHARE_GROUP_HEARTBEAT)
 #: The apis whose requests name a group (and maybe a member): the requests table's group columns.
 _GROUP_APIS = frozenset({
     8, 9, 11, 12, 13, 14, 15, 25, 28, 42,  # OffsetCommit ... SyncGroup, DescribeGroups, AddOffsetsToTxn, TxnOffsetCommit, DeleteGroups
+    47,  # OffsetDelete
     _CONSUMER_GROUP_HEARTBEAT, 69, _SHARE_GROUP_HEARTBEAT, 77, _SHARE_FETCH, _SHARE_ACKNOWLEDGE, 90, 91, 92})
 _PARTITION_APIS = (_PRODUCE, _FETCH, _METADATA, _CREATE_TOPICS, _SHARE_FETCH, _SHARE_ACKNOWLEDGE)
 #: The api keys whose records a table reads (None: all); :meth:`RecordDecoder.iter_rows` skips the others,
@@ -547,7 +549,7 @@ class RecordDecoder:
             if type(level) is int:
                 isolation = level
         if req is not None and key == _FETCH:
-            replica = req["replica_id"]
+            replica = fetch_replica_id(req)  # v15+: in replica_state (KIP-903)
             max_wait, min_bytes, max_bytes = req["max_wait_ms"], req["min_bytes"], req["max_bytes"]
             sess_id = req.get("session_id", 0)
             sess_epoch = req.get("session_epoch", -1)
@@ -648,35 +650,45 @@ class RecordDecoder:
             return self._produce_rows(head, req, resp)
         return self._fetch_rows(head, r.api_version, req, resp)
 
+    def _produce_topic(self, t: Any) -> tuple[str | None, str | None]:
+        """A Produce topic entry's (name, topic id): v13 names topics by id (the name looked up in the topics
+        seen), earlier versions by name."""
+        tid = _uuid(t.get("topic_id"))
+        if tid:
+            return t["name"] or self.topic_names.get(tid), tid
+        return t["name"], None
+
     def _produce_rows(self, head: tuple, req: Any, resp: Any) -> list[tuple]:
         out = []
-        answers: dict[tuple[str, int], Any] = {}
+        answers: dict[tuple[str | None, int], Any] = {}
         if resp is not None:
             for t in resp["responses"]:
-                name = t["name"]
+                name, tid = self._produce_topic(t)
                 for p in t["partition_responses"]:
-                    answers[(name, p["index"])] = p
+                    answers[(tid or name, p["index"])] = p
         for t in req["topic_data"]:
-            name = t["name"]
+            name, tid = self._produce_topic(t)
             for p in t["partition_data"]:
                 bc = batch_counts(p["records"])
                 b, c, n = bc.size - bc.control_bytes, bc.records, bc.batches
                 tail = _txn(bc) + (None, None)
                 index = p["index"]
-                a = answers.pop((name, index), None) if answers else None
+                a = answers.pop((tid or name, index), None) if answers else None
                 if a is not None:
                     base = a["base_offset"]
                     total = c + bc.control_records
                     last_off = base + total - 1 if base is not None and base >= 0 and total else None
-                    out.append(head + (None, None, None, None, name, None, index, True, True, False,
+                    out.append(head + (None, None, None, None, name, tid, index, True, True, False,
                                        None, None, base, last_off, None, None,
                                        a.get("log_start_offset"), a["error_code"], b, c, n) + tail + _NO_SHARE)
                 else:
-                    out.append(head + (None, None, None, None, name, None, index, True, False, False,
+                    out.append(head + (None, None, None, None, name, tid, index, True, False, False,
                                        None, None, None, None, None, None, None, None, b, c, n) + tail
                                + _NO_SHARE)
         for (topic, index), a in answers.items():  # answered but not asked: should not happen
-            out.append(head + (None, None, None, None, topic, None, index, False, True, False, None, None,
+            name = self.topic_names.get(topic, topic) if topic else topic
+            tid = topic if topic in self.topic_names else None
+            out.append(head + (None, None, None, None, name, tid, index, False, True, False, None, None,
                                a["base_offset"], None, None, None, a.get("log_start_offset"), a["error_code"],
                                0, 0, 0) + _NO_TXN + (None, None) + _NO_SHARE)
         return out
@@ -691,7 +703,7 @@ class RecordDecoder:
         out = []
         sess_id = req.get("session_id", 0)
         epoch = req.get("session_epoch", -1)
-        sess = (req["replica_id"], sess_id, epoch, fetch_kind(version, sess_id, epoch))
+        sess = (fetch_replica_id(req), sess_id, epoch, fetch_kind(version, sess_id, epoch))
         isolation = req.get("isolation_level", 0)
         asked: dict[tuple, Any] = {}
         for t in req["topics"]:

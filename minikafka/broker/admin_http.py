@@ -12,7 +12,10 @@ brokers' own Trio loop (so handlers read broker state without locks):
 * ``GET /v1/brokers``; for a cluster ``POST /v1/brokers/{id}/stop`` and
   ``/start``; ``GET /v1/partitions/{topic}`` and
   ``POST /v1/partitions/{topic}/{partition}/leader`` with ``{"broker": N}``
-  (an operator's leader election: :meth:`ClusterMetadata.move_leader`).
+  (an operator's leader election: :meth:`ClusterMetadata.move_leader`);
+* ``GET /v1/client-metrics`` (and ``/v1/client-metrics/{client_instance_id}``): the KIP-714 metrics each
+  client last pushed, with who it is (:meth:`ClientTelemetryStore.as_json
+  <minikafka.broker.client_metrics.receiver.ClientTelemetryStore.as_json>`).
 
 Errors are JSON ``{"error": ..., "message": ...}`` with 400 (bad rule), 404
 (unknown broker, rule or partition) or 409 (not a cluster, ineligible leader).
@@ -37,6 +40,7 @@ from starlette.routing import Route
 
 from ..protocol.errors import ErrorCode
 from .broker import Broker
+from .client_metrics.receiver import ClientTelemetryStore
 from .cluster import Cluster
 from .faults import FaultInjector, FaultRule
 from .metadata import ClusterMetadata, MetadataError
@@ -54,12 +58,15 @@ class AdminTarget:
     brokers: Callable[[], Mapping[int, Broker]]
     metadata: ClusterMetadata
     cluster: Cluster | None = None
+    client_telemetry: ClientTelemetryStore | None = None
 
     @classmethod
     def of(cls, target: Broker | Cluster) -> AdminTarget:
         if isinstance(target, Cluster):
-            return cls(target.faults, lambda: dict(target.brokers), target.metadata, target)
-        return cls(target.faults, lambda: {target.node_id: target}, target.metadata)
+            return cls(target.faults, lambda: dict(target.brokers), target.metadata, target,
+                       client_telemetry=target.client_telemetry)
+        return cls(target.faults, lambda: {target.node_id: target}, target.metadata,
+                   client_telemetry=target.client_telemetry)
 
 
 def _error(status: int, error: str, message: str) -> JSONResponse:
@@ -166,6 +173,14 @@ def build_app(target: AdminTarget) -> Starlette:
             return _metadata_error(exc)
         return JSONResponse({"topic": topic, "partition": partition, "leader": broker_id, "leader_epoch": epoch})
 
+    async def client_metrics(request: Request) -> JSONResponse:
+        store = target.client_telemetry
+        wanted = request.path_params.get("client_instance_id")
+        clients = store.as_json(wanted) if store is not None else []
+        if wanted is not None and not clients:
+            return _error(404, "UNKNOWN_CLIENT_INSTANCE", f"no metrics pushed by client instance {wanted}")
+        return JSONResponse({"clients": clients} if wanted is None else clients[0])
+
     return Starlette(routes=[
         Route("/metrics", metrics, methods=["GET"]),
         Route("/v1/faults", list_faults, methods=["GET"]),
@@ -177,6 +192,8 @@ def build_app(target: AdminTarget) -> Starlette:
         Route("/v1/brokers/{broker_id:int}/start", start_broker, methods=["POST"]),
         Route("/v1/partitions/{topic}", partitions, methods=["GET"]),
         Route("/v1/partitions/{topic}/{partition:int}/leader", move_leader, methods=["POST"]),
+        Route("/v1/client-metrics", client_metrics, methods=["GET"]),
+        Route("/v1/client-metrics/{client_instance_id}", client_metrics, methods=["GET"]),
     ])
 
 

@@ -10,7 +10,9 @@ socket server to send: the response buffers (record batches passed by
 reference, never copied) and whether the throttled channel must be unmuted
 first.  As in ``KafkaApis.handleError``, a handler that raises gets its
 request answered with the error response (UNKNOWN_SERVER_ERROR or the mapped
-code), logged once; the connection stays open.  Quota throttles are applied
+code), logged once; the connection stays open.  A handler that raises
+:class:`~minikafka.broker.error_responses.KafkaError` (Kafka's ``ApiException``: a refusal it chose) gets
+the error response with that code, logged at debug level only.  Quota throttles are applied
 through the quota managers with the connection's throttle callback (Kafka's
 ``sendResponseMaybeThrottle``); observers (capture, metrics) are told of each
 request and response.  It never touches a socket.
@@ -27,7 +29,7 @@ from ..protocol.api import APIS, ApiKey
 from ..protocol.errors import ErrorCode
 from ..protocol.headers import encode_response_header, parse_request_header, response_header_version
 from ..protocol.throttling import client_throttles_itself
-from .error_responses import error_code_for, error_response
+from .error_responses import KafkaError, error_code_for, error_response
 from .faults import BrokerFaults, FaultPlan, merge_partition_errors, split_request
 from .handlers.registry import Handler, supported_api_versions
 from .quota import QuotaManagers, ThrottleCallback
@@ -124,6 +126,10 @@ class KafkaApis:
         error = 0
         try:
             body = await self.handlers[ctx.api_key](ctx, request_body)
+        except KafkaError as exc:  # a refusal the handler chose (Kafka's ApiException): not a broker fault
+            log.debug("%s v%d (correlation id %d) from client %r on %s answered %s: %s", APIS[ctx.api_key].name,
+                      ctx.api_version, ctx.correlation_id, ctx.client_id, ctx.connection_id, exc.code.name, exc)
+            body = error_response(ctx.api_key, ctx.api_version, request_body, exc.code)
         except Exception as exc:  # Kafka's handleError: answer the request, keep the connection
             error = error_code_for(exc)
             log.exception("error handling %s v%d (correlation id %d) from client %r on %s; answering %s",

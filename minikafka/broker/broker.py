@@ -37,10 +37,14 @@ from .apis import KafkaApis
 from .broker_metrics import BrokerMetricsObserver, server_metrics
 from .config import BrokerConfig, ConfigError, StartupError
 from .faults import BrokerFaults, FaultInjector
+from .features import FeatureControlManager, FeaturesError
 from .dynamic_config import DynamicBrokerConfig, DynamicConfigStore
 from .fetch_session import FetchManager, FetchSessionCache
 from .groups import GroupCoordinator
 from .groups.group_config import GroupConfigManager
+from .client_metrics.configs import ClientMetricsConfigStore
+from .client_metrics.manager import ClientMetricsManager
+from .client_metrics.receiver import ClientTelemetryStore
 from .share.coordinator import ShareGroupCoordinator
 from .share.manager import SharePartitionManager
 from .share.partition_state import ShareStateStore
@@ -57,12 +61,14 @@ from .quota.replication_quota_manager import (FOLLOWER_REPLICATION, FOLLOWER_THR
                                               LEADER_THROTTLED_RATE, LEADER_THROTTLED_REPLICAS,
                                               ReplicationQuotaManager)
 from .replica_fetcher import ReplicaFetcherManager
+from .replica_alter_log_dirs import ReplicaAlterLogDirsManager
 from .replica_manager import ReplicaManager
 from .request import ObserverBase, RequestObserver, Response
 from .server import SocketServer, run_reaper
 from .security.authorizer import AclStore, AclStoreError, StandardAuthorizer, create_authorizer
 from .security.authenticator import SaslServerAuthenticator, SaslServerMechanism
 from .security.sasl import SaslAuthenticationError, create_mechanism, enabled_mechanisms, validate_jaas_configs
+from .security.delegation_token import DelegationTokenManager
 from .security.scram import ScramCredentialStore
 from .services import BrokerServices, HandlerTimer
 from .task_time import TaskTimeInstrument
@@ -88,9 +94,14 @@ class SharedState:
     txn_coordinator: TransactionCoordinator | None = None  # made by the broker when not shared
     acls: AclStore | None = None  # the cluster's ACLs (made by the broker when not shared)
     scram_credentials: ScramCredentialStore | None = None  # made by the broker when not shared
+    delegation_tokens: DelegationTokenManager | None = None  # the cluster's tokens (made by the broker when not shared)
     group_configs: GroupConfigManager | None = None  # per-group dynamic configs (made by the broker when not shared)
     share_groups: ShareGroupCoordinator | None = None  # share-group membership (made by the broker when not shared)
     share_state: ShareStateStore | None = None  # share-partition state (made by the broker when not shared)
+    # KIP-714 client metrics subscriptions and what clients pushed (made by the broker when not shared).
+    client_metrics_configs: ClientMetricsConfigStore | None = None
+    client_telemetry: ClientTelemetryStore | None = None
+    features: FeatureControlManager | None = None  # the cluster's feature levels (made by the broker when not shared)
     owns_groups: bool = True  # whether this broker runs (and closes) the group and transaction coordinators
     clustered: bool = False  # one of a Cluster's brokers (replication metrics are reported)
 
@@ -140,10 +151,12 @@ class BrokerSaslMechanisms:
 
     authentication_error: type[Exception] = SaslAuthenticationError
 
-    def __init__(self, config: BrokerConfig, scram: ScramCredentialStore, clock: Clock) -> None:
+    def __init__(self, config: BrokerConfig, scram: ScramCredentialStore, clock: Clock,
+                 tokens: DelegationTokenManager | None = None) -> None:
         self.config = config
         self.scram = scram
         self.clock = clock
+        self.tokens = tokens
 
     def enabled(self, listener: str) -> list[str]:
         mechanisms = enabled_mechanisms(self.config, listener)
@@ -153,7 +166,7 @@ class BrokerSaslMechanisms:
         return mechanisms
 
     def create(self, listener: str, mechanism: str) -> SaslServerMechanism:
-        return create_mechanism(mechanism, listener, self.config, self.scram, self.clock)
+        return create_mechanism(mechanism, listener, self.config, self.scram, self.clock, self.tokens)
 
 
 class RequestStats(ObserverBase):
@@ -195,6 +208,19 @@ def share_group_coordinator(config: BrokerConfig, metadata: ClusterMetadata, gro
     return share_groups
 
 
+def open_features(config: BrokerConfig, data_dir: Path | None) -> FeatureControlManager:
+    """The cluster's feature levels: those saved in ``data_dir``, else ``minikafka.bootstrap.features``
+    (ConfigError when that is not valid, StartupError when the saved ones cannot be read)."""
+    try:
+        settings = FeatureControlManager.parse_settings(config.bootstrap_features)
+    except FeaturesError as exc:
+        raise ConfigError("minikafka.bootstrap.features", config.bootstrap_features, str(exc)) from None
+    try:
+        return FeatureControlManager(data_dir, settings)
+    except FeaturesError as exc:
+        raise StartupError(str(exc)) from None
+
+
 def open_acl_store(data_dir: Path | None) -> AclStore:
     """The ACLs saved in ``data_dir`` (none in memory); StartupError when they cannot be read."""
     try:
@@ -210,6 +236,14 @@ def broker_authorizer(config: BrokerConfig, acls: AclStore) -> StandardAuthorize
                                  config.allow_everyone_if_no_acl_found, acls)
     except ValueError as exc:
         raise ConfigError("authorizer.class.name", config.authorizer_class_name, str(exc)) from None
+
+
+async def token_expiry_loop(tokens: DelegationTokenManager, interval_ms: int) -> None:
+    """Remove expired delegation tokens every ``delegation.token.expiry.check.interval.ms`` (the KRaft
+    controller's periodic ``sweepExpiredDelegationTokens``); one loop per cluster."""
+    while True:
+        await trio.sleep(interval_ms / 1000)
+        tokens.expire_tokens()
 
 
 def check_data_dir(path: Path) -> None:
@@ -237,19 +271,26 @@ class Broker:
         self.config = config
         self.node_id = config.node_id
         self.clock = clock
-        if config.data_dir is not None:
-            check_data_dir(config.data_dir)
+        for directory in config.all_log_dirs:  # data_dir first
+            check_data_dir(directory)
         if shared is None:
             shared = SharedState(ClusterMetadata([config.node_id], config.data_dir,
                                                  max_partitions=config.max_partitions,
                                                  offsets_topic_partitions=config.offsets_topic_num_partitions),
                                  GroupCoordinator(config, config.data_dir, wall_clock=lambda: clock.time_ns() / 1e9),
                                  faults=faults if faults is not None else FaultInjector(clock))
+        if shared.features is None:
+            shared.features = open_features(config, config.data_dir)
+        self.features: FeatureControlManager = shared.features
         if shared.txn_coordinator is None:
             shared.txn_coordinator = TransactionCoordinator(config, config.data_dir, shared.producer_ids,
-                                                            shared.metadata, clock, shared.group_coordinator)
+                                                            shared.metadata, clock, shared.group_coordinator,
+                                                            features=shared.features)
         if shared.scram_credentials is None:
             shared.scram_credentials = ScramCredentialStore.from_config(config, config.data_dir)
+        if shared.delegation_tokens is None:
+            shared.delegation_tokens = DelegationTokenManager.from_config(config, config.data_dir,
+                                                                          time_ms=clock.time_ms)
         validate_jaas_configs(config.extra)
         if shared.acls is None:
             shared.acls = open_acl_store(config.data_dir)
@@ -262,11 +303,20 @@ class Broker:
         self.share_groups: ShareGroupCoordinator = shared.share_groups
         if shared.share_state is None:
             shared.share_state = share_state_store(config, config.data_dir, shared.metadata, clock)
+        if shared.client_metrics_configs is None:
+            shared.client_metrics_configs = ClientMetricsConfigStore(config.data_dir)
+        if shared.client_telemetry is None:
+            shared.client_telemetry = ClientTelemetryStore(clock.time_ms)
+        self.client_metrics_configs: ClientMetricsConfigStore = shared.client_metrics_configs
+        # KIP-714: this broker's client instances, matched against the cluster's subscriptions.
+        self.client_metrics = ClientMetricsManager(shared.client_metrics_configs, shared.client_telemetry,
+                                                   config.telemetry_max_bytes, clock.time_ms)
         # ACL authorization (Kafka's authorizer.class.name); None: every request is allowed.
         self.authorizer = broker_authorizer(config, shared.acls)
         self.shared = shared
         self.txn_coordinator: TransactionCoordinator = shared.txn_coordinator
         self.scram_credentials: ScramCredentialStore = shared.scram_credentials
+        self.delegation_tokens: DelegationTokenManager = shared.delegation_tokens
         self.faults = shared.faults
         self.metadata = shared.metadata
         self.group_coordinator = shared.group_coordinator
@@ -300,6 +350,11 @@ class Broker:
         rm = self.replica_manager
         # The log cleaner compacts this broker's replicas of compacted topics (leaders and followers alike).
         self.log_cleaner = log_cleaner_for(config, rm.log_manager.data_dir, clock)
+        # Replicas moving between this broker's log dirs (AlterReplicaLogDirs), copied by one task.
+        alter_rate = config.replica_alter_log_dirs_io_max_bytes_per_second
+        self.log_dirs = ReplicaAlterLogDirsManager(rm, cleaning=self.log_cleaner.manager.in_progress.__contains__,
+                                                   chunk_bytes=config.replica_fetch_max_bytes,
+                                                   max_bytes_per_second=None if alter_rate >= 1 << 62 else alter_rate)
         self.log_cleaner.add_source(rm.cleaner_targets)
         if shared.owns_groups:  # a lone broker also compacts its coordinators' internal logs
             add_coordinator_logs(self.log_cleaner, shared)
@@ -321,18 +376,29 @@ class Broker:
         self.request_stats_observer = RequestStats()
         self.broker_metrics_observer = BrokerMetricsObserver(self.metadata)
         self.apis = KafkaApis(build_handlers(self._services()), self.quotas, self.task_time, clock,
-                              [self.request_stats_observer, self.broker_metrics_observer],
+                              [self.request_stats_observer, self.broker_metrics_observer, self.client_metrics],
                               BrokerFaults(self.faults, self.node_id, self._topic_name))
         self.pool = MemoryPool(config.queued_max_request_bytes)
         # SASL authentications that completed (Kafka's successful-(re)authentication-total).
         self.successful_authentications = 0
         self.successful_reauthentications = 0
         self.server = SocketServer(config, self.apis, self.pool,
-                                   sasl=BrokerSaslMechanisms(config, self.scram_credentials, clock),
+                                   sasl=BrokerSaslMechanisms(config, self.scram_credentials, clock,
+                                                             self.delegation_tokens),
                                    on_authenticated=self._on_authenticated,
-                                   on_closed=self.share_partitions.connection_closed)
+                                   on_closed=self._connection_closed)
         self.capture: CaptureService | None = None  # while run() captures (config.capture_dir)
         self._serving = False
+
+    def _connection_closed(self, connection_id: str) -> None:
+        self.share_partitions.connection_closed(connection_id)
+        self.client_metrics.connection_closed(connection_id)
+
+    @property
+    def client_telemetry(self) -> ClientTelemetryStore:
+        """What clients pushed (KIP-714), shared by a cluster's brokers: ``/metrics`` exports it."""
+        assert self.shared.client_telemetry is not None
+        return self.shared.client_telemetry
 
     def _topic_name(self, topic_id: uuid.UUID) -> str | None:
         topic = self.metadata.get_topic_by_id(topic_id)
@@ -357,7 +423,10 @@ class Broker:
             txn_verifier=self.txn_verifier, marker_log=rm, authorizer=self.authorizer,
             group_configs=self.group_configs, share_groups=self.share_groups,
             share_partitions=self.share_partitions, share_offsets=self.share_partitions,
-            scram_credentials=self.scram_credentials)
+            client_metrics_configs=self.client_metrics_configs, client_telemetry=self.client_metrics,
+            reassignments=self.metadata, leader_election=self.metadata, metadata_quorum=self.metadata,
+            scram_credentials=self.scram_credentials, delegation_tokens=self.delegation_tokens,
+            log_dirs=self.log_dirs, features=self.features)
 
     # -- observers and metrics ---------------------------------------------------------------------
     def observe(self, observer: RequestObserver) -> RequestObserver:
@@ -413,6 +482,8 @@ class Broker:
         out.update(self.broker_metrics_observer.metrics())
         out.update(self.faults.metrics(self.node_id))
         out.update(self.log_cleaner.metrics())
+        out.update(self.client_metrics.metrics())
+        out.update(self.log_dirs.metrics())
         out.update(server_metrics(self.pool, self.server.open_connections, (self.delayed_fetch, self.delayed_produce)))
         prefix = "kafka.server:type=socket-server-metrics,name="
         out[prefix + "successful-authentication-total"] = self.successful_authentications
@@ -446,9 +517,12 @@ class Broker:
                     nursery.start_soon(self.group_coordinator.run)
                     nursery.start_soon(self.share_groups.run)
                     await nursery.start(self.txn_coordinator.run)
+                    nursery.start_soon(token_expiry_loop, self.delegation_tokens,
+                                       self.config.delegation_token_expiry_check_interval_ms)
                 nursery.start_soon(run_reaper, self.reaper)
                 nursery.start_soon(self.share_partitions.run)
                 nursery.start_soon(self._retention_loop)
+                nursery.start_soon(self.log_dirs.run)
                 await nursery.start(self.log_cleaner.run)
                 if self.config.capture_dir is not None:
                     self._start_capture(nursery)
@@ -525,8 +599,11 @@ class Broker:
                 rm.apply_log_config(topic)
                 self.log_cleaner.wake()
                 return
-        if kind in ("created", "partitions"):
-            rm.ensure_partitions(topic)
+        if kind in ("created", "partitions", "reassignment"):
+            rm.ensure_partitions(topic)  # a reassignment's new replicas start as followers
+        if kind == "reassignment":
+            for index in rm.remove_stale_replicas(topic):  # replicas moved away stop and delete their logs
+                self.log_cleaner.forget_log(f"{name}-{index}")
         rm.apply_leadership(name)
 
     async def _isr_expiration_loop(self) -> None:
@@ -552,6 +629,7 @@ class Broker:
             if self.shared.share_state is not None:
                 self.shared.share_state.close()
         self.share_partitions.close()
+        self.client_metrics.close()
         self.replica_manager.log_manager.close_all()
         if self._serving:
             log.info("broker %d stopped", self.node_id)

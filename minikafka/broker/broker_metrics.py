@@ -33,6 +33,7 @@ from typing import Any, ClassVar, Protocol
 from ..common import TopicMetadata
 from ..protocol.api import APIS, ApiKey
 from ..protocol.errors import ErrorCode
+from ..protocol.messages.fetch import fetch_replica_id
 from ..protocol.records import count_records
 from .log.validator import NO_KEY_COMPACTED_MESSAGE
 from .request import ObserverBase, Response
@@ -267,7 +268,7 @@ class BrokerMetricsObserver(ObserverBase):
             if key == ApiKey.PRODUCE:
                 self._produce(request.body, response.body, errors)
             elif key == ApiKey.FETCH and response.body is not None:
-                self._fetch(request.context.api_version, request.body["replica_id"] >= 0, response.body, errors)
+                self._fetch(request.context.api_version, fetch_replica_id(request.body) >= 0, response.body, errors)
             elif response.body is not None:
                 count_errors(response.body, errors)
         except (KeyError, IndexError, TypeError, AttributeError):  # a body not shaped as its api's: never fail
@@ -282,7 +283,7 @@ class BrokerMetricsObserver(ObserverBase):
         ms = (response.sent_ns - ctx.received_ns) / 1e6
         self.request_metrics(api_name(ctx.api_key)).total_time_ms.update(ms)
         if ctx.api_key == ApiKey.FETCH and response.request.body is not None:
-            name = "FetchFollower" if response.request.body["replica_id"] >= 0 else "FetchConsumer"
+            name = "FetchFollower" if fetch_replica_id(response.request.body) >= 0 else "FetchConsumer"
             self.request_metrics(name).total_time_ms.update(ms)
 
     def _produce(self, request: Any, body: Any, errors: dict[int, int]) -> None:

@@ -5,8 +5,8 @@ Models what a Kafka cluster's controller does for its brokers: the shared
 (Kafka's rack-unaware assignment), leaders, leader epochs and ISRs, and tells
 every running broker of changes, as LeaderAndIsr/UpdateMetadata requests do.
 Each :class:`~minikafka.broker.broker.Broker` has its own port, node id and
-log directory (``<data_dir>/broker-<id>``, or memory); the metadata lives in
-``<data_dir>/cluster-metadata.json``.
+log directory (``<data_dir>/broker-<id>``, or memory; with several ``log.dirs``, ``<dir>/broker-<id>`` in
+each of them); the metadata lives in ``<data_dir>/cluster-metadata.json``.
 
 :meth:`Cluster.stop_broker` plays a broker failure (``onBrokerFailure``):
 leadership of its partitions moves to the first live in-sync replica with
@@ -14,14 +14,16 @@ leader epoch + 1.  :meth:`Cluster.start_broker` brings it back as a follower
 that truncates via OffsetForLeaderEpoch before it fetches.
 
 Deliberate differences: no ZooKeeper/KRaft quorum or broker heartbeats
-(failure is what ``stop_broker`` says), no controlled shutdown, no preferred
-leader election.  Groups: FindCoordinator names the lowest live broker, and
+(failure is what ``stop_broker`` says), no controlled shutdown, no automatic preferred
+leader election (``auto.leader.rebalance.enable``; ElectLeaders elects on request, preferred
+or unclean).  Groups: FindCoordinator names the lowest live broker, and
 all brokers share one group coordinator (offsets in the compacted log
 ``<data_dir>/__consumer_offsets-0``), so groups and committed offsets survive the
 coordinator broker stopping, as if ``__consumer_offsets`` were replicated.
 Transactions likewise: one shared transaction coordinator (state in
 ``<data_dir>/__transaction_state-0``), whose markers go to the partition leaders
-over the wire (WriteTxnMarkers).  SCRAM credentials too: one store (``<data_dir>/__scram_credentials``).
+over the wire (WriteTxnMarkers).  SCRAM credentials too: one store (``<data_dir>/__scram_credentials``),
+where the cluster's delegation tokens are kept as well.
 ACLs likewise: one :class:`~minikafka.broker.security.authorizer.AclStore` for every broker's authorizer
 (``<data_dir>/acls.json``).
 """
@@ -38,16 +40,19 @@ import trio
 
 from ..common import SYSTEM_CLOCK, Clock
 from .broker import (Broker, SharedState, add_coordinator_logs, check_data_dir, log_cleaner_for, open_acl_store,
-                     share_group_coordinator, share_state_store)
+                     open_features, share_group_coordinator, share_state_store, token_expiry_loop)
 from .config import BrokerConfig, ConfigError
 from .dynamic_config import DynamicConfigStore
 from .faults import FaultInjector
 from .groups import GroupCoordinator
 from .groups.group_config import GroupConfigManager
+from .client_metrics.configs import ClientMetricsConfigStore
+from .client_metrics.receiver import ClientTelemetryStore
 from .metadata import ClusterMetadata
 from .producer_state import ProducerIdManager
 from .security.listeners import ListenerError, parse_listeners
 from .services import HandlerTimer
+from .security.delegation_token import DelegationTokenManager
 from .security.scram import ScramCredentialStore
 from .txn import TransactionCoordinator
 
@@ -76,11 +81,15 @@ class Cluster:
         # and cluster-wide: kept here so they survive a broker restart, as Kafka keeps them in its metadata.
         self.dynamic_configs = DynamicConfigStore()
         self.faults = FaultInjector(clock)  # one rule set for every broker (rules match by broker id)
+        # Feature levels (KIP-584), finalized for the whole cluster (<data_dir>/features.json).
+        self.features = open_features(base, self.data_dir)
         self.txn_coordinator = TransactionCoordinator(base, self.data_dir, self.producer_ids, self.metadata, clock,
-                                                      self.group_coordinator)
+                                                      self.group_coordinator, features=self.features)
         # SCRAM credentials: one store for the cluster (Kafka keeps them in its metadata), in
         # <data_dir>/__scram_credentials, seeded from minikafka.scram.users.
         self.scram_credentials = ScramCredentialStore.from_config(base, self.data_dir)
+        # Delegation tokens (KIP-48) likewise: one set for the cluster, next to the SCRAM credentials.
+        self.delegation_tokens = DelegationTokenManager.from_config(base, self.data_dir, time_ms=clock.time_ms)
         # ACLs, like Kafka's in its metadata: one set for every broker, in <data_dir>/acls.json.
         self.acls = open_acl_store(self.data_dir)
         # Per-group dynamic configs, like Kafka's in its metadata: one set for every broker, in
@@ -91,12 +100,18 @@ class Cluster:
         # KIP-932 share-partition state, one store for every broker (as if __share_group_state were replicated):
         # a partition's new leader reads what the old one wrote, in <data_dir>/__share_group_state-0.
         self.share_state = share_state_store(base, self.data_dir, self.metadata, clock)
+        # KIP-714 client metrics subscriptions, like Kafka's in its metadata (<data_dir>/client-metrics-configs.json),
+        # and what clients pushed to any broker.
+        self.client_metrics_configs = ClientMetricsConfigStore(self.data_dir)
+        self.client_telemetry = ClientTelemetryStore(clock.time_ms)
         _warn_if_brokers_unauthorized(base)
         self.shared = SharedState(self.metadata, self.group_coordinator, self.producer_ids, self.dynamic_configs,
                                   acls=self.acls, group_configs=self.group_configs, share_groups=self.share_groups,
-                                  share_state=self.share_state,
+                                  share_state=self.share_state, client_metrics_configs=self.client_metrics_configs,
+                                  client_telemetry=self.client_telemetry,
                                   faults=self.faults, txn_coordinator=self.txn_coordinator, owns_groups=False,
-                                  clustered=True, scram_credentials=self.scram_credentials)
+                                  clustered=True, scram_credentials=self.scram_credentials,
+                                  delegation_tokens=self.delegation_tokens, features=self.features)
         # The coordinators' internal logs are compacted once for the cluster (each broker compacts its replicas).
         self.log_cleaner = log_cleaner_for(base, self.data_dir, clock)
         add_coordinator_logs(self.log_cleaner, self.shared)
@@ -106,6 +121,7 @@ class Cluster:
                 listeners=_shift_ports(base, base.listeners, i),
                 advertised_listeners=_shift_ports(base, base.advertised_listeners, i),
                 data_dir=self.data_dir / f"broker-{i}" if self.data_dir is not None else None,
+                log_dirs=[d / f"broker-{i}" for d in base.all_log_dirs],  # log.dirs: broker-<id> in each
                 client_quotas=list(base.client_quotas), extra=dict(base.extra))
             for i in ids
         }
@@ -144,6 +160,8 @@ class Cluster:
                 nursery.start_soon(self.share_groups.run)
                 await nursery.start(self.txn_coordinator.run)
                 await nursery.start(self.log_cleaner.run)
+                nursery.start_soon(token_expiry_loop, self.delegation_tokens,
+                                   self.base_config.delegation_token_expiry_check_interval_ms)
                 for i in self.broker_ids:
                     await self.start_broker(i)
                 task_status.started(self)

@@ -46,13 +46,17 @@ _AT_LEAST = {
     "max_incremental_fetch_session_cache_slots": 0, "fetch_max_bytes": 0, "port": 0,
     "transaction_max_timeout_ms": 1, "transaction_abort_timed_out_transaction_cleanup_interval_ms": 1,
     "transaction_remove_expired_transaction_cleanup_interval_ms": 1, "transactional_id_expiration_ms": 1,
-    "connections_max_reauth_ms": 0, "sasl_server_max_receive_size": 1,
+    "connections_max_reauth_ms": 0, "sasl_server_max_receive_size": 1, "max_request_partition_size_limit": 1,
+    "delegation_token_max_lifetime_ms": 1, "delegation_token_expiry_time_ms": 1,
+    "delegation_token_expiry_check_interval_ms": 1,
     "offsets_topic_num_partitions": 1, "offsets_topic_segment_bytes": 1,
     "transaction_state_log_segment_bytes": 1, "share_coordinator_state_topic_segment_bytes": 1,
+    "share_coordinator_state_topic_num_partitions": 1,
     "group_consumer_session_timeout_ms": 1, "group_consumer_heartbeat_interval_ms": 1,
     "group_share_session_timeout_ms": 1, "group_share_heartbeat_interval_ms": 1,
     "group_share_record_lock_duration_ms": 1, "group_share_delivery_count_limit": 2,
-    "group_share_partition_max_record_locks": 1,
+    "group_share_partition_max_record_locks": 1, "telemetry_max_bytes": 1,
+    "replica_alter_log_dirs_io_max_bytes_per_second": 1,
 }
 
 # Security keys the listeners, TLS and SASL read from ``extra`` (raw, possibly per listener as
@@ -68,7 +72,12 @@ class BrokerConfig:
     host: str = "127.0.0.1"
     port: int = 9092
     node_id: int = 0
+    # The first log directory: partition logs in <data_dir>/logs, the broker's and coordinators' state
+    # beside them (Kafka's metadata.log.dir defaults to the first of log.dirs likewise).  None: memory.
     data_dir: Path | None = None
+    # Kafka's log.dirs when it names several directories (the first is ``data_dir``); see
+    # :attr:`all_log_dirs`.  Empty: ``data_dir`` alone.
+    log_dirs: list[Path] = field(default_factory=list)
     advertised_host: str | None = None
     cluster_id: str = "minikafka-cluster-0000"
     num_partitions: int = 1
@@ -146,6 +155,12 @@ class BrokerConfig:
     group_share_max_share_sessions: int = 2000
     # The __consumer_offsets topic: its partition count places each group's coordinator.
     offsets_topic_num_partitions: int = 50
+    # The __share_group_state topic: its partition count places each share-partition's share coordinator.
+    share_coordinator_state_topic_num_partitions: int = 50
+    # minikafka's own: the feature levels a new cluster is formatted with (kafka-storage.sh format
+    # --release-version/--feature), "name=level,..." (e.g. "metadata.version=4.0-IV3,transaction.version=1");
+    # empty: Kafka 4.2's defaults.  See minikafka.broker.features.
+    bootstrap_features: str = ""
     # Segment sizes of the coordinators' compacted internal topics (Kafka's defaults).
     offsets_topic_segment_bytes: int = 104857600
     transaction_state_log_segment_bytes: int = 104857600
@@ -159,6 +174,11 @@ class BrokerConfig:
     fetch_max_bytes: int = 57671680
     max_incremental_fetch_session_cache_slots: int = 1000
     min_incremental_fetch_session_eviction_ms: int = 120000
+    # The most partitions one DescribeTopicPartitions response describes (Kafka's
+    # max.request.partition.size.limit; the request's own limit may only lower it).
+    max_request_partition_size_limit: int = 2000
+    # KIP-714 client metrics: the largest PushTelemetry payload accepted (Kafka's telemetry.max.bytes).
+    telemetry_max_bytes: int = 1048576
     # Replication (Kafka's replica.* keys).
     replica_fetch_max_bytes: int = 1048576
     replica_fetch_wait_max_ms: int = 500
@@ -176,6 +196,9 @@ class BrokerConfig:
     # (Kafka's default is Long.MAX_VALUE).  Dynamic broker configs, settable at run time.
     leader_replication_throttled_rate: int = -1
     follower_replication_throttled_rate: int = -1
+    # Bytes/s a replica moving between log dirs is copied at (Kafka's replica.alter.log.dirs.io.max.bytes.per.
+    # second, Long.MAX_VALUE: unlimited); static here, where Kafka also changes it at run time.
+    replica_alter_log_dirs_io_max_bytes_per_second: int = 9223372036854775807
     replication_quota_window_num: int = 11
     replication_quota_window_size_seconds: int = 1
     # Client quotas set at start-up: "ENTITY:key=value[,key=value]" with ENTITY like
@@ -193,6 +216,13 @@ class BrokerConfig:
     connections_max_reauth_ms: int = 0
     # Largest frame accepted before a connection has authenticated (Kafka's sasl.server.max.receive.size).
     sasl_server_max_receive_size: int = 524288
+    # Delegation tokens (KIP-48; Kafka's DelegationTokenManagerConfigs): the secret the tokens' HMACs are
+    # made with (the same on every broker; empty: delegation tokens are disabled), a token's longest life,
+    # its life until renewed, and how often expired tokens are removed.
+    delegation_token_secret_key: str = field(default="", repr=False)
+    delegation_token_max_lifetime_ms: int = 7 * 24 * _HOUR_MS
+    delegation_token_expiry_time_ms: int = 24 * _HOUR_MS
+    delegation_token_expiry_check_interval_ms: int = _HOUR_MS
     # Authorization (Kafka's authorizer.class.name: StandardAuthorizer or AclAuthorizer; empty = none),
     # super.users (principals separated by ";") and allow.everyone.if.no.acl.found.
     authorizer_class_name: str = ""
@@ -201,6 +231,17 @@ class BrokerConfig:
     # Traffic capture (minikafka's own): a directory for capture-<broker>-<seq>.mkcap files, None = off.
     capture_dir: Path | None = None
     extra: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def all_log_dirs(self) -> list[Path]:
+        """Every log directory (Kafka's ``log.dirs``), ``data_dir`` first; none in memory.  ``log_dirs``
+        counts only while its first entry is ``data_dir``: setting ``data_dir`` alone (``--data-dir``, a
+        cluster's per-broker dir) means that one directory."""
+        if self.data_dir is None:
+            return []
+        if not self.log_dirs or Path(self.log_dirs[0]) != Path(self.data_dir):
+            return [Path(self.data_dir)]
+        return list(dict.fromkeys(Path(d) for d in self.log_dirs))
 
     @property
     def advertised(self) -> str:
@@ -304,6 +345,7 @@ class BrokerConfig:
         "delete.topic.enable": "delete_topic_enable",
         "message.max.bytes": "message_max_bytes",
         "socket.request.max.bytes": "socket_request_max_bytes",
+        "telemetry.max.bytes": "telemetry_max_bytes",
         "queued.max.request.bytes": "queued_max_request_bytes",
         "minikafka.max.partitions": "max_partitions",
         "max.connections": "max_connections",
@@ -343,6 +385,8 @@ class BrokerConfig:
         "offsets.topic.segment.bytes": "offsets_topic_segment_bytes",
         "transaction.state.log.segment.bytes": "transaction_state_log_segment_bytes",
         "share.coordinator.state.topic.segment.bytes": "share_coordinator_state_topic_segment_bytes",
+        "share.coordinator.state.topic.num.partitions": "share_coordinator_state_topic_num_partitions",
+        "minikafka.bootstrap.features": "bootstrap_features",
         "group.consumer.session.timeout.ms": "group_consumer_session_timeout_ms",
         "group.consumer.min.session.timeout.ms": "group_consumer_min_session_timeout_ms",
         "group.consumer.max.session.timeout.ms": "group_consumer_max_session_timeout_ms",
@@ -377,6 +421,7 @@ class BrokerConfig:
         "fetch.max.bytes": "fetch_max_bytes",
         "max.incremental.fetch.session.cache.slots": "max_incremental_fetch_session_cache_slots",
         "min.incremental.fetch.session.eviction.ms": "min_incremental_fetch_session_eviction_ms",
+        "max.request.partition.size.limit": "max_request_partition_size_limit",
         "cluster.id": "cluster_id",
         "quota.window.num": "quota_window_num",
         "replica.fetch.max.bytes": "replica_fetch_max_bytes",
@@ -390,6 +435,7 @@ class BrokerConfig:
         "quota.window.size.seconds": "quota_window_size_seconds",
         "leader.replication.throttled.rate": "leader_replication_throttled_rate",
         "follower.replication.throttled.rate": "follower_replication_throttled_rate",
+        "replica.alter.log.dirs.io.max.bytes.per.second": "replica_alter_log_dirs_io_max_bytes_per_second",
         "replication.quota.window.num": "replication_quota_window_num",
         "replication.quota.window.size.seconds": "replication_quota_window_size_seconds",
         "authorizer.class.name": "authorizer_class_name",
@@ -399,6 +445,10 @@ class BrokerConfig:
         "security.inter.broker.protocol": "security_inter_broker_protocol",
         "connections.max.reauth.ms": "connections_max_reauth_ms",
         "sasl.server.max.receive.size": "sasl_server_max_receive_size",
+        "delegation.token.secret.key": "delegation_token_secret_key",
+        "delegation.token.max.lifetime.ms": "delegation_token_max_lifetime_ms",
+        "delegation.token.expiry.time.ms": "delegation_token_expiry_time_ms",
+        "delegation.token.expiry.check.interval.ms": "delegation_token_expiry_check_interval_ms",
     }
     # Units Kafka also accepts for retention: hours and minutes.
     _RETENTION_UNITS = {"log.retention.hours": _HOUR_MS, "log.retention.minutes": 60000}
@@ -443,6 +493,12 @@ class BrokerConfig:
                 except ValueError as exc:
                     raise ConfigError(key, value, str(exc)) from None
             self.client_quotas.extend(specs)
+            return
+        if key in ("log.dirs", "log.dir"):
+            dirs = [Path(d.strip()) for d in value.split(",") if d.strip()]
+            if not dirs:
+                raise ConfigError(key, value, "Empty list")
+            self.data_dir, self.log_dirs = dirs[0], dirs
             return
         attr = self.KEYS.get(key)
         if attr is None:

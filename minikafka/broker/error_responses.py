@@ -51,7 +51,8 @@ def _partitions(topics: Any, topic_key: str, parts_key: str, index_key: str, out
 
 
 def _produce(req: Any, v: int, code: int) -> ErrorBody:
-    return {"responses": [{"name": t["name"],
+    # v13 names topics by id (the name reads back empty), earlier versions by name.
+    return {"responses": [{"name": t["name"], "topic_id": t["topic_id"],
                            "partition_responses": [{"index": p["index"], "error_code": code, "base_offset": -1}
                                                    for p in t["partition_data"]]}
                           for t in req["topic_data"]]}
@@ -70,9 +71,11 @@ def _list_offsets(req: Any, v: int, code: int) -> ErrorBody:
 
 
 def _metadata(req: Any, v: int, code: int) -> ErrorBody:
-    # A request topic's name is nullable from v10, the response's only from v12.
-    return {"brokers": [], "topics": [{"error_code": code, "name": t["name"] if v >= 12 else t["name"] or "",
-                                       "topic_id": t["topic_id"]} for t in req["topics"] or []]}
+    # A request topic's name is nullable from v10, the response's only from v12; v13 also carries the code at
+    # the top level (MetadataRequest.getErrorResponse, KIP-1102).
+    return {"brokers": [], "error_code": code,
+            "topics": [{"error_code": code, "name": t["name"] if v >= 12 else t["name"] or "",
+                        "topic_id": t["topic_id"]} for t in req["topics"] or []]}
 
 
 def _offset_commit(req: Any, v: int, code: int) -> ErrorBody:
@@ -104,6 +107,13 @@ def _join_group(req: Any, v: int, code: int) -> ErrorBody:
 
 def _top_level(req: Any, v: int, code: int) -> ErrorBody:
     return {"error_code": code}
+
+
+def _create_delegation_token(req: Any, v: int, code: int) -> ErrorBody:
+    # CreateDelegationTokenRequest.getErrorResponse: owner and requester ANONYMOUS, timestamps -1, no token.
+    return {"error_code": code, "principal_type": "User", "principal_name": "ANONYMOUS",
+            "token_requester_principal_type": "User", "token_requester_principal_name": "ANONYMOUS",
+            "issue_timestamp_ms": -1, "expiry_timestamp_ms": -1, "max_timestamp_ms": -1, "token_id": "", "hmac": b""}
 
 
 def _leave_group(req: Any, v: int, code: int) -> ErrorBody:
@@ -209,6 +219,33 @@ def _alter_client_quotas(req: Any, v: int, code: int) -> ErrorBody:
                                     for e in entry["entity"]]} for entry in req["entries"]]}
 
 
+def _alter_partition_reassignments(req: Any, v: int, code: int) -> ErrorBody:
+    # AlterPartitionReassignmentsRequest.getErrorResponse: the code at the top level and on every partition.
+    return {"error_code": code, "allow_replication_factor_change": req["allow_replication_factor_change"],
+            "responses": [{"name": t["name"], "partitions": [{"partition_index": p["partition_index"],
+                                                              "error_code": code} for p in t["partitions"]]}
+                          for t in req["topics"]]}
+
+
+def _list_partition_reassignments(req: Any, v: int, code: int) -> ErrorBody:
+    # ListPartitionReassignmentsRequest.getErrorResponse: the top-level code, each partition named, empty.
+    return {"error_code": code, "topics": [
+        {"name": t["name"], "partitions": [{"partition_index": i, "replicas": [], "adding_replicas": [],
+                                            "removing_replicas": []} for i in t["partition_indexes"]]}
+        for t in req["topics"] or []]}
+
+
+def _alter_replica_log_dirs(req: Any, v: int, code: int) -> ErrorBody:
+    # AlterReplicaLogDirsRequest.getErrorResponse: every partition named, by topic (a partition named under
+    # two directories once).
+    topics: dict[str, dict[int, None]] = {}
+    for d in req["dirs"]:
+        for t in d["topics"]:
+            topics.setdefault(t["name"], {}).update(dict.fromkeys(t["partitions"]))
+    return {"results": [{"topic_name": name, "partitions": [{"partition_index": p, "error_code": code}
+                                                            for p in parts]} for name, parts in topics.items()]}
+
+
 def _describe_cluster(req: Any, v: int, code: int) -> ErrorBody:
     return {"error_code": code, "error_message": code_name(code), "brokers": []}
 
@@ -294,6 +331,25 @@ def _delete_share_group_offsets(req: Any, v: int, code: int) -> ErrorBody:
             "responses": [{"topic_name": t["topic_name"], "error_code": code} for t in req["topics"]]}
 
 
+def _elect_leaders(req: Any, v: int, code: int) -> ErrorBody:
+    # ElectLeadersRequest.getErrorResponse: the top-level code (v1+) and on every partition named.
+    return {"error_code": code, "replica_election_results": [
+        {"topic": t["topic"], "partition_result": [{"partition_id": p, "error_code": code, "error_message": None}
+                                                   for p in t["partitions"]]}
+        for t in req["topic_partitions"] or []]}
+
+
+def _describe_topic_partitions(req: Any, v: int, code: int) -> ErrorBody:
+    # DescribeTopicPartitionsRequest.getErrorResponse: every topic named, without partitions.
+    return {"topics": [{"error_code": code, "name": t["name"], "is_internal": False, "partitions": []}
+                       for t in req["topics"]], "next_cursor": None}
+
+
+def _update_features(req: Any, v: int, code: int) -> ErrorBody:
+    # UpdateFeaturesRequest.getErrorResponse: the top-level error only, no per-feature results.
+    return {"error_code": code, "error_message": code_name(code), "results": []}
+
+
 def code_name(code: int) -> str:
     try:
         return ErrorCode(code).name
@@ -325,6 +381,7 @@ _BUILDERS: dict[int, Callable[[Any, int, int], ErrorBody]] = {
     ApiKey.ADD_OFFSETS_TO_TXN: _top_level,
     ApiKey.END_TXN: _end_txn,
     ApiKey.WRITE_TXN_MARKERS: _write_txn_markers,
+    ApiKey.UPDATE_FEATURES: _update_features,
     ApiKey.TXN_OFFSET_COMMIT: _txn_offset_commit,
     ApiKey.DESCRIBE_CONFIGS: lambda req, v, code: _resources(req, v, code, "results"),
     ApiKey.ALTER_CONFIGS: lambda req, v, code: _resources(req, v, code, "responses"),
@@ -335,9 +392,22 @@ _BUILDERS: dict[int, Callable[[Any, int, int], ErrorBody]] = {
     ApiKey.ALTER_CLIENT_QUOTAS: _alter_client_quotas,
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: _describe_user_scram_credentials,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: _alter_user_scram_credentials,
+    ApiKey.CREATE_DELEGATION_TOKEN: _create_delegation_token,
+    ApiKey.RENEW_DELEGATION_TOKEN: _top_level,
+    ApiKey.EXPIRE_DELEGATION_TOKEN: _top_level,
+    ApiKey.DESCRIBE_DELEGATION_TOKEN: _top_level,  # no tokens
     ApiKey.SASL_HANDSHAKE: _sasl_handshake,
     ApiKey.SASL_AUTHENTICATE: _sasl_authenticate,
     ApiKey.DESCRIBE_CLUSTER: _describe_cluster,
+    ApiKey.ALTER_REPLICA_LOG_DIRS: _alter_replica_log_dirs,
+    ApiKey.DESCRIBE_LOG_DIRS: lambda req, v, code: {"error_code": code, "results": []},  # the top-level code (v3+)
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: _alter_partition_reassignments,
+    ApiKey.ELECT_LEADERS: _elect_leaders,
+    ApiKey.OFFSET_DELETE: _top_level,
+    ApiKey.DESCRIBE_QUORUM: lambda req, v, code: {"error_code": code, "error_message": None, "topics": []},
+    ApiKey.UNREGISTER_BROKER: _top_level,
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: _describe_topic_partitions,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: _list_partition_reassignments,
     ApiKey.DESCRIBE_PRODUCERS: _describe_producers,
     ApiKey.DESCRIBE_TRANSACTIONS: _describe_transactions,
     ApiKey.LIST_TRANSACTIONS: _list_transactions,
@@ -346,6 +416,10 @@ _BUILDERS: dict[int, Callable[[Any, int, int], ErrorBody]] = {
     ApiKey.DELETE_ACLS: _delete_acls,
     ApiKey.CONSUMER_GROUP_HEARTBEAT: _top_level,  # as Kafka: no member id, epoch 0, no assignment
     ApiKey.CONSUMER_GROUP_DESCRIBE: _consumer_group_describe,
+    # Get/PushTelemetry and ListConfigResources getErrorResponse: the top-level code only.
+    ApiKey.GET_TELEMETRY_SUBSCRIPTIONS: _top_level,
+    ApiKey.PUSH_TELEMETRY: _top_level,
+    ApiKey.LIST_CONFIG_RESOURCES: _top_level,
     ApiKey.SHARE_GROUP_HEARTBEAT: _top_level,
     ApiKey.SHARE_GROUP_DESCRIBE: _consumer_group_describe,
     ApiKey.SHARE_FETCH: _share_fetch,
@@ -355,8 +429,10 @@ _BUILDERS: dict[int, Callable[[Any, int, int], ErrorBody]] = {
     ApiKey.DELETE_SHARE_GROUP_OFFSETS: _delete_share_group_offsets,
 }
 
-_NO_THROTTLE_TIME = frozenset({ApiKey.WRITE_TXN_MARKERS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
-"""Api keys whose response has no ``throttle_time_ms`` (inter-broker WriteTxnMarkers, the SASL exchange)."""
+_NO_THROTTLE_TIME = frozenset({ApiKey.WRITE_TXN_MARKERS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE,
+                               ApiKey.DESCRIBE_QUORUM})
+"""Api keys whose response has no ``throttle_time_ms`` (inter-broker WriteTxnMarkers, the SASL exchange, the
+raft API DescribeQuorum)."""
 
 
 def error_response(api_key: int, version: int, request: Any, code: int, throttle_time_ms: int = 0) -> ErrorBody:

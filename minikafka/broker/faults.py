@@ -10,7 +10,7 @@ any API can be faulted.  A :class:`FaultRule` matches on
   (``min_version``/``max_version``), ``client_id`` (a glob), ``broker`` (node id);
 * ``topic`` (a glob) and ``partition``: the request must name one (the topic
   and partition APIs listed in :data:`PARTITION_LAYOUTS` and
-  :data:`TOPIC_PATHS`; a Fetch by topic id is matched by the topic's name);
+  :data:`TOPIC_PATHS`; a Fetch (v13+) or Produce (v13) by topic id is matched by the topic's name);
 
 and acts by one or more of
 
@@ -64,7 +64,7 @@ class PartitionLayout:
     """Where a request and its response list topics and partitions (the same shape in both)."""
 
     request_topics: str
-    request_topic: str  # the topic's name field (``topic_id`` is tried too, for Fetch v13+)
+    request_topic: str  # the topic's name field (``topic_id`` is tried too, for Fetch v13+ and Produce v13)
     request_partitions: str
     request_partition: str
     response_topics: str
@@ -97,6 +97,8 @@ TOPIC_PATHS: dict[int, tuple[str, str]] = {
     ApiKey.ADD_PARTITIONS_TO_TXN: ("v3_and_below_topics", "name"),  # the client form (v0-3)
     ApiKey.TXN_OFFSET_COMMIT: ("topics", "name"),
     ApiKey.DESCRIBE_PRODUCERS: ("topics", "name"),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: ("topics", "name"),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: ("topics", "name"),  # null: no topic named
 }
 
 
@@ -305,7 +307,7 @@ def request_partitions(api_key: int, body: Any, topic_name: TopicNames | None = 
 
 
 def topic_of(entry: dict, name_key: str, topic_name: TopicNames | None) -> str | None:
-    """An entry's topic name, looking up its ``topic_id`` when it has no name (Fetch v13+)."""
+    """An entry's topic name, looking up its ``topic_id`` when it has no name (Fetch v13+, Produce v13)."""
     name = entry.get(name_key)
     if name:
         return name

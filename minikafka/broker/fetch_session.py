@@ -27,7 +27,7 @@ import time
 import uuid
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, NamedTuple
+from typing import Any, Callable, Iterable, NamedTuple
 
 from ..metrics import Meter, MetricConfig, MetricName, WindowedCount
 from ..protocol.errors import ErrorCode
@@ -63,6 +63,8 @@ class PartitionRequest:
     log_start_offset: int = -1
     current_leader_epoch: int = -1
     last_fetched_epoch: int = -1
+    # The high watermark the fetching replica knows (Fetch v18, KIP-1166); INT64_MAX: not reported.
+    high_watermark: int = 0x7FFFFFFFFFFFFFFF
 
 
 @dataclass(slots=True)
@@ -80,13 +82,17 @@ class FetchPartitionData:
     records: bytes | memoryview | list = b""
     size: int = 0
     aborted_transactions: list[dict] | None = None  # read_committed: [{producer_id, first_offset}]
+    current_leader: dict | None = None  # KIP-951 (v16+): {leader_id, leader_epoch} on a leadership error
 
     def to_response(self) -> dict:
         """The FetchResponse partition entry."""
-        return {"partition_index": self.partition_index, "error_code": self.error_code,
-                "high_watermark": self.high_watermark, "last_stable_offset": self.last_stable_offset,
-                "log_start_offset": self.log_start_offset, "aborted_transactions": self.aborted_transactions,
-                "records": self.records}
+        out: dict[str, Any] = {"partition_index": self.partition_index, "error_code": self.error_code,
+                               "high_watermark": self.high_watermark, "last_stable_offset": self.last_stable_offset,
+                               "log_start_offset": self.log_start_offset,
+                               "aborted_transactions": self.aborted_transactions, "records": self.records}
+        if self.current_leader is not None:
+            out["current_leader"] = self.current_leader
+        return out
 
 
 @dataclass(slots=True)

@@ -69,9 +69,16 @@ def topic_to_json(topic: TopicMetadata) -> dict:
         "name": topic.name,
         "topic_id": str(topic.topic_id),
         "configs": topic.configs,
-        "partitions": [{"partition": p.partition, "leader": p.leader, "leader_epoch": p.leader_epoch,
-                        "replicas": p.replicas, "isr": p.isr} for p in topic.partitions],
+        "partitions": [_partition_to_json(p) for p in topic.partitions],
     }
+
+
+def _partition_to_json(p: PartitionMetadata) -> dict:
+    out = {"partition": p.partition, "leader": p.leader, "leader_epoch": p.leader_epoch, "replicas": p.replicas,
+           "isr": p.isr}
+    if p.is_reassigning:  # an ongoing reassignment carries on after a restart
+        out.update(adding_replicas=p.adding_replicas, removing_replicas=p.removing_replicas)
+    return out
 
 
 def topic_from_json(d: dict) -> TopicMetadata:
@@ -109,7 +116,20 @@ class ClusterMetadata:
         # LeaderAndIsr/UpdateMetadata tell brokers.
         self.live: dict[int, Node] = {}
         self.endpoints: dict[int, dict[str, Node]] = {}
+        # Each broker's last registration (address, listeners): a stopped broker keeps it, fenced (KRaft
+        # fences a broker whose heartbeats stop), until it registers again or is unregistered.
+        self.registrations: dict[int, tuple[Node, dict[str, Node] | None]] = {}
         self.listeners: list[Callable[[str, str], None]] = []
+        # The notional KRaft metadata log DescribeQuorum describes (one controller, no replicated log): its
+        # end offset counts the changes the controller made (one per topic, partition, config, leader or ISR
+        # change and per broker registration, persisted with the topics), its leader epoch goes up each time
+        # another broker becomes the controller.
+        self.metadata_offset = 0
+        self.controller_epoch = 1
+        self._controller = self.controller_id()
+        # Each live broker's epoch: the metadata offset of its registration, as in KRaft (KIP-903 compares it
+        # with the one a follower fetches with).
+        self.broker_epochs: dict[int, int] = {}
         if data_dir is not None:
             self._load()
 
@@ -122,6 +142,7 @@ class ClusterMetadata:
         try:
             data = json.loads(path.read_text())
             topics = [topic_from_json(d) for d in data.get("topics", [])]
+            self.metadata_offset = int(data.get("metadata_offset", 0))
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise StartupError(f"cannot load the cluster metadata in {path}: {exc}") from exc
         for t in topics:
@@ -131,13 +152,16 @@ class ClusterMetadata:
         log.info("loaded metadata for %d topics from %s", len(self.topics), path)
 
     def persist(self) -> None:
-        """Write the registry atomically (write a temp file, then rename)."""
+        """Write the registry atomically (write a temp file, then rename); every change comes here (one
+        more record in the notional metadata log)."""
+        self.metadata_offset += 1
         if self.data_dir is None:
             return
         self.data_dir.mkdir(parents=True, exist_ok=True)
         path = self.data_dir / self.FILE
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"topics": [topic_to_json(t) for t in self.topics.values()]}, indent=1))
+        tmp.write_text(json.dumps({"topics": [topic_to_json(t) for t in self.topics.values()],
+                                   "metadata_offset": self.metadata_offset}, indent=1))
         os.replace(tmp, path)
 
     # -- queries -----------------------------------------------------------
@@ -163,6 +187,17 @@ class ClusterMetadata:
                 out.append(node)
         return out
 
+    def fenced_brokers(self, listener: str | None = None) -> list[Node]:
+        """The registered brokers that are not running (KRaft fences them), by id, at the address their last
+        registration gave on ``listener`` (DescribeCluster v2's ``include_fenced_brokers``)."""
+        out = []
+        for nid in sorted((set(self.registrations) & set(self.broker_ids)) - set(self.live)):
+            node, endpoints = self.registrations[nid]
+            found = endpoints.get(listener) if listener is not None and endpoints is not None else node
+            if found is not None:
+                out.append(found)
+        return out
+
     def _endpoint(self, broker_id: int, listener: str) -> Node | None:
         endpoints = self.endpoints.get(broker_id)
         if endpoints is None:  # registered without listeners (one address for everything)
@@ -170,8 +205,8 @@ class ClusterMetadata:
         return endpoints.get(listener)
 
     def controller_id(self) -> int:
-        """The node that plays the controller: the lowest live broker id."""
-        return min(self.live) if self.live else min(self.broker_ids)
+        """The node that plays the controller: the lowest live broker id (-1 when no broker is registered)."""
+        return min(self.live) if self.live else min(self.broker_ids, default=-1)
 
     def partition_leader(self, topic: str, partition: int) -> int | None:
         """The leader of a partition (-1 offline), or None when it does not exist."""
@@ -212,6 +247,17 @@ class ClusterMetadata:
         (``abs(groupId.hashCode) % offsets.topic.num.partitions``, Kafka's ``partitionFor``), at its
         address on ``listener`` (port -1 when it has no such listener; node -1 when no broker is up)."""
         nid = self.offsets_partition_leader(partition_for_key(group_id, self.offsets_topic_partitions))
+        if nid < 0:
+            return Node(-1, "", -1)
+        if listener is None:
+            return self.live[nid]
+        return self._endpoint(nid, listener) or Node(nid, "", -1)
+
+    def share_coordinator(self, partition: int, listener: str | None = None) -> Node:
+        """The share coordinator of a ``__share_group_state`` partition (FindCoordinator key type 2): its
+        leader, the internal topic placed as ``__consumer_offsets`` is (:meth:`offsets_partition_leader`), at
+        its address on ``listener`` (port -1 when it has no such listener; node -1 when no broker is up)."""
+        nid = self.offsets_partition_leader(partition)
         if nid < 0:
             return Node(-1, "", -1)
         if listener is None:
@@ -339,6 +385,10 @@ class ClusterMetadata:
         if new_total - current > MAX_RECORDS_PER_USER_OP:
             raise MetadataError(ErrorCode.POLICY_VIOLATION, EXCESSIVE_BATCH)
         rf = topic.replication_factor
+        if not assignments and not self.broker_ids:  # every broker was unregistered (UnregisterBroker)
+            raise MetadataError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                                f"Unable to replicate the partition {rf} time(s): The target replication factor of "
+                                f"{rf} cannot be reached because only 0 broker(s) are registered.")
         self.check_capacity((new_total - current) * rf)
         if assignments:
             if len(assignments) != new_total - current:
@@ -373,9 +423,18 @@ class ClusterMetadata:
             fn(kind, name)
 
     def set_isr(self, topic: str, partition: int, isr: list[int]) -> None:
-        """An ISR change the leader asked for (Kafka's AlterPartition); no leader epoch bump (KRaft)."""
+        """An ISR change the leader asked for (Kafka's AlterPartition); no leader epoch bump (KRaft).
+        An ISR that now holds every target replica of an ongoing reassignment completes it.  As Kafka's
+        controller (INELIGIBLE_REPLICA), an ISR adding a broker that is not registered is refused."""
         pm = self.topics[topic].partitions[partition]
+        if any(b not in self.broker_ids and b not in pm.isr for b in isr):
+            return
         pm.isr = list(isr)
+        if pm.is_reassigning and self._change_partition(topic, pm, pm.replicas, pm.isr, pm.adding_replicas,
+                                                        pm.removing_replicas):
+            self.persist()
+            self.notify("reassignment", topic)
+            return
         self.persist()
 
     def broker_stopped(self, broker_id: int) -> list[tuple[str, int]]:
@@ -385,6 +444,7 @@ class ClusterMetadata:
         Returns the partitions whose leader changed."""
         self.live.pop(broker_id, None)
         self.endpoints.pop(broker_id, None)
+        self._note_controller()
         moved: list[tuple[str, int]] = []
         shrunk: set[str] = set()
         for topic in self.topics.values():
@@ -430,15 +490,26 @@ class ClusterMetadata:
         self.notify("leadership", topic)
         return pm.leader_epoch
 
+    def broker_epoch(self, broker_id: int) -> int:
+        """The broker epoch of a live broker (the offset of its registration), -1 when it is not live."""
+        return self.broker_epochs.get(broker_id, -1) if broker_id in self.live else -1
+
     def broker_started(self, broker_id: int, host: str, port: int, rack: str | None = None,
                        endpoints: dict[str, tuple[str, int]] | None = None) -> None:
         """A broker registered at ``host:port`` (its inter-broker listener) and, per listener name, the
-        advertised ``endpoints``: offline partitions whose ISR holds it get it as leader (epoch + 1)."""
+        advertised ``endpoints``: offline partitions whose ISR holds it get it as leader (epoch + 1).  A broker
+        that was unregistered (UnregisterBroker) registers again."""
+        if broker_id not in self.broker_ids:
+            self.broker_ids = sorted([*self.broker_ids, broker_id])
+        self.metadata_offset += 1  # its RegisterBrokerRecord
         self.live[broker_id] = Node(broker_id, host, port, rack)
+        self.broker_epochs[broker_id] = self.metadata_offset
+        self._note_controller()
         if endpoints is not None:
             self.endpoints[broker_id] = {name: Node(broker_id, h, p, rack) for name, (h, p) in endpoints.items()}
         else:
             self.endpoints.pop(broker_id, None)
+        self.registrations[broker_id] = (self.live[broker_id], self.endpoints.get(broker_id))
         changed: set[str] = set()
         for topic in self.topics.values():
             for pm in topic.partitions:
@@ -450,3 +521,219 @@ class ClusterMetadata:
             self.persist()
         for name in sorted(changed):
             self.notify("leadership", name)
+
+    # -- the controller's admin operations (ElectLeaders, UnregisterBroker) ------------------------------
+    def _note_controller(self) -> None:
+        """A broker came or went (a stopping broker leaves ``live`` before :meth:`broker_stopped`): a new
+        controller starts a new epoch of the metadata log."""
+        controller = self.controller_id()
+        if controller != self._controller:
+            self._controller = controller
+            self.controller_epoch += 1
+
+    def elect_leader(self, topic: str, partition: int, unclean: bool = False) -> tuple[ErrorCode, str | None]:
+        """Kafka's ``ReplicationControlManager.electLeader`` for ElectLeaders (ELR disabled): the partition's
+        error code and message.
+
+        Preferred (``unclean`` False): ELECTION_NOT_NEEDED when the first assigned replica leads; it becomes
+        the leader when it is a live in-sync replica; else a leader that is a live ISR member stays
+        (PREFERRED_LEADER_NOT_AVAILABLE), and an offline partition gets the first live ISR member.  Unclean:
+        ELECTION_NOT_NEEDED when the partition has a leader; else the first live ISR member, or failing
+        that the first live replica with the ISR reduced to it (data may be lost), or
+        ELIGIBLE_LEADERS_NOT_AVAILABLE.  A new leader comes with leader epoch + 1."""
+        meta = self.topics.get(topic)
+        if meta is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"No such topic as {topic}"
+        if not 0 <= partition < len(meta.partitions):
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"No such partition as {topic}-{partition}"
+        pm = meta.partitions[partition]
+        if (pm.leader >= 0) if unclean else (pm.leader == pm.replicas[0]):
+            return ErrorCode.ELECTION_NOT_NEEDED, None
+        isr = pm.isr
+        if not unclean and self._valid_leader(pm.replicas[0], isr):
+            leader = pm.replicas[0]
+        elif self._valid_leader(pm.leader, isr):
+            leader = pm.leader
+        else:
+            leader = next((b for b in pm.replicas if self._valid_leader(b, isr)), -1)
+            if leader < 0 and unclean:
+                leader = next((b for b in pm.replicas if b in self.live), -1)
+                isr = [leader]
+        if leader < 0 or leader == pm.leader:
+            return (ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE if unclean
+                    else ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE), None
+        if isr != pm.isr:
+            log.warning("unclean leader election: broker %d leads %s-%d, out of the ISR %s", leader, topic,
+                        partition, pm.isr)
+        pm.leader, pm.isr = leader, list(isr)
+        pm.leader_epoch += 1
+        self.persist()
+        self.notify("leadership", topic)
+        return ErrorCode.NONE, None
+
+    def broker_endpoints(self, broker_id: int) -> dict[str, Node]:
+        """The listeners of a running broker (listener name -> its advertised address); empty when it is
+        not running."""
+        if broker_id not in self.live:
+            return {}
+        return dict(self.endpoints.get(broker_id) or {"PLAINTEXT": self.live[broker_id]})
+
+    def unregister_broker(self, broker_id: int) -> None:
+        """Kafka's ``ReplicationControlManager.unregisterBroker`` (UnregisterBroker): the broker's
+        registration is removed, so new replicas are not placed on it.  A running broker is fenced as
+        :meth:`broker_stopped` does (leadership and ISR membership move off it) and stays out until it
+        registers again (restarts).  MetadataError BROKER_ID_NOT_REGISTERED for an id not registered."""
+        if broker_id not in self.broker_ids:
+            raise MetadataError(ErrorCode.BROKER_ID_NOT_REGISTERED,
+                                f"Broker ID {broker_id} is not currently registered")
+        self.broker_ids = [b for b in self.broker_ids if b != broker_id]
+        self.registrations.pop(broker_id, None)
+        log.info("unregistered broker %d", broker_id)
+        self.broker_stopped(broker_id)
+
+    # -- partition reassignments (KIP-455; Kafka's ReplicationControlManager) ----------------------------
+    def alter_partition_reassignments(self, changes: list[tuple[str, int, list[int] | None]],
+                                      allow_replication_factor_change: bool = True
+                                      ) -> list[tuple[ErrorCode, str | None]]:
+        """AlterPartitionReassignments: for each ``(topic, partition, target replicas)`` start (or replace)
+        a reassignment, or cancel the ongoing one when the target is None.  One ``(error, message)`` per
+        change, in order; the partitions that changed are persisted and told to every broker.
+
+        A reassignment goes as Kafka's ``changePartitionReassignment`` takes it: the replicas become the
+        target followed by the current replicas not in it (``removing_replicas``), the target replicas not
+        yet replicas are ``adding_replicas``; the leader's ISR expansion (:meth:`set_isr`) completes it once
+        the ISR holds every target replica, and a target the ISR already holds completes at once."""
+        results: list[tuple[ErrorCode, str | None]] = []
+        changed: set[str] = set()
+        for topic, partition, target in changes:
+            try:
+                if self._alter_partition_reassignment(topic, partition, target, allow_replication_factor_change):
+                    changed.add(topic)
+                results.append((ErrorCode.NONE, None))
+            except MetadataError as exc:
+                log.info("Unable to alter partition reassignment for %s:%d: %s", topic, partition, exc.message)
+                results.append((exc.code, exc.message))
+        if changed:
+            self.persist()
+            for name in sorted(changed):
+                self.notify("reassignment", name)
+        return results
+
+    def list_partition_reassignments(self, topics: dict[str, list[int]] | None = None
+                                     ) -> list[tuple[str, list[PartitionMetadata]]]:
+        """ListPartitionReassignments: the partitions being reassigned, per topic (every topic when None;
+        unknown topics and partitions, and those not being reassigned, are left out, as Kafka does)."""
+        out: list[tuple[str, list[PartitionMetadata]]] = []
+        if topics is None:
+            wanted = [(t, [p.partition for p in t.partitions]) for t in self.topics.values()]
+        else:
+            wanted = [(self.topics[name], indexes) for name, indexes in topics.items() if name in self.topics]
+        for topic, indexes in wanted:
+            parts = [pm for pm in (topic.partition(i) for i in indexes) if pm is not None and pm.is_reassigning]
+            if parts:
+                out.append((topic.name, parts))
+        return out
+
+    def _alter_partition_reassignment(self, topic: str, partition: int, target: list[int] | None,
+                                      allow_rf_change: bool) -> bool:
+        meta = self.topics.get(topic)
+        if meta is None:
+            raise MetadataError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find a topic named {topic}.")
+        pm = meta.partition(partition)
+        if pm is None:
+            raise MetadataError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                f"Unable to find partition {topic}:{partition}.")
+        if target is None:
+            return self._cancel_partition_reassignment(meta, pm)
+        target = list(target)
+        self._validate_manual_assignment(target)
+        if not allow_rf_change:
+            # KIP-860: the replication factor is the ongoing reassignment's target size while one is going on.
+            current = len([r for r in pm.replicas if r not in pm.removing_replicas])
+            if current != len(target):
+                raise MetadataError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                                    f"The replication factor is changed from {current} to {len(target)}")
+        # PartitionReassignmentReplicas from the current replicas (during a reassignment: all of them).  A target
+        # adding no broker keeps the adding replicas still there, as Kafka's PartitionChangeBuilder keeps the
+        # partition's lists when the new ones are empty (a resubmitted reassignment stays the same one).
+        removing = sorted(set(pm.replicas) - set(target))
+        replicas = target + removing
+        adding = sorted(set(target) - set(pm.replicas)) or [r for r in pm.adding_replicas if r in replicas]
+        self.check_capacity(len(replicas) - len(pm.replicas))
+        return self._change_partition(topic, pm, replicas, pm.isr, adding, removing)
+
+    def _validate_manual_assignment(self, replicas: list[int]) -> None:
+        """Kafka's ``validateManualPartitionAssignment``: not empty, registered brokers, no broker twice."""
+        if not replicas:
+            raise MetadataError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                "The manual partition assignment includes an empty replica list.")
+        previous = None
+        for broker_id in sorted(replicas):
+            if broker_id not in self.broker_ids:
+                raise MetadataError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                    f"The manual partition assignment includes broker {broker_id}, but no such "
+                                    f"broker is registered.")
+            if broker_id == previous:
+                raise MetadataError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                    f"The manual partition assignment includes the broker {broker_id} more than "
+                                    f"once.")
+            previous = broker_id
+
+    def _cancel_partition_reassignment(self, meta: TopicMetadata, pm: PartitionMetadata) -> bool:
+        """Kafka's ``cancelPartitionReassignment`` (``PartitionReassignmentRevert``): back to the original
+        replicas, the adding ones dropped from the replicas and the ISR; when that empties the ISR, the first
+        original replica alone, which is an unclean election (refused unless the topic allows one)."""
+        if not pm.is_reassigning:
+            raise MetadataError(ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, "No partition reassignment is in progress.")
+        replicas = [r for r in pm.replicas if r not in pm.adding_replicas]
+        isr = [r for r in pm.isr if r not in pm.adding_replicas]
+        unclean = not isr
+        if unclean:
+            if meta.configs.get("unclean.leader.election.enable", "false").strip().lower() != "true":
+                raise MetadataError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                    f"Unable to revert partition assignment for {meta.name}:{pm.partition} because "
+                                    f"it would require an unclean leader election.")
+            isr = [replicas[0]]
+        return self._change_partition(meta.name, pm, replicas, isr, [], [], unclean=unclean)
+
+    def _valid_leader(self, broker_id: int, isr: list[int]) -> bool:
+        return broker_id in isr and broker_id in self.live
+
+    def _change_partition(self, topic: str, pm: PartitionMetadata, replicas: list[int], isr: list[int],
+                          adding: list[int], removing: list[int], *, unclean: bool = False) -> bool:
+        """Kafka's ``PartitionChangeBuilder.build`` for a replica-set change: complete the reassignment if
+        the ISR allows (``completeReassignmentIfNeeded``), elect a leader if the current one is no longer a
+        live ISR member (the first live ISR member in replica order; Kafka's ONLINE election), bump the
+        leader epoch when the leader changes or the replica set loses a broker (to fence the removed ones).
+        Returns whether anything changed; the caller persists and notifies."""
+        replicas, isr, adding, removing = list(replicas), list(isr), list(adding), list(removing)
+        if adding or removing:  # PartitionReassignmentReplicas.maybeCompleteReassignment
+            target_isr = [r for r in isr if r not in removing]
+            target_replicas = [r for r in replicas if r not in removing]
+            if target_isr and target_replicas and set(target_replicas) <= set(target_isr):
+                replicas, isr, adding, removing = target_replicas, target_isr, [], []
+        leader = pm.leader
+        if not self._valid_leader(leader, isr):
+            candidates = [r for r in replicas if self._valid_leader(r, isr)]
+            if candidates:
+                leader = candidates[0]
+            elif unclean and isr and isr[0] in self.live:
+                leader = isr[0]
+            else:
+                leader = -1
+        if (replicas, isr, leader, adding, removing) == (pm.replicas, pm.isr, pm.leader, pm.adding_replicas,
+                                                         pm.removing_replicas):
+            return False
+        if leader != pm.leader or not set(pm.replicas) <= set(replicas):
+            pm.leader_epoch += 1
+        was = (list(pm.replicas), pm.leader)
+        self.replica_count += len(replicas) - len(pm.replicas)
+        pm.replicas, pm.isr, pm.leader, pm.adding_replicas, pm.removing_replicas = (
+            replicas, isr, leader, adding, removing)
+        if pm.is_reassigning:
+            log.info("reassigning %s-%d: replicas %s (adding %s, removing %s), leader %d", topic, pm.partition,
+                     replicas, adding, removing, leader)
+        else:
+            log.info("%s-%d: replicas %s -> %s, leader %d -> %d (epoch %d), ISR %s", topic, pm.partition, was[0],
+                     replicas, was[1], leader, pm.leader_epoch, isr)
+        return True

@@ -21,6 +21,7 @@ class ReplicaState:
     last_caught_up_time_ms: int = 0
     last_fetch_leader_log_end_offset: int = 0
     last_fetch_time_ms: int = 0
+    broker_epoch: int = -1  # the broker epoch of the follower's last fetch (Fetch v15+, KIP-903); -1: not sent
 
 
 @dataclass

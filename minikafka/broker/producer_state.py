@@ -127,12 +127,17 @@ class ProducerStateManager:
             entry.current_txn_first_offset = meta.first_offset
             self.ongoing[producer_id] = meta.first_offset
 
-    def check_marker(self, producer_id: int, epoch: int, coordinator_epoch: int) -> ErrorCode:
-        """Kafka's ``appendEndTxnMarker`` checks: a stale producer epoch or coordinator epoch is refused."""
+    def check_marker(self, producer_id: int, epoch: int, coordinator_epoch: int,
+                     transaction_version: int = 0) -> ErrorCode:
+        """Kafka's ``appendEndTxnMarker`` checks: a stale producer epoch or coordinator epoch is refused.
+
+        A marker of transaction version 2 (KIP-1228) carries the epoch the coordinator bumped when the
+        transaction ended, so it must be above the producer's epoch here: one that is not is a late copy of
+        an earlier marker, which would otherwise end the producer's next transaction."""
         entry = self.producers.get(producer_id)
         if entry is None:
             return ErrorCode.NONE
-        if epoch < entry.epoch:
+        if epoch < entry.epoch or (transaction_version >= 2 and epoch == entry.epoch):
             return ErrorCode.INVALID_PRODUCER_EPOCH
         if coordinator_epoch < entry.coordinator_epoch:
             return ErrorCode.TRANSACTION_COORDINATOR_FENCED

@@ -17,7 +17,12 @@ example rules name Kafka's MBeans, so dashboards built for a JVM broker work:
 * client quota metrics ``<Produce|Fetch|Request>:client-id=C,user=U/<m>`` (Kafka's
   ``kafka.server:type=Produce,user=U,client-id=C``) -> gauge
   ``kafka_server_quota_<m>{resource, user, clientId}``; other sensors
-  ``<G>:/<m>`` -> ``kafka_server_<g>_<m>``.
+  ``<G>:/<m>`` -> ``kafka_server_<g>_<m>``;
+* what clients pushed (KIP-714, a broker's ``client_telemetry``,
+  :class:`~minikafka.broker.client_metrics.receiver.ClientTelemetryStore`): each OTLP metric under its own
+  name with ``_`` for ``.`` (``org_apache_kafka_producer_node_request_latency_avg``), labelled
+  ``client_instance_id``, ``client_id`` and the data point's attributes; no ``broker`` label (a cluster's
+  brokers share one store).
 
 Names are lower-cased with invalid characters as ``_``; label names keep
 their case (``clientId``, ``delayedOperation``).  A family's series that lack
@@ -59,8 +64,15 @@ class _Shared(Protocol):
     clustered: bool
 
 
+class TelemetrySource(Protocol):
+    """KIP-714 client metrics: (family, kind, doc, labels, part, value) of every pushed data point."""
+
+    def series(self) -> Iterator[tuple[str, str, str, Labels, str, float]]: ...
+
+
 class MetricsSource(Protocol):
-    """What is read of a broker: its metrics and whether it belongs to a cluster."""
+    """What is read of a broker: its metrics and whether it belongs to a cluster (and, when it has an
+    attribute ``client_telemetry``, a :class:`TelemetrySource` of what clients pushed)."""
 
     @property
     def shared(self) -> _Shared: ...
@@ -208,8 +220,26 @@ class KafkaCollector(Collector):
                     log.warning("metric %s maps to %s, already a %s: skipped", key, s.family, fam.kind)
                     continue
                 fam.add(Series(s.family, s.kind, s.doc, s.labels + node, s.part), value)
+        for source in _telemetry_sources(brokers):
+            for family, kind, doc, labels, part, value in source.series():
+                fam = families.get(family)
+                if fam is None:
+                    fam = families[family] = _Family(family, kind, doc)
+                elif fam.kind != kind:
+                    continue  # a client metric whose name another metric of another type already has
+                fam.add(Series(family, kind, doc, labels, part), value)
         for fam in families.values():
             yield fam.build()
+
+
+def _telemetry_sources(brokers: Mapping[int, MetricsSource]) -> list[TelemetrySource]:
+    """The distinct client telemetry stores of the brokers (a cluster's brokers share one)."""
+    out: dict[int, TelemetrySource] = {}
+    for broker in brokers.values():
+        source = getattr(broker, "client_telemetry", None)
+        if source is not None:
+            out.setdefault(id(source), source)
+    return list(out.values())
 
 
 def render(brokers: Brokers) -> bytes:

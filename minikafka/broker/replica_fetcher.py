@@ -5,7 +5,8 @@ A :class:`ReplicaFetcher` runs per (follower, leader) pair, as Kafka's
 fetch offset is the local log end offset), first truncates partitions that
 just started following (OffsetForLeaderEpoch, Kafka's
 ``truncateToEpochEndOffsets``), then sends one Fetch request per round with
-``replica_id`` = this broker's id, through the client-side
+``replica_id`` = this broker's id (from Fetch v15 in ``replica_state``, with its broker epoch: KIP-903;
+from v18 with each partition's high watermark: KIP-1166), through the client-side
 :class:`~minikafka.client.fetch_session.FetchSessionHandler` (KIP-227
 sessions), appends what it gets with ``Log.append_as_follower``, sets its high
 watermark to min(leader HW, local LEO) and records the lag per partition
@@ -34,7 +35,7 @@ from typing import Any, Protocol
 import trio
 
 from ..client.connection import KafkaConnection
-from ..client.fetch_session import FetchRequestData, FetchSessionHandler, PartitionData
+from ..client.fetch_session import HIGH_WATERMARK_UNKNOWN, FetchRequestData, FetchSessionHandler, PartitionData
 from ..common import Node, TopicMetadata, TopicPartition
 from ..protocol.api import ApiKey
 from ..protocol.errors import ErrorCode
@@ -53,6 +54,8 @@ class LeaderDirectory(Protocol):
     live: dict[int, Node]
 
     def get_topic(self, name: str) -> TopicMetadata | None: ...
+
+    def broker_epoch(self, broker_id: int) -> int: ...
 
 
 class FollowerLog(Protocol):
@@ -253,8 +256,11 @@ class ReplicaFetcher:
             if topic is None:
                 continue
             lg = st.part.log
+            # From v18 the follower tells the leader the high watermark it knows (KIP-1166).
+            hw = lg.high_watermark if cfg.replica_fetch_request_version >= 18 else HIGH_WATERMARK_UNKNOWN
             builder.add(tp, PartitionData(tp.topic, topic.topic_id, tp.partition, lg.log_end_offset,
-                                          lg.log_start_offset, cfg.replica_fetch_max_bytes, st.part.leader_epoch))
+                                          lg.log_start_offset, cfg.replica_fetch_max_bytes, st.part.leader_epoch,
+                                          high_watermark=hw))
             offsets[tp] = lg.log_end_offset
         if not offsets:
             return None
@@ -270,7 +276,8 @@ class ReplicaFetcher:
         data, offsets = built
         version = cfg.replica_fetch_request_version
         body = data.to_request(version, replica_id=self.node_id, max_wait_ms=cfg.replica_fetch_wait_max_ms,
-                               min_bytes=cfg.replica_fetch_min_bytes, max_bytes=cfg.replica_fetch_response_max_bytes)
+                               min_bytes=cfg.replica_fetch_min_bytes, max_bytes=cfg.replica_fetch_response_max_bytes,
+                               replica_epoch=self.metadata.broker_epoch(self.node_id))
         resp = await conn.request(ApiKey.FETCH, version, body)
         self.rounds += 1
         if not self.session.handle_response(resp, version):

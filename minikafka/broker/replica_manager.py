@@ -33,6 +33,7 @@ from ..protocol.records import (ControlRecordType, CorruptRecordError, RecordBat
                                 iter_batches, read_end_txn_marker)
 from .config import BrokerConfig
 from .log import LogConfig, LogManager
+from .log.manager import LogDir
 from .log.cleaner_manager import CleanerTarget
 from .log.txn_index import AbortedTxn
 from .log.validator import INT64_MAX, needs_record_validation, validate_records
@@ -48,11 +49,17 @@ log = logging.getLogger(__name__)
 class PartitionStateStore(Protocol):
     """The controller-side metadata the replica manager reads and the ISR changes it asks for."""
 
+    broker_ids: list[int]
+
     def get_topic(self, name: str) -> TopicMetadata | None: ...
 
     def all_topics(self) -> list[TopicMetadata]: ...
 
     def set_isr(self, topic: str, partition: int, isr: list[int]) -> None: ...
+
+    def broker_epoch(self, broker_id: int) -> int:
+        """The broker epoch of a live broker's current registration (KIP-903), -1 when it is not live."""
+        ...
 
 
 class ReplicaFetchers(Protocol):
@@ -125,7 +132,8 @@ class ReplicaManager:
         self.fetchers: ReplicaFetchers = fetchers or _NoFetchers()
         self.delayed_fetch = delayed_fetch or DelayedOperationPurgatory("Fetch")
         self.delayed_produce = delayed_produce or DelayedOperationPurgatory("Produce")
-        self.log_manager = LogManager(config.data_dir / "logs" if config.data_dir else None, clock)
+        # Each of log.dirs keeps its partitions in <dir>/logs and is reported as <dir>.
+        self.log_manager = LogManager(None, clock, log_dirs=[LogDir.of(d, d / "logs") for d in config.all_log_dirs])
         self.partitions: dict[TopicPartition, Partition] = {}
         self.isr_shrinks = 0
         self.isr_expands = 0
@@ -139,6 +147,7 @@ class ReplicaManager:
         replicated = {(t.name, p.partition) for t in topics for p in t.partitions if len(p.replicas) > 1}
         self.log_manager.load_existing(configs, replicated)
         for topic in topics:
+            self.remove_stray_logs(topic)
             self.ensure_partitions(topic)
 
     def ensure_partitions(self, topic: TopicMetadata) -> None:
@@ -156,17 +165,57 @@ class ReplicaManager:
                 if lg.log_end_offset > lg.log_start_offset:
                     self.rebuild_producer_state(part)  # a loaded log: open transactions, aborted index
 
+    def remove_stale_replicas(self, topic: TopicMetadata) -> list[int]:
+        """Drop the local replicas of ``topic`` this broker no longer hosts (a reassignment completed or was
+        cancelled without it): Kafka's StopReplica with ``deletePartition``.  Each stops fetching, stops
+        leading (waiting requests wake to NOT_LEADER_OR_FOLLOWER), and its log is deleted.  Returns the
+        partitions removed."""
+        removed = []
+        for (name, index), part in list(self.partitions.items()):
+            if name != topic.name:
+                continue
+            pm = topic.partition(index)
+            if pm is None or self.node_id in pm.replicas:
+                continue
+            del self.partitions[part.tp]
+            self.fetchers.remove_partition(part)
+            part.leader_id, part.remote = -1, {}
+            self.partition_changed(part.tp)
+            self.log_manager.delete_partition(name, index)
+            log.info("broker %d: replica of %s-%d removed (replicas now %s); its log is deleted", self.node_id,
+                     name, index, pm.replicas)
+            removed.append(index)
+        return removed
+
+    def remove_stray_logs(self, topic: TopicMetadata) -> None:
+        """At start-up, delete the logs of ``topic`` whose partition no longer has this broker as a replica
+        (moved away while it was down: Kafka's stray replicas, KAFKA-14616)."""
+        registered = set(self.metadata.broker_ids)
+        if self.node_id not in registered:
+            return  # not this cluster's metadata (a lone broker started with another node.id): keep the data
+        for index in self.log_manager.partitions(topic.name):
+            pm = topic.partition(index)
+            if pm is not None and self.node_id not in pm.replicas and registered.issuperset(pm.replicas):
+                log.info("broker %d: deleting stray log %s-%d (replicas %s)", self.node_id, topic.name, index,
+                         pm.replicas)
+                self.log_manager.delete_partition(topic.name, index)
+
     def apply_log_config(self, topic: TopicMetadata) -> None:
         """A topic's configs changed (IncrementalAlterConfigs): its logs take the new LogConfig."""
         cfg = log_config_for(topic, self.config.topic_defaults())
-        for (name, _), part in self.partitions.items():
+        for (name, index), part in self.partitions.items():
             if name == topic.name:
                 part.log.config = cfg
+                future = self.log_manager.get_future(name, index)
+                if future is not None:
+                    future.config = cfg
 
     def cleaner_targets(self) -> list[CleanerTarget]:
-        """This broker's replicas of compacted topics, for the log cleaner."""
+        """This broker's replicas of compacted topics, for the log cleaner; not those moving to another log
+        dir (Kafka's ``abortAndPauseCleaning`` until the future log is swapped in)."""
+        moving = self.log_manager.future_logs
         return [CleanerTarget(f"{tp[0]}-{tp[1]}", part.log, _lso_of(part), _producers_of(part))
-                for tp, part in self.partitions.items() if part.log.config.compact]
+                for tp, part in self.partitions.items() if part.log.config.compact and tp not in moving]
 
     def remove_topic(self, name: str) -> None:
         for key in [k for k in self.partitions if k[0] == name]:
@@ -272,6 +321,12 @@ class ReplicaManager:
         self._update_producers(part, records)
         self.delayed_fetch.check_and_complete(part.tp)
 
+    def replace_current_with_future(self, part: Partition) -> None:
+        """A replica moved to another log dir: its caught-up future log becomes its log (Kafka's
+        ``Partition.maybeReplaceCurrentWithFutureReplica``); producer state is unchanged, as the logs are."""
+        part.log = self.log_manager.replace_current_with_future(part.topic, part.index)
+        self.partition_changed(part.tp)
+
     def delete_records(self, part: Partition, offset: int) -> int:
         """DeleteRecords: move the log start offset to ``offset`` (-1: the high watermark); returns
         the new low watermark.  Raises ``OffsetOutOfRangeError`` past the high watermark."""
@@ -316,12 +371,13 @@ class ReplicaManager:
 
     # -- transaction markers (Kafka's ReplicaManager for WriteTxnMarkers) -----------
     def write_txn_marker(self, part: Partition, producer_id: int, producer_epoch: int, coordinator_epoch: int,
-                         commit: bool) -> ErrorCode:
+                         commit: bool, transaction_version: int = 0) -> ErrorCode:
         """Append a COMMIT or ABORT marker for one producer as leader (``appendRecords`` with
-        ``AppendOrigin.Coordinator``): closes its open transaction; an abort enters the index."""
+        ``AppendOrigin.Coordinator``): closes its open transaction; an abort enters the index.
+        ``transaction_version`` (WriteTxnMarkers v2, KIP-1228) picks the producer-epoch check."""
         if not part.is_leader:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
-        err = part.producers.check_marker(producer_id, producer_epoch, coordinator_epoch)
+        err = part.producers.check_marker(producer_id, producer_epoch, coordinator_epoch, transaction_version)
         if err:
             return err
         now_ms = self.clock.time_ms()
@@ -395,14 +451,16 @@ class ReplicaManager:
         self.partition_changed(part.tp)  # waiting fetches and produces see NOT_LEADER_OR_FOLLOWER
 
     # -- leader side of replication ----------------------------------------
-    def record_follower_fetch(self, part: Partition, replica_id: int, fetch_offset: int, now_ms: int) -> None:
-        """Kafka ``Partition.updateFollowerFetchState``: position, last caught-up time, ISR
-        expansion and high watermark."""
+    def record_follower_fetch(self, part: Partition, replica_id: int, fetch_offset: int, now_ms: int,
+                              broker_epoch: int = -1) -> None:
+        """Kafka ``Partition.updateFollowerFetchState``: position, last caught-up time, the broker epoch the
+        follower fetched with (Fetch v15+, KIP-903; -1 when not sent), ISR expansion and high watermark."""
         if replica_id not in part.replicas or replica_id == part.local_id:
             return
         st = part.remote.get(replica_id)
         if st is None:
             st = part.remote[replica_id] = ReplicaState(replica_id)
+        st.broker_epoch = broker_epoch
         leo = part.log.log_end_offset
         if fetch_offset >= leo:
             st.last_caught_up_time_ms = max(st.last_caught_up_time_ms, now_ms)
@@ -424,11 +482,17 @@ class ReplicaManager:
         pm = self._partition_metadata(part)
         return list(pm.isr) if pm is not None else [part.local_id]
 
+    def _isr_eligible(self, st: ReplicaState) -> bool:
+        """Kafka ``Partition.isReplicaIsrEligible`` (KIP-903): the follower is live and fetched with the broker
+        epoch of its current registration, or with none (-1, an older Fetch version)."""
+        current = self.metadata.broker_epoch(st.broker_id)
+        return current >= 0 and st.broker_epoch in (-1, current)
+
     def _maybe_expand_isr(self, part: Partition, st: ReplicaState) -> None:
         pm = self._partition_metadata(part)
         if pm is None or st.broker_id in pm.isr:
             return
-        if st.log_end_offset >= part.log.high_watermark:
+        if st.log_end_offset >= part.log.high_watermark and self._isr_eligible(st):
             new_isr = sorted(set(pm.isr) | {st.broker_id}, key=pm.replicas.index)
             log.info("broker %d: expanding ISR of %s-%d from %s to %s", part.local_id, part.topic, part.index,
                      pm.isr, new_isr)

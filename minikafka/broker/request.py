@@ -38,6 +38,8 @@ class RequestContext:
     peer: str = ""
     principal: str = "User:ANONYMOUS"
     listener: str = "PLAINTEXT"
+    security_protocol: str = "PLAINTEXT"  # the listener's (Kafka's RequestContext.securityProtocol)
+    token_authenticated: bool = False  # logged in with a delegation token (KafkaPrincipal.tokenAuthenticated)
     received_ns: int = 0
     request_size: int = 0
     body_size: int = 0

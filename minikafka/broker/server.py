@@ -454,6 +454,8 @@ class SocketServer:
                 ctx = request.context
                 ctx.listener = listener
                 ctx.principal = principal
+                ctx.security_protocol = endpoint.endpoint.security_protocol
+                ctx.token_authenticated = auth is not None and auth.token_authenticated
                 await self._serve_request(transport, channel, request)
             finally:
                 self.pool.release(event.pooled)

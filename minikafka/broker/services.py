@@ -12,18 +12,22 @@ them structurally; :class:`BrokerServices` is the bundle the broker wires and
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from ..common import Clock, Node, OffsetAndMetadata, TopicMetadata, TopicPartition
+from ..common import Clock, Node, OffsetAndMetadata, PartitionMetadata, TopicMetadata, TopicPartition
 from ..protocol.bodies import Records
 from ..protocol.errors import ErrorCode
 from .config import BrokerConfig
 
 if TYPE_CHECKING:
+    from .client_metrics.manager import ClientMetricsInstance
+    from .features import ApiError, FeatureUpdate
+    from .request import RequestContext
     from .txn import ProducerIdAndEpoch, TransactionListing, TransactionMetadata
     from .fetch_session import FetchContext, PartitionKey, PartitionRequest
     from .groups.metadata import GroupOverview, GroupSummary, JoinResult, SyncResult
@@ -38,7 +42,9 @@ if TYPE_CHECKING:
     from .quota.entity import ClientQuotaEntity
     from .partition import Partition, ProduceResult
     from .security.acl import AclBinding, AclBindingFilter, AclOperation, ResourceType
+    from .security.delegation_token import CreateTokenResult, DelegationToken, TokenInformation
     from .security.scram import AlterResult, Deletion, DescribeResult, Upsertion
+    from .replica_alter_log_dirs import LogDirDescription
 
 
 # -- partitions and logs (Kafka's ReplicaManager) ---------------------------------------------------
@@ -60,7 +66,8 @@ class ProduceLog(PartitionLookup, Protocol):
 class FetchLog(PartitionLookup, Protocol):
     """The leader side of follower fetches."""
 
-    def record_follower_fetch(self, part: Partition, replica_id: int, fetch_offset: int, now_ms: int) -> None: ...
+    def record_follower_fetch(self, part: Partition, replica_id: int, fetch_offset: int, now_ms: int,
+                              broker_epoch: int = -1) -> None: ...
 
 
 class RecordsDeleter(PartitionLookup, Protocol):
@@ -73,14 +80,16 @@ class TxnMarkerLog(PartitionLookup, Protocol):
     """WriteTxnMarkers: appends COMMIT/ABORT markers as leader."""
 
     def write_txn_marker(self, part: Partition, producer_id: int, producer_epoch: int, coordinator_epoch: int,
-                         commit: bool) -> ErrorCode: ...
+                         commit: bool, transaction_version: int = 0) -> ErrorCode: ...
 
 
 class TxnVerifier(Protocol):
-    """KIP-890 part 1: asks the transaction coordinator whether partitions are in a producer's transaction."""
+    """KIP-890 part 1: asks the transaction coordinator whether partitions are in a producer's transaction
+    (part 2, ``add_partitions``: has it add them)."""
 
     async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                     partitions: list[TopicPartition]) -> dict[TopicPartition, ErrorCode]: ...
+                     partitions: list[TopicPartition], add_partitions: bool = False
+                     ) -> dict[TopicPartition, ErrorCode]: ...
 
 
 class DelayedOperations(Protocol):
@@ -114,6 +123,14 @@ class MetadataCache(Protocol):
         its address on ``listener``."""
         ...
 
+    def share_coordinator(self, partition: int, listener: str | None = None) -> Node:
+        """The broker leading a ``__share_group_state`` partition, at its address on ``listener``."""
+        ...
+
+    def fenced_brokers(self, listener: str | None = None) -> list[Node]:
+        """The registered brokers that are not running, at their address on ``listener``."""
+        ...
+
 
 class TopicController(Protocol):
     """Topic creation, deletion, partitions and configs (the controller's part)."""
@@ -134,6 +151,57 @@ class TopicController(Protocol):
                        assignments: list[list[int]] | None = None) -> TopicMetadata: ...
 
     def set_topic_configs(self, name: str, configs: dict[str, str], replace: bool = False) -> None: ...
+
+
+class PartitionReassignments(Protocol):
+    """KIP-455 partition reassignments, the controller's part (Kafka's ``ReplicationControlManager``)."""
+
+    def alter_partition_reassignments(self, changes: list[tuple[str, int, list[int] | None]],
+                                      allow_replication_factor_change: bool = True
+                                      ) -> list[tuple[ErrorCode, str | None]]:
+        """Start (target replicas) or cancel (None) each ``(topic, partition, target)``: an error and
+        message for each, in order."""
+        ...
+
+    def list_partition_reassignments(self, topics: dict[str, list[int]] | None = None
+                                     ) -> list[tuple[str, list[PartitionMetadata]]]:
+        """The ongoing reassignments of the given partitions (all when None), per topic."""
+        ...
+
+
+class LeaderElection(Protocol):
+    """ElectLeaders, the controller's part (Kafka's ``ReplicationControlManager.electLeader``)."""
+
+    def elect_leader(self, topic: str, partition: int, unclean: bool = False) -> tuple[ErrorCode, str | None]:
+        """A preferred (or, ``unclean``, unclean) election for one partition: its error code and message."""
+        ...
+
+
+class MetadataQuorum(Protocol):
+    """The KRaft metadata quorum of a single-controller cluster (DescribeQuorum) and the broker
+    registrations the controller keeps (UnregisterBroker)."""
+
+    @property
+    def metadata_offset(self) -> int:
+        """The end offset of the (notional) metadata log: the changes the controller made so far."""
+        ...
+
+    @property
+    def controller_epoch(self) -> int:
+        """The metadata log's leader epoch: + 1 each time another broker became the controller."""
+        ...
+
+    def controller_id(self) -> int: ...
+
+    def alive_brokers(self, listener: str | None = None) -> list[Node]: ...
+
+    def broker_endpoints(self, broker_id: int) -> dict[str, Node]:
+        """A running broker's listeners: name -> advertised address."""
+        ...
+
+    def unregister_broker(self, broker_id: int) -> None:
+        """Remove a broker's registration; MetadataError BROKER_ID_NOT_REGISTERED if it has none."""
+        ...
 
 
 class TopicLookup(Protocol):
@@ -176,6 +244,10 @@ class ShareGroupMembership(Protocol):
 
     def list_groups(self) -> list[tuple[str, str]]:
         """(group id, state) of every share group."""
+        ...
+
+    def create_group(self, group_id: str) -> ErrorCode:
+        """An Empty share group for AlterShareGroupOffsets on a group that does not exist yet."""
         ...
 
     def delete_group(self, group_id: str) -> ErrorCode: ...
@@ -233,6 +305,10 @@ class GroupConfigs(Protocol):
     :class:`~minikafka.broker.groups.group_config.GroupConfigManager`."""
 
     def group_config(self, group_id: str) -> GroupConfig: ...
+
+    def group_ids(self) -> list[str]:
+        """The groups that set configs of their own (Kafka's ``GroupConfigManager.groupIds``)."""
+        ...
 
     def describe(self, group_id: str, include_synonyms: bool = False
                  ) -> list[tuple[str, str, int, int, list[tuple[str, str, int]]]]:
@@ -302,6 +378,12 @@ class GroupCoordinatorApi(ConsumerGroupCoordinatorApi, Protocol):
 
     def delete_groups(self, group_ids: list[str]) -> dict[str, ErrorCode]: ...
 
+    def delete_offsets(self, group_id: str, topics: dict[str, list[int]]
+                       ) -> tuple[ErrorCode, dict[str, dict[int, ErrorCode]]]:
+        """OffsetDelete: a group-level error (the partitions then go unanswered), else an error per
+        partition (GROUP_SUBSCRIBED_TO_TOPIC or NONE)."""
+        ...
+
     def pending_txn_partitions(self, group_id: str) -> set[TopicPartition]: ...
 
     def txn_commit_offsets(self, group_id: str, producer_id: int, member_id: str, group_instance_id: str | None,
@@ -309,6 +391,37 @@ class GroupCoordinatorApi(ConsumerGroupCoordinatorApi, Protocol):
                            producer_epoch: int = -1) -> dict[TopicPartition, ErrorCode]: ...
 
     def now_ms(self) -> int: ...
+
+
+# -- KIP-714 client metrics ------------------------------------------------------------------------------
+class ClientMetricsSubscriptions(Protocol):
+    """The CLIENT_METRICS config resources (Kafka's client metrics subscriptions), for
+    Describe/Alter(Incremental)Configs and ListConfigResources.  Implemented by
+    :class:`~minikafka.broker.client_metrics.configs.ClientMetricsConfigStore`, shared by a cluster's brokers."""
+
+    def names(self) -> list[str]: ...
+
+    def describe(self, name: str) -> list[tuple[str, str, int]]:
+        """(config name, value, Kafka ConfigSource) of each config the subscription sets."""
+        ...
+
+    def alter(self, name: str, changes: list[tuple[str, int, str | None]], incremental: bool,
+              validate_only: bool) -> None: ...
+
+
+class ClientTelemetry(Protocol):
+    """GetTelemetrySubscriptions and PushTelemetry (Kafka's ``ClientMetricsManager``), one per broker.
+    Implemented by :class:`~minikafka.broker.client_metrics.manager.ClientMetricsManager`; failures raise
+    its ``TelemetryError`` with the error code."""
+
+    @property
+    def telemetry_max_bytes(self) -> int: ...
+
+    def get_telemetry_subscriptions(self, ctx: RequestContext, client_instance_id: uuid.UUID
+                                    ) -> tuple[uuid.UUID, ClientMetricsInstance]: ...
+
+    def push_telemetry(self, ctx: RequestContext, client_instance_id: uuid.UUID, subscription_id: int,
+                       terminating: bool, compression_type: int, metrics: bytes) -> None: ...
 
 
 # -- quotas, sessions, ids -------------------------------------------------------------------------------
@@ -377,7 +490,8 @@ class TransactionCoordinatorApi(Protocol):
                          expected_epoch: int = -1) -> ProducerIdAndEpoch: ...
 
     def add_partitions(self, transactional_id: str, producer_id: int, epoch: int,
-                       partitions: Iterable[TopicPartition] = (), groups: Iterable[str] = ()) -> ErrorCode: ...
+                       partitions: Iterable[TopicPartition] = (), groups: Iterable[str] = (),
+                       transaction_version: int = 0) -> ErrorCode: ...
 
     def verify_partitions(self, transactional_id: str, producer_id: int, epoch: int,
                           partitions: Iterable[TopicPartition]) -> dict[TopicPartition, ErrorCode]: ...
@@ -391,7 +505,27 @@ class TransactionCoordinatorApi(Protocol):
     def describe(self, transactional_id: str) -> TransactionMetadata | None: ...
 
     def list_transactions(self, states: set[str] | None = None, producer_ids: set[int] | None = None,
-                          min_duration_ms: int = -1) -> list[TransactionListing]: ...
+                          min_duration_ms: int = -1, pattern: re.Pattern[str] | None = None
+                          ) -> list[TransactionListing]: ...
+
+
+class FinalizedFeatures(Protocol):
+    """The cluster's feature flags (KIP-584): what ApiVersions reports (Kafka's ``FinalizedFeatures``) and,
+    for UpdateFeatures, the controller's ``FeatureControlManager``.  Implemented by
+    :class:`~minikafka.broker.features.FeatureControlManager`."""
+
+    @property
+    def epoch(self) -> int: ...
+
+    def level(self, name: str) -> int:
+        """The finalized level of a feature (0: not finalized)."""
+        ...
+
+    def finalized(self) -> dict[str, int]: ...
+
+    def supported(self) -> dict[str, tuple[int, int]]: ...
+
+    def update_features(self, updates: list[FeatureUpdate], validate_only: bool = False) -> ApiError: ...
 
 
 class ProducerIdGenerator(Protocol):
@@ -429,6 +563,35 @@ class ScramCredentials(Protocol):
 
     def alter_credentials(self, deletions: Iterable[Deletion], upsertions: Iterable[Upsertion]
                           ) -> list[AlterResult]: ...
+
+
+class DelegationTokens(Protocol):
+    """The cluster's delegation tokens for Create/Renew/Expire/DescribeDelegationToken (Kafka's
+    ``DelegationTokenControlManager`` and the broker's ``DelegationTokenManager``); principals are
+    ``"User:alice"`` strings.  Implemented by
+    :class:`~minikafka.broker.security.delegation_token.DelegationTokenManager`."""
+
+    @property
+    def enabled(self) -> bool: ...
+
+    def create_token(self, owner: str, requester: str, renewers: Iterable[tuple[str, str]],
+                     max_lifetime_ms: int) -> CreateTokenResult: ...
+
+    def renew_token(self, principal: str, mac: bytes, renew_period_ms: int) -> tuple[ErrorCode, int]: ...
+
+    def expire_token(self, principal: str, mac: bytes, expiry_period_ms: int) -> tuple[ErrorCode, int]: ...
+
+    def tokens(self, eligible: Callable[[TokenInformation], bool]) -> list[DelegationToken]: ...
+
+
+class LogDirs(Protocol):
+    """This broker's log directories for DescribeLogDirs / AlterReplicaLogDirs (Kafka's
+    ``ReplicaManager.describeLogDirs`` / ``alterReplicaLogDirs``), implemented by
+    :class:`~minikafka.broker.replica_alter_log_dirs.ReplicaAlterLogDirsManager`."""
+
+    def describe_log_dirs(self, partitions: set[TopicPartition] | None) -> list[LogDirDescription]: ...
+
+    def alter_replica_log_dirs(self, dirs: dict[TopicPartition, str]) -> dict[TopicPartition, ErrorCode]: ...
 
 
 class HandlerTimer(Protocol):
@@ -471,8 +634,16 @@ class BrokerServices:
     txn_verifier: TxnVerifier
     marker_log: TxnMarkerLog
     scram_credentials: ScramCredentials
+    log_dirs: LogDirs
+    delegation_tokens: DelegationTokens
     group_configs: GroupConfigs
     share_groups: ShareGroupMembership
     share_partitions: SharePartitions
     share_offsets: ShareGroupOffsets
+    reassignments: PartitionReassignments
+    leader_election: LeaderElection
+    metadata_quorum: MetadataQuorum
+    client_metrics_configs: ClientMetricsSubscriptions
+    client_telemetry: ClientTelemetry
+    features: FinalizedFeatures
     authorizer: Authorizer | None = None  # None: no authorizer.class.name, nothing is checked

@@ -157,6 +157,7 @@ class TransactionSummary:
         if r.api_key not in (_PRODUCE, _FETCH):
             return
         from ..protocol.headers import parse_request_frame, parse_response_frame
+        from ..protocol.messages.fetch import fetch_replica_id
 
         try:
             _hdr, req = parse_request_frame(r.request)
@@ -176,7 +177,7 @@ class TransactionSummary:
                     self.produce_transactional_records += c.transactional_records
                     self.produce_control_batches += c.control_batches
             return
-        if req.get("replica_id", -1) < 0:
+        if fetch_replica_id(req) < 0:  # a consumer (v15+ followers name themselves in replica_state)
             if req.get("isolation_level", 0) == 1:
                 self.read_committed_fetches += 1
             else:

@@ -102,6 +102,10 @@ FetchMetadata.INITIAL = FetchMetadata(INVALID_SESSION_ID, INITIAL_EPOCH)
 FetchMetadata.LEGACY = FetchMetadata(INVALID_SESSION_ID, FINAL_EPOCH)
 
 
+#: A fetch partition's ``high_watermark`` when the fetcher does not report one (consumers; Fetch before v18).
+HIGH_WATERMARK_UNKNOWN = 0x7FFFFFFFFFFFFFFF
+
+
 @dataclass(frozen=True, slots=True)
 class PartitionData:
     """What to fetch from one partition (Java's ``FetchRequest.PartitionData`` plus its name).
@@ -118,6 +122,8 @@ class PartitionData:
     max_bytes: int = 1048576
     current_leader_epoch: int = -1
     last_fetched_epoch: int = -1
+    # The high watermark a follower knows (Fetch v18, KIP-1166); HIGH_WATERMARK_UNKNOWN: not reported.
+    high_watermark: int = 0x7FFFFFFFFFFFFFFF
 
     @property
     def tp(self) -> TopicPartition:
@@ -132,6 +138,7 @@ class PartitionData:
             "last_fetched_epoch": self.last_fetched_epoch,
             "log_start_offset": self.log_start_offset,
             "partition_max_bytes": self.max_bytes,
+            "high_watermark": self.high_watermark,
         }
 
 
@@ -157,12 +164,14 @@ class FetchRequestData:
         return self.metadata.is_full
 
     def to_request(self, version: int, *, replica_id: int, max_wait_ms: int, min_bytes: int, max_bytes: int,
-                   isolation_level: int = 0, rack_id: str = "") -> dict:
+                   isolation_level: int = 0, rack_id: str = "", replica_epoch: int = -1) -> dict:
         """A FetchRequest body dict for ``version`` (what ``FetchRequest.Builder.build`` makes).
 
         Consecutive partitions of one topic share a topic entry, so request order
         is kept exactly (as Java does); at v13+ topics are named by topic id.
         Before v7 there are no session fields, so only full fetches can be sent.
+        From v15 a follower names itself in ``replica_state`` with its broker epoch
+        (KIP-903) instead of the top-level ``replica_id``.
         """
         if version >= 13 and not self.can_use_topic_ids:
             raise ValueError("Fetch v13+ needs a topic id for every partition")
@@ -179,7 +188,7 @@ class FetchRequestData:
                 current = (key, entry)
             current[1]["partitions"].append(data.to_request(version))
         body: dict[str, Any] = {
-            "replica_id": replica_id,
+            "replica_id": replica_id if version < 15 else -1,
             "max_wait_ms": max_wait_ms,
             "min_bytes": min_bytes,
             "max_bytes": max_bytes,
@@ -187,6 +196,8 @@ class FetchRequestData:
             "topics": topics,
             "rack_id": rack_id,
         }
+        if version >= 15 and replica_id >= 0:
+            body["replica_state"] = {"replica_id": replica_id, "replica_epoch": replica_epoch}
         if version >= 7:
             forgotten: dict[Any, dict] = {}
             # Before v13 a replaced partition is not forgotten: that would drop the

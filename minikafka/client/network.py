@@ -20,7 +20,7 @@ import itertools
 import logging
 import random
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -29,6 +29,9 @@ from ..protocol.api import APIS, ApiKey
 from ..protocol.errors import ErrorCode
 from ..protocol.throttling import client_throttles_itself
 from .connection import KafkaConnection
+
+if TYPE_CHECKING:  # SASL/TLS settings: imported by whoever passes them
+    from .security_config import ClientSecurity
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +55,7 @@ RETRIABLE = {
     ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.OFFSET_NOT_AVAILABLE,
     ErrorCode.UNSTABLE_OFFSET_COMMIT, ErrorCode.THROTTLING_QUOTA_EXCEEDED, ErrorCode.REBALANCE_IN_PROGRESS,
     ErrorCode.SHARE_SESSION_NOT_FOUND, ErrorCode.INVALID_SHARE_SESSION_EPOCH, ErrorCode.SHARE_SESSION_LIMIT_REACHED,
+    ErrorCode.UNKNOWN_TOPIC_ID,
 }
 
 
@@ -62,11 +66,13 @@ def is_retriable(code: int) -> bool:
 class BrokerConnection:
     """One connection to one broker, with pipelining and version negotiation."""
 
-    def __init__(self, node_id: int, host: str, port: int, client_id: str, request_timeout_ms: int) -> None:
+    def __init__(self, node_id: int, host: str, port: int, client_id: str, request_timeout_ms: int,
+                 security: ClientSecurity | None = None) -> None:
         self.node_id = node_id
         self.host = host
         self.port = port
         self.client_id = client_id
+        self.security = security  # None: PLAINTEXT
         self.request_timeout_s = request_timeout_ms / 1000
         self.conn: KafkaConnection | None = None
         self.api_versions: dict[int, tuple[int, int]] = {}
@@ -78,7 +84,10 @@ class BrokerConnection:
         self.throttle_time_ms_total = 0
 
     async def open(self, nursery: trio.Nursery) -> None:
-        self.conn = await KafkaConnection.connect(self.host, self.port, self.client_id)
+        if self.security is None:
+            self.conn = await KafkaConnection.connect(self.host, self.port, self.client_id)
+        else:  # TLS handshake and SASL authentication first
+            self.conn = await self.security.connect(self.host, self.port, self.client_id)
         nursery.start_soon(self._reader)
         resp = await self.request(ApiKey.API_VERSIONS, {"client_software_name": "minikafka",
                                                         "client_software_version": "0.1"}, version=3)
@@ -268,11 +277,12 @@ class NetworkClient:
 
     def __init__(self, bootstrap_servers: str | list[str], client_id: str = "minikafka",
                  request_timeout_ms: int = 30000, metadata_max_age_ms: int = 300000,
-                 retry_backoff_ms: int = 100) -> None:
+                 retry_backoff_ms: int = 100, security: ClientSecurity | None = None) -> None:
         if isinstance(bootstrap_servers, str):
             bootstrap_servers = [s.strip() for s in bootstrap_servers.split(",") if s.strip()]
         self.bootstrap = [(h, int(p)) for h, _, p in (s.rpartition(":") for s in bootstrap_servers)]
         self.client_id = client_id
+        self.security = security  # None: PLAINTEXT connections
         self.request_timeout_ms = request_timeout_ms
         self.metadata_max_age_s = metadata_max_age_ms / 1000
         self.retry_backoff_s = retry_backoff_ms / 1000
@@ -328,7 +338,7 @@ class NetworkClient:
                 targets = [(host, port)]
             last: Exception | None = None
             for host, port in targets:
-                conn = BrokerConnection(node_id, host, port, self.client_id, self.request_timeout_ms)
+                conn = BrokerConnection(node_id, host, port, self.client_id, self.request_timeout_ms, self.security)
                 try:
                     await conn.open(self.nursery)
                 except (OSError, KafkaClientError, ConnectionError) as exc:

@@ -14,7 +14,10 @@ connection (Java's ``SaslClientAuthenticator`` and ``SslFactory`` in client mode
   ``session_lifetime_ms``).  PLAIN is one token (``authzid NUL user NUL password``, RFC 4616);
   SCRAM-SHA-256/512 (RFC 5802/7677) are two round trips, computed with ``scramp``, the server's
   final signature checked.  The same function re-authenticates (KIP-368: a new SaslHandshake on the
-  authenticated connection).
+  authenticated connection).  With ``token_auth`` it logs in with a delegation token (KIP-48, Java's
+  ``ScramLoginModule`` option ``tokenauth=true``): the user name is the token id, the password its HMAC
+  in Base64, and the client-first message carries the ``tokenauth=true`` extension (computed here:
+  ``scramp`` has no SCRAM extensions).
 
 Requests go through any ``request(api_key, version, body)`` coroutine, e.g.
 :meth:`~minikafka.client.connection.KafkaConnection.request`, so a caller that owns the connection's
@@ -27,7 +30,11 @@ scope); SaslHandshake v0 (raw tokens) is never used, as no current Kafka client 
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import logging
+import secrets
 import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -101,11 +108,15 @@ async def open_stream(host: str, port: int, ssl_context: ssl.SSLContext | None =
     return tls
 
 
-async def sasl_authenticate(request: RequestFn, mechanism: str, username: str, password: str) -> SaslSession:
+async def sasl_authenticate(request: RequestFn, mechanism: str, username: str, password: str, *,
+                            token_auth: bool = False) -> SaslSession:
     """Authenticate (or re-authenticate) the connection ``request`` sends on; raises
-    :class:`SaslAuthenticationError` when the broker refuses (the broker then closes the connection)."""
+    :class:`SaslAuthenticationError` when the broker refuses (the broker then closes the connection).
+    ``token_auth``: a delegation token login (SCRAM only; ``username`` the token id, ``password`` its HMAC)."""
     if mechanism not in SASL_MECHANISMS:
         raise ValueError(f"SASL mechanism {mechanism!r} is not supported (supported: {', '.join(SASL_MECHANISMS)})")
+    if token_auth and not mechanism.startswith("SCRAM-"):
+        raise ValueError(f"delegation tokens log in with SCRAM-SHA-256 or SCRAM-SHA-512, not {mechanism}")
     resp = await request(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": mechanism})
     if resp.error_code:
         raise SaslAuthenticationError(f"SaslHandshake for {mechanism} failed: {_error_name(resp.error_code)} "
@@ -113,6 +124,8 @@ async def sasl_authenticate(request: RequestFn, mechanism: str, username: str, p
     if mechanism == "PLAIN":
         _, lifetime = await _exchange(request, f"\0{username}\0{password}".encode())
         return SaslSession(mechanism, username, lifetime)
+    if token_auth:
+        return await _scram_with_extensions(request, mechanism, username, password, {"tokenauth": "true"})
     import scramp
 
     client = scramp.ScramClient([mechanism], username, password)
@@ -126,6 +139,38 @@ async def sasl_authenticate(request: RequestFn, mechanism: str, username: str, p
         client.set_server_final(server_final.decode())
     except scramp.ScramException as exc:
         raise SaslAuthenticationError(f"the broker's SCRAM signature is wrong: {exc}") from None
+    return SaslSession(mechanism, username, lifetime)
+
+
+async def _scram_with_extensions(request: RequestFn, mechanism: str, username: str, password: str,
+                                 extensions: dict[str, str]) -> SaslSession:
+    """RFC 5802's client side with SCRAM extensions in the client-first message (Java's ``ScramSaslClient``
+    with ``ScramExtensions``); the server's final signature is checked."""
+    digest = "sha256" if mechanism == "SCRAM-SHA-256" else "sha512"
+    nonce = secrets.token_urlsafe(24)
+    saslname = username.replace("=", "=3D").replace(",", "=2C")
+    first_bare = f"n={saslname},r={nonce}" + "".join(f",{k}={v}" for k, v in extensions.items())
+    server_first_bytes, _ = await _exchange(request, f"n,,{first_bare}".encode())
+    server_first = server_first_bytes.decode("utf-8", errors="replace")
+    try:
+        attrs = dict(kv.split("=", 1) for kv in server_first.split(","))
+        server_nonce, salt, iterations = attrs["r"], base64.b64decode(attrs["s"]), int(attrs["i"])
+    except (ValueError, KeyError) as exc:
+        raise SaslAuthenticationError(f"the broker's SCRAM first message is invalid: {exc}") from None
+    if not server_nonce.startswith(nonce) or iterations < 1:
+        raise SaslAuthenticationError("the broker's SCRAM first message is invalid (nonce or iterations)")
+    salted = hashlib.pbkdf2_hmac(digest, password.encode("utf-8"), salt, iterations)
+    client_key = hmac.new(salted, b"Client Key", digest).digest()
+    stored_key = hashlib.new(digest, client_key).digest()
+    without_proof = f"c={base64.b64encode(b'n,,').decode()},r={server_nonce}"
+    auth_message = f"{first_bare},{server_first},{without_proof}".encode()
+    signature = hmac.new(stored_key, auth_message, digest).digest()
+    proof = base64.b64encode(bytes(a ^ b for a, b in zip(client_key, signature))).decode()
+    server_final, lifetime = await _exchange(request, f"{without_proof},p={proof}".encode())
+    server_key = hmac.new(salted, b"Server Key", digest).digest()
+    expected = b"v=" + base64.b64encode(hmac.new(server_key, auth_message, digest).digest())
+    if not hmac.compare_digest(bytes(server_final), expected):
+        raise SaslAuthenticationError("the broker's SCRAM signature is wrong")
     return SaslSession(mechanism, username, lifetime)
 
 

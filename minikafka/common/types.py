@@ -73,6 +73,15 @@ class PartitionMetadata:
     replicas: list[int] = field(default_factory=list)
     isr: list[int] = field(default_factory=list)
     error: int = 0  # a client's view: the partition's error code in the Metadata response
+    # KIP-455: an ongoing reassignment's replicas being added and removed (both within ``replicas``, which
+    # holds the target replicas followed by the removing ones until the reassignment completes).
+    adding_replicas: list[int] = field(default_factory=list)
+    removing_replicas: list[int] = field(default_factory=list)
+
+    @property
+    def is_reassigning(self) -> bool:
+        """Kafka's ``isReassignmentInProgress``: some replica is being added or removed."""
+        return bool(self.adding_replicas or self.removing_replicas)
 
 
 @dataclass

@@ -237,6 +237,203 @@ class AlterConfigsResponseResponses(TypedDict, total=False):
     _unknown_tags: UnknownTags
 
 
+class AlterPartitionReassignmentsRequestBody(TypedDict, total=False):
+    """AlterPartitionReassignmentsRequest v0-1: the whole body."""
+
+    timeout_ms: int  # v0+
+    allow_replication_factor_change: bool  # v1+
+    topics: list[AlterPartitionReassignmentsRequestTopics]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class AlterPartitionReassignmentsRequestTopics(TypedDict, total=False):
+    """AlterPartitionReassignmentsRequest v0-1: an element of ``topics`` (v0+)."""
+
+    name: str  # v0+
+    partitions: list[AlterPartitionReassignmentsRequestTopicsPartitions]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class AlterPartitionReassignmentsRequestTopicsPartitions(TypedDict, total=False):
+    """AlterPartitionReassignmentsRequest v0-1: an element of ``topics[].partitions`` (v0+)."""
+
+    partition_index: int  # v0+
+    replicas: list[int] | None  # v0+
+    _unknown_tags: UnknownTags
+
+
+class AlterPartitionReassignmentsResponseBody(TypedDict, total=False):
+    """AlterPartitionReassignmentsResponse v0-1: the whole body."""
+
+    throttle_time_ms: int  # v0+
+    allow_replication_factor_change: bool  # v1+
+    error_code: int  # v0+
+    error_message: str | None  # v0+
+    responses: list[AlterPartitionReassignmentsResponseResponses]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class AlterPartitionReassignmentsResponseResponses(TypedDict, total=False):
+    """AlterPartitionReassignmentsResponse v0-1: an element of ``responses`` (v0+)."""
+
+    name: str  # v0+
+    partitions: list[AlterPartitionReassignmentsResponseResponsesPartitions]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class AlterPartitionReassignmentsResponseResponsesPartitions(TypedDict, total=False):
+    """AlterPartitionReassignmentsResponse v0-1: an element of ``responses[].partitions`` (v0+)."""
+
+    partition_index: int  # v0+
+    error_code: int  # v0+
+    error_message: str | None  # v0+
+    _unknown_tags: UnknownTags
+
+
+class ListPartitionReassignmentsRequestBody(TypedDict, total=False):
+    """ListPartitionReassignmentsRequest v0-0: the whole body."""
+
+    timeout_ms: int  # v0+
+    topics: list[ListPartitionReassignmentsRequestTopics] | None  # v0+
+    _unknown_tags: UnknownTags
+
+
+class ListPartitionReassignmentsRequestTopics(TypedDict, total=False):
+    """ListPartitionReassignmentsRequest v0-0: an element of ``topics`` (v0+)."""
+
+    name: str  # v0+
+    partition_indexes: list[int]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class ListPartitionReassignmentsResponseBody(TypedDict, total=False):
+    """ListPartitionReassignmentsResponse v0-0: the whole body."""
+
+    throttle_time_ms: int  # v0+
+    error_code: int  # v0+
+    error_message: str | None  # v0+
+    topics: list[ListPartitionReassignmentsResponseTopics]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class ListPartitionReassignmentsResponseTopics(TypedDict, total=False):
+    """ListPartitionReassignmentsResponse v0-0: an element of ``topics`` (v0+)."""
+
+    name: str  # v0+
+    partitions: list[ListPartitionReassignmentsResponseTopicsPartitions]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class ListPartitionReassignmentsResponseTopicsPartitions(TypedDict, total=False):
+    """ListPartitionReassignmentsResponse v0-0: an element of ``topics[].partitions`` (v0+)."""
+
+    partition_index: int  # v0+
+    replicas: list[int]  # v0+
+    adding_replicas: list[int]  # v0+
+    removing_replicas: list[int]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class AlterReplicaLogDirsRequestBody(TypedDict, total=False):
+    """AlterReplicaLogDirsRequest v0-2: the whole body."""
+
+    dirs: list[AlterReplicaLogDirsRequestDirs]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class AlterReplicaLogDirsRequestDirs(TypedDict, total=False):
+    """AlterReplicaLogDirsRequest v0-2: an element of ``dirs`` (v0+)."""
+
+    path: str  # v0+
+    topics: list[AlterReplicaLogDirsRequestDirsTopics]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class AlterReplicaLogDirsRequestDirsTopics(TypedDict, total=False):
+    """AlterReplicaLogDirsRequest v0-2: an element of ``dirs[].topics`` (v0+)."""
+
+    name: str  # v0+
+    partitions: list[int]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class AlterReplicaLogDirsResponseBody(TypedDict, total=False):
+    """AlterReplicaLogDirsResponse v0-2: the whole body."""
+
+    throttle_time_ms: int  # v0+
+    results: list[AlterReplicaLogDirsResponseResults]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class AlterReplicaLogDirsResponseResults(TypedDict, total=False):
+    """AlterReplicaLogDirsResponse v0-2: an element of ``results`` (v0+)."""
+
+    topic_name: str  # v0+
+    partitions: list[AlterReplicaLogDirsResponseResultsPartitions]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class AlterReplicaLogDirsResponseResultsPartitions(TypedDict, total=False):
+    """AlterReplicaLogDirsResponse v0-2: an element of ``results[].partitions`` (v0+)."""
+
+    partition_index: int  # v0+
+    error_code: int  # v0+
+    _unknown_tags: UnknownTags
+
+
+class DescribeLogDirsRequestBody(TypedDict, total=False):
+    """DescribeLogDirsRequest v0-4: the whole body."""
+
+    topics: list[DescribeLogDirsRequestTopics] | None  # v0+
+    _unknown_tags: UnknownTags
+
+
+class DescribeLogDirsRequestTopics(TypedDict, total=False):
+    """DescribeLogDirsRequest v0-4: an element of ``topics`` (v0+)."""
+
+    topic: str  # v0+
+    partitions: list[int]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class DescribeLogDirsResponseBody(TypedDict, total=False):
+    """DescribeLogDirsResponse v0-4: the whole body."""
+
+    throttle_time_ms: int  # v0+
+    error_code: int  # v3+
+    results: list[DescribeLogDirsResponseResults]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class DescribeLogDirsResponseResults(TypedDict, total=False):
+    """DescribeLogDirsResponse v0-4: an element of ``results`` (v0+)."""
+
+    error_code: int  # v0+
+    log_dir: str  # v0+
+    topics: list[DescribeLogDirsResponseResultsTopics]  # v0+
+    total_bytes: int  # v4+
+    usable_bytes: int  # v4+
+    _unknown_tags: UnknownTags
+
+
+class DescribeLogDirsResponseResultsTopics(TypedDict, total=False):
+    """DescribeLogDirsResponse v0-4: an element of ``results[].topics`` (v0+)."""
+
+    name: str  # v0+
+    partitions: list[DescribeLogDirsResponseResultsTopicsPartitions]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class DescribeLogDirsResponseResultsTopicsPartitions(TypedDict, total=False):
+    """DescribeLogDirsResponse v0-4: an element of ``results[].topics[].partitions`` (v0+)."""
+
+    partition_index: int  # v0+
+    partition_size: int  # v0+
+    offset_lag: int  # v0+
+    is_future_key: bool  # v0+
+    _unknown_tags: UnknownTags
+
+
 class AlterUserScramCredentialsRequestBody(TypedDict, total=False):
     """AlterUserScramCredentialsRequest v0-0: the whole body."""
 
@@ -333,7 +530,7 @@ class DescribeClientQuotasResponseEntriesValues(TypedDict, total=False):
 
 
 class ApiVersionsRequestBody(TypedDict, total=False):
-    """ApiVersionsRequest v0-3: the whole body."""
+    """ApiVersionsRequest v0-4: the whole body."""
 
     client_software_name: str  # v3+
     client_software_version: str  # v3+
@@ -341,7 +538,7 @@ class ApiVersionsRequestBody(TypedDict, total=False):
 
 
 class ApiVersionsResponseBody(TypedDict, total=False):
-    """ApiVersionsResponse v0-3: the whole body."""
+    """ApiVersionsResponse v0-4: the whole body."""
 
     error_code: int  # v0+
     api_keys: list[ApiVersionsResponseApiKeys]  # v0+
@@ -354,7 +551,7 @@ class ApiVersionsResponseBody(TypedDict, total=False):
 
 
 class ApiVersionsResponseApiKeys(TypedDict, total=False):
-    """ApiVersionsResponse v0-3: an element of ``api_keys`` (v0+)."""
+    """ApiVersionsResponse v0-4: an element of ``api_keys`` (v0+)."""
 
     api_key: int  # v0+
     min_version: int  # v0+
@@ -363,7 +560,7 @@ class ApiVersionsResponseApiKeys(TypedDict, total=False):
 
 
 class ApiVersionsResponseSupportedFeatures(TypedDict, total=False):
-    """ApiVersionsResponse v0-3: an element of ``supported_features`` (v3+)."""
+    """ApiVersionsResponse v0-4: an element of ``supported_features`` (v3+)."""
 
     name: str  # v3+
     min_version: int  # v3+
@@ -372,7 +569,7 @@ class ApiVersionsResponseSupportedFeatures(TypedDict, total=False):
 
 
 class ApiVersionsResponseFinalizedFeatures(TypedDict, total=False):
-    """ApiVersionsResponse v0-3: an element of ``finalized_features`` (v3+)."""
+    """ApiVersionsResponse v0-4: an element of ``finalized_features`` (v3+)."""
 
     name: str  # v3+
     max_version_level: int  # v3+
@@ -413,6 +610,123 @@ class CreateAclsResponseResults(TypedDict, total=False):
 
     error_code: int  # v0+
     error_message: str | None  # v0+
+    _unknown_tags: UnknownTags
+
+
+class CreateDelegationTokenRequestBody(TypedDict, total=False):
+    """CreateDelegationTokenRequest v1-3: the whole body."""
+
+    owner_principal_type: str | None  # v3+
+    owner_principal_name: str | None  # v3+
+    renewers: list[CreateDelegationTokenRequestRenewers]  # v0+
+    max_lifetime_ms: int  # v0+
+    _unknown_tags: UnknownTags
+
+
+class CreateDelegationTokenRequestRenewers(TypedDict, total=False):
+    """CreateDelegationTokenRequest v1-3: an element of ``renewers`` (v0+)."""
+
+    principal_type: str  # v0+
+    principal_name: str  # v0+
+    _unknown_tags: UnknownTags
+
+
+class CreateDelegationTokenResponseBody(TypedDict, total=False):
+    """CreateDelegationTokenResponse v1-3: the whole body."""
+
+    error_code: int  # v0+
+    principal_type: str  # v0+
+    principal_name: str  # v0+
+    token_requester_principal_type: str  # v3+
+    token_requester_principal_name: str  # v3+
+    issue_timestamp_ms: int  # v0+
+    expiry_timestamp_ms: int  # v0+
+    max_timestamp_ms: int  # v0+
+    token_id: str  # v0+
+    hmac: bytes  # v0+
+    throttle_time_ms: int  # v0+
+    _unknown_tags: UnknownTags
+
+
+class RenewDelegationTokenRequestBody(TypedDict, total=False):
+    """RenewDelegationTokenRequest v1-2: the whole body."""
+
+    hmac: bytes  # v0+
+    renew_period_ms: int  # v0+
+    _unknown_tags: UnknownTags
+
+
+class RenewDelegationTokenResponseBody(TypedDict, total=False):
+    """RenewDelegationTokenResponse v1-2: the whole body."""
+
+    error_code: int  # v0+
+    expiry_timestamp_ms: int  # v0+
+    throttle_time_ms: int  # v0+
+    _unknown_tags: UnknownTags
+
+
+class ExpireDelegationTokenRequestBody(TypedDict, total=False):
+    """ExpireDelegationTokenRequest v1-2: the whole body."""
+
+    hmac: bytes  # v0+
+    expiry_time_period_ms: int  # v0+
+    _unknown_tags: UnknownTags
+
+
+class ExpireDelegationTokenResponseBody(TypedDict, total=False):
+    """ExpireDelegationTokenResponse v1-2: the whole body."""
+
+    error_code: int  # v0+
+    expiry_timestamp_ms: int  # v0+
+    throttle_time_ms: int  # v0+
+    _unknown_tags: UnknownTags
+
+
+class DescribeDelegationTokenRequestBody(TypedDict, total=False):
+    """DescribeDelegationTokenRequest v1-3: the whole body."""
+
+    owners: list[DescribeDelegationTokenRequestOwners] | None  # v0+
+    _unknown_tags: UnknownTags
+
+
+class DescribeDelegationTokenRequestOwners(TypedDict, total=False):
+    """DescribeDelegationTokenRequest v1-3: an element of ``owners`` (v0+)."""
+
+    principal_type: str  # v0+
+    principal_name: str  # v0+
+    _unknown_tags: UnknownTags
+
+
+class DescribeDelegationTokenResponseBody(TypedDict, total=False):
+    """DescribeDelegationTokenResponse v1-3: the whole body."""
+
+    error_code: int  # v0+
+    tokens: list[DescribeDelegationTokenResponseTokens]  # v0+
+    throttle_time_ms: int  # v0+
+    _unknown_tags: UnknownTags
+
+
+class DescribeDelegationTokenResponseTokens(TypedDict, total=False):
+    """DescribeDelegationTokenResponse v1-3: an element of ``tokens`` (v0+)."""
+
+    principal_type: str  # v0+
+    principal_name: str  # v0+
+    token_requester_principal_type: str  # v3+
+    token_requester_principal_name: str  # v3+
+    issue_timestamp: int  # v0+
+    expiry_timestamp: int  # v0+
+    max_timestamp: int  # v0+
+    token_id: str  # v0+
+    hmac: bytes  # v0+
+    renewers: list[DescribeDelegationTokenResponseTokensRenewers]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class DescribeDelegationTokenResponseTokensRenewers(TypedDict, total=False):
+    """DescribeDelegationTokenResponse v1-3: an element of ``tokens[].renewers`` (v0+)."""
+
+    principal_type: str  # v0+
+    principal_name: str  # v0+
     _unknown_tags: UnknownTags
 
 
@@ -730,15 +1044,16 @@ class DescribeAclsResponseResourcesAcls(TypedDict, total=False):
 
 
 class DescribeClusterRequestBody(TypedDict, total=False):
-    """DescribeClusterRequest v0-1: the whole body."""
+    """DescribeClusterRequest v0-2: the whole body."""
 
     include_cluster_authorized_operations: bool  # v0+
     endpoint_type: int  # v1+
+    include_fenced_brokers: bool  # v2+
     _unknown_tags: UnknownTags
 
 
 class DescribeClusterResponseBody(TypedDict, total=False):
-    """DescribeClusterResponse v0-1: the whole body."""
+    """DescribeClusterResponse v0-2: the whole body."""
 
     throttle_time_ms: int  # v0+
     error_code: int  # v0+
@@ -752,12 +1067,13 @@ class DescribeClusterResponseBody(TypedDict, total=False):
 
 
 class DescribeClusterResponseBrokers(TypedDict, total=False):
-    """DescribeClusterResponse v0-1: an element of ``brokers`` (v0+)."""
+    """DescribeClusterResponse v0-2: an element of ``brokers`` (v0+)."""
 
     broker_id: int  # v0+
     host: str  # v0+
     port: int  # v0+
     rack: str | None  # v0+
+    is_fenced: bool  # v2+
     _unknown_tags: UnknownTags
 
 
@@ -1017,10 +1333,11 @@ class EndTxnResponseBody(TypedDict, total=False):
 
 
 class FetchRequestBody(TypedDict, total=False):
-    """FetchRequest v4-13: the whole body."""
+    """FetchRequest v4-18: the whole body."""
 
     cluster_id: str | None  # v12+, tag 0
     replica_id: int  # v0-14
+    replica_state: FetchRequestReplicaState  # v15+, tag 1
     max_wait_ms: int  # v0+
     min_bytes: int  # v0+
     max_bytes: int  # v3+
@@ -1033,8 +1350,16 @@ class FetchRequestBody(TypedDict, total=False):
     _unknown_tags: UnknownTags
 
 
+class FetchRequestReplicaState(TypedDict, total=False):
+    """FetchRequest v4-18: the struct ``replica_state`` (v15+)."""
+
+    replica_id: int  # v15+
+    replica_epoch: int  # v15+
+    _unknown_tags: UnknownTags
+
+
 class FetchRequestTopics(TypedDict, total=False):
-    """FetchRequest v4-13: an element of ``topics`` (v0+)."""
+    """FetchRequest v4-18: an element of ``topics`` (v0+)."""
 
     topic: str  # v0-12
     topic_id: uuid.UUID  # v13+
@@ -1043,7 +1368,7 @@ class FetchRequestTopics(TypedDict, total=False):
 
 
 class FetchRequestTopicsPartitions(TypedDict, total=False):
-    """FetchRequest v4-13: an element of ``topics[].partitions`` (v0+)."""
+    """FetchRequest v4-18: an element of ``topics[].partitions`` (v0+)."""
 
     partition: int  # v0+
     current_leader_epoch: int  # v9+
@@ -1051,11 +1376,13 @@ class FetchRequestTopicsPartitions(TypedDict, total=False):
     last_fetched_epoch: int  # v12+
     log_start_offset: int  # v5+
     partition_max_bytes: int  # v0+
+    replica_directory_id: uuid.UUID  # v17+, tag 0
+    high_watermark: int  # v18+, tag 1
     _unknown_tags: UnknownTags
 
 
 class FetchRequestForgottenTopicsData(TypedDict, total=False):
-    """FetchRequest v4-13: an element of ``forgotten_topics_data`` (v7+)."""
+    """FetchRequest v4-18: an element of ``forgotten_topics_data`` (v7+)."""
 
     topic: str  # v7-12
     topic_id: uuid.UUID  # v13+
@@ -1064,17 +1391,18 @@ class FetchRequestForgottenTopicsData(TypedDict, total=False):
 
 
 class FetchResponseBody(TypedDict, total=False):
-    """FetchResponse v4-13: the whole body."""
+    """FetchResponse v4-18: the whole body."""
 
     throttle_time_ms: int  # v1+
     error_code: int  # v7+
     session_id: int  # v7+
     responses: list[FetchResponseResponses]  # v0+
+    node_endpoints: list[FetchResponseNodeEndpoints]  # v16+, tag 0
     _unknown_tags: UnknownTags
 
 
 class FetchResponseResponses(TypedDict, total=False):
-    """FetchResponse v4-13: an element of ``responses`` (v0+)."""
+    """FetchResponse v4-18: an element of ``responses`` (v0+)."""
 
     topic: str  # v0-12
     topic_id: uuid.UUID  # v13+
@@ -1083,7 +1411,7 @@ class FetchResponseResponses(TypedDict, total=False):
 
 
 class FetchResponseResponsesPartitions(TypedDict, total=False):
-    """FetchResponse v4-13: an element of ``responses[].partitions`` (v0+)."""
+    """FetchResponse v4-18: an element of ``responses[].partitions`` (v0+)."""
 
     partition_index: int  # v0+
     error_code: int  # v0+
@@ -1100,7 +1428,7 @@ class FetchResponseResponsesPartitions(TypedDict, total=False):
 
 
 class FetchResponseResponsesPartitionsDivergingEpoch(TypedDict, total=False):
-    """FetchResponse v4-13: the struct ``responses[].partitions[].diverging_epoch`` (v12+)."""
+    """FetchResponse v4-18: the struct ``responses[].partitions[].diverging_epoch`` (v12+)."""
 
     epoch: int  # v12+
     end_offset: int  # v12+
@@ -1108,7 +1436,7 @@ class FetchResponseResponsesPartitionsDivergingEpoch(TypedDict, total=False):
 
 
 class FetchResponseResponsesPartitionsCurrentLeader(TypedDict, total=False):
-    """FetchResponse v4-13: the struct ``responses[].partitions[].current_leader`` (v12+)."""
+    """FetchResponse v4-18: the struct ``responses[].partitions[].current_leader`` (v12+)."""
 
     leader_id: int  # v12+
     leader_epoch: int  # v12+
@@ -1116,7 +1444,7 @@ class FetchResponseResponsesPartitionsCurrentLeader(TypedDict, total=False):
 
 
 class FetchResponseResponsesPartitionsSnapshotId(TypedDict, total=False):
-    """FetchResponse v4-13: the struct ``responses[].partitions[].snapshot_id`` (v12+)."""
+    """FetchResponse v4-18: the struct ``responses[].partitions[].snapshot_id`` (v12+)."""
 
     end_offset: int  # v0+
     epoch: int  # v0+
@@ -1124,15 +1452,25 @@ class FetchResponseResponsesPartitionsSnapshotId(TypedDict, total=False):
 
 
 class FetchResponseResponsesPartitionsAbortedTransactions(TypedDict, total=False):
-    """FetchResponse v4-13: an element of ``responses[].partitions[].aborted_transactions`` (v4+)."""
+    """FetchResponse v4-18: an element of ``responses[].partitions[].aborted_transactions`` (v4+)."""
 
     producer_id: int  # v4+
     first_offset: int  # v4+
     _unknown_tags: UnknownTags
 
 
+class FetchResponseNodeEndpoints(TypedDict, total=False):
+    """FetchResponse v4-18: an element of ``node_endpoints`` (v16+)."""
+
+    node_id: int  # v16+
+    host: str  # v16+
+    port: int  # v16+
+    rack: str | None  # v16+
+    _unknown_tags: UnknownTags
+
+
 class FindCoordinatorRequestBody(TypedDict, total=False):
-    """FindCoordinatorRequest v0-4: the whole body."""
+    """FindCoordinatorRequest v0-6: the whole body."""
 
     key: str  # v0-3
     key_type: int  # v1+
@@ -1141,7 +1479,7 @@ class FindCoordinatorRequestBody(TypedDict, total=False):
 
 
 class FindCoordinatorResponseBody(TypedDict, total=False):
-    """FindCoordinatorResponse v0-4: the whole body."""
+    """FindCoordinatorResponse v0-6: the whole body."""
 
     throttle_time_ms: int  # v1+
     error_code: int  # v0-3
@@ -1154,7 +1492,7 @@ class FindCoordinatorResponseBody(TypedDict, total=False):
 
 
 class FindCoordinatorResponseCoordinators(TypedDict, total=False):
-    """FindCoordinatorResponse v0-4: an element of ``coordinators`` (v4+)."""
+    """FindCoordinatorResponse v0-6: an element of ``coordinators`` (v4+)."""
 
     key: str  # v4+
     node_id: int  # v4+
@@ -1357,16 +1695,17 @@ class ListGroupsResponseGroups(TypedDict, total=False):
 
 
 class ListOffsetsRequestBody(TypedDict, total=False):
-    """ListOffsetsRequest v0-7: the whole body."""
+    """ListOffsetsRequest v0-11: the whole body."""
 
     replica_id: int  # v0+
     isolation_level: int  # v2+
     topics: list[ListOffsetsRequestTopics]  # v0+
+    timeout_ms: int  # v10+
     _unknown_tags: UnknownTags
 
 
 class ListOffsetsRequestTopics(TypedDict, total=False):
-    """ListOffsetsRequest v0-7: an element of ``topics`` (v0+)."""
+    """ListOffsetsRequest v0-11: an element of ``topics`` (v0+)."""
 
     name: str  # v0+
     partitions: list[ListOffsetsRequestTopicsPartitions]  # v0+
@@ -1374,7 +1713,7 @@ class ListOffsetsRequestTopics(TypedDict, total=False):
 
 
 class ListOffsetsRequestTopicsPartitions(TypedDict, total=False):
-    """ListOffsetsRequest v0-7: an element of ``topics[].partitions`` (v0+)."""
+    """ListOffsetsRequest v0-11: an element of ``topics[].partitions`` (v0+)."""
 
     partition_index: int  # v0+
     current_leader_epoch: int  # v4+
@@ -1384,7 +1723,7 @@ class ListOffsetsRequestTopicsPartitions(TypedDict, total=False):
 
 
 class ListOffsetsResponseBody(TypedDict, total=False):
-    """ListOffsetsResponse v0-7: the whole body."""
+    """ListOffsetsResponse v0-11: the whole body."""
 
     throttle_time_ms: int  # v2+
     topics: list[ListOffsetsResponseTopics]  # v0+
@@ -1392,7 +1731,7 @@ class ListOffsetsResponseBody(TypedDict, total=False):
 
 
 class ListOffsetsResponseTopics(TypedDict, total=False):
-    """ListOffsetsResponse v0-7: an element of ``topics`` (v0+)."""
+    """ListOffsetsResponse v0-11: an element of ``topics`` (v0+)."""
 
     name: str  # v0+
     partitions: list[ListOffsetsResponseTopicsPartitions]  # v0+
@@ -1400,7 +1739,7 @@ class ListOffsetsResponseTopics(TypedDict, total=False):
 
 
 class ListOffsetsResponseTopicsPartitions(TypedDict, total=False):
-    """ListOffsetsResponse v0-7: an element of ``topics[].partitions`` (v0+)."""
+    """ListOffsetsResponse v0-11: an element of ``topics[].partitions`` (v0+)."""
 
     partition_index: int  # v0+
     error_code: int  # v0+
@@ -1412,16 +1751,17 @@ class ListOffsetsResponseTopicsPartitions(TypedDict, total=False):
 
 
 class ListTransactionsRequestBody(TypedDict, total=False):
-    """ListTransactionsRequest v0-1: the whole body."""
+    """ListTransactionsRequest v0-2: the whole body."""
 
     state_filters: list[str]  # v0+
     producer_id_filters: list[int]  # v0+
     duration_filter: int  # v1+
+    transactional_id_pattern: str | None  # v2+
     _unknown_tags: UnknownTags
 
 
 class ListTransactionsResponseBody(TypedDict, total=False):
-    """ListTransactionsResponse v0-1: the whole body."""
+    """ListTransactionsResponse v0-2: the whole body."""
 
     throttle_time_ms: int  # v0+
     error_code: int  # v0+
@@ -1431,7 +1771,7 @@ class ListTransactionsResponseBody(TypedDict, total=False):
 
 
 class ListTransactionsResponseTransactionStates(TypedDict, total=False):
-    """ListTransactionsResponse v0-1: an element of ``transaction_states`` (v0+)."""
+    """ListTransactionsResponse v0-2: an element of ``transaction_states`` (v0+)."""
 
     transactional_id: str  # v0+
     producer_id: int  # v0+
@@ -1440,7 +1780,7 @@ class ListTransactionsResponseTransactionStates(TypedDict, total=False):
 
 
 class MetadataRequestBody(TypedDict, total=False):
-    """MetadataRequest v0-12: the whole body."""
+    """MetadataRequest v0-13: the whole body."""
 
     topics: list[MetadataRequestTopics] | None  # v0+
     allow_auto_topic_creation: bool  # v4+
@@ -1450,7 +1790,7 @@ class MetadataRequestBody(TypedDict, total=False):
 
 
 class MetadataRequestTopics(TypedDict, total=False):
-    """MetadataRequest v0-12: an element of ``topics`` (v0+)."""
+    """MetadataRequest v0-13: an element of ``topics`` (v0+)."""
 
     topic_id: uuid.UUID  # v10+
     name: str | None  # v0+
@@ -1458,7 +1798,7 @@ class MetadataRequestTopics(TypedDict, total=False):
 
 
 class MetadataResponseBody(TypedDict, total=False):
-    """MetadataResponse v0-12: the whole body."""
+    """MetadataResponse v0-13: the whole body."""
 
     throttle_time_ms: int  # v3+
     brokers: list[MetadataResponseBrokers]  # v0+
@@ -1466,11 +1806,12 @@ class MetadataResponseBody(TypedDict, total=False):
     controller_id: int  # v1+
     topics: list[MetadataResponseTopics]  # v0+
     cluster_authorized_operations: int  # v8-10
+    error_code: int  # v13+
     _unknown_tags: UnknownTags
 
 
 class MetadataResponseBrokers(TypedDict, total=False):
-    """MetadataResponse v0-12: an element of ``brokers`` (v0+)."""
+    """MetadataResponse v0-13: an element of ``brokers`` (v0+)."""
 
     node_id: int  # v0+
     host: str  # v0+
@@ -1480,7 +1821,7 @@ class MetadataResponseBrokers(TypedDict, total=False):
 
 
 class MetadataResponseTopics(TypedDict, total=False):
-    """MetadataResponse v0-12: an element of ``topics`` (v0+)."""
+    """MetadataResponse v0-13: an element of ``topics`` (v0+)."""
 
     error_code: int  # v0+
     name: str | None  # v0+
@@ -1492,7 +1833,7 @@ class MetadataResponseTopics(TypedDict, total=False):
 
 
 class MetadataResponseTopicsPartitions(TypedDict, total=False):
-    """MetadataResponse v0-12: an element of ``topics[].partitions`` (v0+)."""
+    """MetadataResponse v0-13: an element of ``topics[].partitions`` (v0+)."""
 
     error_code: int  # v0+
     partition_index: int  # v0+
@@ -1708,7 +2049,7 @@ class OffsetForLeaderEpochResponseTopicsPartitions(TypedDict, total=False):
 
 
 class ProduceRequestBody(TypedDict, total=False):
-    """ProduceRequest v3-9: the whole body."""
+    """ProduceRequest v3-13: the whole body."""
 
     transactional_id: str | None  # v3+
     acks: int  # v0+
@@ -1718,15 +2059,16 @@ class ProduceRequestBody(TypedDict, total=False):
 
 
 class ProduceRequestTopicData(TypedDict, total=False):
-    """ProduceRequest v3-9: an element of ``topic_data`` (v0+)."""
+    """ProduceRequest v3-13: an element of ``topic_data`` (v0+)."""
 
-    name: str  # v0+
+    name: str  # v0-12
+    topic_id: uuid.UUID  # v13+
     partition_data: list[ProduceRequestTopicDataPartitionData]  # v0+
     _unknown_tags: UnknownTags
 
 
 class ProduceRequestTopicDataPartitionData(TypedDict, total=False):
-    """ProduceRequest v3-9: an element of ``topic_data[].partition_data`` (v0+)."""
+    """ProduceRequest v3-13: an element of ``topic_data[].partition_data`` (v0+)."""
 
     index: int  # v0+
     records: Records  # v0+
@@ -1734,23 +2076,25 @@ class ProduceRequestTopicDataPartitionData(TypedDict, total=False):
 
 
 class ProduceResponseBody(TypedDict, total=False):
-    """ProduceResponse v3-9: the whole body."""
+    """ProduceResponse v3-13: the whole body."""
 
     responses: list[ProduceResponseResponses]  # v0+
     throttle_time_ms: int  # v1+
+    node_endpoints: list[ProduceResponseNodeEndpoints]  # v10+, tag 0
     _unknown_tags: UnknownTags
 
 
 class ProduceResponseResponses(TypedDict, total=False):
-    """ProduceResponse v3-9: an element of ``responses`` (v0+)."""
+    """ProduceResponse v3-13: an element of ``responses`` (v0+)."""
 
-    name: str  # v0+
+    name: str  # v0-12
+    topic_id: uuid.UUID  # v13+
     partition_responses: list[ProduceResponseResponsesPartitionResponses]  # v0+
     _unknown_tags: UnknownTags
 
 
 class ProduceResponseResponsesPartitionResponses(TypedDict, total=False):
-    """ProduceResponse v3-9: an element of ``responses[].partition_responses`` (v0+)."""
+    """ProduceResponse v3-13: an element of ``responses[].partition_responses`` (v0+)."""
 
     index: int  # v0+
     error_code: int  # v0+
@@ -1759,14 +2103,33 @@ class ProduceResponseResponsesPartitionResponses(TypedDict, total=False):
     log_start_offset: int  # v5+
     record_errors: list[ProduceResponseResponsesPartitionResponsesRecordErrors]  # v8+
     error_message: str | None  # v8+
+    current_leader: ProduceResponseResponsesPartitionResponsesCurrentLeader  # v10+, tag 0
     _unknown_tags: UnknownTags
 
 
 class ProduceResponseResponsesPartitionResponsesRecordErrors(TypedDict, total=False):
-    """ProduceResponse v3-9: an element of ``responses[].partition_responses[].record_errors`` (v8+)."""
+    """ProduceResponse v3-13: an element of ``responses[].partition_responses[].record_errors`` (v8+)."""
 
     batch_index: int  # v8+
     batch_index_error_message: str | None  # v8+
+    _unknown_tags: UnknownTags
+
+
+class ProduceResponseResponsesPartitionResponsesCurrentLeader(TypedDict, total=False):
+    """ProduceResponse v3-13: the struct ``responses[].partition_responses[].current_leader`` (v10+)."""
+
+    leader_id: int  # v10+
+    leader_epoch: int  # v10+
+    _unknown_tags: UnknownTags
+
+
+class ProduceResponseNodeEndpoints(TypedDict, total=False):
+    """ProduceResponse v3-13: an element of ``node_endpoints`` (v10+)."""
+
+    node_id: int  # v10+
+    host: str  # v10+
+    port: int  # v10+
+    rack: str | None  # v10+
     _unknown_tags: UnknownTags
 
 
@@ -1891,25 +2254,26 @@ class TxnOffsetCommitResponseTopicsPartitions(TypedDict, total=False):
 
 
 class WriteTxnMarkersRequestBody(TypedDict, total=False):
-    """WriteTxnMarkersRequest v0-1: the whole body."""
+    """WriteTxnMarkersRequest v1-2: the whole body."""
 
     markers: list[WriteTxnMarkersRequestMarkers]  # v0+
     _unknown_tags: UnknownTags
 
 
 class WriteTxnMarkersRequestMarkers(TypedDict, total=False):
-    """WriteTxnMarkersRequest v0-1: an element of ``markers`` (v0+)."""
+    """WriteTxnMarkersRequest v1-2: an element of ``markers`` (v0+)."""
 
     producer_id: int  # v0+
     producer_epoch: int  # v0+
     transaction_result: bool  # v0+
     topics: list[WriteTxnMarkersRequestMarkersTopics]  # v0+
     coordinator_epoch: int  # v0+
+    transaction_version: int  # v2+
     _unknown_tags: UnknownTags
 
 
 class WriteTxnMarkersRequestMarkersTopics(TypedDict, total=False):
-    """WriteTxnMarkersRequest v0-1: an element of ``markers[].topics`` (v0+)."""
+    """WriteTxnMarkersRequest v1-2: an element of ``markers[].topics`` (v0+)."""
 
     name: str  # v0+
     partition_indexes: list[int]  # v0+
@@ -1917,14 +2281,14 @@ class WriteTxnMarkersRequestMarkersTopics(TypedDict, total=False):
 
 
 class WriteTxnMarkersResponseBody(TypedDict, total=False):
-    """WriteTxnMarkersResponse v0-1: the whole body."""
+    """WriteTxnMarkersResponse v1-2: the whole body."""
 
     markers: list[WriteTxnMarkersResponseMarkers]  # v0+
     _unknown_tags: UnknownTags
 
 
 class WriteTxnMarkersResponseMarkers(TypedDict, total=False):
-    """WriteTxnMarkersResponse v0-1: an element of ``markers`` (v0+)."""
+    """WriteTxnMarkersResponse v1-2: an element of ``markers`` (v0+)."""
 
     producer_id: int  # v0+
     topics: list[WriteTxnMarkersResponseMarkersTopics]  # v0+
@@ -1932,7 +2296,7 @@ class WriteTxnMarkersResponseMarkers(TypedDict, total=False):
 
 
 class WriteTxnMarkersResponseMarkersTopics(TypedDict, total=False):
-    """WriteTxnMarkersResponse v0-1: an element of ``markers[].topics`` (v0+)."""
+    """WriteTxnMarkersResponse v1-2: an element of ``markers[].topics`` (v0+)."""
 
     name: str  # v0+
     partitions: list[WriteTxnMarkersResponseMarkersTopicsPartitions]  # v0+
@@ -1940,10 +2304,316 @@ class WriteTxnMarkersResponseMarkersTopics(TypedDict, total=False):
 
 
 class WriteTxnMarkersResponseMarkersTopicsPartitions(TypedDict, total=False):
-    """WriteTxnMarkersResponse v0-1: an element of ``markers[].topics[].partitions`` (v0+)."""
+    """WriteTxnMarkersResponse v1-2: an element of ``markers[].topics[].partitions`` (v0+)."""
 
     partition_index: int  # v0+
     error_code: int  # v0+
+    _unknown_tags: UnknownTags
+
+
+class ElectLeadersRequestBody(TypedDict, total=False):
+    """ElectLeadersRequest v0-2: the whole body."""
+
+    election_type: int  # v1+
+    topic_partitions: list[ElectLeadersRequestTopicPartitions] | None  # v0+
+    timeout_ms: int  # v0+
+    _unknown_tags: UnknownTags
+
+
+class ElectLeadersRequestTopicPartitions(TypedDict, total=False):
+    """ElectLeadersRequest v0-2: an element of ``topic_partitions`` (v0+)."""
+
+    topic: str  # v0+
+    partitions: list[int]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class ElectLeadersResponseBody(TypedDict, total=False):
+    """ElectLeadersResponse v0-2: the whole body."""
+
+    throttle_time_ms: int  # v0+
+    error_code: int  # v1+
+    replica_election_results: list[ElectLeadersResponseReplicaElectionResults]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class ElectLeadersResponseReplicaElectionResults(TypedDict, total=False):
+    """ElectLeadersResponse v0-2: an element of ``replica_election_results`` (v0+)."""
+
+    topic: str  # v0+
+    partition_result: list[ElectLeadersResponseReplicaElectionResultsPartitionResult]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class ElectLeadersResponseReplicaElectionResultsPartitionResult(TypedDict, total=False):
+    """ElectLeadersResponse v0-2: an element of ``replica_election_results[].partition_result`` (v0+)."""
+
+    partition_id: int  # v0+
+    error_code: int  # v0+
+    error_message: str | None  # v0+
+    _unknown_tags: UnknownTags
+
+
+class OffsetDeleteRequestBody(TypedDict, total=False):
+    """OffsetDeleteRequest v0-0: the whole body."""
+
+    group_id: str  # v0+
+    topics: list[OffsetDeleteRequestTopics]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class OffsetDeleteRequestTopics(TypedDict, total=False):
+    """OffsetDeleteRequest v0-0: an element of ``topics`` (v0+)."""
+
+    name: str  # v0+
+    partitions: list[OffsetDeleteRequestTopicsPartitions]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class OffsetDeleteRequestTopicsPartitions(TypedDict, total=False):
+    """OffsetDeleteRequest v0-0: an element of ``topics[].partitions`` (v0+)."""
+
+    partition_index: int  # v0+
+    _unknown_tags: UnknownTags
+
+
+class OffsetDeleteResponseBody(TypedDict, total=False):
+    """OffsetDeleteResponse v0-0: the whole body."""
+
+    error_code: int  # v0+
+    throttle_time_ms: int  # v0+
+    topics: list[OffsetDeleteResponseTopics]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class OffsetDeleteResponseTopics(TypedDict, total=False):
+    """OffsetDeleteResponse v0-0: an element of ``topics`` (v0+)."""
+
+    name: str  # v0+
+    partitions: list[OffsetDeleteResponseTopicsPartitions]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class OffsetDeleteResponseTopicsPartitions(TypedDict, total=False):
+    """OffsetDeleteResponse v0-0: an element of ``topics[].partitions`` (v0+)."""
+
+    partition_index: int  # v0+
+    error_code: int  # v0+
+    _unknown_tags: UnknownTags
+
+
+class DescribeQuorumRequestBody(TypedDict, total=False):
+    """DescribeQuorumRequest v0-2: the whole body."""
+
+    topics: list[DescribeQuorumRequestTopics]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class DescribeQuorumRequestTopics(TypedDict, total=False):
+    """DescribeQuorumRequest v0-2: an element of ``topics`` (v0+)."""
+
+    topic_name: str  # v0+
+    partitions: list[DescribeQuorumRequestTopicsPartitions]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class DescribeQuorumRequestTopicsPartitions(TypedDict, total=False):
+    """DescribeQuorumRequest v0-2: an element of ``topics[].partitions`` (v0+)."""
+
+    partition_index: int  # v0+
+    _unknown_tags: UnknownTags
+
+
+class DescribeQuorumResponseBody(TypedDict, total=False):
+    """DescribeQuorumResponse v0-2: the whole body."""
+
+    error_code: int  # v0+
+    error_message: str | None  # v2+
+    topics: list[DescribeQuorumResponseTopics]  # v0+
+    nodes: list[DescribeQuorumResponseNodes]  # v2+
+    _unknown_tags: UnknownTags
+
+
+class DescribeQuorumResponseTopics(TypedDict, total=False):
+    """DescribeQuorumResponse v0-2: an element of ``topics`` (v0+)."""
+
+    topic_name: str  # v0+
+    partitions: list[DescribeQuorumResponseTopicsPartitions]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class DescribeQuorumResponseTopicsPartitions(TypedDict, total=False):
+    """DescribeQuorumResponse v0-2: an element of ``topics[].partitions`` (v0+)."""
+
+    partition_index: int  # v0+
+    error_code: int  # v0+
+    error_message: str | None  # v2+
+    leader_id: int  # v0+
+    leader_epoch: int  # v0+
+    high_watermark: int  # v0+
+    current_voters: list[DescribeQuorumResponseTopicsPartitionsCurrentVoters]  # v0+
+    observers: list[DescribeQuorumResponseTopicsPartitionsObservers]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class DescribeQuorumResponseTopicsPartitionsCurrentVoters(TypedDict, total=False):
+    """DescribeQuorumResponse v0-2: an element of ``topics[].partitions[].current_voters`` (v0+)."""
+
+    replica_id: int  # v0+
+    replica_directory_id: uuid.UUID  # v2+
+    log_end_offset: int  # v0+
+    last_fetch_timestamp: int  # v1+
+    last_caught_up_timestamp: int  # v1+
+    _unknown_tags: UnknownTags
+
+
+class DescribeQuorumResponseTopicsPartitionsObservers(TypedDict, total=False):
+    """DescribeQuorumResponse v0-2: an element of ``topics[].partitions[].observers`` (v0+)."""
+
+    replica_id: int  # v0+
+    replica_directory_id: uuid.UUID  # v2+
+    log_end_offset: int  # v0+
+    last_fetch_timestamp: int  # v1+
+    last_caught_up_timestamp: int  # v1+
+    _unknown_tags: UnknownTags
+
+
+class DescribeQuorumResponseNodes(TypedDict, total=False):
+    """DescribeQuorumResponse v0-2: an element of ``nodes`` (v2+)."""
+
+    node_id: int  # v2+
+    listeners: list[DescribeQuorumResponseNodesListeners]  # v2+
+    _unknown_tags: UnknownTags
+
+
+class DescribeQuorumResponseNodesListeners(TypedDict, total=False):
+    """DescribeQuorumResponse v0-2: an element of ``nodes[].listeners`` (v2+)."""
+
+    name: str  # v2+
+    host: str  # v2+
+    port: int  # v2+
+    _unknown_tags: UnknownTags
+
+
+class UnregisterBrokerRequestBody(TypedDict, total=False):
+    """UnregisterBrokerRequest v0-0: the whole body."""
+
+    broker_id: int  # v0+
+    _unknown_tags: UnknownTags
+
+
+class UnregisterBrokerResponseBody(TypedDict, total=False):
+    """UnregisterBrokerResponse v0-0: the whole body."""
+
+    throttle_time_ms: int  # v0+
+    error_code: int  # v0+
+    error_message: str | None  # v0+
+    _unknown_tags: UnknownTags
+
+
+class UpdateFeaturesRequestBody(TypedDict, total=False):
+    """UpdateFeaturesRequest v0-2: the whole body."""
+
+    timeout_ms: int  # v0+
+    feature_updates: list[UpdateFeaturesRequestFeatureUpdates]  # v0+
+    validate_only: bool  # v1+
+    _unknown_tags: UnknownTags
+
+
+class UpdateFeaturesRequestFeatureUpdates(TypedDict, total=False):
+    """UpdateFeaturesRequest v0-2: an element of ``feature_updates`` (v0+)."""
+
+    feature: str  # v0+
+    max_version_level: int  # v0+
+    allow_downgrade: bool  # v0
+    upgrade_type: int  # v1+
+    _unknown_tags: UnknownTags
+
+
+class UpdateFeaturesResponseBody(TypedDict, total=False):
+    """UpdateFeaturesResponse v0-2: the whole body."""
+
+    throttle_time_ms: int  # v0+
+    error_code: int  # v0+
+    error_message: str | None  # v0+
+    results: list[UpdateFeaturesResponseResults]  # v0-1
+    _unknown_tags: UnknownTags
+
+
+class UpdateFeaturesResponseResults(TypedDict, total=False):
+    """UpdateFeaturesResponse v0-2: an element of ``results`` (v0-1)."""
+
+    feature: str  # v0+
+    error_code: int  # v0+
+    error_message: str | None  # v0+
+    _unknown_tags: UnknownTags
+
+
+class DescribeTopicPartitionsRequestBody(TypedDict, total=False):
+    """DescribeTopicPartitionsRequest v0-0: the whole body."""
+
+    topics: list[DescribeTopicPartitionsRequestTopics]  # v0+
+    response_partition_limit: int  # v0+
+    cursor: DescribeTopicPartitionsRequestCursor | None  # v0+
+    _unknown_tags: UnknownTags
+
+
+class DescribeTopicPartitionsRequestTopics(TypedDict, total=False):
+    """DescribeTopicPartitionsRequest v0-0: an element of ``topics`` (v0+)."""
+
+    name: str  # v0+
+    _unknown_tags: UnknownTags
+
+
+class DescribeTopicPartitionsRequestCursor(TypedDict, total=False):
+    """DescribeTopicPartitionsRequest v0-0: the struct ``cursor`` (v0+)."""
+
+    topic_name: str  # v0+
+    partition_index: int  # v0+
+    _unknown_tags: UnknownTags
+
+
+class DescribeTopicPartitionsResponseBody(TypedDict, total=False):
+    """DescribeTopicPartitionsResponse v0-0: the whole body."""
+
+    throttle_time_ms: int  # v0+
+    topics: list[DescribeTopicPartitionsResponseTopics]  # v0+
+    next_cursor: DescribeTopicPartitionsResponseNextCursor | None  # v0+
+    _unknown_tags: UnknownTags
+
+
+class DescribeTopicPartitionsResponseTopics(TypedDict, total=False):
+    """DescribeTopicPartitionsResponse v0-0: an element of ``topics`` (v0+)."""
+
+    error_code: int  # v0+
+    name: str | None  # v0+
+    topic_id: uuid.UUID  # v0+
+    is_internal: bool  # v0+
+    partitions: list[DescribeTopicPartitionsResponseTopicsPartitions]  # v0+
+    topic_authorized_operations: int  # v0+
+    _unknown_tags: UnknownTags
+
+
+class DescribeTopicPartitionsResponseTopicsPartitions(TypedDict, total=False):
+    """DescribeTopicPartitionsResponse v0-0: an element of ``topics[].partitions`` (v0+)."""
+
+    error_code: int  # v0+
+    partition_index: int  # v0+
+    leader_id: int  # v0+
+    leader_epoch: int  # v0+
+    replica_nodes: list[int]  # v0+
+    isr_nodes: list[int]  # v0+
+    eligible_leader_replicas: list[int] | None  # v0+
+    last_known_elr: list[int] | None  # v0+
+    offline_replicas: list[int]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class DescribeTopicPartitionsResponseNextCursor(TypedDict, total=False):
+    """DescribeTopicPartitionsResponse v0-0: the struct ``next_cursor`` (v0+)."""
+
+    topic_name: str  # v0+
+    partition_index: int  # v0+
     _unknown_tags: UnknownTags
 
 
@@ -2076,6 +2746,71 @@ class ConsumerGroupDescribeResponseGroupsMembersTargetAssignmentTopicPartitions(
     topic_id: uuid.UUID  # v0+
     topic_name: str  # v0+
     partitions: list[int]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class GetTelemetrySubscriptionsRequestBody(TypedDict, total=False):
+    """GetTelemetrySubscriptionsRequest v0-0: the whole body."""
+
+    client_instance_id: uuid.UUID  # v0+
+    _unknown_tags: UnknownTags
+
+
+class GetTelemetrySubscriptionsResponseBody(TypedDict, total=False):
+    """GetTelemetrySubscriptionsResponse v0-0: the whole body."""
+
+    throttle_time_ms: int  # v0+
+    error_code: int  # v0+
+    client_instance_id: uuid.UUID  # v0+
+    subscription_id: int  # v0+
+    accepted_compression_types: list[int]  # v0+
+    push_interval_ms: int  # v0+
+    telemetry_max_bytes: int  # v0+
+    delta_temporality: bool  # v0+
+    requested_metrics: list[str]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class PushTelemetryRequestBody(TypedDict, total=False):
+    """PushTelemetryRequest v0-0: the whole body."""
+
+    client_instance_id: uuid.UUID  # v0+
+    subscription_id: int  # v0+
+    terminating: bool  # v0+
+    compression_type: int  # v0+
+    metrics: bytes  # v0+
+    _unknown_tags: UnknownTags
+
+
+class PushTelemetryResponseBody(TypedDict, total=False):
+    """PushTelemetryResponse v0-0: the whole body."""
+
+    throttle_time_ms: int  # v0+
+    error_code: int  # v0+
+    _unknown_tags: UnknownTags
+
+
+class ListConfigResourcesRequestBody(TypedDict, total=False):
+    """ListConfigResourcesRequest v0-1: the whole body."""
+
+    resource_types: list[int]  # v1+
+    _unknown_tags: UnknownTags
+
+
+class ListConfigResourcesResponseBody(TypedDict, total=False):
+    """ListConfigResourcesResponse v0-1: the whole body."""
+
+    throttle_time_ms: int  # v0+
+    error_code: int  # v0+
+    config_resources: list[ListConfigResourcesResponseConfigResources]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class ListConfigResourcesResponseConfigResources(TypedDict, total=False):
+    """ListConfigResourcesResponse v0-1: an element of ``config_resources`` (v0+)."""
+
+    resource_name: str  # v0+
+    resource_type: int  # v1+
     _unknown_tags: UnknownTags
 
 

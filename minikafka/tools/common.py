@@ -21,6 +21,8 @@ from ..protocol.errors import ErrorCode
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from ..client.security_config import ClientSecurity
+
 log = logging.getLogger(__name__)
 
 # Kafka's serializer settings: the tools always send and print bytes, so these are accepted and ignored.
@@ -51,6 +53,23 @@ def add_bootstrap(p: argparse.ArgumentParser, required: bool = True) -> None:
     """``--bootstrap-server HOST:PORT[,HOST:PORT]`` as Kafka's tools spell it."""
     p.add_argument("--bootstrap-server", required=required, metavar="HOST:PORT",
                    help="the broker(s) to connect to: HOST:PORT[,HOST:PORT...]")
+
+
+def add_command_config(p: argparse.ArgumentParser) -> None:
+    """``--command-config FILE``: the admin client's properties (Kafka's tools' option), of which the
+    security settings are used (``security.protocol``, ``sasl.*``, ``ssl.*``)."""
+    p.add_argument("--command-config", metavar="FILE", default=None,
+                   help="a properties file for the admin client: security.protocol, sasl.mechanism, "
+                        "sasl.jaas.config (or sasl.username/sasl.password), ssl.truststore.location...")
+
+
+def command_security(config_file: str | None) -> ClientSecurity | None:
+    """The security settings of a ``--command-config`` file (None: PLAINTEXT, no file)."""
+    from ..client.security_config import ClientSecurity
+
+    props = read_properties_file(config_file)
+    security = ClientSecurity.from_properties(props)
+    return None if security.is_plaintext else security
 
 
 def split_pair(item: str, what: str) -> tuple[str, str]:

@@ -1,5 +1,5 @@
-"""``minikafka consumer-groups``: list, describe (lag per partition), reset offsets of and delete consumer
-groups (``kafka-consumer-groups.sh``).
+"""``minikafka consumer-groups``: list, describe (lag per partition), reset offsets of, delete consumer
+groups and delete their offsets (``kafka-consumer-groups.sh``).
 
 As Kafka's tool: offsets are reset only for inactive groups (state Empty or Dead), new offsets are
 kept within each partition's earliest and latest offsets, and without ``--execute`` a reset is a
@@ -34,13 +34,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                                                                  "--state)")
     action.add_argument("--reset-offsets", action="store_true", help="move an inactive group's committed offsets")
     action.add_argument("--delete", action="store_true", help="delete groups")
+    action.add_argument("--delete-offsets", action="store_true",
+                        help="delete a group's committed offsets of --topic (OffsetDelete)")
     p.add_argument("--group", action="append", default=[], help="a group (repeatable)")
     p.add_argument("--all-groups", action="store_true", help="every group")
     p.add_argument("--members", action="store_true", help="--describe: the members instead of the offsets")
     p.add_argument("--state", action="store_true", help="--describe/--list: the groups' state")
     p.add_argument("--offsets", action="store_true", help="--describe: offsets and lag (the default)")
     p.add_argument("--topic", action="append", default=[], metavar="TOPIC[:P,P]",
-                   help="--reset-offsets: a topic, or some of its partitions (repeatable)")
+                   help="--reset-offsets/--delete-offsets: a topic, or some of its partitions (repeatable)")
     p.add_argument("--all-topics", action="store_true", help="--reset-offsets: every topic the group committed")
     spec = p.add_mutually_exclusive_group()
     spec.add_argument("--to-earliest", action="store_true", help="reset to the earliest offsets")
@@ -67,6 +69,8 @@ async def main(args: argparse.Namespace) -> int:
                     print(g)
             return 0
         names = await _groups(admin, args)
+        if args.delete_offsets:
+            return await delete_offsets(admin, names, args)
         if args.describe:
             for group in names:
                 await describe(admin, group, args)
@@ -230,3 +234,58 @@ async def delete(admin: AdminClient, groups: list[str]) -> None:
                             for g, c in failed.items())
         raise ToolError(f"deletion of some consumer groups failed: {reasons}")
     print(f"Deletion of requested consumer groups ({', '.join(repr(g) for g in groups)}) was successful.")
+
+
+# -- delete offsets ---------------------------------------------------------------------------------------
+_GROUP_ERRORS: dict[int, str] = {
+    ErrorCode.INVALID_GROUP_ID: "'{}' is not valid.",
+    ErrorCode.GROUP_ID_NOT_FOUND: "'{}' does not exist.",
+    ErrorCode.GROUP_AUTHORIZATION_FAILED: "Access to '{}' is not authorized.",
+    ErrorCode.NON_EMPTY_GROUP: "Deleting offsets of a consumer group '{}' is forbidden if the group is not empty.",
+}
+
+
+async def delete_offsets(admin: AdminClient, groups: list[str], args: argparse.Namespace) -> int:
+    """Kafka's ``ConsumerGroupService.deleteOffsets``: the offsets of every partition of each ``--topic`` (or of
+    the partitions named, ``TOPIC:P,P``); prints a TOPIC PARTITION STATUS table.  A group-level error is the
+    tool's error; a partition-level one (GROUP_SUBSCRIBED_TO_TOPIC, ...) shows in the table, exit status 1."""
+    if len(groups) != 1:
+        raise ToolError("--delete-offsets takes exactly one --group")
+    if not args.topic:
+        raise ToolError("--delete-offsets needs --topic")
+    (group,) = groups
+    results: dict[tuple[str, int], int] = {}
+    partitions: list[TopicPartition] = []
+    for item in args.topic:
+        topic, _, parts = item.partition(":")
+        if parts:
+            try:
+                partitions += [TopicPartition(topic, int(p)) for p in parts.split(",")]
+            except ValueError:
+                raise ToolError(f"--topic expects TOPIC or TOPIC:P,P, got {item!r}") from None
+            continue
+        known = (await admin.metadata([topic])).partitions_for(topic)
+        if known:
+            partitions += [TopicPartition(topic, p) for p in known]
+        else:
+            results[(topic, -1)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    if partitions:
+        code, deleted = await admin.delete_offsets(group, partitions)
+        if code in _GROUP_ERRORS:
+            raise ToolError(_GROUP_ERRORS[code].format(group))
+        if code:
+            raise ToolError(f"Encounter some unknown error: {error_name(code)}")
+        results.update(((tp.topic, tp.partition), err) for tp, err in deleted.items())
+    failed = any(results.values())
+    if not failed:
+        print(f"Request succeed for deleting offsets with topic {', '.join(args.topic)} group {group}")
+    else:
+        print("Error: Encounter some partition level error, see the follow-up details:")
+    print()
+    fmt = "{:<30} {:<15} {:<15}"
+    print(fmt.format("TOPIC", "PARTITION", "STATUS"))
+    for (topic, partition), code in sorted(results.items(), key=lambda kv: f"{kv[0][0]}{kv[0][1]}"):
+        print(fmt.format(topic, partition if partition >= 0 else "Not Provided",
+                         f"Error: :{error_name(code)}" if code else "Successful").rstrip())
+    return 1 if failed else 0
+

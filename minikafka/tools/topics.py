@@ -1,7 +1,10 @@
 """``minikafka topics``: create, list, describe, delete and add partitions to topics (``kafka-topics.sh``).
 
 Same options and output as Kafka's tool; ``--topic`` is a regular expression for ``--list``,
-``--describe``, ``--delete`` and ``--alter``, as there.
+``--describe``, ``--delete`` and ``--alter``, as there.  ``--describe`` reads partitions with
+DescribeTopicPartitions (KIP-966, ``--partition-size-limit-per-response`` partitions a response) where the
+broker offers it, with Metadata otherwise, as Kafka's admin client does; the partition lines end with the
+eligible leader replicas (``Elr``, ``LastKnownElr``; ``N/A`` when Metadata described them).
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ import base64
 import re
 import uuid
 
-from ..common import TopicMetadata
+from ..common import PartitionMetadata, TopicMetadata
 from ..protocol.errors import ErrorCode
 from .admin import RESOURCE_TOPIC, AdminClient
 from .common import ToolError, add_bootstrap, check, parse_properties, set_main
@@ -42,6 +45,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="--describe: only partitions whose ISR is smaller than their replicas")
     p.add_argument("--unavailable-partitions", action="store_true",
                    help="--describe: only partitions without a leader")
+    p.add_argument("--partition-size-limit-per-response", type=int, default=None, metavar="N",
+                   help="--describe: the most partitions one DescribeTopicPartitions response holds (default 2000)")
     set_main(p, main)
 
 
@@ -117,7 +122,18 @@ async def _overrides(admin: AdminClient, name: str) -> str:
                     if (c.config_source == SOURCE_DYNAMIC_TOPIC if c.config_source >= 0 else not c.is_default))
 
 
-def _describe_partitions(info: TopicMetadata, args: argparse.Namespace) -> list[str]:
+def _maybe_list(nodes: list[int] | None) -> list[int] | None:
+    return None if nodes is None else list(nodes)
+
+
+def _ids(nodes: list[int] | None) -> str:
+    return "N/A" if nodes is None else ",".join(map(str, nodes))
+
+
+def _describe_partitions(info: TopicMetadata, args: argparse.Namespace,
+                         elr: dict[int, tuple[list[int] | None, list[int] | None]] | None = None) -> list[str]:
+    """The partition lines; ``elr``: each partition's eligible leader replicas and last known ELR, as
+    DescribeTopicPartitions gave them (None: described by Metadata, which has none)."""
     lines = []
     for p in info.partitions:
         if args.under_replicated_partitions and len(p.isr) >= len(p.replicas):
@@ -125,22 +141,47 @@ def _describe_partitions(info: TopicMetadata, args: argparse.Namespace) -> list[
         if args.unavailable_partitions and p.leader >= 0:
             continue
         leader = str(p.leader) if p.leader >= 0 else "none"
+        eligible, last_known = elr.get(p.partition, (None, None)) if elr is not None else (None, None)
         lines.append(f"\tTopic: {info.name}\tPartition: {p.partition}\tLeader: {leader}\t"
-                     f"Replicas: {','.join(map(str, p.replicas))}\tIsr: {','.join(map(str, p.isr))}")
+                     f"Replicas: {','.join(map(str, p.replicas))}\tIsr: {','.join(map(str, p.isr))}\t"
+                     f"Elr: {_ids(eligible)}\tLastKnownElr: {_ids(last_known)}")
     return lines
+
+
+async def _described(admin: AdminClient, names: list[str], args: argparse.Namespace
+                     ) -> dict[str, tuple[TopicMetadata, dict[int, tuple[list[int] | None, list[int] | None]] | None]]:
+    """Each topic's partitions, through DescribeTopicPartitions when the broker offers it (with each partition's
+    ELR), else from the Metadata already fetched."""
+    limit = args.partition_size_limit_per_response
+    found = await admin.describe_topic_partitions(names, 2000 if limit is None else limit) if names else None
+    if found is None:
+        meta = admin.client.metadata
+        return {name: (meta.topics[name], None) for name in names}
+    out: dict[str, tuple[TopicMetadata, dict[int, tuple[list[int] | None, list[int] | None]] | None]] = {}
+    for name in names:
+        if name not in found:
+            raise ToolError(f"topic {name!r} was not described")
+        code, topic, partitions = found[name]
+        check(code, f"topic {name!r}")
+        info = TopicMetadata(name, topic.topic_id, sorted(
+            (PartitionMetadata(p.partition_index, p.leader_id, p.leader_epoch, list(p.replica_nodes),
+                               list(p.isr_nodes), p.error_code) for p in partitions), key=lambda p: p.partition))
+        out[name] = (info, {p.partition_index: (_maybe_list(p.eligible_leader_replicas), _maybe_list(p.last_known_elr))
+                            for p in partitions})
+    return out
 
 
 async def describe(admin: AdminClient, args: argparse.Namespace) -> None:
     names = await matching(admin, args)
     if args.topic and not names and not args.if_exists:
         raise ToolError(f"topic {args.topic!r} does not exist")
-    meta = admin.client.metadata
     only_partitions = args.under_replicated_partitions or args.unavailable_partitions
+    described = await _described(admin, names, args)
     for name in names:
-        info = meta.topics[name]
+        info, elr = described[name]
         if info.error:
             check(info.error, f"topic {name!r}")
-        lines = _describe_partitions(info, args)
+        lines = _describe_partitions(info, args, elr)
         if not only_partitions:
             print(f"Topic: {name}\tTopicId: {topic_id_text(info.topic_id)}\tPartitionCount: {info.num_partitions}\t"
                   f"ReplicationFactor: {info.replication_factor}\tConfigs: {await _overrides(admin, name)}")

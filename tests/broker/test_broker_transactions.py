@@ -76,7 +76,7 @@ def test_add_partitions_then_end_txn_walks_the_states():
     assert c.add_partitions("tx", p.producer_id + 1, p.producer_epoch, [TP0]) == E.INVALID_PRODUCER_ID_MAPPING
     assert c.add_partitions("tx", p.producer_id, p.producer_epoch - 1, [TP0]) == E.PRODUCER_FENCED
     assert c.verify_partitions("tx", p.producer_id, p.producer_epoch, [TP0, TopicPartition("t", 1)]) == {
-        TP0: E.NONE, TopicPartition("t", 1): E.INVALID_TXN_STATE}
+        TP0: E.NONE, TopicPartition("t", 1): E.TRANSACTION_ABORTABLE}  # Kafka's coordinator answer
     assert c.end_transaction("tx", p.producer_id, p.producer_epoch, True).error == E.NONE
     assert meta.state == S.PREPARE_COMMIT  # the markers go out when the coordinator runs
     # While markers are written, everything else must wait.

@@ -34,9 +34,9 @@ async def test_api_versions_lists_every_api(conn, version):
     assert resp.error_code == 0
     got = {a.api_key: (a.min_version, a.max_version) for a in resp.api_keys}
     expected = {k: (a.min_version, a.max_version) for k, a in APIS.items()}
-    expected[K.PRODUCE] = (0, 9)  # advertised from v0 as Kafka 4 does (KAFKA-18659); v0-2 still refused
+    expected[K.PRODUCE] = (0, 13)  # advertised from v0 as Kafka 4 does (KAFKA-18659); v0-2 still refused
     assert got == expected
-    assert got[K.FETCH] == (4, 13) and got[K.METADATA] == (0, 12)
+    assert got[K.FETCH] == (4, 18) and got[K.METADATA] == (0, 13) and got[K.LIST_OFFSETS] == (0, 11)
 
 
 async def test_unknown_api_versions_version_gets_v0_error_body(conn):

@@ -370,6 +370,37 @@ async def test_share_group_offsets_admin() -> None:
     assert env.shares.start_offset("g", "t", 0) == -1 and env.shares.initialized_partitions("g") == []
 
 
+async def test_alter_share_group_offsets_creates_a_new_group() -> None:
+    """Kafka 4.2 (KAFKA-19662): offsets altered for a share group that does not exist yet create it Empty, and
+    its first member starts from them; a group of another kind keeps its id (GROUP_ID_NOT_FOUND)."""
+    env = ShareEnv()
+    t = env.topic(partitions=2)  # share.auto.offset.reset: latest
+    env.produce([b"a", b"b", b"c", b"d"])
+    env.share_groups.other_group_exists = lambda group_id: group_id == "classic"
+    alter = env.offsets_handler(AlterShareGroupOffsetsHandler)
+    describe = env.offsets_handler(DescribeShareGroupOffsetsHandler)
+    fields = {"group_id": "fresh", "topics": [{"topic_name": "t", "partitions": [
+        {"partition_index": 0, "start_offset": 1}, {"partition_index": 7, "start_offset": 0}]},
+        {"topic_name": "nope", "partitions": [{"partition_index": 0, "start_offset": 0}]}]}
+    r = await call(alter, ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0, fields)
+    assert r.error_code == 0
+    assert [(x.topic_name, [(p.partition_index, p.error_code) for p in x.partitions]) for x in r.responses] == [
+        ("t", [(0, 0), (7, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]), ("nope", [(0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)])]
+    assert env.share_groups.list_groups() == [("fresh", "Empty")]
+    r = await call(describe, ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 1, {"groups": [{"group_id": "fresh", "topics": None}]})
+    assert [(p.partition_index, p.start_offset, p.lag) for p in r.groups[0].topics[0].partitions] == [(0, 1, 3)]
+    member = str(uuid.uuid4())
+    assert env.share_groups.heartbeat("fresh", member, 0, None, ["t"]).error == 0
+    r = await call(env.fetch, ApiKey.SHARE_FETCH, 1, fetch_fields(t, member, 0, group_id="fresh"))
+    assert acquired(part0(r)) == [(1, 3, 1)]  # offsets 1-3, not from the latest offset
+    # Another kind of group with the id; an empty id.
+    r = await call(alter, ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0, {**fields, "group_id": "classic"})
+    assert (r.error_code, r.responses) == (ErrorCode.GROUP_ID_NOT_FOUND, [])
+    r = await call(alter, ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0, {**fields, "group_id": ""})
+    assert r.error_code == ErrorCode.INVALID_GROUP_ID
+    assert env.share_groups.list_groups() == [("fresh", "Stable")]
+
+
 async def test_share_fetch_needs_read_on_the_group_and_the_topics() -> None:
     env = ShareEnv()
     t = env.topic(share_auto_offset_reset="earliest")

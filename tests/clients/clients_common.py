@@ -31,9 +31,12 @@ KIP848_BROKER_SETTINGS = {"group_consumer_heartbeat_interval_ms": 500, "group_co
                           "group_initial_rebalance_delay_ms": 0}
 
 
-def group_id(prefix: str) -> str:
-    """A fresh group id for one test."""
+def unique_name(prefix: str) -> str:
+    """A fresh name (topic, group, client or transactional id) for one test."""
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+group_id = unique_name  # a fresh group id for one test
 
 
 # Record batch compression codec ids (attributes bits 0-2).

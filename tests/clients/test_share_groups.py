@@ -340,3 +340,39 @@ def test_share_group_offsets_admin_apis() -> None:
         r = offsets_request(b, ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 1, {"groups": [{"group_id": "og", "topics": [
             {"topic_name": "adm", "partitions": [0, 1]}]}]})
         assert [p["start_offset"] for p in r["groups"][0]["topics"][0]["partitions"]] == [-1, -1]
+
+
+def test_offsets_altered_before_the_group_exists() -> None:
+    """Kafka 4.2: AlterShareGroupOffsets on a share group no member has joined yet creates the group and
+    initialises its share-partitions; confluent-kafka's first ShareConsumer then starts at those offsets (not
+    at the latest offset, the group's ``share.auto.offset.reset``)."""
+    with BrokerThread(BrokerConfig(port=0, **FAST)) as b:
+        b.create_topic("early", 2)
+        produce(b, "early", 10, partitions=2)  # offsets 0-4 in each partition
+        alter = {"group_id": "ng", "topics": [{"topic_name": "early", "partitions": [
+            {"partition_index": 0, "start_offset": 3}, {"partition_index": 1, "start_offset": 1}]}]}
+        r = offsets_request(b, ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0, alter)
+        assert r["error_code"] == 0
+        assert [(p["partition_index"], p["error_code"]) for p in r["responses"][0]["partitions"]] == [(0, 0), (1, 0)]
+        assert ("ng", "Empty") in b.call(b.broker.share_groups.list_groups)
+        r = offsets_request(b, ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 1, {"groups": [{"group_id": "ng", "topics": None}]})
+        assert [(p["partition_index"], p["start_offset"], p["lag"])
+                for p in r["groups"][0]["topics"][0]["partitions"]] == [(0, 3, 2), (1, 1, 4)]
+        c = share_consumer(b, "ng", "first")
+        got: list[tuple[int, int]] = []
+        try:
+            c.subscribe(["early"])
+
+            def consume() -> bool:
+                msgs = poll(c, 0.2)
+                for m in msgs:
+                    got.append((m.partition(), m.offset()))
+                    c.acknowledge(m, AcknowledgeType.ACCEPT)
+                if msgs:
+                    c.commit_sync()
+                return len(got) >= 6
+
+            wait_for(consume, timeout=30, what="the records from the altered offsets")
+            assert sorted(got) == [(0, 3), (0, 4), (1, 1), (1, 2), (1, 3), (1, 4)]
+        finally:
+            c.close()

@@ -348,7 +348,7 @@ async def test_acks_all_completes_when_a_stuck_follower_is_stopped():
         await conn.aclose()
 
 
-@pytest.mark.parametrize("version", [6, 9, 12, 13])
+@pytest.mark.parametrize("version", [6, 9, 12, 13, 15, 18])
 async def test_replication_at_other_fetch_versions(version: int):
     async with serve_cluster(2, replica_fetch_request_version=version, **FAST) as cluster:
         cluster.broker(0).create_topic("t", 2, 2)

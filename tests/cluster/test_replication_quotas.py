@@ -195,7 +195,7 @@ def test_static_broker_config_keys(tmp_path: Path):
 
 # -- the phantom traffic: sizeOfThrottledPartitions of an empty selection ------------------------
 
-@pytest.mark.parametrize("version,size", [(6, 12), (8, 18), (11, 18), (12, 16), (13, 16)])
+@pytest.mark.parametrize("version,size", [(6, 12), (8, 18), (11, 18), (12, 16), (13, 16), (18, 16)])
 async def test_leader_quota_records_empty_response_size_on_every_follower_fetch(version, size):
     """Nothing throttled: every follower fetch still records 4 + an empty FetchResponse of the
     request's version into the leader quota (Kafka's KafkaApis.sizeOfThrottledPartitions):

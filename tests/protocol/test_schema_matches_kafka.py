@@ -1,5 +1,8 @@
 """Every declaration in minikafka.protocol matches Apache Kafka's JSON schema, version by version.
 
+Kafka 4.2's schema (``messages-4.2/``) is the reference for the versions it has; Kafka 3.9's
+(``messages/``) for the APIs and old versions only it describes.
+
 For each message (both directions of every API in ``APIS``, plus the request and
 response headers) and each version we support, the fields present in that
 version must match Kafka's in order, name, type, nullability, tagging,
@@ -14,6 +17,7 @@ silently left unchecked.
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -35,32 +39,23 @@ SHARED = shared_dir()
 if SHARED is None:
     pytest.skip("shared/kafka-protocol is not available", allow_module_level=True)
 MESSAGES_DIR = SHARED / "kafka-protocol" / "messages"
+MESSAGES_42_DIR = SHARED / "kafka-protocol" / "messages-4.2"
 
 _INT_TYPES = {"int8", "int16", "uint16", "int32", "uint32", "int64"}
 
+
 # (message, version) beyond the shared schema's validVersions -> the schema version with the same format.
-SAME_FORMAT_AS: dict[tuple[str, int], int] = {
-    # Kafka 4.x: "Version 5 is the same as version 4 (KIP-890)".
-    ("TxnOffsetCommitRequest", 5): 4,
-    ("TxnOffsetCommitResponse", 5): 4,
-}
+SAME_FORMAT_AS: dict[tuple[str, int], int] = {}
 
 # Declared versions the shared snapshot (Kafka ~4.0) does not have, by message, with where they come
 # from.  They were written from Kafka 4.2's JSON schemas (apache/kafka,
 # clients/src/main/resources/common/message) and are covered by the round-trip tests only: nothing
 # here can compare them field by field.  test_every_declared_version_is_compared_or_listed fails for a
 # declared version that is neither in the snapshot, in SAME_FORMAT_AS nor here.
-_KIP_848_TOPIC_IDS = "v10 names topics by id only (KIP-848; unstable in Kafka 4.1, stable in 4.2)"
 _KIP_932_STABLE = "KIP-932's stable version (Kafka 4.1); the snapshot has only the early-access v0"
 _KIP_1222 = "v2 adds ShareAcquireMode and Renew acknowledgements (KIP-1206, KIP-1222; Kafka 4.2)"
 _SHARE_OFFSETS = "KIP-932 share-group offsets admin (Kafka 4.1); the snapshot has no schema for it"
 BEYOND_SNAPSHOT: dict[str, tuple[frozenset[int], str]] = {
-    "OffsetCommitRequest": (frozenset({10}), _KIP_848_TOPIC_IDS),
-    "OffsetCommitResponse": (frozenset({10}), _KIP_848_TOPIC_IDS),
-    "OffsetFetchRequest": (frozenset({10}), _KIP_848_TOPIC_IDS),
-    "OffsetFetchResponse": (frozenset({10}), _KIP_848_TOPIC_IDS),
-    "DescribeGroupsRequest": (frozenset({6}), "v6 answers GROUP_ID_NOT_FOUND (KIP-1043, Kafka 4.0)"),
-    "DescribeGroupsResponse": (frozenset({6}), "v6 adds the group's ErrorMessage (KIP-1043, Kafka 4.0)"),
     "ConsumerGroupDescribeRequest": (frozenset({1}), "v1 is v0 (KIP-1099, Kafka 4.0)"),
     "ConsumerGroupDescribeResponse": (frozenset({1}), "v1 adds the members' MemberType (KIP-1099, Kafka 4.0)"),
     "ShareGroupHeartbeatRequest": (frozenset({1}), _KIP_932_STABLE),
@@ -83,22 +78,50 @@ ALL_MESSAGES: list[Message] = [RequestHeader, ResponseHeader]
 for _api in APIS.values():
     ALL_MESSAGES += [_api.request, _api.response]
 
-_schema_cache: dict[str, dict[str, Any]] = {}
+_schema_cache: dict[tuple[Path, str], dict[str, Any] | None] = {}
 
 
-def kafka_schema(name: str) -> dict[str, Any]:
-    """The parsed Kafka JSON schema for message ``name`` (cached)."""
-    if name not in _schema_cache:
-        _schema_cache[name] = load_schema(MESSAGES_DIR, name)
-    return _schema_cache[name]
+def _load(directory: Path, name: str) -> dict[str, Any] | None:
+    if (directory, name) not in _schema_cache:
+        path = directory / f"{name}.json"
+        _schema_cache[directory, name] = load_schema(directory, name) if path.is_file() else None
+    return _schema_cache[directory, name]
+
+
+def _covers(schema: dict[str, Any] | None, version: int) -> bool:
+    if schema is None:
+        return False
+    lo, hi = version_bounds(schema["validVersions"])
+    return lo <= version and (hi is None or version <= hi)
+
+
+def kafka_schema(name: str, version: int | None = None) -> dict[str, Any]:
+    """Kafka's JSON schema for ``name``: Kafka 4.2's where it has ``version`` (or, for None, exists), else
+    Kafka 3.9's (Kafka 4 dropped old versions, which only the 3.9 schema still describes)."""
+    newer = _load(MESSAGES_42_DIR, name)
+    if newer is not None and (version is None or _covers(newer, version)):
+        return newer
+    older = _load(MESSAGES_DIR, name)
+    if older is None:
+        raise FileNotFoundError(f"no Kafka schema for {name}")
+    return older
+
+
+def valid_versions(name: str) -> tuple[int, int | None]:
+    """The versions Kafka 3.9 and 4.2 together describe (Kafka 4 dropped old ones, added new ones)."""
+    bounds = [version_bounds(sch["validVersions"]) for d in (MESSAGES_DIR, MESSAGES_42_DIR)
+              if (sch := _load(d, name)) is not None]
+    his = [hi for _, hi in bounds]
+    return min(lo for lo, _ in bounds), None if None in his else max(h for h in his if h is not None)
+
+
+def has_schema(name: str) -> bool:
+    return _load(MESSAGES_42_DIR, name) is not None or _load(MESSAGES_DIR, name) is not None
 
 
 def in_snapshot(name: str, version: int) -> bool:
-    """Whether the shared snapshot has a schema for ``name`` that includes ``version``."""
-    if not (MESSAGES_DIR / f"{name}.json").is_file():
-        return False
-    lo, hi = version_bounds(kafka_schema(name)["validVersions"])
-    return lo <= version and (hi is None or version <= hi)
+    """Whether the shared schemas (Kafka 4.2's or 3.9's) describe ``version`` of ``name``."""
+    return _covers(_load(MESSAGES_42_DIR, name), version) or _covers(_load(MESSAGES_DIR, name), version)
 
 
 def listed_beyond(name: str, version: int) -> bool:
@@ -213,9 +236,9 @@ def compare_fields(
 @pytest.mark.parametrize("msg,version", CASES)
 def test_fields_match_kafka(msg: Message, version: int) -> None:
     """Fields present at ``version``: same order, names, types, nullability, tags, defaults."""
-    schema = kafka_schema(msg.name)
-    common = {s["name"]: s["fields"] for s in schema.get("commonStructs", [])}
     version = SAME_FORMAT_AS.get((msg.name, version), version)
+    schema = kafka_schema(msg.name, version)
+    common = {s["name"]: s["fields"] for s in schema.get("commonStructs", [])}
     errors = compare_fields(msg.fields, schema["fields"], version, msg.name, common)
     assert errors == []
 
@@ -223,8 +246,8 @@ def test_fields_match_kafka(msg: Message, version: int) -> None:
 @pytest.mark.parametrize("msg,version", CASES)
 def test_flexible_versions_match_kafka(msg: Message, version: int) -> None:
     """The message is flexible at ``version`` exactly when Kafka's flexibleVersions says so."""
-    schema = kafka_schema(msg.name)
     kafka_version = SAME_FORMAT_AS.get((msg.name, version), version)
+    schema = kafka_schema(msg.name, kafka_version)
     assert msg.is_flexible(version) == in_versions(schema.get("flexibleVersions"), kafka_version)
 
 
@@ -248,11 +271,11 @@ def test_beyond_snapshot_entries_are_declared_and_missing(name: str) -> None:
 @pytest.mark.parametrize("msg", ALL_MESSAGES, ids=lambda m: m.name)
 def test_message_identity_matches_kafka(msg: Message) -> None:
     """API key, kind and our version range lie within Kafka's validVersions (or are listed beyond them)."""
-    if not (MESSAGES_DIR / f"{msg.name}.json").is_file():
+    if not has_schema(msg.name):
         assert all(listed_beyond(msg.name, v) for v in range(msg.min_version, msg.max_version + 1))
         return
     schema = kafka_schema(msg.name)
-    lo, hi = version_bounds(schema["validVersions"])
+    lo, hi = valid_versions(msg.name)
     beyond = [] if hi is None else range(hi + 1, msg.max_version + 1)
     assert lo <= msg.min_version
     assert all((msg.name, v) in SAME_FORMAT_AS or listed_beyond(msg.name, v) for v in beyond)
@@ -266,7 +289,7 @@ def test_message_identity_matches_kafka(msg: Message) -> None:
 @pytest.mark.parametrize("name,version", sorted(SAME_FORMAT_AS))
 def test_same_format_versions_lie_beyond_the_schema(name: str, version: int) -> None:
     """Each ``SAME_FORMAT_AS`` entry is a version the schema lacks (drop it once the schema has it)."""
-    lo, hi = version_bounds(kafka_schema(name)["validVersions"])
+    lo, hi = valid_versions(name)
     assert hi is not None and version > hi
     assert lo <= SAME_FORMAT_AS[(name, version)] <= hi
 

@@ -37,7 +37,9 @@ def test_create_list_describe_alter_delete(broker_thread: BrokerThread, capsys) 
     assert head.startswith("Topic: orders\tTopicId: ")
     assert "\tPartitionCount: 3\tReplicationFactor: 1\tConfigs: " in head
     assert set(head.split("Configs: ")[1].split(",")) == {"retention.ms=60000", "cleanup.policy=compact"}
-    assert parts == [f"\tTopic: orders\tPartition: {p}\tLeader: 0\tReplicas: 0\tIsr: 0" for p in range(3)]
+    # Described by DescribeTopicPartitions (Kafka 3.7+): the eligible leader replicas close each line.
+    assert parts == [f"\tTopic: orders\tPartition: {p}\tLeader: 0\tReplicas: 0\tIsr: 0\tElr: \tLastKnownElr: "
+                     for p in range(3)]
 
     r = run_cli(capsys, "topics", "--bootstrap-server", b, "--alter", "--topic", "orders", "--partitions", "5")
     assert (r.rc, r.out) == (0, "Adding partitions succeeded!\n")

@@ -252,6 +252,10 @@ class GroupConfigManager:
             return found
         return self._default
 
+    def group_ids(self) -> list[str]:
+        """The groups that set configs of their own, sorted (ListConfigResources' GROUP resources)."""
+        return sorted(self._overrides)
+
     def overrides(self, group_id: str) -> dict[str, str]:
         """The configs a group sets itself (a copy)."""
         return dict(self._overrides.get(group_id, {}))

@@ -196,10 +196,12 @@ class _Replay:
         k, v = decode_group_record(key, value)
         if isinstance(k, OffsetCommitKey):
             tp = TopicPartition(k.topic, k.partition)
-            if not isinstance(v, OffsetCommitValue):
+            if not isinstance(v, OffsetCommitValue):  # a tombstone drops pending transactional offsets too
                 g = self.groups.get(k.group)
                 if g is not None:
                     g.offsets.pop(tp, None)
+                    for pending in g.pending_txn_offsets.values():
+                        pending.pop(tp, None)
                 return
             om = OffsetAndMetadata(v.offset, v.leader_epoch, v.metadata, v.commit_timestamp,
                                    None if v.expire_timestamp < 0 else v.expire_timestamp)

@@ -17,7 +17,7 @@ from ...protocol.errors import ErrorCode
 from ...common import TopicPartition
 from .consumer.model import ConsumerGroup
 from .core import E, S, log
-from .metadata import UNKNOWN_MEMBER_ID, GroupMetadata, OffsetAndMetadata
+from .metadata import CONSUMER_PROTOCOL_TYPE, UNKNOWN_MEMBER_ID, GroupMetadata, OffsetAndMetadata
 from .rebalance import RebalanceMixin
 
 OFFSET_METADATA_MAX_SIZE = 4096  # offset.metadata.max.bytes
@@ -198,6 +198,47 @@ class OffsetsMixin(RebalanceMixin):
             return E.NONE, dict(sorted(group.offsets.items()))
         return E.NONE, {tp: group.offsets.get(tp) for tp in partitions}
 
+    # -------------------------------------------------------- OffsetDelete
+
+    def delete_offsets(self, group_id: str, topics: dict[str, list[int]]
+                       ) -> tuple[ErrorCode, dict[str, dict[int, ErrorCode]]]:
+        """Kafka's ``GroupCoordinatorService.deleteOffsets`` / ``OffsetMetadataManager.deleteOffsets``.
+
+        Group errors: COORDINATOR_NOT_AVAILABLE, INVALID_GROUP_ID (empty id), GROUP_ID_NOT_FOUND (no such
+        classic or consumer group, a share group included), NON_EMPTY_GROUP (a classic group with members
+        that does not use the consumer protocol: its subscriptions are unknown).  Otherwise each partition
+        of a topic the group subscribes to gets GROUP_SUBSCRIBED_TO_TOPIC; the others lose their committed
+        offset and any pending transactional one (a tombstone in ``__consumer_offsets``)."""
+        if self._closed:
+            return E.COORDINATOR_NOT_AVAILABLE, {}
+        if not group_id:
+            return E.INVALID_GROUP_ID, {}
+        group = self.groups.get(group_id)
+        if group is None or group.state == S.DEAD:
+            return E.GROUP_ID_NOT_FOUND, {}
+        if (group.consumer is None and group.state != S.EMPTY
+                and group.protocol_type != CONSUMER_PROTOCOL_TYPE):  # ClassicGroup.validateOffsetDelete
+            return E.NON_EMPTY_GROUP, {}
+        out: dict[str, dict[int, ErrorCode]] = {}
+        deleted: list[TopicPartition] = []
+        for topic, partitions in topics.items():
+            if is_subscribed_to_topic(group, topic):
+                out[topic] = dict.fromkeys(partitions, E.GROUP_SUBSCRIBED_TO_TOPIC)
+                continue
+            out[topic] = dict.fromkeys(partitions, E.NONE)
+            for p in partitions:
+                tp = TopicPartition(topic, p)
+                found = group.offsets.pop(tp, None) is not None
+                for pending in group.pending_txn_offsets.values():
+                    found = pending.pop(tp, None) is not None or found
+                if found:
+                    deleted.append(tp)
+        if deleted:
+            log.info("group %s: deleted the offsets of %d partition(s)", group_id, len(deleted))
+            if self._log is not None:
+                self._log.remove_offsets(group_id, deleted)
+        return E.NONE, out
+
     # ---------------------------------------------------------- retention
 
     def cleanup_group_metadata(self) -> int:
@@ -262,6 +303,17 @@ def validate_consumer_group_offset_fetch(consumer: ConsumerGroup, member_id: str
     if member_epoch != member.member_epoch:
         return E.ILLEGAL_GENERATION if member.uses_classic_protocol else E.STALE_MEMBER_EPOCH
     return None
+
+
+def is_subscribed_to_topic(group: GroupMetadata, topic: str) -> bool:
+    """Kafka's ``Group.isSubscribedToTopic``: a consumer group when a member subscribes to the topic (by name
+    or through a regex); a classic group when its consumer-protocol members do, or, its subscriptions
+    unknown, whenever it uses the consumer protocol."""
+    if group.consumer is not None:
+        return topic in group.consumer.subscribed_topic_names()
+    if group.subscribed_topics is not None:
+        return topic in group.subscribed_topics
+    return group.protocol_type == CONSUMER_PROTOCOL_TYPE
 
 
 def expire_consumer_group_offsets(group: GroupMetadata, now_ms: int, retention_ms: int) -> list[TopicPartition]:

@@ -7,7 +7,7 @@ from typing import Any
 
 from ...protocol.errors import ErrorCode
 from ..partition import Partition
-from ..services import DelayedOperations, PartitionLookup
+from ..services import DelayedOperations, MetadataCache, PartitionLookup
 
 # The authorized-operations fields' default when the request did not ask for them (Integer.MIN_VALUE); the
 # bits themselves come from .authorization.authorized_operations.
@@ -37,6 +37,30 @@ def leader_partition(partitions: PartitionLookup, topic: str, index: int,
         return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     err = check_leader(part) or check_leader_epoch(part, current_leader_epoch)
     return (None, err) if err else (part, ErrorCode.NONE)
+
+
+def current_leader(metadata: MetadataCache, local: Partition | None, topic: str | None, index: int
+                   ) -> tuple[int, int]:
+    """Kafka's ``KafkaApis.getCurrentLeader`` (KIP-951): the leader id and leader epoch of a partition as this
+    broker knows them, from its own replica of it when it has one, else from the metadata cache;
+    (-1, -1) when the partition is unknown."""
+    if local is not None:
+        return local.leader_id, local.leader_epoch
+    meta = metadata.get_topic(topic) if topic is not None else None
+    if meta is None or not 0 <= index < len(meta.partitions):
+        return -1, -1
+    pm = meta.partitions[index]
+    return pm.leader, pm.leader_epoch
+
+
+def node_endpoints(metadata: MetadataCache, listener: str | None, leaders: set[int]) -> list[Any]:
+    """The ``node_endpoints`` of a KIP-951 response: each leader named in a ``current_leader`` that is alive, at
+    its address on the listener the request came in on (``getAliveBrokerNode(leaderId, listenerName)``).
+    (Produce's, Fetch's and ShareFetch's entries have the same fields.)"""
+    if not leaders:
+        return []
+    return [{"node_id": n.node_id, "host": n.host, "port": n.port, "rack": n.rack}
+            for n in metadata.alive_brokers(listener) if n.node_id in leaders]
 
 
 def client_host(peer: str) -> str:

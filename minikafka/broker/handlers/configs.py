@@ -6,11 +6,14 @@ broker id or ``""`` for the cluster-wide default) go to the
 :class:`~minikafka.broker.services.BrokerConfigs` service, where only the
 dynamic replication quota rates can change (INVALID_CONFIG otherwise); group resources (type 32, name = a
 group id) go to the :class:`~minikafka.broker.services.GroupConfigs` service (Kafka's group configs:
-``consumer.session.timeout.ms``, ``share.record.lock.duration.ms``, ...).
+``consumer.session.timeout.ms``, ``share.record.lock.duration.ms``, ...); client metrics resources (type
+16, name = a subscription) go to the :class:`~minikafka.broker.services.ClientMetricsSubscriptions` service
+(KIP-714's ``metrics``, ``interval.ms`` and ``match``; describing one shows only the keys it sets, as Kafka).
 
 With an authorizer (as Kafka): describing needs DESCRIBE_CONFIGS, altering ALTER_CONFIGS, on the topic for
 a topic resource (else TOPIC_AUTHORIZATION_FAILED), on the group for a group resource (else
-GROUP_AUTHORIZATION_FAILED) and on the cluster for a broker resource (else CLUSTER_AUTHORIZATION_FAILED).
+GROUP_AUTHORIZATION_FAILED) and on the cluster for a broker or client metrics resource (else
+CLUSTER_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -24,7 +27,8 @@ from ..config import BrokerConfig
 from ..config_ops import OP_SET, apply_config_ops
 from ..metadata import MetadataError
 from ..request import RequestContext
-from ..services import Authorizer, BrokerConfigs, GroupConfigs, MetadataCache, TopicController
+from ..services import (Authorizer, BrokerConfigs, ClientMetricsSubscriptions, GroupConfigs, MetadataCache,
+                        TopicController)
 from .authorization import AclOperation, ResourceType, authorize
 from ..topic_config import LIST_TOPIC_CONFIGS, validate_topic_config
 
@@ -32,6 +36,7 @@ log = logging.getLogger(__name__)
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
+RESOURCE_CLIENT_METRICS = 16
 RESOURCE_GROUP = 32
 SOURCE_DYNAMIC_TOPIC = 1
 SOURCE_DEFAULT = 5
@@ -46,7 +51,7 @@ def config_authorization_error(authorizer: Authorizer | None, ctx: RequestContex
     if resource_type == RESOURCE_TOPIC:
         if not authorize(authorizer, ctx, operation, ResourceType.TOPIC, name):
             return ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed."
-    elif resource_type == RESOURCE_BROKER:
+    elif resource_type in (RESOURCE_BROKER, RESOURCE_CLIENT_METRICS):
         if not authorize(authorizer, ctx, operation):
             return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."
     elif resource_type == RESOURCE_GROUP:
@@ -75,12 +80,14 @@ def _group_configs(groups: GroupConfigs | None, group_id: str, include_synonyms:
 
 class DescribeConfigsHandler:
     def __init__(self, metadata: MetadataCache, brokers: BrokerConfigs, config: BrokerConfig,
-                 authorizer: Authorizer | None = None, groups: GroupConfigs | None = None) -> None:
+                 authorizer: Authorizer | None = None, groups: GroupConfigs | None = None,
+                 client_metrics: ClientMetricsSubscriptions | None = None) -> None:
         self.metadata = metadata
         self.brokers = brokers
         self.config = config
         self.authorizer = authorizer
         self.groups = groups
+        self.client_metrics = client_metrics
 
     async def handle(self, ctx: RequestContext, req: B.DescribeConfigsRequestBody) -> B.DescribeConfigsResponseBody:
         results: list[B.DescribeConfigsResponseResults] = []
@@ -116,6 +123,11 @@ class DescribeConfigsHandler:
                     entry["configs"] = _group_configs(self.groups, rname, bool(req.get("include_synonyms")), keys)
                 results.append(entry)
                 continue
+            elif rtype == RESOURCE_CLIENT_METRICS and self.client_metrics is not None:
+                try:
+                    values = {name: (value, source) for name, value, source in self.client_metrics.describe(rname)}
+                except MetadataError as exc:
+                    entry.update({"error_code": exc.code, "error_message": exc.message})
             else:
                 entry.update({"error_code": ErrorCode.INVALID_REQUEST,
                               "error_message": f"Unsupported resource type {rtype}"})
@@ -131,13 +143,14 @@ class AlterConfigsHandler:
 
     def __init__(self, controller: TopicController, metadata: MetadataCache, brokers: BrokerConfigs,
                  *, incremental: bool, authorizer: Authorizer | None = None,
-                 groups: GroupConfigs | None = None) -> None:
+                 groups: GroupConfigs | None = None, client_metrics: ClientMetricsSubscriptions | None = None) -> None:
         self.controller = controller
         self.metadata = metadata
         self.brokers = brokers
         self.incremental = incremental
         self.authorizer = authorizer
         self.groups = groups
+        self.client_metrics = client_metrics
 
     async def handle(self, ctx: RequestContext,
                      req: B.AlterConfigsRequestBody | B.IncrementalAlterConfigsRequestBody
@@ -191,5 +204,7 @@ class AlterConfigsHandler:
             self.brokers.alter(name, changes, self.incremental, validate_only)
         elif resource_type == RESOURCE_GROUP and self.groups is not None:
             self.groups.alter(name, changes, self.incremental, validate_only)
+        elif resource_type == RESOURCE_CLIENT_METRICS and self.client_metrics is not None:
+            self.client_metrics.alter(name, changes, self.incremental, validate_only)
         else:
             raise MetadataError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}")

@@ -14,6 +14,16 @@ follower is answered without records while the quota is exceeded, and every
 follower fetch records ``sizeOfThrottledPartitions`` (see
 :func:`size_of_throttled_partitions`) into the quota.
 
+Versions (Kafka 4.2's): a follower names itself in ``replica_state`` from v15 (KIP-903), with its broker
+epoch, which the leader keeps with the follower's fetch state: a follower fetching with a broker epoch
+the cluster no longer has for it (a stale incarnation) cannot join the ISR.  v16+ answers a partition
+refused with NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH with its ``current_leader``, and lists that
+leader's endpoint on the request's listener in ``node_endpoints`` (KIP-951).  v17's
+``replica_directory_id`` (KIP-853) is read and not used; v18's ``high_watermark`` (KIP-1166) is the one the
+follower knows: a follower fetch that has every record up to the leader's high watermark but not that
+high watermark itself is answered at once instead of long-polling, so the follower learns it a fetch
+earlier.
+
 With an authorizer (Kafka's ``handleFetchRequest``): a follower fetch needs CLUSTER_ACTION on the cluster
 (else every partition is answered TOPIC_AUTHORIZATION_FAILED); a consumer needs READ on each topic (the
 others are answered TOPIC_AUTHORIZATION_FAILED, and do not cut the long poll short).
@@ -31,7 +41,7 @@ import trio
 from ...common import Clock, TopicPartition
 from ...protocol import bodies as B
 from ...protocol.errors import ErrorCode
-from ...protocol.messages.fetch import FetchResponse
+from ...protocol.messages.fetch import FetchResponse, fetch_replica_epoch, fetch_replica_id
 from ...protocol.types import ZERO_UUID
 from ..config import BrokerConfig
 from ..fetch_session import FetchContext, FetchPartitionData, PartitionKey, PartitionRequest
@@ -41,11 +51,17 @@ from ..request import FetchTrace, RequestContext
 from ..services import (Authorizer, ClientQuota, DelayedOperations, FetchLog, FetchSessions, HandlerTimer,
                         LeaderReplicationQuota, MetadataCache, RequestQuota)
 from .authorization import AclOperation, ResourceType, authorize, filter_authorized
-from .common import check_leader, check_leader_epoch
+from .common import check_leader, check_leader_epoch, current_leader, node_endpoints
 
 log = logging.getLogger(__name__)
 
 TopicName = Callable[[uuid.UUID], str | None]
+
+#: The first Fetch version with KIP-951 leader discovery (``node_endpoints``).
+LEADER_DISCOVERY_VERSION = 16
+#: The high watermark a fetching replica reports when it does not take part in KIP-1166.
+HIGH_WATERMARK_UNKNOWN = 0x7FFFFFFFFFFFFFFF
+_LEADERSHIP_ERRORS = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH)
 
 
 def request_partitions(req: B.FetchRequestBody, version: int
@@ -58,7 +74,7 @@ def request_partitions(req: B.FetchRequestBody, version: int
         for p in t["partitions"]:
             fetch_data[PartitionKey(key_id, key_name, p["partition"])] = PartitionRequest(
                 p["fetch_offset"], p["partition_max_bytes"], p["log_start_offset"], p["current_leader_epoch"],
-                p["last_fetched_epoch"])
+                p["last_fetched_epoch"], p.get("high_watermark", HIGH_WATERMARK_UNKNOWN))
     to_forget = []
     for f in req["forgotten_topics_data"] if version >= 7 else []:
         for index in f["partitions"]:
@@ -151,8 +167,13 @@ class FetchHandler:
         entry = FetchPartitionData(key.partition)
         part = self.log.get(name, key.partition) if name is not None else None
         if part is None:
-            entry.error_code = (ErrorCode.UNKNOWN_TOPIC_ID if version >= 13 and name is None
-                                else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            topic = self.metadata.get_topic(name) if name is not None else None
+            if topic is not None and topic.partition(key.partition) is not None:
+                # Kafka's getPartitionOrError: known, but not hosted here (a reassignment moved it away).
+                entry.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+            else:
+                entry.error_code = (ErrorCode.UNKNOWN_TOPIC_ID if version >= 13 and name is None
+                                    else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             return entry
         lg = part.log
         entry.high_watermark = lg.high_watermark
@@ -205,7 +226,7 @@ class FetchHandler:
     # -- the request ---------------------------------------------------------------------------
     async def handle(self, ctx: RequestContext, req: B.FetchRequestBody) -> B.FetchResponseBody:
         version = ctx.api_version
-        replica_id = req["replica_id"]
+        replica_id = fetch_replica_id(req)
         is_follower = replica_id >= 0
         # Kafka answers replica fetches with sendResponseExemptThrottle: never charged to the request quota.
         ctx.exempt_request_quota = ctx.exempt_request_quota or is_follower
@@ -221,16 +242,18 @@ class FetchHandler:
         names = {key: key_name(key, version, self._topic_name) for key, _ in partitions}
         denied = None if self.authorizer is None else self._denied(ctx, is_follower, names)
         if is_follower and not denied:
-            self._record_follower_fetch(partitions, names, replica_id)
+            self._record_follower_fetch(partitions, names, replica_id, fetch_replica_epoch(req))
         max_bytes = min(req["max_bytes"], self.config.fetch_max_bytes)
         if not is_follower:
             # Never ask for more than the quota window can hold: that would guarantee throttling.
             max_bytes = int(min(max_bytes, self.fetch_quota.get_max_value_in_quota_window(
                 ctx.user, ctx.quota_client_id)))
+        reported_hw = {key: preq.high_watermark for key, preq in fetch_data.items()
+                       if preq.high_watermark != HIGH_WATERMARK_UNKNOWN} if is_follower else None
         data = await self._read_until_ready(partitions, names, version, replica_id, max_bytes,
                                             min(req["min_bytes"], max_bytes), req["max_wait_ms"],
                                             not is_follower and version >= 4 and req["isolation_level"] == 1,
-                                            denied)
+                                            denied, reported_hw)
         if not is_follower and self.fetch_quota.quotas_enabled:
             throttle = self._charge_consumer_quotas(ctx, version, fctx, data)
             if throttle:
@@ -241,8 +264,29 @@ class FetchHandler:
         trace.session_id = session_id
         if is_follower:
             self._record_leader_quota(trace, version, selected)
-        return {"throttle_time_ms": 0, "error_code": 0, "session_id": session_id,
-                "responses": group_by_topic(version, selected)}
+        leaders = self._discover_leaders(selected, names) if version >= LEADER_DISCOVERY_VERSION else None
+        body: B.FetchResponseBody = {"throttle_time_ms": 0, "error_code": 0, "session_id": session_id,
+                                     "responses": group_by_topic(version, selected)}
+        if leaders:
+            body["node_endpoints"] = node_endpoints(self.metadata, ctx.listener, leaders)
+        return body
+
+    def _discover_leaders(self, selected: OrderedDict[PartitionKey, FetchPartitionData],
+                          names: dict[PartitionKey, str | None]) -> set[int]:
+        """KIP-951 (v16+): each partition answered NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH gets the
+        leader this broker knows in ``current_leader``; returns the leader ids, whose endpoints the response
+        lists.  (The entries were built for this response: filling them in changes no session state.)"""
+        leaders: set[int] = set()
+        for key, entry in selected.items():
+            if entry.error_code not in _LEADERSHIP_ERRORS:
+                continue
+            name = names.get(key, key.topic)
+            local = self.log.get(name, key.partition) if name is not None else None
+            leader_id, leader_epoch = current_leader(self.metadata, local, name, key.partition)
+            entry.current_leader = {"leader_id": leader_id, "leader_epoch": leader_epoch}
+            if leader_id >= 0:
+                leaders.add(leader_id)
+        return leaders
 
     def _denied(self, ctx: RequestContext, is_follower: bool, names: dict[PartitionKey, str | None]
                 ) -> set[PartitionKey]:
@@ -257,11 +301,14 @@ class FetchHandler:
     async def _read_until_ready(self, partitions: list[tuple[PartitionKey, PartitionRequest]],
                                 names: dict[PartitionKey, str | None], version: int, replica_id: int,
                                 max_bytes: int, min_bytes: int, max_wait_ms: int, read_committed: bool = False,
-                                denied: set[PartitionKey] | None = None
+                                denied: set[PartitionKey] | None = None,
+                                reported_hw: dict[PartitionKey, int] | None = None
                                 ) -> OrderedDict[PartitionKey, FetchPartitionData]:
         """Read every partition; while below ``min_bytes`` and without errors, wait (Kafka's
         ``DelayedFetch``) and re-read only the partitions whose change woke the fetch.  ``denied``
-        partitions are answered TOPIC_AUTHORIZATION_FAILED without being read or waited on."""
+        partitions are answered TOPIC_AUTHORIZATION_FAILED without being read or waited on.
+        ``reported_hw``: the high watermarks a follower reported (v18): one behind the leader's, for a
+        follower that has the records below it, completes the fetch at once (KIP-1166)."""
         is_follower = replica_id >= 0
         throttle = self._leader_throttle(replica_id) if is_follower else None
         data: OrderedDict[PartitionKey, FetchPartitionData] = OrderedDict()
@@ -276,10 +323,11 @@ class FetchHandler:
             total += entry.size
             error = error or bool(entry.error_code)
         deadline = trio.current_time() + max(max_wait_ms, 0) / 1000
-        if (total >= min_bytes or error or trio.current_time() >= deadline
-                or (denied and len(denied) >= len(data))):
-            return data
         requests = dict(partitions)
+        if (total >= min_bytes or error or trio.current_time() >= deadline
+                or (denied and len(denied) >= len(data))
+                or (reported_hw and _high_watermark_behind(reported_hw, requests, data))):
+            return data
         by_tp: dict[TopicPartition, list[PartitionKey]] = {}
         for key, name in names.items():
             if name is not None and not (denied and key in denied):
@@ -301,19 +349,22 @@ class FetchHandler:
                         error = error or bool(entry.error_code)
                 if total >= min_bytes or error or trio.current_time() >= deadline:
                     break
+                if reported_hw and _high_watermark_behind(reported_hw, requests, data):
+                    break
         return data
 
     # -- accounting ---------------------------------------------------------------------------
     def _record_follower_fetch(self, partitions: list[tuple[PartitionKey, PartitionRequest]],
-                               names: dict[PartitionKey, str | None], replica_id: int) -> None:
+                               names: dict[PartitionKey, str | None], replica_id: int, broker_epoch: int) -> None:
         """Leader side of a follower fetch (Kafka's ``updateFollowerFetchState``): once per request,
-        before any long-poll wait, record each partition's fetch position."""
+        before any long-poll wait, record each partition's fetch position (and the follower's broker
+        epoch, v15+; -1 when not sent)."""
         now_ms = self.clock.time_ms()
         for key, preq in partitions:
             name = names[key]
             part = self.log.get(name, key.partition) if name is not None else None
             if part is not None and part.is_leader:
-                self.log.record_follower_fetch(part, replica_id, preq.fetch_offset, now_ms)
+                self.log.record_follower_fetch(part, replica_id, preq.fetch_offset, now_ms, broker_epoch)
 
     def _record_leader_quota(self, trace: FetchTrace, version: int,
                              selected: OrderedDict[PartitionKey, FetchPartitionData]) -> int:
@@ -345,3 +396,17 @@ class FetchHandler:
             self.fetch_quota.unrecord_quota_sensor(user, client_id, size)
             ctx.throttle("Fetch" if bandwidth_throttle > request_throttle else "Request", throttle)
         return throttle
+
+
+def _high_watermark_behind(reported_hw: dict[PartitionKey, int], requests: dict[PartitionKey, PartitionRequest],
+                           data: OrderedDict[PartitionKey, FetchPartitionData]) -> bool:
+    """KIP-1166: whether a follower that fetches from at or past the leader's high watermark reported an older
+    high watermark for some partition (it has the records and only needs to learn the high watermark)."""
+    for key, hw in reported_hw.items():
+        entry = data.get(key)
+        preq = requests.get(key)
+        if entry is None or preq is None or entry.error_code:
+            continue
+        if hw < entry.high_watermark <= preq.fetch_offset:
+            return True
+    return False

@@ -19,11 +19,14 @@ GROUP_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED, TRANSACTIONAL_ID_AUTHORI
 
 from __future__ import annotations
 
+import base64
+import binascii
 import logging
 import uuid
 from typing import Any, Callable, Iterable
 
-from ...common import OffsetAndMetadata, TopicPartition
+from ...common import Node, OffsetAndMetadata, TopicPartition
+from ...common.hashing import partition_for_key
 from ...protocol import bodies as B
 from ...protocol.api import ApiKey
 from ...protocol.errors import ErrorCode
@@ -37,46 +40,87 @@ from .common import UNREQUESTED_OPERATIONS, client_host, owns_every_group
 log = logging.getLogger(__name__)
 
 E = ErrorCode
-COORDINATOR_KEY_TYPES = (0, 1)  # 0: group, 1: transaction
+GROUP, TRANSACTION, SHARE = 0, 1, 2  # FindCoordinator key types (Kafka's CoordinatorType)
+COORDINATOR_KEY_TYPES = (GROUP, TRANSACTION, SHARE)
+SHARE_KEY_VERSION = 6  # the first FindCoordinator version with share coordinators (KIP-932)
 # What FindCoordinator needs DESCRIBE on, per key type, and the error without it.
 _COORDINATOR_RESOURCE = {0: (ResourceType.GROUP, E.GROUP_AUTHORIZATION_FAILED),
                          1: (ResourceType.TRANSACTIONAL_ID, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)}
 
 
-class FindCoordinatorHandler:
-    """The coordinator of a group (the leader of its ``__consumer_offsets`` partition) or transactional id
-    (the lowest live broker); v4 answers a batch."""
+def share_coordinator_key(key: str) -> str:
+    """The canonical ``groupId:topicId:partition`` of a share-partition key (Kafka's
+    ``SharePartitionKey.getInstance(key).asCoordinatorKey()``); ValueError when it is not one."""
+    parts = key.split(":")
+    if len(parts) != 3 or not parts[0].strip():
+        raise ValueError(f"expected <group id>:<topic id>:<partition>, got {key!r}")
+    topic_id = parts[1].strip()
+    try:  # Kafka's Uuid.fromString: 16 bytes in URL-safe base64, printed back without padding
+        raw = base64.urlsafe_b64decode(topic_id + "=" * (-len(topic_id) % 4)) if len(topic_id) <= 24 else b""
+    except (binascii.Error, ValueError):
+        raw = b""
+    if len(raw) != 16:
+        raise ValueError(f"{topic_id!r} is not a base64 topic id")
+    topic_id = base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+    partition = int(parts[2])
+    if partition < 0:
+        raise ValueError(f"negative partition in {key!r}")
+    return f"{parts[0].strip()}:{topic_id}:{partition}"
 
-    def __init__(self, metadata: MetadataCache, authorizer: Authorizer | None = None) -> None:
+
+class FindCoordinatorHandler:
+    """The coordinator of a group (the leader of its ``__consumer_offsets`` partition), transactional id
+    (the lowest live broker) or, v6+ (KIP-932), share-partition (key ``groupId:topicId:partition``: the
+    leader of its ``__share_group_state`` partition, ``abs(key.hashCode) %
+    share.coordinator.state.topic.num.partitions``, which only brokers ask for: CLUSTER_ACTION on the
+    cluster); v4 answers a batch; v5 only says the client knows TRANSACTION_ABORTABLE (KIP-890)."""
+
+    def __init__(self, metadata: MetadataCache, authorizer: Authorizer | None = None,
+                 share_state_partitions: int = 50) -> None:
         self.metadata = metadata
         self.authorizer = authorizer
+        self.share_state_partitions = share_state_partitions  # share.coordinator.state.topic.num.partitions
 
     async def handle(self, ctx: RequestContext, req: B.FindCoordinatorRequestBody) -> B.FindCoordinatorResponseBody:
         key_type = req["key_type"]
+        if key_type == SHARE and ctx.api_version >= SHARE_KEY_VERSION and \
+                not authorize(self.authorizer, ctx, AclOperation.CLUSTER_ACTION):
+            return error_response(ApiKey.FIND_COORDINATOR, ctx.api_version, req,  # type: ignore[return-value]
+                                  E.CLUSTER_AUTHORIZATION_FAILED, ctx.throttle_time_ms)
 
         def coordinator(key: str) -> B.FindCoordinatorResponseCoordinators:
-            if key_type not in COORDINATOR_KEY_TYPES:
+            if key_type not in COORDINATOR_KEY_TYPES or (key_type == SHARE and ctx.api_version < SHARE_KEY_VERSION):
                 return {"error_code": E.INVALID_REQUEST, "error_message": f"unknown key type {key_type}",
                         "node_id": -1, "host": "", "port": -1}
+            if key_type == SHARE:
+                try:
+                    partition = partition_for_key(share_coordinator_key(key), self.share_state_partitions)
+                except ValueError as exc:
+                    return {"error_code": E.INVALID_REQUEST, "error_message": str(exc), "node_id": -1, "host": "",
+                            "port": -1}
+                return self._answer(self.metadata.share_coordinator(partition, ctx.listener))
             if self.authorizer is not None:
                 resource_type, denied = _COORDINATOR_RESOURCE[key_type]
                 if not authorize(self.authorizer, ctx, AclOperation.DESCRIBE, resource_type, key):
                     return {"error_code": denied, "error_message": denied.name, "node_id": -1, "host": "",
                             "port": -1}
             # Its address on the client's listener: groups are placed by hash, transactions on the lowest broker.
-            node = (self.metadata.group_coordinator(key, ctx.listener) if key_type == 0
-                    else self.metadata.coordinator(ctx.listener))
-            if node.node_id >= 0 and node.port < 0:  # the coordinator has no such listener
-                return {"error_code": E.COORDINATOR_NOT_AVAILABLE, "error_message": E.COORDINATOR_NOT_AVAILABLE.name,
-                        "node_id": -1, "host": "", "port": -1}
-            return {"error_code": E.NONE, "error_message": "NONE", "node_id": node.node_id, "host": node.host,
-                    "port": node.port}
+            return self._answer(self.metadata.group_coordinator(key, ctx.listener) if key_type == GROUP
+                                else self.metadata.coordinator(ctx.listener))
 
         if ctx.api_version >= 4:
             return {"throttle_time_ms": ctx.throttle_time_ms,
                     "coordinators": [{"key": key, **coordinator(key)} for key in req["coordinator_keys"]]}
         return {"throttle_time_ms": ctx.throttle_time_ms,  # type: ignore[typeddict-unknown-key]
                 **coordinator(req["key"])}
+
+    @staticmethod
+    def _answer(node: Node) -> B.FindCoordinatorResponseCoordinators:
+        if node.node_id < 0 or node.port < 0:  # no broker up, or the coordinator has no such listener
+            return {"error_code": E.COORDINATOR_NOT_AVAILABLE, "error_message": E.COORDINATOR_NOT_AVAILABLE.name,
+                    "node_id": -1, "host": "", "port": -1}
+        return {"error_code": E.NONE, "error_message": "NONE", "node_id": node.node_id, "host": node.host,
+                "port": node.port}
 
 
 class _GroupHandler:

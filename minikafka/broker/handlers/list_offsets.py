@@ -1,5 +1,15 @@
 """ListOffsets (2), OffsetForLeaderEpoch (23) and DeleteRecords (21): offsets of a leader's log.
 
+ListOffsets answers Kafka's special timestamps as Kafka 4.2 answers them for a topic without tiered storage
+(``UnifiedLog.fetchOffsetByTimestamp``): -2 (earliest) and -4 (earliest local, v8+: without tiered storage
+the whole log is local) the log start offset, with the epoch of the leader epoch cache's first entry;
+-1 (latest) the high watermark (the last stable offset for read_committed) with the leader epoch; -3
+(v7+) the record with the largest timestamp; -5 (latest tiered, v9+) and -6 (earliest pending upload,
+v11+) no offset: offset, timestamp and leader epoch -1, and no error.  A special timestamp sent at a
+version older than its own, or a negative timestamp that is none of them, is answered UNSUPPORTED_VERSION
+(``ReplicaManager.isListOffsetsTimestampUnsupported``).  v10's ``timeout_ms`` bounds lookups in remote
+storage, which minikafka does not have: it is read and not needed.
+
 With an authorizer (as Kafka): ListOffsets needs DESCRIBE on the topic; OffsetForLeaderEpoch CLUSTER_ACTION
 on the cluster (followers) or DESCRIBE on the topic (consumers, KIP-320); DeleteRecords DELETE on the
 topic.  A topic that is not authorized gets TOPIC_AUTHORIZATION_FAILED on each of its partitions, whether
@@ -22,15 +32,28 @@ LATEST = -1
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4
 LATEST_TIERED = -5
+EARLIEST_PENDING_UPLOAD = -6
+
+#: The first ListOffsets version of each special timestamp (Kafka's ``timestampMinSupportedVersion``).
+TIMESTAMP_MIN_VERSION = {EARLIEST: 0, LATEST: 0, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9,
+                         EARLIEST_PENDING_UPLOAD: 11}
+
+
+def timestamp_unsupported(timestamp: int, version: int) -> bool:
+    """Kafka's ``isListOffsetsTimestampUnsupported``: a negative timestamp that is no special timestamp of
+    ``version`` (UNSUPPORTED_VERSION)."""
+    return timestamp < 0 and version < TIMESTAMP_MIN_VERSION.get(timestamp, 1 << 15)
 
 
 def lookup_offset(part: Partition, timestamp: int, isolation_level: int) -> tuple[int, int, int]:
     """(timestamp, offset, leader_epoch) for one ListOffsets query, Kafka's fetchOffsetForTimestamp."""
     lg = part.log
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
-        return -1, lg.log_start_offset, part.leader_epoch
-    if timestamp in (LATEST, LATEST_TIERED):  # read_committed (isolation 1) sees up to the LSO
+        return -1, lg.log_start_offset, earliest_epoch(part)
+    if timestamp == LATEST:  # read_committed (isolation 1) sees up to the LSO
         return -1, part.last_stable_offset if isolation_level == 1 else lg.high_watermark, part.leader_epoch
+    if timestamp in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):  # nothing is (or waits to be) in tiered storage
+        return -1, -1, -1
     if timestamp == MAX_TIMESTAMP:
         ts, off = lg.max_timestamp_and_offset()
         return (ts, off, part.leader_epoch) if off >= 0 else (-1, -1, -1)
@@ -39,6 +62,15 @@ def lookup_offset(part: Partition, timestamp: int, isolation_level: int) -> tupl
         return -1, -1, -1
     offset, ts, epoch = found
     return ts, offset, epoch
+
+
+def earliest_epoch(part: Partition) -> int:
+    """The leader epoch of the log start offset: the epoch cache's first entry when it starts at or before the
+    log start offset, else unknown (-1), as ``UnifiedLog.fetchOffsetByTimestamp`` reads it for -2 and -4."""
+    cache = part.log.epoch_cache
+    if cache.epochs and cache.start_offsets[0] <= part.log.log_start_offset:
+        return cache.epochs[0]
+    return -1
 
 
 class ListOffsetsHandler:
@@ -58,6 +90,10 @@ class ListOffsetsHandler:
                                                                 "error_code": 0}
                 if allowed is not None and t["name"] not in allowed:
                     entry.update({"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "timestamp": -1, "offset": -1})
+                    parts.append(entry)
+                    continue
+                if timestamp_unsupported(p["timestamp"], version):
+                    entry.update({"error_code": ErrorCode.UNSUPPORTED_VERSION, "timestamp": -1, "offset": -1})
                     parts.append(entry)
                     continue
                 part, err = leader_partition(self.partitions, t["name"], p["partition_index"],

@@ -5,6 +5,12 @@ out of an all-topics listing and answered TOPIC_AUTHORIZATION_FAILED when named 
 whether they exist or not; a missing topic is auto-created only with CREATE on the cluster or on the topic
 (else TOPIC_AUTHORIZATION_FAILED); the authorized-operations fields report what the principal may do
 (cluster operations only with DESCRIBE on the cluster, else 0).
+
+Versions: topics can be asked for by id from v12 (a null name or a topic id before v12 is an
+INVALID_REQUEST, as Kafka's ``handleTopicMetadataRequest`` refuses them); v13 (KIP-1102) has a top-level
+``error_code``: 0 in an answer, the request's error when the whole request fails (Kafka's
+``MetadataRequest.getErrorResponse``, see :mod:`minikafka.broker.error_responses`), e.g. REBOOTSTRAP_REQUIRED
+injected to make clients rebootstrap.
 """
 
 from __future__ import annotations
@@ -12,7 +18,9 @@ from __future__ import annotations
 from ...common import TopicMetadata
 from ...protocol import bodies as B
 from ...protocol.errors import ErrorCode
+from ...protocol.types import ZERO_UUID
 from ..config import BrokerConfig
+from ..error_responses import KafkaError
 from ..metadata import MetadataError, validate_topic_name
 from ..request import RequestContext
 from ..services import Authorizer, MetadataCache, TopicLookup
@@ -83,6 +91,11 @@ class MetadataHandler:
         requested = req["topics"]
         # v0: empty list = all topics; v1+: null = all topics.
         all_topics = requested is None or (version == 0 and not requested)
+        if not all_topics and version < 12:
+            for t in requested or []:
+                if t["name"] is None or t["topic_id"] != ZERO_UUID:
+                    raise KafkaError(ErrorCode.INVALID_REQUEST,
+                                     f"Topic IDs are not supported in requests for version {version}")
         auto_create = req["allow_auto_topic_creation"] if version >= 4 else True
         brokers = self.metadata.alive_brokers(ctx.listener)
         live = {b.node_id for b in brokers}
@@ -143,12 +156,14 @@ class MetadataHandler:
             "topics": topics,
             "cluster_authorized_operations": cluster_operations(
                 self.authorizer, ctx, version <= 10 and req["include_cluster_authorized_operations"]),
+            "error_code": ErrorCode.NONE,
         }
 
 
 class DescribeClusterHandler:
     """Kafka's ``handleDescribeCluster``: no authorization of its own; the cluster's authorized operations
-    need DESCRIBE on the cluster (0 without it)."""
+    need DESCRIBE on the cluster (0 without it).  v2 (KIP-1073) can add the registered brokers that are not
+    running, which a KRaft controller has fenced, at their last address with ``is_fenced``."""
 
     def __init__(self, metadata: MetadataCache, config: BrokerConfig, authorizer: Authorizer | None = None) -> None:
         self.metadata = metadata
@@ -156,14 +171,20 @@ class DescribeClusterHandler:
         self.authorizer = authorizer
 
     async def handle(self, ctx: RequestContext, req: B.DescribeClusterRequestBody) -> B.DescribeClusterResponseBody:
+        brokers: list[B.DescribeClusterResponseBrokers] = [
+            {"broker_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack, "is_fenced": False}
+            for b in self.metadata.alive_brokers(ctx.listener)]
+        if ctx.api_version >= 2 and req["include_fenced_brokers"]:  # KIP-1073: stopped brokers, fenced
+            brokers += [{"broker_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack, "is_fenced": True}
+                        for b in self.metadata.fenced_brokers(ctx.listener)]
+            brokers.sort(key=lambda b: b["broker_id"])
         return {
             "throttle_time_ms": 0,
             "error_code": 0,
             "endpoint_type": req["endpoint_type"] if ctx.api_version >= 1 else 1,
             "cluster_id": self.config.cluster_id,
             "controller_id": self.metadata.controller_id(),
-            "brokers": [{"broker_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
-                        for b in self.metadata.alive_brokers(ctx.listener)],
+            "brokers": brokers,
             "cluster_authorized_operations": cluster_operations(
                 self.authorizer, ctx, req["include_cluster_authorized_operations"]),
         }

@@ -15,6 +15,13 @@ verified with the transaction coordinator (KIP-890 part 1, through the
 :class:`~minikafka.broker.services.TxnVerifier`); a partition that fails gets
 the verification's error and nothing is appended to it.
 
+Versions (Kafka 4.2's): v10+ answers a partition refused with NOT_LEADER_OR_FOLLOWER with its
+``current_leader`` and lists that leader's endpoint on the request's listener in ``node_endpoints``
+(KIP-951), so the client can move there without a metadata request; before v11 a partition's
+TRANSACTION_ABORTABLE (KIP-890) goes out as INVALID_TXN_STATE, as Kafka's ``AddPartitionsToTxnManager``
+maps it for older clients; v13 names topics by ``topic_id`` (KIP-516): an id this broker does not know
+is answered UNKNOWN_TOPIC_ID, and a topic named by id is never auto-created.
+
 With an authorizer (Kafka 3.x's ``handleProduceRequest``): a request carrying transactional batches needs
 WRITE on its transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED on every partition); each topic
 needs WRITE (else TOPIC_AUTHORIZATION_FAILED).  Idempotent producers are checked when they get their
@@ -36,13 +43,20 @@ from ...protocol.records import BATCH_HEADER_SIZE, read_header
 from ..config import BrokerConfig
 from ..error_responses import error_response
 from ..request import RequestContext
-from ..services import Authorizer, ClientQuota, DelayedOperations, ProduceLog, TopicLookup, TxnVerifier
+from ..services import (Authorizer, ClientQuota, DelayedOperations, MetadataCache, ProduceLog, TopicLookup,
+                        TxnVerifier)
 from .authorization import AclOperation, ResourceType, authorize, creatable_topics, filter_authorized
-from .common import PendingAck, await_acks
+from .common import PendingAck, await_acks, current_leader, node_endpoints
 
 log = logging.getLogger(__name__)
 
 PartitionResponse = B.ProduceResponseResponsesPartitionResponses
+
+#: The first Produce version with KIP-951 leader discovery, with TRANSACTION_ABORTABLE, with topic ids.
+LEADER_DISCOVERY_VERSION = 10
+TRANSACTION_ABORTABLE_VERSION = 11
+ADD_PARTITION_VERSION = 12  # KIP-890 part 2: a transactional batch adds its partition to the transaction
+TOPIC_ID_VERSION = 13
 
 
 class ProduceHandler:
@@ -50,8 +64,11 @@ class ProduceHandler:
 
     def __init__(self, log: ProduceLog, topics: TopicLookup, delayed: DelayedOperations, quota: ClientQuota,
                  config: BrokerConfig, clock: Clock, verifier: TxnVerifier | None = None,
-                 authorizer: Authorizer | None = None) -> None:
+                 authorizer: Authorizer | None = None, metadata: MetadataCache | None = None) -> None:
+        """``metadata``: where topic ids (v13) and the current leaders of KIP-951 answers are looked up
+        (without it, v13 topic ids are unknown and NOT_LEADER_OR_FOLLOWER carries no leader)."""
         self.log = log
+        self.metadata = metadata
         self.authorizer = authorizer
         self.verifier = verifier
         self.topics = topics
@@ -72,22 +89,26 @@ class ProduceHandler:
         acks = req["acks"]
         now_ms = self.clock.time_ms()
         responses: list[B.ProduceResponseResponses] = []
+        original = req
+        if ctx.api_version >= TOPIC_ID_VERSION:
+            req, unknown = self._resolve_topic_ids(req)
+            responses += unknown
         pending: list[PendingAck] = []
         denied: set[str] | None = None
         if self.authorizer is None:
             found = self.topics.lookup_many((td["name"] for td in req["topic_data"]), auto_create=True)
         else:
-            checked = self._authorize(ctx, req)
+            checked = self._authorize(ctx, req, original)
             if not isinstance(checked, tuple):
                 ctx.exempt_request_quota = acks == 0
                 return None if acks == 0 else checked
             found, denied = checked
-        unverified = (await self._verify_transactional(req, denied) if req["transactional_id"] is not None
-                      else {})
+        unverified = (await self._verify_transactional(req, denied, ctx.api_version >= ADD_PARTITION_VERSION)
+                      if req["transactional_id"] is not None else {})
         for td in req["topic_data"]:
             parts: list[PartitionResponse] = []
             if denied and td["name"] in denied:
-                responses.append({"name": td["name"], "partition_responses": [
+                responses.append({"name": td["name"], "topic_id": td["topic_id"], "partition_responses": [
                     {"index": pd["index"], "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED}
                     for pd in td["partition_data"]]})
                 continue
@@ -99,12 +120,18 @@ class ProduceHandler:
                     continue
                 part = self.log.get(td["name"], index) if topic is not None else None
                 if part is None or topic is None:
-                    parts.append({"index": index, "error_code": code or ErrorCode.UNKNOWN_TOPIC_OR_PARTITION})
+                    # Kafka's getPartitionOrError: a partition of the metadata this broker does not host (a
+                    # reassignment moved it away) is NOT_LEADER_OR_FOLLOWER, so the client looks it up again.
+                    elsewhere = topic is not None and topic.partition(index) is not None
+                    parts.append({"index": index, "error_code": code or (
+                        ErrorCode.NOT_LEADER_OR_FOLLOWER if elsewhere else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)})
                     continue
                 if not part.is_leader:
                     parts.append({"index": index, "error_code": ErrorCode.NOT_LEADER_OR_FOLLOWER})
                     continue
                 failed = unverified.get(part.tp) if unverified else None
+                if failed == ErrorCode.TRANSACTION_ABORTABLE and ctx.api_version < TRANSACTION_ABORTABLE_VERSION:
+                    failed = ErrorCode.INVALID_TXN_STATE
                 if failed:
                     parts.append({"index": index, "error_code": failed, "error_message": failed.name})
                     continue
@@ -131,26 +158,65 @@ class ProduceHandler:
                 parts.append(entry)
                 if acks == -1 and not result.error and part.is_replicated:
                     pending.append(PendingAck(entry, part, result.last_offset + 1, min_isr))
-            responses.append({"name": td["name"], "partition_responses": parts})
+            responses.append({"name": td["name"], "topic_id": td["topic_id"], "partition_responses": parts})
         if pending:
             await await_acks(self.log, self.delayed, pending, trio.current_time() + max(req["timeout_ms"], 0) / 1000)
+        leaders = self._discover_leaders(responses) if ctx.api_version >= LEADER_DISCOVERY_VERSION else None
         # Produce byte-rate quota on the request size; the request quota is not enforced for acks=0.
         ctx.throttle("Produce", self.quota.maybe_record_and_get_throttle_time_ms(
             ctx.user, ctx.quota_client_id, ctx.request_size))
         ctx.exempt_request_quota = acks == 0
         if acks == 0:
             return None  # acks=0: Kafka sends no response at all (a throttle still mutes the connection)
-        return {"responses": responses, "throttle_time_ms": 0}
+        body: B.ProduceResponseBody = {"responses": responses, "throttle_time_ms": 0}
+        if leaders and self.metadata is not None:
+            body["node_endpoints"] = node_endpoints(self.metadata, ctx.listener, leaders)
+        return body
 
-    def _authorize(self, ctx: RequestContext, req: B.ProduceRequestBody
+    def _resolve_topic_ids(self, req: B.ProduceRequestBody
+                           ) -> tuple[B.ProduceRequestBody, list[B.ProduceResponseResponses]]:
+        """v13: the request with each topic's name filled in from its id, and the answers for the ids this
+        broker does not know (UNKNOWN_TOPIC_ID on each of their partitions, as Kafka's handleProduceRequest)."""
+        known: list[B.ProduceRequestTopicData] = []
+        unknown: list[B.ProduceResponseResponses] = []
+        for td in req["topic_data"]:
+            topic = self.metadata.get_topic_by_id(td["topic_id"]) if self.metadata is not None else None
+            if topic is None:
+                unknown.append({"name": "", "topic_id": td["topic_id"], "partition_responses": [
+                    {"index": pd["index"], "error_code": ErrorCode.UNKNOWN_TOPIC_ID, "base_offset": -1}
+                    for pd in td["partition_data"]]})
+            else:
+                known.append({**td, "name": topic.name})
+        return {**req, "topic_data": known}, unknown
+
+    def _discover_leaders(self, responses: list[B.ProduceResponseResponses]) -> set[int]:
+        """KIP-951 (v10+): every partition answered NOT_LEADER_OR_FOLLOWER gets the leader this broker knows
+        in ``current_leader``; returns the leader ids, whose endpoints the response lists."""
+        leaders: set[int] = set()
+        if self.metadata is None:
+            return leaders
+        for t in responses:
+            for p in t["partition_responses"]:
+                if p["error_code"] != ErrorCode.NOT_LEADER_OR_FOLLOWER:
+                    continue
+                name = t["name"]
+                leader_id, leader_epoch = current_leader(self.metadata, self.log.get(name, p["index"]), name,
+                                                         p["index"])
+                p["current_leader"] = {"leader_id": leader_id, "leader_epoch": leader_epoch}
+                if leader_id >= 0:
+                    leaders.add(leader_id)
+        return leaders
+
+    def _authorize(self, ctx: RequestContext, req: B.ProduceRequestBody, original: B.ProduceRequestBody
                    ) -> B.ProduceResponseBody | tuple[dict[str, tuple[ErrorCode, TopicMetadata | None]], set[str]]:
-        """The request's ACL checks: the error response when the transactional id is not authorized, else
-        the topics looked up (auto-created only where CREATE is authorized) and the topics denied WRITE."""
+        """The request's ACL checks: the error response (to the ``original`` request, every topic it named)
+        when the transactional id is not authorized, else the topics looked up (auto-created only where
+        CREATE is authorized) and the topics denied WRITE."""
         tid = req["transactional_id"]
         if has_transactional_records(req) and (
                 tid is None or not authorize(self.authorizer, ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
                                              tid)):
-            return error_response(ApiKey.PRODUCE, ctx.api_version, req,  # type: ignore[return-value]
+            return error_response(ApiKey.PRODUCE, ctx.api_version, original,  # type: ignore[return-value]
                                   ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         names = {td["name"] for td in req["topic_data"]}
         allowed = filter_authorized(self.authorizer, ctx, AclOperation.WRITE, ResourceType.TOPIC, names)
@@ -161,10 +227,12 @@ class ProduceHandler:
             found.update(self.topics.lookup_many(creatable, auto_create=True))
         return found, names - allowed
 
-    async def _verify_transactional(self, req: B.ProduceRequestBody, denied: set[str] | None = None
-                                    ) -> dict[TopicPartition, ErrorCode]:
+    async def _verify_transactional(self, req: B.ProduceRequestBody, denied: set[str] | None = None,
+                                    add_partitions: bool = False) -> dict[TopicPartition, ErrorCode]:
         """KIP-890 part 1: partitions where a transactional batch would open a transaction must be in
-        the producer's ongoing transaction; returns the ones that are not, with their error."""
+        the producer's ongoing transaction; returns the ones that are not, with their error.  With
+        ``add_partitions`` (v12+, KIP-890 part 2: the client uses transaction version 2 and sends no
+        AddPartitionsToTxn) the coordinator adds them instead."""
         if self.verifier is None:
             return {}
         todo: dict[tuple[int, int], list[TopicPartition]] = {}
@@ -185,7 +253,7 @@ class ProduceHandler:
                 todo.setdefault((h.producer_id, h.producer_epoch), []).append(part.tp)
         failed: dict[TopicPartition, ErrorCode] = {}
         for (pid, epoch), tps in todo.items():
-            got = await self.verifier.verify(req["transactional_id"] or "", pid, epoch, tps)
+            got = await self.verifier.verify(req["transactional_id"] or "", pid, epoch, tps, add_partitions)
             failed.update((tp, code) for tp, code in got.items() if code)
         return failed
 

@@ -14,22 +14,34 @@ from typing import Any
 
 from ...protocol import bodies as B
 from ...protocol.api import APIS, ApiKey
+from ...protocol.errors import ErrorCode
+from ..error_responses import error_response
+from ..features import GROUP_VERSION, SHARE_VERSION
 from ..request import RequestContext
-from ..services import BrokerServices
+from ..services import BrokerServices, FinalizedFeatures
 from .acls import CreateAclsHandler, DeleteAclsHandler, DescribeAclsHandler
 from .api_versions import ApiVersionsHandler
+from .config_resources import ListConfigResourcesHandler
 from .configs import AlterConfigsHandler, DescribeConfigsHandler
+from .delegation_tokens import (CreateDelegationTokenHandler, DescribeDelegationTokenHandler,
+                                ExpireDelegationTokenHandler, RenewDelegationTokenHandler)
+from .describe_topic_partitions import DescribeTopicPartitionsHandler
+from .elect_leaders import ElectLeadersHandler
+from .features import UpdateFeaturesHandler
 from .fetch import FetchHandler
 from .groups import (DeleteGroupsHandler, DescribeGroupsHandler, FindCoordinatorHandler, HeartbeatHandler,
                      JoinGroupHandler, LeaveGroupHandler, ListGroupsHandler, OffsetCommitHandler,
                      OffsetFetchHandler, SyncGroupHandler)
 from .list_offsets import DeleteRecordsHandler, ListOffsetsHandler, OffsetForLeaderEpochHandler
 from .metadata import DescribeClusterHandler, MetadataHandler
+from .offset_delete import OffsetDeleteHandler
+from .quorum import DescribeQuorumHandler, UnregisterBrokerHandler
 from .produce import ProduceHandler
 from .transactions import (AddOffsetsToTxnHandler, AddPartitionsToTxnHandler, DescribeProducersHandler,
                            DescribeTransactionsHandler, EndTxnHandler, InitProducerIdHandler, ListTransactionsHandler,
                            TxnOffsetCommitHandler, WriteTxnMarkersHandler)
 from .quotas import AlterClientQuotasHandler, DescribeClientQuotasHandler
+from .reassignments import AlterPartitionReassignmentsHandler, ListPartitionReassignmentsHandler
 from .sasl import SaslAuthenticateHandler, SaslHandshakeHandler
 from .consumer_groups import ConsumerGroupDescribeHandler, ConsumerGroupHeartbeatHandler
 from .share_groups import ShareGroupDescribeHandler, ShareGroupHeartbeatHandler
@@ -37,6 +49,8 @@ from .share_fetch import ShareAcknowledgeHandler, ShareFetchHandler
 from .share_offsets import (AlterShareGroupOffsetsHandler, DeleteShareGroupOffsetsHandler,
                             DescribeShareGroupOffsetsHandler)
 from .scram import AlterUserScramCredentialsHandler, DescribeUserScramCredentialsHandler
+from .log_dirs import AlterReplicaLogDirsHandler, DescribeLogDirsHandler
+from .telemetry import GetTelemetrySubscriptionsHandler, PushTelemetryHandler
 from .topics import CreatePartitionsHandler, CreateTopicsHandler, DeleteTopicsHandler
 
 Handler = Callable[[RequestContext, Any], Awaitable[Any]]
@@ -67,6 +81,22 @@ PROTOCOL_API_KEYS: Mapping[str, frozenset[int]] = {
 }
 
 
+# The feature each group protocol needs finalized (Kafka 4.2's isConsumerGroupProtocolEnabled and
+# isShareGroupProtocolEnabled): below level 1 its APIs are still advertised but answered UNSUPPORTED_VERSION.
+PROTOCOL_FEATURES: Mapping[str, str] = {"consumer": GROUP_VERSION, "share": SHARE_VERSION}
+
+
+def _feature_gated(handler: Handler, features: FinalizedFeatures, feature: str) -> Handler:
+    """``handler``, answering UNSUPPORTED_VERSION while ``feature`` is not finalized (checked per request:
+    UpdateFeatures may change it)."""
+    async def gated(ctx: RequestContext, req: Any) -> Any:
+        if features.level(feature) < 1:
+            return error_response(ctx.api_key, ctx.api_version, req, ErrorCode.UNSUPPORTED_VERSION,
+                                  ctx.throttle_time_ms)
+        return await handler(ctx, req)
+    return gated
+
+
 def disabled_api_keys(rebalance_protocols: str) -> frozenset[int]:
     """The api keys of the group protocols missing from ``group.coordinator.rebalance.protocols``."""
     enabled = {p.strip().lower() for p in rebalance_protocols.split(",")}
@@ -87,7 +117,7 @@ def _owns_group(s: BrokerServices) -> Callable[[str], bool]:
 HANDLER_FACTORIES: Mapping[ApiKey, HandlerFactory] = {
     ApiKey.PRODUCE: lambda s: ProduceHandler(s.replica_manager, s.topics, s.delayed_produce, s.produce_quota,
                                              s.config, s.clock, s.txn_verifier,
-                                             authorizer=s.authorizer).handle,
+                                             authorizer=s.authorizer, metadata=s.metadata).handle,
     ApiKey.FETCH: lambda s: FetchHandler(s.fetch_log, s.metadata, s.fetch_sessions, s.delayed_fetch,
                                          s.fetch_quota, s.request_quota, s.leader_quota, s.timer, s.config,
                                          s.clock, authorizer=s.authorizer).handle,
@@ -97,7 +127,9 @@ HANDLER_FACTORIES: Mapping[ApiKey, HandlerFactory] = {
                                                         owns_group=_owns_group(s)).handle,
     ApiKey.OFFSET_FETCH: lambda s: OffsetFetchHandler(s.group_coordinator, authorizer=s.authorizer,
                                                       owns_group=_owns_group(s), metadata=s.metadata).handle,
-    ApiKey.FIND_COORDINATOR: lambda s: FindCoordinatorHandler(s.metadata, authorizer=s.authorizer).handle,
+    ApiKey.FIND_COORDINATOR: lambda s: FindCoordinatorHandler(
+        s.metadata, authorizer=s.authorizer,
+        share_state_partitions=s.config.share_coordinator_state_topic_num_partitions).handle,
     ApiKey.JOIN_GROUP: lambda s: JoinGroupHandler(s.group_coordinator, authorizer=s.authorizer,
                                                   owns_group=_owns_group(s), metadata=s.metadata).handle,
     ApiKey.HEARTBEAT: lambda s: HeartbeatHandler(s.group_coordinator, authorizer=s.authorizer,
@@ -112,7 +144,9 @@ HANDLER_FACTORIES: Mapping[ApiKey, HandlerFactory] = {
                                                     owns_group=_owns_group(s),
                                                     share_groups=s.share_groups.list_groups).handle,
     ApiKey.API_VERSIONS: lambda s: ApiVersionsHandler(supported_api_versions(
-        set(HANDLER_FACTORIES) - disabled_api_keys(s.config.group_coordinator_rebalance_protocols))).handle,
+        set(HANDLER_FACTORIES) - disabled_api_keys(s.config.group_coordinator_rebalance_protocols)),
+        s.features).handle,
+    ApiKey.UPDATE_FEATURES: lambda s: UpdateFeaturesHandler(s.features, authorizer=s.authorizer).handle,
     ApiKey.CREATE_TOPICS: lambda s: CreateTopicsHandler(s.controller, s.config, authorizer=s.authorizer).handle,
     ApiKey.DELETE_TOPICS: lambda s: DeleteTopicsHandler(s.controller, s.metadata, s.config,
                                                                 authorizer=s.authorizer).handle,
@@ -140,10 +174,12 @@ HANDLER_FACTORIES: Mapping[ApiKey, HandlerFactory] = {
                                                                           authorizer=s.authorizer).handle,
     ApiKey.DESCRIBE_CONFIGS: lambda s: DescribeConfigsHandler(s.metadata, s.broker_configs, s.config,
                                                               authorizer=s.authorizer,
-                                                              groups=s.group_configs).handle,
+                                                              groups=s.group_configs,
+                                                              client_metrics=s.client_metrics_configs).handle,
     ApiKey.ALTER_CONFIGS: lambda s: AlterConfigsHandler(s.controller, s.metadata, s.broker_configs,
                                                         incremental=False, authorizer=s.authorizer,
-                                                        groups=s.group_configs).handle,
+                                                        groups=s.group_configs,
+                                                        client_metrics=s.client_metrics_configs).handle,
     ApiKey.CREATE_PARTITIONS: lambda s: CreatePartitionsHandler(s.controller, s.metadata,
                                                                 authorizer=s.authorizer).handle,
     ApiKey.DELETE_GROUPS: lambda s: DeleteGroupsHandler(s.group_coordinator, authorizer=s.authorizer,
@@ -151,14 +187,23 @@ HANDLER_FACTORIES: Mapping[ApiKey, HandlerFactory] = {
                                                         delete_share_group=s.share_groups.delete_group).handle,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: lambda s: AlterConfigsHandler(s.controller, s.metadata, s.broker_configs,
                                                                     incremental=True, authorizer=s.authorizer,
-                                                                    groups=s.group_configs).handle,
+                                                                    groups=s.group_configs,
+                                                                    client_metrics=s.client_metrics_configs).handle,
     ApiKey.DESCRIBE_CLIENT_QUOTAS: lambda s: DescribeClientQuotasHandler(s.quota_store, authorizer=s.authorizer).handle,
     ApiKey.ALTER_CLIENT_QUOTAS: lambda s: AlterClientQuotasHandler(s.quota_store, authorizer=s.authorizer).handle,
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: lambda s: DescribeUserScramCredentialsHandler(
         s.scram_credentials, authorizer=s.authorizer).handle,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: lambda s: AlterUserScramCredentialsHandler(
         s.scram_credentials, authorizer=s.authorizer).handle,
+    ApiKey.CREATE_DELEGATION_TOKEN: lambda s: CreateDelegationTokenHandler(
+        s.delegation_tokens, authorizer=s.authorizer).handle,
+    ApiKey.RENEW_DELEGATION_TOKEN: lambda s: RenewDelegationTokenHandler(s.delegation_tokens).handle,
+    ApiKey.EXPIRE_DELEGATION_TOKEN: lambda s: ExpireDelegationTokenHandler(s.delegation_tokens).handle,
+    ApiKey.DESCRIBE_DELEGATION_TOKEN: lambda s: DescribeDelegationTokenHandler(
+        s.delegation_tokens, authorizer=s.authorizer).handle,
     ApiKey.DESCRIBE_CLUSTER: lambda s: DescribeClusterHandler(s.metadata, s.config, authorizer=s.authorizer).handle,
+    ApiKey.DESCRIBE_LOG_DIRS: lambda s: DescribeLogDirsHandler(s.log_dirs, authorizer=s.authorizer).handle,
+    ApiKey.ALTER_REPLICA_LOG_DIRS: lambda s: AlterReplicaLogDirsHandler(s.log_dirs, authorizer=s.authorizer).handle,
     ApiKey.DESCRIBE_ACLS: lambda s: DescribeAclsHandler(s.authorizer).handle,
     ApiKey.CREATE_ACLS: lambda s: CreateAclsHandler(s.authorizer).handle,
     ApiKey.DELETE_ACLS: lambda s: DeleteAclsHandler(s.authorizer).handle,
@@ -180,6 +225,23 @@ HANDLER_FACTORIES: Mapping[ApiKey, HandlerFactory] = {
         s.share_offsets, s.share_groups, s.metadata, s.fetch_log, _owns_group(s), authorizer=s.authorizer).handle,
     ApiKey.DELETE_SHARE_GROUP_OFFSETS: lambda s: DeleteShareGroupOffsetsHandler(
         s.share_offsets, s.share_groups, s.metadata, s.fetch_log, _owns_group(s), authorizer=s.authorizer).handle,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: lambda s: AlterPartitionReassignmentsHandler(
+        s.reassignments, authorizer=s.authorizer).handle,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: lambda s: ListPartitionReassignmentsHandler(
+        s.reassignments, authorizer=s.authorizer).handle,
+    ApiKey.GET_TELEMETRY_SUBSCRIPTIONS: lambda s: GetTelemetrySubscriptionsHandler(s.client_telemetry).handle,
+    ApiKey.PUSH_TELEMETRY: lambda s: PushTelemetryHandler(s.client_telemetry).handle,
+    ApiKey.LIST_CONFIG_RESOURCES: lambda s: ListConfigResourcesHandler(
+        s.metadata, s.client_metrics_configs, s.group_configs, authorizer=s.authorizer).handle,
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: lambda s: DescribeTopicPartitionsHandler(s.metadata, s.config,
+                                                                               authorizer=s.authorizer).handle,
+    ApiKey.OFFSET_DELETE: lambda s: OffsetDeleteHandler(s.group_coordinator, s.metadata, authorizer=s.authorizer,
+                                                        owns_group=_owns_group(s)).handle,
+    ApiKey.ELECT_LEADERS: lambda s: ElectLeadersHandler(s.leader_election, s.metadata,
+                                                        authorizer=s.authorizer).handle,
+    ApiKey.DESCRIBE_QUORUM: lambda s: DescribeQuorumHandler(s.metadata_quorum, s.clock,
+                                                            authorizer=s.authorizer).handle,
+    ApiKey.UNREGISTER_BROKER: lambda s: UnregisterBrokerHandler(s.metadata_quorum, authorizer=s.authorizer).handle,
     ApiKey.SASL_HANDSHAKE: lambda s: SaslHandshakeHandler().handle,
     ApiKey.SASL_AUTHENTICATE: lambda s: SaslAuthenticateHandler().handle,
 }
@@ -187,6 +249,11 @@ HANDLER_FACTORIES: Mapping[ApiKey, HandlerFactory] = {
 
 def build_handlers(services: BrokerServices,
                    factories: Mapping[ApiKey, HandlerFactory] = HANDLER_FACTORIES) -> dict[int, Handler]:
-    """One handler per api key, each given only the services it uses."""
+    """One handler per api key, each given only the services it uses; those of a group protocol gated by
+    its feature level (:data:`PROTOCOL_FEATURES`)."""
     disabled = disabled_api_keys(services.config.group_coordinator_rebalance_protocols)
-    return {int(key): factory(services) for key, factory in factories.items() if key not in disabled}
+    handlers = {int(key): factory(services) for key, factory in factories.items() if key not in disabled}
+    for protocol, feature in PROTOCOL_FEATURES.items():
+        for key in PROTOCOL_API_KEYS[protocol] & handlers.keys():
+            handlers[key] = _feature_gated(handlers[key], services.features, feature)
+    return handlers

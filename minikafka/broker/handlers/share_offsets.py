@@ -12,7 +12,10 @@ store through :class:`~minikafka.broker.services.ShareGroupOffsets`.
   (the high watermark minus the start offset minus the in-flight records already acknowledged or
   archived; -1 when unknown).  No topics (null) means every initialized share-partition of the group.
 * Alter: READ on the group and the topics; the group must be Empty (NON_EMPTY_GROUP); each
-  share-partition restarts at the given offset with nothing in flight.
+  share-partition restarts at the given offset with nothing in flight.  A group that does not exist yet
+  becomes an Empty share group whose share-partitions start at the given offsets (Kafka 4.2, KAFKA-19662:
+  offsets set before a share group is first used initialise it); a group of another type (classic or
+  consumer) is GROUP_ID_NOT_FOUND.
 * Delete: DELETE on the group, READ on the topics; the group must be Empty; the share-partitions of
   each topic are forgotten (a later fetch initializes them from ``share.auto.offset.reset``).
 
@@ -47,14 +50,17 @@ class _ShareOffsetsBase:
         self.authorizer = authorizer
 
     def _group_error(self, ctx: RequestContext, group_id: str, operation: AclOperation,
-                     need_empty: bool) -> ErrorCode:
+                     need_empty: bool, create: bool = False) -> ErrorCode:
         """GROUP_AUTHORIZATION_FAILED (no ``operation`` on the group), NOT_COORDINATOR, GROUP_ID_NOT_FOUND (no
-        such share group) or NON_EMPTY_GROUP."""
+        such share group; with ``create`` only when another kind of group has the id: else it is created
+        Empty) or NON_EMPTY_GROUP."""
         if not authorize(self.authorizer, ctx, operation, ResourceType.GROUP, group_id):
             return ErrorCode.GROUP_AUTHORIZATION_FAILED
         if not self.owns_group(group_id):
             return ErrorCode.NOT_COORDINATOR
         if not self.groups.exists(group_id):
+            if create:
+                return self.groups.create_group(group_id) if group_id else ErrorCode.INVALID_GROUP_ID
             return ErrorCode.NONE if self.offsets.initialized_partitions(group_id) else ErrorCode.GROUP_ID_NOT_FOUND
         if need_empty:
             described = self.groups.describe([group_id])
@@ -129,12 +135,13 @@ class DescribeShareGroupOffsetsHandler(_ShareOffsetsBase):
 
 
 class AlterShareGroupOffsetsHandler(_ShareOffsetsBase):
-    """Kafka's ``handleAlterShareGroupOffsetsRequest``: only while the share group is Empty."""
+    """Kafka's ``handleAlterShareGroupOffsetsRequest``: only while the share group is Empty (a group that
+    does not exist yet is created)."""
 
     async def handle(self, ctx: RequestContext, req: B.AlterShareGroupOffsetsRequestBody
                      ) -> B.AlterShareGroupOffsetsResponseBody:
         group_id = req["group_id"]
-        err = self._group_error(ctx, group_id, AclOperation.READ, need_empty=True)
+        err = self._group_error(ctx, group_id, AclOperation.READ, need_empty=True, create=True)
         if err:
             return self._error(err)
         names = [t["topic_name"] for t in req["topics"]]

@@ -8,6 +8,13 @@ ListTransactions (66).  Coordinator APIs answer NOT_COORDINATOR on a broker
 that FindCoordinator would not name.  Older request versions get
 INVALID_PRODUCER_EPOCH where newer ones get PRODUCER_FENCED, as Kafka maps it.
 
+KIP-890 part 2 (transaction version 2, what a client uses when ApiVersions finalizes ``transaction.version``
+at 2): EndTxn v5 bumps the producer epoch at every transaction's end and answers with the epoch (and, past
+the last epoch, the producer id) to use next; such a client sends no AddPartitionsToTxn or AddOffsetsToTxn:
+a Produce v12+ has the partition leader add the partition (AddPartitionsToTxn v4+ without ``verify_only``)
+and a TxnOffsetCommit v5 adds its group.  WriteTxnMarkers v2 carries each marker's transaction version to
+the leader.  ListTransactions v2 filters by a transactional-id regular expression (KIP-1152).
+
 With an authorizer, as Kafka's ``KafkaApis`` (3.x): InitProducerId needs WRITE on the transactional id, or
 for an idempotent producer IDEMPOTENT_WRITE on the cluster or WRITE on at least one topic (KIP-679);
 AddPartitionsToTxn from clients WRITE on the transactional id and on each topic, from brokers (v4+)
@@ -30,6 +37,7 @@ from ...protocol import bodies as B
 from ...protocol.api import ApiKey
 from ...protocol.errors import ErrorCode
 from ..error_responses import error_response
+from ..groups.consumer.subscription import InvalidRegexError, compile_topic_regex
 from ..request import RequestContext
 from ..services import (Authorizer, DelayedOperations, GroupCoordinatorApi, MetadataCache, PartitionLookup,
                         ProducerIdGenerator, TransactionCoordinatorApi, TxnMarkerLog)
@@ -58,6 +66,15 @@ def fenced_error(code: ErrorCode, version: int, first_version_with_fenced: int) 
     """PRODUCER_FENCED (KIP-588) only for versions that know it; INVALID_PRODUCER_EPOCH before."""
     if code == E.PRODUCER_FENCED and version < first_version_with_fenced:
         return E.INVALID_PRODUCER_EPOCH
+    return code
+
+
+def implicit_add_error(code: ErrorCode) -> ErrorCode:
+    """An implicit AddOffsetsToTxn's error as TxnOffsetCommit v5 answers it: the coordinator being busy
+    ending the previous transaction, or unreachable, is COORDINATOR_NOT_AVAILABLE (Kafka's group coordinator
+    turns the verification's NOT_ENOUGH_REPLICAS into it), so the client looks it up again and retries."""
+    if code in (E.CONCURRENT_TRANSACTIONS, E.COORDINATOR_LOAD_IN_PROGRESS, E.NOT_COORDINATOR):
+        return E.COORDINATOR_NOT_AVAILABLE
     return code
 
 
@@ -140,6 +157,9 @@ class AddPartitionsToTxnHandler:
             results = dict.fromkeys(tps, E.NOT_COORDINATOR)
         elif verify_only:
             results = self.coordinator.verify_partitions(tid, pid, epoch, tps)
+            if version < 5:  # v5 (KIP-890) brought TRANSACTION_ABORTABLE; earlier brokers know INVALID_TXN_STATE
+                results = {tp: E.INVALID_TXN_STATE if code == E.TRANSACTION_ABORTABLE else code
+                           for tp, code in results.items()}
         else:
             unknown = unknown_partitions(self.metadata, [tp for tp in tps if tp not in denied])
             if unknown or denied:  # Kafka: the failed ones fail, the rest are not attempted
@@ -147,7 +167,10 @@ class AddPartitionsToTxnHandler:
                            else E.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else E.OPERATION_NOT_ATTEMPTED
                            for tp in tps}
             else:
-                results = dict.fromkeys(tps, self.coordinator.add_partitions(tid, pid, epoch, tps))
+                # v4+ comes from a partition leader adding for a transaction-version-2 client (KIP-890 part 2,
+                # Kafka's transactionVersionForAddPartitionsToTxn); v0-3 from a client of an older version.
+                results = dict.fromkeys(tps, self.coordinator.add_partitions(
+                    tid, pid, epoch, tps, transaction_version=2 if version >= 4 else 0))
         return self._by_topic(version, results)
 
     @staticmethod
@@ -258,8 +281,13 @@ class TxnOffsetCommitHandler:
         results.update(dict.fromkeys(unknown, E.UNKNOWN_TOPIC_OR_PARTITION))
         known = {tp: om for tp, om in offsets.items() if tp not in results}
         if known:
-            code = self.coordinator.txn_offset_commit_allowed(req["transactional_id"], req["producer_id"],
-                                                              req["producer_epoch"], req["group_id"])
+            code = E.NONE
+            if v >= 5:  # KIP-890 part 2: the commit adds the group to the transaction (no AddOffsetsToTxn)
+                code = implicit_add_error(self.coordinator.add_partitions(
+                    req["transactional_id"], req["producer_id"], req["producer_epoch"], groups=[req["group_id"]],
+                    transaction_version=2))
+            code = code or self.coordinator.txn_offset_commit_allowed(
+                req["transactional_id"], req["producer_id"], req["producer_epoch"], req["group_id"])
             if code:
                 results.update(dict.fromkeys(known, fenced_error(code, v, 3)))
             else:
@@ -302,7 +330,8 @@ class WriteTxnMarkersHandler:
                         entry["error_code"] = E.NOT_LEADER_OR_FOLLOWER
                     else:
                         code = self.log.write_txn_marker(part, m["producer_id"], m["producer_epoch"],
-                                                         m["coordinator_epoch"], m["transaction_result"])
+                                                         m["coordinator_epoch"], m["transaction_result"],
+                                                         m["transaction_version"] if ctx.api_version >= 2 else 0)
                         entry["error_code"] = code
                         if not code and part.is_replicated:
                             waiting.append(PendingAck(entry, part, part.log.log_end_offset))
@@ -404,9 +433,18 @@ class ListTransactionsHandler:
         if not self.is_coordinator():  # admin clients ask every broker: this one coordinates none
             return {"throttle_time_ms": ctx.throttle_time_ms, "error_code": 0, "unknown_state_filters": unknown,
                     "transaction_states": []}
+        pattern = None
+        source = req["transactional_id_pattern"] if ctx.api_version >= 2 else None
+        if source:  # v2 (KIP-1152): an RE2/J expression the whole transactional id must match
+            try:
+                pattern = compile_topic_regex(source)
+            except InvalidRegexError as exc:
+                log.info("ListTransactions pattern %r is not a valid regular expression: %s", source, exc)
+                return {"throttle_time_ms": ctx.throttle_time_ms, "error_code": E.INVALID_REGULAR_EXPRESSION,
+                        "unknown_state_filters": [], "transaction_states": []}
         listed = self.coordinator.list_transactions(
             set(states) or None, set(req["producer_id_filters"] or []) or None,
-            req["duration_filter"] if ctx.api_version >= 1 else -1)
+            req["duration_filter"] if ctx.api_version >= 1 else -1, pattern)
         if self.authorizer is not None:  # only the transactional ids the principal may describe
             visible = filter_authorized(self.authorizer, ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID,
                                         (t.transactional_id for t in listed), log_if_denied=False)

@@ -255,6 +255,14 @@ class LogCleaner:
         if gone:
             m._write_checkpoints()
 
+    def forget_log(self, name: str) -> None:
+        """Drop one deleted log's checkpoint (``"<topic>-<partition>"``: a replica moved away), as Kafka's
+        ``asyncDelete`` updates the cleaner checkpoints; a replica added back later is cleaned from its start."""
+        m = self.manager
+        m.failing.pop(name, None)
+        if name in m.checkpoints:
+            m.update_checkpoint(name, None)
+
     def targets(self) -> list[CleanerTarget]:
         return [t for fn in self._sources for t in fn()]
 

@@ -6,7 +6,8 @@ to an :class:`AccessControlEntry` (principal, host, operation, ALLOW or DENY).  
 a null name, principal or host matches anything, ANY matches every type/operation/permission, and the
 MATCH pattern type selects every pattern that would apply to the named resource (the literal name, the
 ``*`` wildcard and every prefix of the name).  Numeric codes are Kafka's (``AclOperation``,
-``ResourceType``, ``PatternType``, ``AclPermissionType``), as they travel on the wire.
+``ResourceType``, ``PatternType``, ``AclPermissionType``), as they travel on the wire.  The enums of those
+codes live in :mod:`minikafka.common.acl` (the tools use them too) and are re-exported here.
 
 Differences from Kafka: principals stay strings (``"User:alice"``) instead of ``KafkaPrincipal`` objects,
 and hosts compare as strings, except that two IP addresses also compare equal when they are the same
@@ -20,79 +21,8 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
 
-
-class ResourceType(IntEnum):
-    """Kafka's ``ResourceType`` codes."""
-
-    UNKNOWN = 0
-    ANY = 1
-    TOPIC = 2
-    GROUP = 3
-    CLUSTER = 4
-    TRANSACTIONAL_ID = 5
-    DELEGATION_TOKEN = 6
-    USER = 7
-
-
-class AclOperation(IntEnum):
-    """Kafka's ``AclOperation`` codes (the bit positions of the ``authorized_operations`` fields)."""
-
-    UNKNOWN = 0
-    ANY = 1
-    ALL = 2
-    READ = 3
-    WRITE = 4
-    CREATE = 5
-    DELETE = 6
-    ALTER = 7
-    DESCRIBE = 8
-    CLUSTER_ACTION = 9
-    DESCRIBE_CONFIGS = 10
-    ALTER_CONFIGS = 11
-    IDEMPOTENT_WRITE = 12
-    CREATE_TOKENS = 13
-    DESCRIBE_TOKENS = 14
-
-
-class PatternType(IntEnum):
-    """Kafka's ``PatternType`` codes: LITERAL and PREFIXED are stored; ANY and MATCH only filter."""
-
-    UNKNOWN = 0
-    ANY = 1
-    MATCH = 2
-    LITERAL = 3
-    PREFIXED = 4
-
-
-class AclPermissionType(IntEnum):
-    """Kafka's ``AclPermissionType`` codes."""
-
-    UNKNOWN = 0
-    ANY = 1
-    DENY = 2
-    ALLOW = 3
-
-
-CLUSTER_NAME = "kafka-cluster"
-"""The one name of the CLUSTER resource (Kafka's ``Resource.CLUSTER_NAME``)."""
-WILDCARD_RESOURCE = "*"
-WILDCARD_PRINCIPAL = "User:*"
-WILDCARD_HOST = "*"
-
-SUPPORTED_OPERATIONS: dict[ResourceType, tuple[AclOperation, ...]] = {
-    # Kafka's AclEntry.supportedOperations: what ``authorized_operations`` fields can report per resource type.
-    ResourceType.TOPIC: (AclOperation.READ, AclOperation.WRITE, AclOperation.CREATE, AclOperation.DESCRIBE,
-                         AclOperation.DELETE, AclOperation.ALTER, AclOperation.DESCRIBE_CONFIGS,
-                         AclOperation.ALTER_CONFIGS),
-    ResourceType.GROUP: (AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE, AclOperation.DESCRIBE_CONFIGS,
-                         AclOperation.ALTER_CONFIGS),  # group configs (KIP-848/KIP-932) added the last two
-    ResourceType.CLUSTER: (AclOperation.CREATE, AclOperation.CLUSTER_ACTION, AclOperation.DESCRIBE_CONFIGS,
-                           AclOperation.ALTER_CONFIGS, AclOperation.IDEMPOTENT_WRITE, AclOperation.ALTER,
-                           AclOperation.DESCRIBE),
-    ResourceType.TRANSACTIONAL_ID: (AclOperation.DESCRIBE, AclOperation.WRITE),
-    ResourceType.DELEGATION_TOKEN: (AclOperation.DESCRIBE,),
-    ResourceType.USER: (AclOperation.CREATE_TOKENS, AclOperation.DESCRIBE_TOKENS),
-}
+from ...common.acl import (CLUSTER_NAME, SUPPORTED_OPERATIONS, WILDCARD_HOST, WILDCARD_PRINCIPAL,  # noqa: F401
+                           WILDCARD_RESOURCE, AclOperation, AclPermissionType, PatternType, ResourceType)
 
 
 def operations_bitfield(operations: "tuple[AclOperation, ...] | list[AclOperation]") -> int:

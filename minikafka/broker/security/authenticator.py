@@ -22,7 +22,8 @@ The states are Kafka's:
   "Authentication failed during authentication due to invalid credentials with SASL
   mechanism X" for any other error), then the connection closes; with raw tokens
   it just closes.
-* ``COMPLETE``: the principal is ``User:<authorization id>``.  With
+* ``COMPLETE``: the principal is ``User:<authorization id>`` (a delegation token's owner, marked
+  :attr:`~SaslServerAuthenticator.token_authenticated`, after a SCRAM ``tokenauth`` login).  With
   ``connections.max.reauth.ms`` or an expiring credential the session has a
   lifetime (the smaller of the two); a SaslHandshake on an authenticated connection
   starts a re-authentication (``REAUTH_PROCESS_HANDSHAKE``; at most one a second,
@@ -69,6 +70,11 @@ class SaslServerMechanism(Protocol):
     @property
     def session_lifetime_ms(self) -> int | None:
         """How long the credential stays valid from now (an OAUTHBEARER token's expiry), None: forever."""
+        ...
+
+    @property
+    def token_authenticated(self) -> bool:
+        """Whether the client logged in with a delegation token (SCRAM's ``tokenauth`` extension)."""
         ...
 
 
@@ -133,6 +139,8 @@ class SaslServerAuthenticator:
         self.mechanism_name: str | None = None
         self.mechanism: SaslServerMechanism | None = None
         self.principal: str | None = None
+        # Kafka's KafkaPrincipal.tokenAuthenticated: the principal logged in with a delegation token (KIP-48).
+        self.token_authenticated = False
         self.session_expiration_ns: int | None = None
         self.session_lifetime_ms = 0
         self.client_supports_reauthentication = False
@@ -325,6 +333,7 @@ class SaslServerAuthenticator:
         self.session_lifetime_ms = lifetime
         self.session_expiration_ns = expiration
         self.principal = principal
+        self.token_authenticated = bool(getattr(mech, "token_authenticated", False))
         self.authentications += 1
         self._previous = None
         self.state = SaslState.COMPLETE

@@ -11,8 +11,11 @@ SaslAuthenticate requests (or raw v0 frames) and sends back what comes out.
   ``PlainLoginModule`` JAAS options ``user_<name>="<password>"``, passwords compared in constant time.
 * :class:`ScramSaslServer` (Kafka's ``ScramSaslServer``, RFC 5802/7677): the exchange runs on the
   ``scramp`` library's server, behind Kafka's own message formats and checks; credentials (salted) come
-  from the :class:`~minikafka.broker.security.scram.ScramCredentialStore`.  The ``tokenauth`` extension
-  (delegation tokens) is refused, as a token Kafka does not know is.
+  from the :class:`~minikafka.broker.security.scram.ScramCredentialStore`.  With the ``tokenauth=true``
+  extension the user name is a delegation token's id and the password its HMAC (Base64): the credential
+  comes from the :class:`~minikafka.broker.security.delegation_token.DelegationTokenManager`, the
+  authenticated user is the token's owner, the connection is token-authenticated
+  (:attr:`ScramSaslServer.token_authenticated`) and the token's expiry bounds the session (KIP-48).
 * :class:`OAuthBearerSaslServer` (Kafka's ``OAuthBearerSaslServer`` with the default
   ``OAuthBearerUnsecuredValidatorCallbackHandler``): an unsecured JWT (``alg`` ``none``, no signature)
   whose principal claim (``sub``, or ``unsecuredValidatorPrincipalClaimName``) is the user; ``exp`` is
@@ -43,6 +46,7 @@ import hmac
 import json
 import logging
 import re
+import secrets
 from collections.abc import Mapping
 from typing import Any, Protocol
 
@@ -51,6 +55,7 @@ import scramp
 from ...common import Clock
 from ..config import BrokerConfig, ConfigError
 from .jaas import JaasConfigError, JaasEntry, parse_jaas_config, server_jaas_entries
+from .delegation_token import DelegationTokenManager
 from .scram import MIN_ITERATIONS, ScramCredential, ScramCredentialStore, ScramMechanism
 
 log = logging.getLogger(__name__)
@@ -83,7 +88,13 @@ class SaslMechanism(Protocol):
 
     @property
     def session_lifetime_ms(self) -> int | None:
-        """How long the credential stays valid from now (OAUTHBEARER's token expiry, KIP-368), else None."""
+        """How long the credential stays valid from now (OAUTHBEARER's token expiry, KIP-368, a delegation
+        token's expiry), else None."""
+        ...
+
+    @property
+    def token_authenticated(self) -> bool:
+        """Whether the client authenticated with a delegation token (Kafka's ``KafkaPrincipal.tokenAuthenticated``)."""
         ...
 
 
@@ -149,6 +160,10 @@ class _Exchange:
     @property
     def session_lifetime_ms(self) -> int | None:
         return None
+
+    @property
+    def token_authenticated(self) -> bool:
+        return False
 
     def _done(self, user: str) -> None:
         self._authorization_id = user
@@ -225,7 +240,7 @@ class ScramSaslServer(_Exchange):
     COMPLETE, FAILED) over ``scramp``'s RFC 5802 server.
 
     Kafka's checks come first, with its messages: the client-first format (gs2 flag ``n`` only, no
-    channel binding), the ``tokenauth`` extension (refused: no delegation tokens), the user's credential,
+    channel binding), the user's credential (a delegation token's with ``tokenauth=true``),
     an authorization id other than the user (told to the client), the iteration minimum; then the
     client-final format and nonce.  ``scramp`` computes and checks the proofs.  Differences, all from
     ``scramp``'s stricter RFC 5802 reading: an authorization id in the gs2 header (even the user's own)
@@ -233,15 +248,23 @@ class ScramSaslServer(_Exchange):
     have at least 12 bytes.  Such an exchange fails as a wrong password does (the reason in
     :attr:`SaslAuthenticationError.detail`).  No Kafka client sends an authorization id or an extension
     outside delegation tokens, and their salts are longer (Java's ~26 bytes, kafka-python's 24, minikafka's 32).
+
+    A delegation token exchange (``tokenauth=true``, whose extension name ``scramp`` refuses) runs without
+    ``scramp``: the server-first message and the proof check are RFC 5802's, computed here as Kafka's
+    ``ScramSaslServer`` does, over the messages as the client sent them (extensions included).
     """
 
-    def __init__(self, mechanism: str, credentials: ScramCredentialStore) -> None:
+    def __init__(self, mechanism: str, credentials: ScramCredentialStore,
+                 tokens: DelegationTokenManager | None = None) -> None:
         super().__init__()
         self.mechanism = ScramMechanism.from_mechanism_name(mechanism)
         if self.mechanism is ScramMechanism.UNKNOWN:
             raise ValueError(f"not a SCRAM mechanism: {mechanism}")
         self.mechanism_name = mechanism
         self._credentials = credentials
+        self._tokens = tokens
+        self._token_expiry_ms: int | None = None  # a delegation token's expiry timestamp (tokenauth)
+        self._session_lifetime_ms: int | None = None
         self._state = "RECEIVE_CLIENT_FIRST_MESSAGE"
         self._server: Any = None  # scramp.ScramServer
         self._server_nonce = ""
@@ -272,7 +295,7 @@ class ScramSaslServer(_Exchange):
         extensions = dict(kv.split("=", 1) for kv in m["extensions"].split(",")[1:])
         username = m["saslname"].replace("=2C", ",").replace("=3D", "=")
         if extensions.get(_TOKEN_AUTH, "").lower() == "true":
-            raise self._fail(f"Token Authentication failed: Invalid tokenId : {username}")
+            return self._token_client_first(text, m, username)
         credential = self._credentials.credential(username, self.mechanism)
         if credential is None:
             raise self._fail("Authentication failed: Invalid user credentials")
@@ -299,16 +322,56 @@ class ScramSaslServer(_Exchange):
         self._state = "RECEIVE_CLIENT_FINAL_MESSAGE"
         return challenge.encode("utf-8")
 
+    def _token_client_first(self, text: str, m: re.Match[str], token_id: str) -> bytes:
+        """The client-first message of a delegation token login: the token's credential and owner (Kafka's
+        ``DelegationTokenCredentialCallback``), then RFC 5802's server-first message."""
+        tokens = self._tokens
+        owner = tokens.owner(token_id) if tokens is not None and tokens.enabled else None
+        info = tokens.token(token_id) if tokens is not None else None
+        if tokens is None or owner is None or info is None:
+            raise self._fail(f"Token Authentication failed: Invalid tokenId : {token_id}")
+        credential = tokens.credential(token_id, self.mechanism)
+        if credential is None:
+            raise self._fail("Authentication failed: Invalid user credentials")
+        authzid = m["authzid"] or ""
+        if authzid and authzid != token_id:
+            raise SaslAuthenticationError(
+                "Authentication failed: Client requested an authorization id that is different from username")
+        self._server_nonce = m["nonce"] + secrets.token_urlsafe(24)
+        salt = base64.b64encode(credential.salt).decode("ascii")
+        self._server_first = f"r={self._server_nonce},s={salt},i={credential.iterations}"
+        self._client_first_bare = text[m.start("saslname") - 2:]
+        self._credential = credential
+        self._authorization_id = owner
+        self._token_expiry_ms = info.expiry_timestamp
+        self._state = "RECEIVE_CLIENT_FINAL_MESSAGE"
+        return self._server_first.encode("utf-8")
+
+    @property
+    def token_authenticated(self) -> bool:
+        return self._complete and self._token_expiry_ms is not None
+
+    @property
+    def session_lifetime_ms(self) -> int | None:
+        return self._session_lifetime_ms
+
+    def _done(self, user: str) -> None:
+        if self._token_expiry_ms is not None and self._tokens is not None:
+            # Kafka's CREDENTIAL_LIFETIME_MS negotiated property: the token's expiry bounds the session.
+            self._session_lifetime_ms = max(0, self._token_expiry_ms - self._tokens.time_ms())
+        super()._done(user)
+
     def _client_final(self, response: bytes) -> bytes:
         text = response.decode("utf-8", errors="replace")
         m = _CLIENT_FINAL.fullmatch(text)
         if m is None:
             raise self._fail(f"Invalid SCRAM client final message format: {text}")
-        if m["nonce"] != self._server_nonce:
+        if m["nonce"] != self._server_nonce or self._server is None:
             if not m["nonce"].endswith(self._server_nonce):
                 raise self._fail("Invalid client nonce in the final client message.")
             # librdkafka before 2.6.1 (librdkafka#4895, e.g. Debian's kcat) repeats the client nonce here;
             # Kafka 3.8.1-3.9 accepted it (an ``endsWith`` check): verify the proof over the message as sent.
+            # A delegation token exchange (no scramp server) is always verified here.
             return self._client_final_as_sent(text, m)
         try:
             self._server.set_client_final(text)
@@ -617,9 +680,9 @@ def enabled_mechanisms(config: BrokerConfig, listener: str) -> list[str]:
 
 
 def create_mechanism(name: str, listener: str, config: BrokerConfig, scram: ScramCredentialStore,
-                     clock: Clock) -> SaslMechanism:
+                     clock: Clock, tokens: DelegationTokenManager | None = None) -> SaslMechanism:
     """A new server-side exchange for mechanism ``name`` on ``listener`` (:class:`UnsupportedSaslMechanism`
-    if the listener does not enable it)."""
+    if the listener does not enable it); SCRAM logs delegation tokens in from ``tokens``."""
     enabled = enabled_mechanisms(config, listener)
     if name not in enabled:
         raise UnsupportedSaslMechanism(name, enabled)
@@ -630,7 +693,7 @@ def create_mechanism(name: str, listener: str, config: BrokerConfig, scram: Scra
                         "no user can authenticate", listener)
         return PlainSaslServer.from_jaas(entries)
     if name in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
-        return ScramSaslServer(name, scram)
+        return ScramSaslServer(name, scram, tokens)
     options: dict[str, str] = {}
     for entry in _jaas(config, listener, name):
         options.update(entry.options)

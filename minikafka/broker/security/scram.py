@@ -37,19 +37,23 @@ import hmac
 import json
 import logging
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import IntEnum
 from pathlib import Path
+from typing import Any, TypeVar
 
 from ...protocol.errors import ErrorCode
 from ..config import BrokerConfig, ConfigError, StartupError
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
+
 __all__ = ["ScramMechanism", "ScramCredential", "ScramCredentialStore", "AlterResult", "DescribeResult",
            "CredentialInfo", "Deletion", "Upsertion", "MIN_ITERATIONS", "MAX_ITERATIONS", "SEED_KEY", "DIR_NAME",
-           "FILE_NAME", "salted_password", "credential_from_salted_password", "generate_credential"]
+           "FILE_NAME", "salted_password", "credential_from_salted_password", "generate_credential", "read_json_file",
+           "write_json_file"]
 
 MIN_ITERATIONS = 4096
 """Kafka's ``ScramMechanism.minIterations()`` (the same for SHA-256 and SHA-512)."""
@@ -116,6 +120,42 @@ class ScramCredential:
     def from_json(cls, obj: dict) -> ScramCredential:
         dec = base64.b64decode
         return cls(dec(obj["salt"]), dec(obj["stored_key"]), dec(obj["server_key"]), int(obj["iterations"]))
+
+
+def read_json_file(path: Path, parse: Callable[[Any], T], what: str) -> T | None:
+    """``parse`` of the JSON document in ``path``; None when there is no such file.  An unreadable file or
+    document (``parse`` raising ValueError, KeyError, TypeError or AttributeError) is a StartupError naming
+    ``what``: a store that cannot be read must not start empty."""
+    if not path.exists():
+        return None
+    try:
+        return parse(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise StartupError(f"{what} in {path} are unreadable: {exc}") from None
+
+
+def _credentials_from_json(data: Any) -> dict[str, dict[ScramMechanism, ScramCredential]]:
+    loaded: dict[str, dict[ScramMechanism, ScramCredential]] = {}
+    for user, by_mech in data["credentials"].items():
+        for name, cred in by_mech.items():
+            mechanism = ScramMechanism.from_mechanism_name(name)
+            if mechanism is ScramMechanism.UNKNOWN:
+                raise ValueError(f"unknown mechanism {name}")
+            loaded.setdefault(user, {})[mechanism] = ScramCredential.from_json(cred)
+    return loaded
+
+
+def write_json_file(path: Path, data: object) -> None:
+    """Replace ``path`` with ``data`` as JSON, durably and atomically: written to a temporary file beside it,
+    fsynced, then renamed over it (the SCRAM credential and delegation token stores, which Kafka keeps in its
+    metadata log)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(data, fh, indent=1, sort_keys=True)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
 
 
 def salted_password(mechanism: ScramMechanism, password: str, salt: bytes, iterations: int) -> bytes:
@@ -398,19 +438,9 @@ class ScramCredentialStore:
     # -- persistence ------------------------------------------------------------------------------------------
     def _load(self) -> None:
         assert self.path is not None
-        if not self.path.exists():
+        loaded = read_json_file(self.path, _credentials_from_json, "SCRAM credentials")
+        if loaded is None:
             return
-        try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-            loaded: dict[str, dict[ScramMechanism, ScramCredential]] = {}
-            for user, by_mech in data["credentials"].items():
-                for name, cred in by_mech.items():
-                    mechanism = ScramMechanism.from_mechanism_name(name)
-                    if mechanism is ScramMechanism.UNKNOWN:
-                        raise ValueError(f"unknown mechanism {name}")
-                    loaded.setdefault(user, {})[mechanism] = ScramCredential.from_json(cred)
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise StartupError(f"SCRAM credentials in {self.path} are unreadable: {exc}") from None
         self._credentials = loaded
         log.info("loaded SCRAM credentials of %d user(s) from %s", len(loaded), self.path)
 
@@ -420,10 +450,4 @@ class ScramCredentialStore:
         data = {"version": 1, "credentials": {
             user: {m.mechanism_name: c.to_json() for m, c in sorted(creds.items())}
             for user, creds in self._credentials.items()}}
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, indent=1, sort_keys=True)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, self.path)
+        write_json_file(self.path, data)

@@ -177,6 +177,18 @@ class ShareGroupCoordinator:
         """(group id, state) of every share group, for ListGroups (type ``share``)."""
         return [(gid, g.state.value) for gid, g in sorted(self.groups.items())]
 
+    def create_group(self, group_id: str) -> ErrorCode:
+        """Make ``group_id`` an Empty share group unless it is one already (Kafka 4.2's AlterShareGroupOffsets on
+        a group that does not exist yet, KAFKA-19662: the offsets initialise the group before its first member
+        joins).  GROUP_ID_NOT_FOUND when a group of another type has the id."""
+        if self._closed:
+            return E.COORDINATOR_NOT_AVAILABLE
+        try:
+            self._share_group(group_id, create=True)
+        except ShareGroupError as exc:
+            return exc.code
+        return E.NONE
+
     def delete_group(self, group_id: str) -> ErrorCode:
         """DeleteGroups on a share group: only an Empty one (NON_EMPTY_GROUP otherwise, GROUP_ID_NOT_FOUND
         when there is no such share group)."""

@@ -26,6 +26,7 @@ as Kafka's does).
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +39,7 @@ from ...common.hashing import partition_for_key
 from ...protocol.errors import ErrorCode
 from ..config import BrokerConfig
 from ..coordinator_log import compacted_log_config
+from ..features import TRANSACTION_VERSION
 from ..inter_broker import InterBrokerChannel, InterBrokerConnector
 from ..log.cleaner_manager import CleanerTarget
 from .markers import PartitionLeaders, TransactionMarkerChannelManager
@@ -66,6 +68,12 @@ class GroupTxnOffsets(Protocol):
         ...
 
 
+class FeatureLevels(Protocol):
+    """The cluster's finalized feature levels (``transaction.version``)."""
+
+    def level(self, name: str) -> int: ...
+
+
 class ClusterView(PartitionLeaders, Protocol):
     """Where the markers go: partition leaders and the live brokers' addresses."""
 
@@ -91,8 +99,12 @@ class TransactionCoordinator:
     """Every transactional id's state, the markers of completing transactions, and the timeout timer."""
 
     def __init__(self, config: BrokerConfig, data_dir: Path | None, producer_ids: ProducerIds, cluster: ClusterView,
-                 clock: Clock, group_offsets: GroupTxnOffsets | None = None) -> None:
+                 clock: Clock, group_offsets: GroupTxnOffsets | None = None,
+                 features: FeatureLevels | None = None) -> None:
+        """``features``: the finalized ``transaction.version`` (Kafka 4.2's default, 2, without them) is
+        the version of the transactions the coordinator itself ends (timeouts, fencing)."""
         self.config = config
+        self.features = features
         self.producer_ids = producer_ids
         self.clock = clock
         self.group_offsets = group_offsets
@@ -110,14 +122,18 @@ class TransactionCoordinator:
                                           connector=InterBrokerConnector(config))
         self.markers = TransactionMarkerChannelManager(self.channel, cluster)
         self._nursery: trio.Nursery | None = None
-        self._queued: list[tuple[TransactionMetadata, bool]] = [
-            (m, m.state == S.PREPARE_COMMIT) for m in self.txns.values()
+        self._queued: list[tuple[TransactionMetadata, bool, int]] = [
+            (m, m.state == S.PREPARE_COMMIT, m.producer_epoch) for m in self.txns.values()
             if m.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT)]
         self.completions = 0  # transactions whose markers were all written (for tests and metrics)
         self._completed = trio.Event()
 
     def now_ms(self) -> int:
         return self.clock.time_ms()
+
+    def transaction_version(self) -> int:
+        """The finalized ``transaction.version`` (Kafka's ``txnManager.transactionVersionLevel()``)."""
+        return self.features.level(TRANSACTION_VERSION) if self.features is not None else 2
 
     def _offsets_partition(self, group_id: str) -> int:
         """The group's ``__consumer_offsets`` partition (Kafka's ``partitionFor``)."""
@@ -143,8 +159,8 @@ class TransactionCoordinator:
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
-                for meta, commit in self._queued:
-                    nursery.start_soon(self._complete, meta, commit, meta.producer_epoch)
+                for meta, commit, epoch in self._queued:
+                    nursery.start_soon(self._complete, meta, commit, epoch)
                 self._queued.clear()
                 nursery.start_soon(self._timer_loop)
                 task_status.started()
@@ -195,7 +211,7 @@ class TransactionCoordinator:
         if self._nursery is not None:
             self._nursery.start_soon(self._complete, meta, commit, meta.producer_epoch)
         else:
-            self._queued.append((meta, commit))
+            self._queued.append((meta, commit, meta.producer_epoch))
 
     async def _complete(self, meta: TransactionMetadata, commit: bool, epoch: int) -> None:
         """Kafka's ``sendTxnMarkersCallback`` onwards: group offsets, markers, then Complete*."""
@@ -203,7 +219,7 @@ class TransactionCoordinator:
             for group in sorted(meta.groups):
                 self.group_offsets.complete_txn_offsets(group, meta.producer_id, commit)
         await self.markers.write_markers(meta.producer_id, epoch, self.coordinator_epoch, commit,
-                                         set(meta.partitions))
+                                         set(meta.partitions), meta.client_version)
         meta.transition(S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT, self.now_ms())
         meta.partitions.clear()
         meta.groups.clear()
@@ -252,7 +268,9 @@ class TransactionCoordinator:
         return ProducerIdAndEpoch(E.NONE, meta.producer_id, meta.producer_epoch)
 
     def _fence_and_abort(self, meta: TransactionMetadata) -> None:
-        """``prepareFenceProducerEpoch`` then abort: the old epoch can no longer write or commit."""
+        """``prepareFenceProducerEpoch`` then abort: the old epoch can no longer write or commit.  The abort
+        is the coordinator's own, so it is of the cluster's transaction version (Kafka: server TV)."""
+        meta.client_version = self.transaction_version()
         meta.transition(S.PREPARE_EPOCH_FENCE, self.now_ms())
         if meta.producer_epoch < MAX_EPOCH:
             meta.last_producer_epoch = meta.producer_epoch
@@ -272,8 +290,13 @@ class TransactionCoordinator:
         return E.NONE
 
     def add_partitions(self, transactional_id: str, producer_id: int, epoch: int,
-                       partitions: Iterable[TopicPartition] = (), groups: Iterable[str] = ()) -> ErrorCode:
-        """Kafka's ``handleAddPartitionsToTransaction`` (and AddOffsetsToTxn's group)."""
+                       partitions: Iterable[TopicPartition] = (), groups: Iterable[str] = (),
+                       transaction_version: int = 0) -> ErrorCode:
+        """Kafka's ``handleAddPartitionsToTransaction`` (and AddOffsetsToTxn's group).
+
+        ``transaction_version`` 2: added implicitly for a KIP-890 part 2 client (by a partition leader for
+        Produce v12+, AddPartitionsToTxn v4+ without ``verify_only``, or by TxnOffsetCommit v5+); the
+        transaction then is of that version (Kafka's ``prepareAddPartitions``)."""
         meta = self.txns.get(transactional_id)
         err = self._check_producer(meta, producer_id, epoch)
         if err:
@@ -288,6 +311,7 @@ class TransactionCoordinator:
             meta.start_ms = now
         meta.partitions |= new_parts
         meta.groups |= new_groups
+        meta.client_version = transaction_version
         meta.offsets_partitions.update(self._offsets_partition(g) for g in new_groups)
         meta.transition(S.ONGOING, now)
         self._persist(meta)
@@ -295,7 +319,8 @@ class TransactionCoordinator:
 
     def verify_partitions(self, transactional_id: str, producer_id: int, epoch: int,
                           partitions: Iterable[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
-        """KIP-890 part 1 (AddPartitionsToTxn ``verify_only``): is each partition in the open transaction?"""
+        """KIP-890 part 1 (AddPartitionsToTxn ``verify_only``): is each partition in the open transaction?
+        One that is not gets TRANSACTION_ABORTABLE (Kafka's ``handleVerifyPartitionsInTransaction``)."""
         meta = self.txns.get(transactional_id)
         err = self._check_producer(meta, producer_id, epoch)
         out = {}
@@ -305,7 +330,7 @@ class TransactionCoordinator:
             elif meta is not None and meta.state == S.ONGOING and tp in meta.partitions:
                 out[tp] = E.NONE
             else:
-                out[tp] = E.INVALID_TXN_STATE
+                out[tp] = E.TRANSACTION_ABORTABLE
         return out
 
     def txn_offset_commit_allowed(self, transactional_id: str, producer_id: int, epoch: int, group_id: str
@@ -351,8 +376,8 @@ class TransactionCoordinator:
         state = meta.state
         if state == S.ONGOING or (bump_epoch and not commit and state in (S.EMPTY, S.COMPLETE_COMMIT,
                                                                            S.COMPLETE_ABORT)):
+            meta.client_version = 2 if bump_epoch else 0  # Kafka's transactionVersionForEndTxn
             if bump_epoch:
-                meta.client_version = 2
                 self._bump_epoch(meta)
             self._begin_completion(meta, commit)
             return ProducerIdAndEpoch(E.NONE, meta.producer_id, meta.producer_epoch)
@@ -397,10 +422,16 @@ class TransactionCoordinator:
         return self.txns.get(transactional_id)
 
     def list_transactions(self, states: set[str] | None = None, producer_ids: set[int] | None = None,
-                          min_duration_ms: int = -1) -> list[TransactionListing]:
+                          min_duration_ms: int = -1, pattern: re.Pattern[str] | None = None
+                          ) -> list[TransactionListing]:
+        """Kafka's ``listTransactionStates``: the ids in one of ``states``, of one of ``producer_ids``, Ongoing
+        for at least ``min_duration_ms`` and whose transactional id ``pattern`` fully matches (each filter
+        applies when given)."""
         now = self.now_ms()
         out = []
         for meta in self.txns.values():
+            if pattern is not None and pattern.fullmatch(meta.transactional_id) is None:
+                continue
             if states and meta.state.value not in states:
                 continue
             if producer_ids and meta.producer_id not in producer_ids:

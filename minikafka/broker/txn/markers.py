@@ -1,8 +1,10 @@
 """Writing COMMIT/ABORT markers to a transaction's partitions (Kafka's ``TransactionMarkerChannelManager``).
 
 The coordinator hands over a completed transaction (producer id, epoch, result,
-partitions); the markers go out as WriteTxnMarkers requests, one per partition
-leader, over an :class:`~minikafka.broker.inter_broker.InterBrokerChannel`.
+partitions, transaction version); the markers go out as WriteTxnMarkers v2
+requests (KIP-1228: each marker says its transaction version, so a leader fences
+a transaction-version-2 marker that is not above the producer's epoch), one per
+partition leader, over an :class:`~minikafka.broker.inter_broker.InterBrokerChannel`.
 Partitions whose leader is unknown, offline or answers with a retriable error
 are retried after a backoff against whoever leads them then, until every
 partition has its marker; a deleted topic's partitions are dropped, as Kafka's
@@ -23,7 +25,7 @@ from ..inter_broker import CHANNEL_ERRORS, InterBrokerChannel
 
 log = logging.getLogger(__name__)
 
-WRITE_TXN_MARKERS_VERSION = 1
+WRITE_TXN_MARKERS_VERSION = 2
 # Errors after which the marker is not retried: it is written already, or the coordinator is stale.
 _DONE = {ErrorCode.NONE, ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTION_COORDINATOR_FENCED,
          ErrorCode.PRODUCER_FENCED}
@@ -43,7 +45,7 @@ class TransactionMarkerChannelManager:
         self.retry_backoff_s = retry_backoff_s
 
     async def write_markers(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
-                            partitions: set[TopicPartition]) -> None:
+                            partitions: set[TopicPartition], transaction_version: int = 0) -> None:
         """Return once every partition (still existing) has the marker."""
         pending = set(partitions)
         while pending:
@@ -58,15 +60,16 @@ class TransactionMarkerChannelManager:
             async with trio.open_nursery() as nursery:
                 for leader, tps in by_leader.items():
                     nursery.start_soon(self._send, leader, producer_id, producer_epoch, coordinator_epoch, commit,
-                                       tps, pending)
+                                       tps, pending, transaction_version)
             if pending:
                 await trio.sleep(self.retry_backoff_s)
 
     async def _send(self, leader: int, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
-                    tps: list[TopicPartition], pending: set[TopicPartition]) -> None:
+                    tps: list[TopicPartition], pending: set[TopicPartition], transaction_version: int = 0) -> None:
         topics = partitions_by_topic(tps)
         body = {"markers": [{"producer_id": producer_id, "producer_epoch": producer_epoch,
                              "transaction_result": commit, "coordinator_epoch": coordinator_epoch,
+                             "transaction_version": transaction_version,
                              "topics": [{"name": t, "partition_indexes": ps} for t, ps in topics.items()]}]}
         try:
             resp = await self.channel.request(leader, ApiKey.WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION, body)

@@ -5,7 +5,8 @@ what differs by design is counted per field path in ``ApiStats.expected_differen
 making the response "differing":
 
 * always: :data:`IGNORED_FIELDS` (throttle time, cluster id, host/port, the client's host as a
-  describe response shows it, log-append timestamps) and batch CRCs;
+  describe response shows it, log-append timestamps, the wall-clock times of DescribeQuorum's replicas and of
+  delegation tokens) and batch CRCs;
 * member lists of describe responses (DescribeGroups, ConsumerGroupDescribe, ShareGroupDescribe)
   are compared as sets, by member id (mapped), not by position;
 * **membership timing** -- in a group that several members heartbeated to in the capture
@@ -30,6 +31,10 @@ making the response "differing":
   ``error_code``) is expected too, and so are its share group's start offsets in
   DescribeShareGroupOffsets.  Top-level errors, partition fetch errors, leaders and everything else
   are compared.
+* **telemetry timing** (KIP-714) -- the broker throttles a GetTelemetrySubscriptions or PushTelemetry that
+  comes sooner than the client's push interval after its previous one, so whether one is answered
+  THROTTLING_QUOTA_EXCEEDED depends on the replay's pace: when either side is, the difference is expected,
+  under ``error_code [telemetry timing]``.
 """
 
 from __future__ import annotations
@@ -43,12 +48,17 @@ from .report import ApiStats
 from .rewrite import _Ctx, _jsonable, _key, _kind_of, _Mapper
 
 #: Response fields that differ between runs by design: counted, never compared.
-IGNORED_FIELDS = frozenset({"throttle_time_ms", "cluster_id", "host", "port", "log_append_time_ms", "client_host"})
+IGNORED_FIELDS = frozenset({"throttle_time_ms", "cluster_id", "host", "port", "log_append_time_ms", "client_host",
+                            # wall-clock times a broker stamps: DescribeQuorum's replica clocks, tokens' lifetimes
+                            "last_fetch_timestamp", "last_caught_up_timestamp", "issue_timestamp_ms",
+                            "expiry_timestamp_ms", "max_timestamp_ms", "issue_timestamp", "expiry_timestamp",
+                            "max_timestamp"})
 _BATCH_FIELDS = ("partition_leader_epoch", "magic", "attributes", "last_offset_delta", "base_timestamp",
                  "max_timestamp", "producer_id", "producer_epoch", "base_sequence", "record_count")
 _ERROR_FIELDS = frozenset({"error_code", "acknowledge_error_code"})
 
 MEMBERSHIP_TIMING = " [membership timing]"
+TELEMETRY_TIMING = " [telemetry timing]"
 ACQUISITION_RACE = " [acquisition race]"
 
 _CONSUMER_GROUP_HEARTBEAT, _CONSUMER_GROUP_DESCRIBE = 68, 69
@@ -60,6 +70,8 @@ _DESCRIBES = (_CONSUMER_GROUP_DESCRIBE, _SHARE_GROUP_DESCRIBE)
 #: group and assignment epochs too, compared through the map: see :meth:`_Comparison.mapped`).
 _DESCRIBE_TIMING = frozenset({"members", "group_state"})
 _INVALID_RECORD_STATE = 121
+_GET_TELEMETRY_SUBSCRIPTIONS, _PUSH_TELEMETRY = 71, 72
+_THROTTLING_QUOTA_EXCEEDED = 89
 
 
 def _error_name(code: Any) -> str:
@@ -138,6 +150,9 @@ class _Comparison:
             self._dict(cap, rep, "", skip=("assignment",))
             self.soft("assignment", cap.get("assignment"), rep.get("assignment"), self._shared(), MEMBERSHIP_TIMING)
             self._note_member_epoch(cap, rep)
+        elif api in (_GET_TELEMETRY_SUBSCRIPTIONS, _PUSH_TELEMETRY) and cap.get("error_code") != rep.get(
+                "error_code") and _THROTTLING_QUOTA_EXCEEDED in (cap.get("error_code"), rep.get("error_code")):
+            self.expect("error_code", TELEMETRY_TIMING)
         elif api == _SHARE_FETCH:
             self._dict(cap, rep, "", skip=("responses",))
             self._share_partitions("responses", cap.get("responses") or [], rep.get("responses") or [])

@@ -19,6 +19,11 @@ target last gave that member (what the client would send: how many epochs a memb
 through depends on when the others joined), any other with the epoch mapped.  Group epochs
 (``group_epoch``, ``assignment_epoch`` of the describe responses) map per group:
 ``("gepoch", group, captured epoch)``.
+
+KIP-714 client metrics: the ``client_instance_id`` a GetTelemetrySubscriptions answer assigns (the request
+sends the zero id) and the ``subscription_id`` it names are the broker's, mapped (keys ``("instance", id)``
+and ``("subscription", id)``) and rewritten in the client's later GetTelemetrySubscriptions and
+PushTelemetry requests.
 """
 
 from __future__ import annotations
@@ -48,9 +53,12 @@ _MAPPED_KIND = {
     "producer_id": "pid", "producer_epoch": "epoch",
     "node_id": "node", "leader_id": "node", "controller_id": "node", "broker_id": "node",
     "replica_nodes": "node", "isr_nodes": "node", "offline_replicas": "node", "preferred_read_replica": "node",
+    "client_instance_id": "instance", "subscription_id": "subscription",
+    "token_id": "token", "hmac": "hmac",  # delegation tokens (KIP-48): random id, HMAC of it
 }
 #: The mapped fields rewritten in requests (node ids are only compared).
-_REQUEST_KINDS = frozenset({"session", "topic", "member", "gen", "mepoch", "pid", "epoch"})
+_REQUEST_KINDS = frozenset({"session", "topic", "member", "gen", "mepoch", "pid", "epoch", "instance",
+                            "subscription", "hmac"})
 #: Fields that carry a generation for classic members and a member epoch for members using member epochs.
 _GEN_OR_EPOCH = frozenset({"generation_id", "generation_id_or_member_epoch"})
 
@@ -170,12 +178,22 @@ def _key(kind: str, value: Any, ctx: _Ctx, pid: Any = None, owner: Any = None) -
         return None if value is None or value < 0 or pid is None or pid < 0 else ("epoch", pid, value)
     if kind == "node":
         return None if value is None or value < 0 else ("node", value)
+    if kind == "token":
+        return ("token", value) if value else None
+    if kind == "hmac":
+        return ("hmac", bytes(value)) if value else None
     if kind == "mepoch":
         member = owner.get("member_id") if owner is not None else None
         return None if not member or value is None or value <= 0 else ("mepoch", member, value)
     if kind == "gepoch":
         group = (owner.get("group_id") if owner is not None else None) or ctx.group
         return None if value is None or value <= 0 else ("gepoch", group, value)
+    if kind == "instance":
+        return None if value is None or value == ZERO_UUID else ("instance", value)
+    if kind == "subscription":
+        # Only where a client instance is named (an error answer carries the zero id and subscription 0).
+        instance = owner.get("client_instance_id") if owner is not None else None
+        return None if value is None or instance is None or instance == ZERO_UUID else ("subscription", value)
     return None
 
 

@@ -90,6 +90,7 @@ _GROUP_APIS: dict[int, tuple[str, str | None]] = {
     ApiKey.SHARE_GROUP_HEARTBEAT: ("group_id", None), ApiKey.SHARE_GROUP_DESCRIBE: ("group_ids", None),
     ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: ("groups", "group_id"),
     ApiKey.ALTER_SHARE_GROUP_OFFSETS: ("group_id", None), ApiKey.DELETE_SHARE_GROUP_OFFSETS: ("group_id", None),
+    ApiKey.OFFSET_DELETE: ("group_id", None),
 }
 #: Transaction APIs -> where their transactional id(s) are (as :data:`_GROUP_APIS`).
 _TXN_APIS: dict[int, tuple[str, str | None]] = {
@@ -103,7 +104,9 @@ _STALE_METADATA = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN
                              ErrorCode.UNKNOWN_TOPIC_ID, ErrorCode.LEADER_NOT_AVAILABLE,
                              ErrorCode.FENCED_LEADER_EPOCH})
 _STALE_COORDINATOR = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE})
-_TOPIC_CHANGES = frozenset({ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIONS})
+_TOPIC_CHANGES = frozenset({ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIONS,
+                            ApiKey.ELECT_LEADERS,  # ElectLeaders moves leaders: metadata is stale after it
+                            ApiKey.ALTER_PARTITION_REASSIGNMENTS})  # and reassignments move replicas
 
 
 class RoutingError(ConnectionError):

@@ -164,7 +164,7 @@ class CoordinatorBase:
         if err:
             raise KafkaClientError(f"FindCoordinator for group {self.group_id}: {error_name(err)}", err)
         timeout = max(self.config.request_timeout_ms, self.config.max_poll_interval_ms + 5000)
-        coord = BrokerConnection(node, host, port, self.client.client_id, timeout)
+        coord = BrokerConnection(node, host, port, self.client.client_id, timeout, self.client.security)
         try:
             await coord.open(self.client.nursery)
         except (OSError, ConnectionError) as exc:

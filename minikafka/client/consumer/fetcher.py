@@ -440,14 +440,15 @@ class Fetcher:
 
     async def _list_offsets_from(self, node: int, stamps: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
         conn = await self.client.connection(node)
-        version = conn.pick_version(ApiKey.LIST_OFFSETS, 7)
+        version = conn.pick_version(ApiKey.LIST_OFFSETS)
         topics: dict[str, list[dict]] = defaultdict(list)
         for tp, ts in stamps.items():
             pinfo = self.client.metadata.topics[tp.topic].partition(tp.partition)
             topics[tp.topic].append({"partition_index": tp.partition, "timestamp": ts, "max_num_offsets": 1,
                                      "current_leader_epoch": pinfo.leader_epoch if pinfo else -1})
         body = {"replica_id": -1, "isolation_level": self.config.isolation_level_id,
-                "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
+                "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
+                "timeout_ms": self.config.request_timeout_ms}  # v10+: bounds lookups in remote storage
         resp = await conn.request(ApiKey.LIST_OFFSETS, body, version=version)
         out: dict[TopicPartition, int] = {}
         for t in resp.topics:

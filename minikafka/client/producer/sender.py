@@ -29,12 +29,15 @@ from __future__ import annotations
 
 import logging
 import math
+import uuid
 from typing import TYPE_CHECKING, Any, Callable
 
 import trio
 
+from ...common import Node
 from ...protocol.api import ApiKey
 from ...protocol.errors import ErrorCode
+from ...protocol.types import ZERO_UUID
 from ..network import KafkaClientError, NetworkClient, is_retriable
 from .accumulator import RecordAccumulator
 from .batch import ProducerBatch
@@ -52,8 +55,13 @@ log = logging.getLogger(__name__)
 METADATA_ERRORS = {
     ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.LEADER_NOT_AVAILABLE,
     ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.NETWORK_EXCEPTION,
-    ErrorCode.KAFKA_STORAGE_ERROR,
+    ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.UNKNOWN_TOPIC_ID,
 }
+
+#: The newest Produce version without topic ids (v13 names topics by id), and the newest a transactional
+#: producer using transactions version 1 may send (Java's ``LAST_STABLE_VERSION_BEFORE_TRANSACTION_V2``).
+PRODUCE_LAST_BEFORE_TOPIC_IDS = 12
+PRODUCE_LAST_BEFORE_TRANSACTION_V2 = 11
 
 
 class Sender:
@@ -408,16 +416,20 @@ class Sender:
             if b.attempts:
                 m.retries.record(b.record_count, now_i, False)
         m.records_per_request.record(records, now_i, False)
+        topic_ids = {t: self.nc.metadata.topic_id(t) or ZERO_UUID for t in topics}
         body = {"transactional_id": self.txn.transactional_id if self.txn is not None else None,
                 "acks": self.acks, "timeout_ms": self.config.request_timeout_ms,
-                "topic_data": [{"name": t, "partition_data": pd} for t, pd in topics.items()]}
+                "topic_data": [{"name": t, "topic_id": topic_ids[t], "partition_data": pd}
+                               for t, pd in topics.items()]}
         conn = self.nc._connections.get(node)  # noqa: SLF001
         self.in_flight[node] = self.in_flight.get(node, 0) + 1
         self.in_flight_batches.update(batches)
         try:
             if conn is None or conn.closed:
                 raise KafkaClientError(f"no connection to broker {node}", ErrorCode.NETWORK_EXCEPTION)
-            pending = await conn.start_request(ApiKey.PRODUCE, body, expect_response=self.acks != 0)
+            version = conn.pick_version(ApiKey.PRODUCE, self._max_produce_version(topic_ids))
+            pending = await conn.start_request(ApiKey.PRODUCE, body, version=version,
+                                               expect_response=self.acks != 0)
         except KafkaClientError as exc:
             self.in_flight[node] -= 1
             self.in_flight_batches.difference_update(batches)
@@ -435,6 +447,16 @@ class Sender:
                 self._complete_batch(b, ErrorCode.NONE, -1, -1, None, now)
             return
         self.nursery.start_soon(self._await_response, node, pending, batches, now)
+
+    def _max_produce_version(self, topic_ids: dict[str, uuid.UUID]) -> int | None:
+        """The newest Produce version this request may use (Java's ``ProduceRequest.Builder``): 12 unless every
+        topic has a topic id (v13 names topics by id, KIP-516); 11 for a transactional producer, which uses
+        transactions version 1 (v12 would ask the leader to add partitions to the transaction itself)."""
+        if self.txn is not None and self.txn.is_transactional:
+            return PRODUCE_LAST_BEFORE_TRANSACTION_V2
+        if any(tid == ZERO_UUID for tid in topic_ids.values()):
+            return PRODUCE_LAST_BEFORE_TOPIC_IDS
+        return None
 
     async def _await_response(self, node: int, pending: Any, batches: list[ProducerBatch], sent_ms: float) -> None:
         try:
@@ -458,7 +480,9 @@ class Sender:
                 self._complete_batch(b, code, -1, -1, "request failed", now)
         else:
             m.throttle_time.record(resp.throttle_time_ms or 0, now_i, False)
-            parts = {(t.name, p.index): p for t in resp.responses for p in t.partition_responses}
+            parts = {(t.name or self.nc.metadata.topic_name(t.topic_id), p.index): p  # v13 names topics by id
+                     for t in resp.responses for p in t.partition_responses}
+            learned = self._learn_leaders(resp, parts)
             for b in batches:
                 p = parts.get((b.topic, b.partition))
                 if p is None:
@@ -466,14 +490,38 @@ class Sender:
                                          now)
                 else:
                     self._complete_batch(b, p.error_code, p.base_offset, p.log_append_time_ms, p.error_message, now,
-                                         p.get("record_errors"))
+                                         p.get("record_errors"), (b.topic, b.partition) in learned)
         self.wakeup()
+
+    def _learn_leaders(self, resp: Any, parts: dict[tuple[str | None, int], Any]) -> set[tuple[str | None, int]]:
+        """KIP-951 (Produce v10+): partitions answered NOT_LEADER_OR_FOLLOWER with a ``current_leader`` of a newer
+        leader epoch than the metadata's move to that leader (its endpoint from ``node_endpoints``), as Java's
+        ``Metadata.updatePartitionLeadership`` does; returns them (their retry needs no metadata refresh)."""
+        endpoints = {n.node_id: Node(n.node_id, n.host, n.port, n.rack) for n in resp.get("node_endpoints") or ()}
+        md = self.nc.metadata
+        learned: set[tuple[str | None, int]] = set()
+        for (topic, index), p in parts.items():
+            if p.error_code != ErrorCode.NOT_LEADER_OR_FOLLOWER or topic is None:
+                continue
+            leader = p.get("current_leader") or {}
+            leader_id, epoch = leader.get("leader_id", -1), leader.get("leader_epoch", -1)
+            info = md.topics.get(topic)
+            pm = info.partition(index) if info is not None else None
+            node = endpoints.get(leader_id) or md.brokers.get(leader_id)
+            if pm is None or leader_id < 0 or node is None or epoch <= pm.leader_epoch:
+                continue
+            md.brokers[leader_id] = node
+            pm.leader, pm.leader_epoch, pm.error = leader_id, epoch, ErrorCode.NONE
+            learned.add((topic, index))
+        return learned
 
     # -- completion ------------------------------------------------------------------------------
     def _complete_batch(self, batch: ProducerBatch, code: int, base_offset: int, log_append_time: int,
-                        message: str | None, now: float, record_errors: Any = None) -> None:
+                        message: str | None, now: float, record_errors: Any = None,
+                        leader_learned: bool = False) -> None:
         """``completeBatch``: success, retry, or failure of one batch (``record_errors``: the KIP-467
-        ``RecordError``s of the response, v8+)."""
+        ``RecordError``s of the response, v8+; ``leader_learned``: the response named the partition's new
+        leader, KIP-951, so a retry needs no metadata refresh)."""
         if self.guarantee_order:
             self.acc.muted.discard((batch.topic, batch.partition))
         if batch.is_done:
@@ -487,7 +535,7 @@ class Sender:
         if self._can_retry(batch, code, now):
             log.debug("retrying %r after %s (attempt %d)", batch, ErrorCode(code).name, batch.attempts + 1)
             self.acc.reenqueue(batch, now)
-            if code in METADATA_ERRORS:
+            if code in METADATA_ERRORS and not leader_learned:
                 self._metadata_wanted = True
                 self._last_refresh_ms = -math.inf
             return

@@ -1,13 +1,19 @@
-"""ApiVersions (api key 18): requests and responses, versions 0-3."""
+"""ApiVersions (api key 18): requests and responses, versions 0-4.
+
+v3 is the first flexible version, with the client's software name and version and the KIP-584 features
+(tagged fields).  v4 (KAFKA-17011) only lets ``supported_features`` carry a feature whose minimum
+supported level is 0: brokers leave such features out of v0-v3 answers, which older clients could not
+parse.
+"""
 
 from ..schema import Message, f
 
-ApiVersionsRequest = Message('ApiVersionsRequest', 18, "0-3", '3+', [
+ApiVersionsRequest = Message('ApiVersionsRequest', 18, "0-4", '3+', [
     f('client_software_name', 'string', '3+'),
     f('client_software_version', 'string', '3+'),
 ])
 
-ApiVersionsResponse = Message('ApiVersionsResponse', 18, "0-3", '3+', [
+ApiVersionsResponse = Message('ApiVersionsResponse', 18, "0-4", '3+', [
     f('error_code', 'int16'),
     f('api_keys', [
         f('api_key', 'int16'),

@@ -1,8 +1,13 @@
-"""Metadata (api key 3): requests and responses, versions 0-12."""
+"""Metadata (api key 3): requests and responses, versions 0-13.
+
+v10 adds topic ids (queries by id work from v12); v13 (KIP-1102) adds a top-level ``error_code`` to the
+response, with which a broker tells a client to rebootstrap (REBOOTSTRAP_REQUIRED) or that the request
+was refused as a whole.
+"""
 
 from ..schema import Message, f
 
-MetadataRequest = Message('MetadataRequest', 3, "0-12", '9+', [
+MetadataRequest = Message('MetadataRequest', 3, "0-13", '9+', [
     f('topics', [
         f('topic_id', 'uuid', '10+'),
         f('name', 'string', nullable='10+'),
@@ -12,7 +17,7 @@ MetadataRequest = Message('MetadataRequest', 3, "0-12", '9+', [
     f('include_topic_authorized_operations', 'bool', '8+'),
 ])
 
-MetadataResponse = Message('MetadataResponse', 3, "0-12", '9+', [
+MetadataResponse = Message('MetadataResponse', 3, "0-13", '9+', [
     f('throttle_time_ms', 'int32', '3+'),
     f('brokers', [
         f('node_id', 'int32'),
@@ -39,4 +44,5 @@ MetadataResponse = Message('MetadataResponse', 3, "0-12", '9+', [
         f('topic_authorized_operations', 'int32', '8+', default=-2147483648),
     ]),
     f('cluster_authorized_operations', 'int32', '8-10', default=-2147483648),
+    f('error_code', 'int16', '13+'),
 ])

@@ -1,12 +1,15 @@
-"""WriteTxnMarkers (api key 27): requests and responses, versions 0-1.
+"""WriteTxnMarkers (api key 27): requests and responses, versions 1-2.
 
 Sent by the transaction coordinator to partition leaders;
-``transaction_result`` False is ABORT, True is COMMIT.
+``transaction_result`` False is ABORT, True is COMMIT.  Kafka 4.0 removed v0 (v1, the first flexible
+version, is the baseline); v2 (KIP-1228) tells the leader each marker's transaction version, so that a
+transaction-version-2 marker, written under the epoch the coordinator bumped, must be above the
+producer's epoch on the partition.
 """
 
 from ..schema import Message, f
 
-WriteTxnMarkersRequest = Message('WriteTxnMarkersRequest', 27, "0-1", '1+', [
+WriteTxnMarkersRequest = Message('WriteTxnMarkersRequest', 27, "1-2", '1+', [
     f('markers', [
         f('producer_id', 'int64'),
         f('producer_epoch', 'int16'),
@@ -16,10 +19,11 @@ WriteTxnMarkersRequest = Message('WriteTxnMarkersRequest', 27, "0-1", '1+', [
             f('partition_indexes', '[]int32'),
         ]),
         f('coordinator_epoch', 'int32'),
+        f('transaction_version', 'int8', '2+', default=0),
     ]),
 ])
 
-WriteTxnMarkersResponse = Message('WriteTxnMarkersResponse', 27, "0-1", '1+', [
+WriteTxnMarkersResponse = Message('WriteTxnMarkersResponse', 27, "1-2", '1+', [
     f('markers', [
         f('producer_id', 'int64'),
         f('topics', [

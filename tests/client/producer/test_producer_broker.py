@@ -117,13 +117,15 @@ def inject_faults(broker, monkeypatch, code: ErrorCode, times: int, after_append
     """Answer ``code`` to the first ``times`` produce requests for ``topic`` (appending first when asked)."""
     real = broker.apis.handlers[ApiKey.PRODUCE]
     calls = [0]
+    topic_id = broker.metadata.get_topic(topic).topic_id
 
     async def faulty(ctx, req):
-        if any(td.name == topic for td in req.topic_data) and calls[0] < times:
+        # Produce v13 (the producer's newest) names topics by id.
+        if any(td.name == topic or td.topic_id == topic_id for td in req.topic_data) and calls[0] < times:
             calls[0] += 1
             if after_append:
                 await real(ctx, req)
-            return {"responses": [{"name": td.name, "partition_responses": [
+            return {"responses": [{"name": td.name, "topic_id": td.topic_id, "partition_responses": [
                 {"index": pd.index, "error_code": code} for pd in td.partition_data]} for td in req.topic_data],
                 "throttle_time_ms": 0}
         return await real(ctx, req)

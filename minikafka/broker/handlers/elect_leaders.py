@@ -1,0 +1,58 @@
+"""ElectLeaders (43, KIP-183, KIP-460): preferred and unclean leader elections, on the controller.
+
+Kafka 4 forwards ElectLeaders to the controller (``ControllerApis.handleElectLeaders``,
+``ReplicationControlManager.electLeaders``); here every broker answers from the shared cluster metadata,
+which plays the controller (:meth:`~minikafka.broker.metadata.ClusterMetadata.elect_leader`: a new leader
+comes with leader epoch + 1 and every broker follows it).
+
+ALTER on the cluster (else CLUSTER_AUTHORIZATION_FAILED on the top level and every partition named).  An
+election type other than 0 (preferred) or 1 (unclean) makes the request INVALID_REQUEST.  Null
+``topic_partitions`` elects for every partition of every topic: each topic is answered, its partitions that
+need no election (ELECTION_NOT_NEEDED) left out.  The request's timeout is not waited on: elections take
+effect at once.
+"""
+
+from __future__ import annotations
+
+from ...protocol import bodies as B
+from ...protocol.errors import ErrorCode
+from ..error_responses import error_response
+from ..request import RequestContext
+from ..services import Authorizer, LeaderElection, MetadataCache
+from .authorization import AclOperation, authorize
+
+PREFERRED, UNCLEAN = 0, 1  # Kafka's ElectionType
+
+
+class ElectLeadersHandler:
+    def __init__(self, election: LeaderElection, metadata: MetadataCache, authorizer: Authorizer | None = None) -> None:
+        self.election = election
+        self.metadata = metadata
+        self.authorizer = authorizer
+
+    async def handle(self, ctx: RequestContext, req: B.ElectLeadersRequestBody) -> B.ElectLeadersResponseBody:
+        if not authorize(self.authorizer, ctx, AclOperation.ALTER):
+            return error_response(ctx.api_key, ctx.api_version, req,  # type: ignore[return-value]
+                                  ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+        election_type = req["election_type"] if ctx.api_version >= 1 else PREFERRED
+        if election_type not in (PREFERRED, UNCLEAN):  # Kafka: InvalidRequestException("Unknown election type")
+            return error_response(ctx.api_key, ctx.api_version, req,  # type: ignore[return-value]
+                                  ErrorCode.INVALID_REQUEST)
+        unclean = election_type == UNCLEAN
+        results: list[B.ElectLeadersResponseReplicaElectionResults] = []
+        if req["topic_partitions"] is None:
+            for topic in sorted(self.metadata.all_topics(), key=lambda t: t.name):
+                partitions: list[B.ElectLeadersResponseReplicaElectionResultsPartitionResult] = []
+                for p in topic.partitions:
+                    code, message = self.election.elect_leader(topic.name, p.partition, unclean)
+                    if code != ErrorCode.ELECTION_NOT_NEEDED:
+                        partitions.append({"partition_id": p.partition, "error_code": code, "error_message": message})
+                results.append({"topic": topic.name, "partition_result": partitions})
+        else:
+            for t in req["topic_partitions"]:
+                partitions = []
+                for index in t["partitions"]:
+                    code, message = self.election.elect_leader(t["topic"], index, unclean)
+                    partitions.append({"partition_id": index, "error_code": code, "error_message": message})
+                results.append({"topic": t["topic"], "partition_result": partitions})
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "replica_election_results": results}

@@ -1,0 +1,102 @@
+"""Real clients for the cluster tests that move a partition's leader under load (failover, reassignment):
+a kafka-python consumer reading one partition on a background thread and a confluent-kafka idempotent
+``acks=all`` producer that records what the cluster acknowledged.
+
+Imported as ``cluster_clients_common`` (pytest puts ``tests/cluster`` on the path for the tests there; the name
+is unique across the tree).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+from confluent_kafka import Producer
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from kafka import KafkaConsumer, TopicPartition
+
+
+class PartitionReader:
+    """kafka-python reading one partition from its beginning on a daemon thread, across leader changes (short
+    metadata age and backoffs), until ``done(got)`` holds or ``timeout`` seconds pass.  ``got`` is every
+    (offset, value) read; :meth:`join` fails the test with the consumer's exception, if it raised one."""
+
+    def __init__(self, bootstrap: str, topic: str, partition: int = 0, *, done: Callable[[list], bool],
+                 timeout: float, **consumer_config: Any) -> None:
+        self.config = dict(bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest",
+                           request_timeout_ms=5000, fetch_max_wait_ms=100, reconnect_backoff_max_ms=200,
+                           metadata_max_age_ms=1000, **consumer_config)
+        self.tp = TopicPartition(topic, partition)
+        self.done = done
+        self.timeout = timeout
+        self.got: list[tuple[int, bytes]] = []
+        self.error: list[BaseException] = []
+        self.thread = threading.Thread(target=self._consume, daemon=True)
+
+    def start(self) -> "PartitionReader":
+        self.thread.start()
+        return self
+
+    def _consume(self) -> None:
+        try:
+            consumer = KafkaConsumer(**self.config)
+            try:
+                consumer.assign([self.tp])
+                consumer.seek_to_beginning(self.tp)
+                deadline = time.monotonic() + self.timeout
+                while not self.done(self.got) and time.monotonic() < deadline:
+                    for records in consumer.poll(timeout_ms=100).values():
+                        self.got.extend((r.offset, r.value) for r in records)
+            finally:
+                consumer.close()
+        except BaseException as exc:  # reported by join()
+            self.error.append(exc)
+
+    def join(self, timeout: float) -> list[tuple[int, bytes]]:
+        """Wait for the reader to stop; what it read."""
+        self.thread.join(timeout)
+        assert not self.error, self.error
+        return self.got
+
+
+class AckedProducer:
+    """A confluent-kafka idempotent ``acks=all`` producer (short backoffs, metadata refreshed every second)
+    that records every acknowledged value by offset, and every delivery error."""
+
+    def __init__(self, bootstrap: str, *, message_timeout_ms: int) -> None:
+        self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                                  "linger.ms": 2, "message.timeout.ms": message_timeout_ms, "retry.backoff.ms": 50,
+                                  "topic.metadata.refresh.interval.ms": 1000})
+        self.acked: dict[int, bytes] = {}
+        self.errors: list[str] = []
+        self.lock = threading.Lock()
+
+    def _on_delivery(self, err, msg) -> None:
+        with self.lock:
+            if err is not None:
+                self.errors.append(str(err))
+            else:
+                self.acked[msg.offset()] = msg.value()
+
+    def send(self, topic: str, value: bytes, partition: int = 0) -> None:
+        """Produce one record, waiting for room while the local queue is full."""
+        while True:
+            try:
+                self.producer.produce(topic, value=value, partition=partition, on_delivery=self._on_delivery)
+                break
+            except BufferError:
+                self.producer.poll(0.05)
+        self.producer.poll(0)
+
+    def assert_acked_in_order(self, values: list[bytes], timeout: float) -> None:
+        """Flush; then no delivery failed and ``values`` were acknowledged each at its own offset from 0, in
+        produce order, with no gaps or duplicates."""
+        assert self.producer.flush(timeout) == 0
+        assert not self.errors, self.errors[:5]
+        assert sorted(self.acked) == list(range(len(values)))
+        assert [self.acked[o] for o in range(len(values))] == values
