@@ -6,9 +6,7 @@ Kafka 4.2's schema (``messages-4.2/``) is the reference for the versions it has;
 For each message (both directions of every API in ``APIS``, plus the request and
 response headers) and each version we support, the fields present in that
 version must match Kafka's in order, name, type, nullability, tagging,
-flexibility and default.  A version Kafka added after the shared schema was
-taken, with the exact format of an earlier one, is listed in ``SAME_FORMAT_AS``
-and compared as that earlier version.  Any other declared version the shared
+flexibility and default.  A declared version the shared
 snapshot lacks (Kafka 4.1/4.2 additions, APIs the snapshot has no file for) must
 be listed in ``BEYOND_SNAPSHOT``, so that a new gap is noticed rather than
 silently left unchecked.
@@ -44,14 +42,11 @@ MESSAGES_42_DIR = SHARED / "kafka-protocol" / "messages-4.2"
 _INT_TYPES = {"int8", "int16", "uint16", "int32", "uint32", "int64"}
 
 
-# (message, version) beyond the shared schema's validVersions -> the schema version with the same format.
-SAME_FORMAT_AS: dict[tuple[str, int], int] = {}
-
 # Declared versions the shared snapshot (Kafka ~4.0) does not have, by message, with where they come
 # from.  They were written from Kafka 4.2's JSON schemas (apache/kafka,
 # clients/src/main/resources/common/message) and are covered by the round-trip tests only: nothing
 # here can compare them field by field.  test_every_declared_version_is_compared_or_listed fails for a
-# declared version that is neither in the snapshot, in SAME_FORMAT_AS nor here.
+# declared version that is neither in the snapshot nor here.
 _KIP_932_STABLE = "KIP-932's stable version (Kafka 4.1); the snapshot has only the early-access v0"
 _KIP_1222 = "v2 adds ShareAcquireMode and Renew acknowledgements (KIP-1206, KIP-1222; Kafka 4.2)"
 _SHARE_OFFSETS = "KIP-932 share-group offsets admin (Kafka 4.1); the snapshot has no schema for it"
@@ -132,7 +127,7 @@ CASES = [
     pytest.param(msg, v, id=f"{msg.name}-v{v}")
     for msg in ALL_MESSAGES
     for v in range(msg.min_version, msg.max_version + 1)
-    if in_snapshot(msg.name, v) or (msg.name, v) in SAME_FORMAT_AS
+    if in_snapshot(msg.name, v)
 ]
 
 
@@ -236,7 +231,6 @@ def compare_fields(
 @pytest.mark.parametrize("msg,version", CASES)
 def test_fields_match_kafka(msg: Message, version: int) -> None:
     """Fields present at ``version``: same order, names, types, nullability, tags, defaults."""
-    version = SAME_FORMAT_AS.get((msg.name, version), version)
     schema = kafka_schema(msg.name, version)
     common = {s["name"]: s["fields"] for s in schema.get("commonStructs", [])}
     errors = compare_fields(msg.fields, schema["fields"], version, msg.name, common)
@@ -246,15 +240,14 @@ def test_fields_match_kafka(msg: Message, version: int) -> None:
 @pytest.mark.parametrize("msg,version", CASES)
 def test_flexible_versions_match_kafka(msg: Message, version: int) -> None:
     """The message is flexible at ``version`` exactly when Kafka's flexibleVersions says so."""
-    kafka_version = SAME_FORMAT_AS.get((msg.name, version), version)
-    schema = kafka_schema(msg.name, kafka_version)
-    assert msg.is_flexible(version) == in_versions(schema.get("flexibleVersions"), kafka_version)
+    schema = kafka_schema(msg.name, version)
+    assert msg.is_flexible(version) == in_versions(schema.get("flexibleVersions"), version)
 
 
 def test_every_declared_version_is_compared_or_listed() -> None:
-    """Each declared version is in the snapshot, in SAME_FORMAT_AS or in BEYOND_SNAPSHOT (a new gap fails)."""
+    """Each declared version is in the snapshot or in BEYOND_SNAPSHOT (a new gap fails)."""
     unchecked = [f"{msg.name} v{v}" for msg in ALL_MESSAGES for v in range(msg.min_version, msg.max_version + 1)
-                 if not (in_snapshot(msg.name, v) or (msg.name, v) in SAME_FORMAT_AS or listed_beyond(msg.name, v))]
+                 if not (in_snapshot(msg.name, v) or listed_beyond(msg.name, v))]
     assert unchecked == []
 
 
@@ -264,8 +257,7 @@ def test_beyond_snapshot_entries_are_declared_and_missing(name: str) -> None:
     versions, reason = BEYOND_SNAPSHOT[name]
     msg = next(m for m in ALL_MESSAGES if m.name == name)
     assert reason and versions
-    assert all(msg.supports(v) and not in_snapshot(name, v) and (name, v) not in SAME_FORMAT_AS
-               for v in versions)
+    assert all(msg.supports(v) and not in_snapshot(name, v) for v in versions)
 
 
 @pytest.mark.parametrize("msg", ALL_MESSAGES, ids=lambda m: m.name)
@@ -278,20 +270,12 @@ def test_message_identity_matches_kafka(msg: Message) -> None:
     lo, hi = valid_versions(msg.name)
     beyond = [] if hi is None else range(hi + 1, msg.max_version + 1)
     assert lo <= msg.min_version
-    assert all((msg.name, v) in SAME_FORMAT_AS or listed_beyond(msg.name, v) for v in beyond)
+    assert all(listed_beyond(msg.name, v) for v in beyond)
     if schema["type"] == "header":
         assert msg.api_key == -1
     else:
         assert schema["type"] == ("request" if msg.name.endswith("Request") else "response")
         assert msg.api_key == schema["apiKey"]
-
-
-@pytest.mark.parametrize("name,version", sorted(SAME_FORMAT_AS))
-def test_same_format_versions_lie_beyond_the_schema(name: str, version: int) -> None:
-    """Each ``SAME_FORMAT_AS`` entry is a version the schema lacks (drop it once the schema has it)."""
-    lo, hi = valid_versions(name)
-    assert hi is not None and version > hi
-    assert lo <= SAME_FORMAT_AS[(name, version)] <= hi
 
 
 def test_snake_case() -> None:
