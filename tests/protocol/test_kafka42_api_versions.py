@@ -68,3 +68,21 @@ async def test_offered_versions_are_ranges_minikafka_declares(conn: KafkaConnect
     known = {int(k) for k in ApiKey}
     for key, (lo, hi) in offered.items():
         assert key in known and 0 <= lo <= hi, (key, lo, hi)
+
+
+async def test_readme_lists_every_offered_api_with_its_range(conn: KafkaConnection) -> None:
+    """README's "What the broker supports" names each offered API with the range ApiVersions gives."""
+    import re
+
+    from kafka_json import REPO_ROOT
+    from minikafka.protocol.api import APIS
+
+    text = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    section = text[text.index("Every API of a Kafka 4.2 broker's client listener"):text.index("Features (KIP-584")]
+    listed: dict[str, tuple[int, int]] = {}
+    for names, lo, hi in re.findall(r"((?:[A-Z]\w+/)*[A-Z]\w+)\s+(\d+)(?:-(\d+))?", section):
+        for name in names.split("/"):
+            listed[name] = (int(lo), int(hi or lo))
+    offered = await conn.negotiate()
+    expected = {APIS[key].name: (lo, hi) for key, (lo, hi) in offered.items()}
+    assert {name: listed.get(name) for name in expected} == expected
