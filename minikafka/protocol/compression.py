@@ -32,7 +32,7 @@ import cramjam
 __all__ = [
     "CompressionType", "CompressionError", "UnsupportedCodecError",
     "NONE", "GZIP", "SNAPPY", "LZ4", "ZSTD", "CODEC_NAMES",
-    "compress", "decompress",
+    "compress", "decompress", "decompress_bounded",
     "xerial_snappy_encode", "snappy_decode", "XERIAL_MAGIC", "XERIAL_BLOCK_SIZE",
 ]
 
@@ -163,3 +163,34 @@ def decompress(codec: int, data: Buffer) -> bytes:
     if codec == NONE:
         return bytes(data)
     raise UnsupportedCodecError(f"unknown compression codec {codec}")
+
+
+_CRAMJAM_CODECS = {GZIP: cramjam.gzip, LZ4: cramjam.lz4, ZSTD: cramjam.zstd}
+_FIRST_GUESS = 8  # output buffer tried first: this many times the input (at least 64 KiB), then x4 up to the bound
+
+
+def decompress_bounded(codec: int, data: Buffer, max_size: int) -> bytes:
+    """:func:`decompress`, refusing (`CompressionError`) what would decompress to more than ``max_size`` bytes.
+
+    For input a peer sends whose size after decompression nothing bounds (a small compressed payload can
+    stand for gigabytes): gzip, lz4 and zstd are decompressed into buffers that grow to ``max_size`` at most;
+    snappy's expansion is bounded by its format, so it is decompressed and then checked.
+    """
+    if codec == SNAPPY or codec == NONE or codec not in _CRAMJAM_CODECS:
+        out = decompress(codec, data)
+        if len(out) > max_size:
+            raise CompressionError(f"{CODEC_NAMES[codec]}: decompresses to more than {max_size} bytes")
+        return out
+    module = _CRAMJAM_CODECS[codec]
+    size = min(max_size, max(1 << 16, _FIRST_GUESS * len(data)))
+    while True:
+        buf = bytearray(size)
+        try:
+            n = module.decompress_into(data, buf)
+        except cramjam.DecompressionError as exc:
+            if size >= max_size:  # corrupt, or larger than the bound: refused either way
+                raise CompressionError(f"{CODEC_NAMES[codec]}: {exc} (or more than {max_size} bytes)") from exc
+            size = min(max_size, size * 4)
+            continue
+        return bytes(memoryview(buf)[:n])
+

@@ -299,6 +299,10 @@ async def test_push_errors_as_kafka(broker: Broker, clock: ManualClock) -> None:
         clock.sleep(1000)
         assert await push(conn, sub, b"not zstd", codec=ZSTD) == E.INVALID_RECORD
         clock.sleep(1000)
+        # A compression bomb: 3 KB that would be 100 MiB is refused, not decompressed.
+        bomb = compress(ZSTD, bytes(100 << 20))
+        assert len(bomb) < 4096 and await push(conn, sub, bomb, codec=ZSTD) == E.INVALID_RECORD
+        clock.sleep(1000)
         assert await push(conn, sub, otlp(1.0, 1), subscription_id=sub.subscription_id + 1) == \
             E.UNKNOWN_SUBSCRIPTION_ID
         clock.sleep(1000)
@@ -315,7 +319,7 @@ async def test_push_errors_as_kafka(broker: Broker, clock: ManualClock) -> None:
         metrics = broker.metrics()
         assert metrics["kafka.server:type=client-metrics,name=throttle-total"] == 1
         assert metrics["kafka.server:type=client-metrics,name=unknown-subscription-request-total"] == 1
-        assert metrics["kafka.server:type=client-metrics,name=plugin-error-total"] == 2
+        assert metrics["kafka.server:type=client-metrics,name=plugin-error-total"] == 3
 
 
 async def test_a_closed_connection_forgets_its_instance(broker: Broker) -> None:

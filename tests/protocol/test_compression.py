@@ -206,3 +206,16 @@ def test_gzip_interop_with_stdlib():
     # zlib-produced gzip wrapper
     z = zlib.compressobj(9, zlib.DEFLATED, 31)
     assert decompress(GZIP, z.compress(data) + z.flush()) == data
+
+
+@pytest.mark.parametrize("codec", [NONE, GZIP, SNAPPY, LZ4, ZSTD])
+def test_decompress_bounded_refuses_more_than_its_bound(codec: int) -> None:
+    from minikafka.protocol.compression import decompress_bounded
+
+    data = b"abc" * 300_000  # 900 KB: more than the first buffer tried for a payload this compressible
+    packed = compress(codec, data)
+    assert decompress_bounded(codec, packed, len(data)) == data
+    with pytest.raises(CompressionError):
+        decompress_bounded(codec, packed, len(data) - 1)
+    with pytest.raises(CompressionError):
+        decompress_bounded(codec, b"\x00not compressed data" if codec != NONE else packed, 10)

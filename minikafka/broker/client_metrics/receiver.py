@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...protocol.compression import CompressionError, UnsupportedCodecError, decompress
+from ...protocol.compression import CompressionError, UnsupportedCodecError, decompress_bounded
 
 log = logging.getLogger(__name__)
 
@@ -148,10 +148,16 @@ def parse_metrics_data(data: bytes) -> Any:
     return message
 
 
-def decode_payload(compression_type: int, payload: bytes) -> Any:
-    """Decompress (Kafka's ``ClientTelemetryUtils.decompress``) and parse a PushTelemetry payload."""
+#: What a pushed payload may decompress to (``telemetry.max.bytes`` bounds it compressed only): a client's
+#: metrics are kilobytes; a few compressed bytes standing for gigabytes are refused, not allocated.
+MAX_DECOMPRESSED_BYTES = 32 << 20
+
+
+def decode_payload(compression_type: int, payload: bytes, max_size: int = MAX_DECOMPRESSED_BYTES) -> Any:
+    """Decompress (Kafka's ``ClientTelemetryUtils.decompress``, bounded by ``max_size``) and parse a
+    PushTelemetry payload."""
     try:
-        data = decompress(compression_type, payload)
+        data = decompress_bounded(compression_type, payload, max_size)
     except (CompressionError, UnsupportedCodecError) as exc:
         raise TelemetryDecodeError(f"cannot decompress the metrics: {exc}") from None
     return parse_metrics_data(data)
