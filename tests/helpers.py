@@ -25,10 +25,15 @@ async def create(conn: KafkaConnection, name: str, partitions: int = 1, **extra)
     assert resp.topics[0].error_code == 0, resp
 
 
+# How long an acks=all produce may wait for the in-sync followers (Produce's timeout_ms).  Generous: the answer
+# comes as soon as the ISR has the records, so it only bounds a failure (a slow runner must not time out).
+PRODUCE_TIMEOUT_MS = 30_000
+
+
 async def produce(conn: KafkaConnection, topic: str, records: bytes, partition: int = 0, acks: int = -1,
-                  version: int = 9, transactional_id: str | None = None):
+                  version: int = 9, transactional_id: str | None = None, timeout_ms: int = PRODUCE_TIMEOUT_MS):
     resp = await conn.request(K.PRODUCE, version, {
-        "acks": acks, "timeout_ms": 1000, "transactional_id": transactional_id,
+        "acks": acks, "timeout_ms": timeout_ms, "transactional_id": transactional_id,
         "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": records}]}]})
     return resp.responses[0].partition_responses[0]
 

@@ -376,7 +376,7 @@ class Broker:
         self.request_stats_observer = RequestStats()
         self.broker_metrics_observer = BrokerMetricsObserver(self.metadata)
         self.apis = KafkaApis(build_handlers(self._services()), self.quotas, self.task_time, clock,
-                              [self.request_stats_observer, self.broker_metrics_observer, self.client_metrics],
+                              [self.request_stats_observer, self.broker_metrics_observer],
                               BrokerFaults(self.faults, self.node_id, self._topic_name))
         self.pool = MemoryPool(config.queued_max_request_bytes)
         # SASL authentications that completed (Kafka's successful-(re)authentication-total).

@@ -531,9 +531,23 @@ class ClusterMetadata:
             self._controller = controller
             self.controller_epoch += 1
 
-    def elect_leader(self, topic: str, partition: int, unclean: bool = False) -> tuple[ErrorCode, str | None]:
+    def elect_leaders(self, partitions: list[tuple[str, int]], unclean: bool = False
+                      ) -> list[tuple[ErrorCode, str | None]]:
+        """Kafka's ``ReplicationControlManager.electLeaders`` (ElectLeaders): an election (:meth:`_elect_leader`)
+        for each ``(topic, partition)`` in order, one ``(error, message)`` each.  The changes of the whole request are
+        persisted once and each topic that changed is told to every broker once, as Kafka's controller writes
+        one batch of records per request."""
+        results = [self._elect_leader(topic, partition, unclean) for topic, partition in partitions]
+        changed = sorted({topic for (topic, _), (code, _) in zip(partitions, results) if code == ErrorCode.NONE})
+        if changed:
+            self.persist()
+            for name in changed:
+                self.notify("leadership", name)
+        return results
+
+    def _elect_leader(self, topic: str, partition: int, unclean: bool) -> tuple[ErrorCode, str | None]:
         """Kafka's ``ReplicationControlManager.electLeader`` for ElectLeaders (ELR disabled): the partition's
-        error code and message.
+        error code and message; a new leader is applied in memory, the caller persists and notifies.
 
         Preferred (``unclean`` False): ELECTION_NOT_NEEDED when the first assigned replica leads; it becomes
         the leader when it is a live in-sync replica; else a leader that is a live ISR member stays
@@ -567,8 +581,6 @@ class ClusterMetadata:
                         partition, pm.isr)
         pm.leader, pm.isr = leader, list(isr)
         pm.leader_epoch += 1
-        self.persist()
-        self.notify("leadership", topic)
         return ErrorCode.NONE, None
 
     def broker_endpoints(self, broker_id: int) -> dict[str, Node]:

@@ -10,8 +10,9 @@ can come between), and the old directory removed (Kafka's ``maybeReplaceCurrentW
 truncation of the current log (a follower that changed leader) truncates the future log to the offset where
 their leader epochs agree, as the alter-log-dirs thread's OffsetsForLeaderEpoch against the local replica
 does; retention or DeleteRecords moving the current log's start past the future log's end restarts the copy
-there.  The partition is not compacted while it moves (Kafka's ``abortAndPauseCleaning``): the replica
-manager leaves it out of the cleaner's targets, and a cleaning already under way is waited for before the swap.
+there (at the base of the batch holding the log start).  The partition is not compacted while it moves (Kafka's
+``abortAndPauseCleaning``): the replica manager leaves it out of the cleaner's targets, and a cleaning already
+under way is waited for before anything is copied (Kafka aborts it instead).
 
 A replica not hosted yet gets its directory remembered for when it is created (Kafka's preferred log dir)
 and is answered REPLICA_NOT_AVAILABLE.  Asking for the directory a replica already is in cancels its move.
@@ -239,20 +240,26 @@ class ReplicaAlterLogDirsManager:
         move = self._moves.get(key)
         if move is None:  # a move found at start-up: first make sure the future log agrees with the current one
             move = self._moves[key] = _Move(-1)
+        if self.cleaning(f"{key[0]}-{key[1]}"):
+            # A cleaning that began before the move replaces segments of the current log and then advances
+            # the cleaner checkpoint: nothing is copied (or swapped) until it is done, so that the future log
+            # holds only what that checkpoint describes.  No new cleaning starts while the partition moves.
+            return False
         if move.truncations != current.truncations or future.log_end_offset > current.log_end_offset:
             _truncate_to_common_epoch(current, future)
             move.truncations = current.truncations
-        if future.log_end_offset < current.log_start_offset:  # retention went past it: start again there
-            _restart(current, future)
+        if future.log_end_offset < current.log_start_offset and future.log_end_offset != _first_batch_base(current):
+            _restart(current, future)  # retention or DeleteRecords went past it: start again there
             return True
         if future.log_end_offset < current.log_end_offset:
-            got = current.read(future.log_end_offset, self.chunk_bytes, min_one_batch=True)
+            # The future log may end at the base of the batch holding the log start (DeleteRecords inside a
+            # batch), below the log start: the read starts at the log start, and returns that batch.
+            got = current.read(max(future.log_end_offset, current.log_start_offset), self.chunk_bytes,
+                               min_one_batch=True)
             for chunk in got.chunks:
                 future.append_as_follower(chunk)
             self.bytes_copied += got.size
             return True
-        if self.cleaning(f"{key[0]}-{key[1]}"):
-            return False
         old_dir = _dir_name(self.log_manager, current)
         self.replica_manager.replace_current_with_future(part)
         self._moves.pop(key, None)
@@ -283,16 +290,19 @@ def _dir_name(lm: LogManager, lg: Log) -> str:
     return d.path if d is not None else MEMORY_LOG_DIR
 
 
-def _restart(current: Log, future: Log) -> None:
-    """Empty the future log and start it at the current log's first batch (the one holding its log start)."""
-    start = current.log_start_offset
-    got = current.read(start, 1, min_one_batch=True)
+def _first_batch_base(current: Log) -> int:
+    """The base offset of the current log's batch holding its log start offset (below the log start when
+    DeleteRecords or retention put it inside a batch); the log start offset when the log has no batch there."""
+    got = current.read(current.log_start_offset, 1, min_one_batch=True)
     for chunk in got.chunks:
         for h, _ in iter_batches(chunk, check_crc=False):
-            start = h.base_offset
-            break
-        break
-    future.truncate_fully_and_start_at(start)
+            return h.base_offset
+    return current.log_start_offset
+
+
+def _restart(current: Log, future: Log) -> None:
+    """Empty the future log and start it at the current log's first batch (the one holding its log start)."""
+    future.truncate_fully_and_start_at(_first_batch_base(current))
 
 
 def _truncate_to_common_epoch(current: Log, future: Log) -> None:

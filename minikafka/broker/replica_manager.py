@@ -323,9 +323,13 @@ class ReplicaManager:
 
     def replace_current_with_future(self, part: Partition) -> None:
         """A replica moved to another log dir: its caught-up future log becomes its log (Kafka's
-        ``Partition.maybeReplaceCurrentWithFutureReplica``); producer state is unchanged, as the logs are."""
-        part.log = self.log_manager.replace_current_with_future(part.topic, part.index)
-        self.partition_changed(part.tp)
+        ``Partition.maybeReplaceCurrentWithFutureReplica``); producer state is unchanged, as the logs are.
+        A failed swap may have reopened the log: the partition takes the log manager's either way."""
+        try:
+            part.log = self.log_manager.replace_current_with_future(part.topic, part.index)
+        finally:
+            part.log = self.log_manager.logs.get(part.tp, part.log)
+            self.partition_changed(part.tp)
 
     def delete_records(self, part: Partition, offset: int) -> int:
         """DeleteRecords: move the log start offset to ``offset`` (-1: the high watermark); returns

@@ -27,6 +27,17 @@ class FetchTrace:
 
 
 @dataclass(slots=True)
+class ClientInformation:
+    """The client software a connection named in its ApiVersions request (v3+): Kafka's ``ClientInformation``,
+    kept per connection (Kafka's ``ChannelMetadataRegistry``); empty until it names one.  The socket server puts
+    the connection's on every request's context and the ApiVersions handler fills it in, so other requests pay
+    nothing for it."""
+
+    software_name: str = ""
+    software_version: str = ""
+
+
+@dataclass(slots=True)
 class RequestContext:
     """What a handler may know about a request besides its body; handlers never see the socket."""
 
@@ -49,6 +60,7 @@ class RequestContext:
     request_quota_recorded: bool = False  # the handler charged the request quota itself (Fetch)
     handler_started_ns: int = 0  # the task's run time when the handler started (request quota)
     fetch: FetchTrace | None = None
+    client_information: ClientInformation | None = None  # the connection's (None outside the socket server)
 
     @property
     def user(self) -> str:

@@ -43,7 +43,7 @@ import logging
 import ssl
 from collections import Counter
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import trio
@@ -55,7 +55,7 @@ from ..protocol.framing import NEED_DATA, NEED_MEMORY, Frame, FrameDecoder, Fram
 from .apis import CloseConnection, KafkaApis
 from .config import BrokerConfig, StartupError
 from .quota import ThrottledChannelReaper
-from .request import Request
+from .request import ClientInformation, Request
 from .security.authenticator import AuthAction, SaslServerAuthenticator, SaslServerMechanism
 from .security.listeners import EndPoint
 from .security.ssl import ANONYMOUS, NoMatchingRule, SslPrincipalMapper, principal_mapper, server_context, ssl_principal
@@ -186,13 +186,15 @@ class Listener:
 
 @dataclass(slots=True)
 class _Activity:
-    """When a connection last received bytes, and whether it is waiting for more (idle closing)."""
+    """When a connection last received bytes, whether it is waiting for more (idle closing), and the client
+    software its ApiVersions named."""
 
     scope: trio.CancelScope
     last: float
     conn_id: str = ""
     peer: str = ""
     waiting: bool = False
+    client_information: ClientInformation = field(default_factory=ClientInformation)  # from its ApiVersions
 
 
 class _AuthenticationFailed(Exception):
@@ -456,6 +458,7 @@ class SocketServer:
                 ctx.principal = principal
                 ctx.security_protocol = endpoint.endpoint.security_protocol
                 ctx.token_authenticated = auth is not None and auth.token_authenticated
+                ctx.client_information = activity.client_information
                 await self._serve_request(transport, channel, request)
             finally:
                 self.pool.release(event.pooled)
@@ -481,6 +484,7 @@ class SocketServer:
         if action.forward:  # ApiVersions before authentication: KafkaApis answers it
             request = self.apis.parse(frame, activity.conn_id, activity.peer)
             request.context.listener = listener
+            request.context.client_information = activity.client_information
             await self._serve_request(transport, channel, request)
         elif action.response is not None:
             await transport.send_frame(action.response)

@@ -12,7 +12,6 @@ them structurally; :class:`BrokerServices` is the bundle the broker wires and
 
 from __future__ import annotations
 
-import re
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable
@@ -25,6 +24,7 @@ from ..protocol.errors import ErrorCode
 from .config import BrokerConfig
 
 if TYPE_CHECKING:
+    from .groups.consumer.subscription import CompiledRegex
     from .client_metrics.manager import ClientMetricsInstance
     from .features import ApiError, FeatureUpdate
     from .request import RequestContext
@@ -170,10 +170,12 @@ class PartitionReassignments(Protocol):
 
 
 class LeaderElection(Protocol):
-    """ElectLeaders, the controller's part (Kafka's ``ReplicationControlManager.electLeader``)."""
+    """ElectLeaders, the controller's part (Kafka's ``ReplicationControlManager.electLeaders``)."""
 
-    def elect_leader(self, topic: str, partition: int, unclean: bool = False) -> tuple[ErrorCode, str | None]:
-        """A preferred (or, ``unclean``, unclean) election for one partition: its error code and message."""
+    def elect_leaders(self, partitions: list[tuple[str, int]], unclean: bool = False
+                      ) -> list[tuple[ErrorCode, str | None]]:
+        """A preferred (or, ``unclean``, unclean) election for each ``(topic, partition)``: their error codes
+        and messages, in order; the whole batch is persisted and announced once."""
         ...
 
 
@@ -505,7 +507,7 @@ class TransactionCoordinatorApi(Protocol):
     def describe(self, transactional_id: str) -> TransactionMetadata | None: ...
 
     def list_transactions(self, states: set[str] | None = None, producer_ids: set[int] | None = None,
-                          min_duration_ms: int = -1, pattern: re.Pattern[str] | None = None
+                          min_duration_ms: int = -1, pattern: CompiledRegex | None = None
                           ) -> list[TransactionListing]: ...
 
 

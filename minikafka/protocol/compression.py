@@ -87,10 +87,30 @@ def xerial_snappy_encode(data: Buffer, block_size: int = XERIAL_BLOCK_SIZE) -> b
     return b"".join(parts)
 
 
+#: The most a snappy byte can stand for: a 3-byte copy writes at most 64 bytes (the format's best ratio).
+_SNAPPY_MAX_RATIO = 22
+
+
+def _snappy_raw(mv: memoryview) -> bytes:
+    """Raw snappy, refused before any allocation when its header declares more than the bytes that follow
+    can encode (a 5-byte header may declare 4 GiB: the decoder would allocate it)."""
+    declared, shift, pos = 0, 0, 0
+    while pos < len(mv) and pos < 5:
+        b = mv[pos]
+        declared |= (b & 0x7F) << shift
+        pos += 1
+        if not b & 0x80:
+            break
+        shift += 7
+    if declared > _SNAPPY_MAX_RATIO * (len(mv) - pos):
+        raise CompressionError(f"snappy: declares {declared} bytes, more than {len(mv) - pos} bytes can encode")
+    return bytes(cramjam.snappy.decompress_raw(mv))
+
+
 def _xerial_decode(mv: memoryview) -> bytes:
     parts: list[bytes] = []
     append = parts.append
-    decompress_raw = cramjam.snappy.decompress_raw
+    decompress_raw = _snappy_raw
     unpack_from = _INT32.unpack_from
     pos = 16
     n = len(mv)
@@ -116,7 +136,7 @@ def snappy_decode(data: Buffer) -> bytes:
             return _xerial_decode(mv)
         if mv[:10] == _SNAPPY_FRAMED_MAGIC:
             return bytes(cramjam.snappy.decompress(mv))
-        return bytes(cramjam.snappy.decompress_raw(mv))
+        return _snappy_raw(mv)
     except cramjam.DecompressionError as exc:
         raise CompressionError(f"snappy: {exc}") from exc
 

@@ -397,3 +397,131 @@ async def test_a_cluster_shares_subscriptions_and_pushed_metrics(tmp_path: Path)
             "org_apache_kafka_producer_node_request_latency_avg"]
         assert len(latency) == 2 and all("broker" not in s.labels for s in latency)  # once, not per broker
     assert ClientMetricsConfigStore(tmp_path).names() == ["all"]
+
+
+# -- bounds: the instance cache, the series kept, what a payload may decompress to --------------------------
+def gauges(n: int, *, name: str = "org.apache.kafka.producer.node.request.latency.avg", description: str = "",
+           value: float = 0.0) -> bytes:
+    """A MetricsData with one gauge of ``n`` data points (``n`` series: node.id 0 .. n-1)."""
+    data = M.MetricsData()
+    gauge = data.resource_metrics.add().scope_metrics.add().metrics.add(name=name, description=description)
+    for i in range(n):
+        p = gauge.gauge.data_points.add(as_double=value + i)
+        p.attributes.add(key="node.id", value=C.AnyValue(string_value=str(i)))
+    return data.SerializeToString()
+
+
+async def test_zero_id_subscriptions_stay_within_the_instance_cache(broker: Broker) -> None:
+    from helpers import wait_until
+
+    from minikafka.broker.client_metrics.manager import CLIENT_METRICS_INSTANCE_CACHE_SIZE as CAP
+
+    manager = broker.client_metrics
+    assert CAP == 16384  # Kafka's ClientMetricsManager.CACHE_MAX_SIZE
+    assert manager not in broker.apis.observers  # the software name comes with ApiVersions, not from every request
+    async with await connect(broker, "churner") as conn:
+        ids = set()
+        for done in range(1000, 20_001, 1000):  # 1000 requests in flight at a time, zero ids: a new instance each
+            for _ in range(1000):
+                await conn.send(K.GET_TELEMETRY_SUBSCRIPTIONS, 0, {"client_instance_id": ZERO_UUID})
+            for _ in range(1000):
+                sub = await conn.receive(K.GET_TELEMETRY_SUBSCRIPTIONS, 0)
+                assert sub.error_code == E.NONE
+                ids.add(sub.client_instance_id)
+            assert len(manager.instances) == min(done, CAP)
+            assert sum(len(s) for s in manager._connections.values()) == len(manager.instances)
+        assert len(ids) == 20_000
+        metrics = broker.metrics()
+        assert metrics["kafka.server:type=client-metrics,name=instance-count"] == CAP
+        assert metrics["kafka.server:type=client-metrics,name=instance-eviction-total"] == 20_000 - CAP
+        # The most recent instance is still known: its first push is accepted.
+        assert await push(conn, sub, otlp(1.0, 1)) == E.NONE
+    await wait_until(lambda: len(manager.instances) == 0 and not manager._connections,
+                     what="every instance of the connection forgotten")
+
+
+async def test_a_closed_connection_forgets_every_instance_it_used(broker: Broker) -> None:
+    from helpers import wait_until
+
+    count = "kafka.server:type=client-metrics,name=instance-count"
+    async with await connect(broker, "a") as a, await connect(broker, "b") as b:
+        subs = [await subscribe(a) for _ in range(3)]
+        await subscribe(b)
+        assert broker.metrics()[count] == 4
+        assert await push(b, subs[0], otlp(1.0, 1)) == E.NONE  # b uses one of a's instances too
+        await a.aclose()
+        await wait_until(lambda: broker.metrics()[count] == 2, what="a's own instances forgotten")
+        assert subs[0].client_instance_id in broker.client_metrics.instances  # b still uses it
+    await wait_until(lambda: broker.metrics()[count] == 0, what="every instance forgotten")
+
+
+async def test_a_push_over_the_series_cap_keeps_the_cap(clock: ManualClock) -> None:
+    from minikafka.broker.client_metrics.receiver import MAX_SERIES_PER_CLIENT as CAP
+
+    async with serve_broker(BrokerConfig(port=0), clock=clock) as broker:
+        async with await connect(broker, "a") as admin:
+            assert (await alter(admin, "all", ("metrics", SET, "*")))[0] == E.NONE
+        family = "org_apache_kafka_producer_node_request_latency_avg"
+        async with await connect(broker, "wide") as conn:
+            sub = await subscribe(conn)
+            assert await push(conn, sub, gauges(CAP + 500), codec=ZSTD) == E.NONE
+            [client] = broker.client_telemetry.as_json()
+            assert (client["series"], client["series_dropped"]) == (CAP, 500)
+            assert len(scrape(broker)[family]) == CAP
+            # The next push updates the series kept; new ones (another metric too) are still dropped.
+            clock.sleep(sub.push_interval_ms)
+            payload = M.MetricsData.FromString(gauges(CAP + 500, value=1000.0))
+            payload.resource_metrics[0].scope_metrics[0].metrics.add(name="other.metric").gauge.data_points.add()
+            assert await push(conn, sub, payload.SerializeToString(), codec=ZSTD) == E.NONE
+            [client] = broker.client_telemetry.as_json()
+            assert (client["series"], client["series_dropped"]) == (CAP, 1001)
+            assert [m["name"] for m in client["metrics"]] == ["org.apache.kafka.producer.node.request.latency.avg"]
+            samples = scrape(broker)[family]
+            assert len(samples) == CAP and by_labels(samples, node_id="0")[0].value == 1000.0
+            assert broker.metrics()["kafka.server:type=client-metrics,name=series-dropped-total"] == 1001
+
+
+def test_the_store_forgets_the_clients_that_pushed_least_recently() -> None:
+    from minikafka.broker.client_metrics.receiver import ClientIdentity, ClientTelemetryStore
+
+    now = [0]
+    store = ClientTelemetryStore(lambda: now[0], max_clients=3, max_series_per_client=10, max_series=25)
+    clients = [ClientIdentity(uuid.uuid4(), f"c{i}") for i in range(5)]
+
+    def export(i: int, series: int) -> None:
+        now[0] += 1
+        store.export(clients[i], NONE, gauges(series))
+
+    export(0, 12)  # two over the per-client cap
+    export(1, 10)
+    export(2, 10)  # 30 series in all, over 25: c0, the least recent, goes
+    assert [c["client_id"] for c in store.as_json()] == ["c1", "c2"] and store.total_series == 20
+    export(1, 10)  # c1 is the most recent now
+    export(3, 4)
+    export(4, 1)  # a fourth client, over 3: c2 goes
+    assert [c["client_id"] for c in store.as_json()] == ["c1", "c3", "c4"]
+    assert store.total_series == 15 == len(list(store.series())) and store.series_dropped == 2
+    now[0] += 60_001  # nothing pushed for a minute: all expire
+    assert store.as_json() == [] and store.total_series == 0
+
+
+@pytest.mark.parametrize("codec", [ZSTD, GZIP])
+async def test_a_payload_decompressing_beyond_the_bound_is_invalid_record(broker: Broker, clock: ManualClock,
+                                                                          codec: int) -> None:
+    from minikafka.broker.client_metrics.receiver import MAX_TEXT_CHARS, max_decompressed_bytes
+
+    bound = broker.client_metrics.max_decompressed_bytes
+    assert bound == max_decompressed_bytes(4096) == 1 << 20  # 8 x telemetry.max.bytes, 1 MiB at least
+    assert max_decompressed_bytes(1 << 20) == 8 << 20
+    async with await connect(broker, "bomb") as conn:
+        sub = await subscribe(conn)
+        too_big = gauges(1, description="d" * bound)  # a few hundred bytes compressed, over 1 MiB plain
+        assert len(compress(codec, too_big)) <= 4096 < bound < len(too_big)
+        assert await push(conn, sub, too_big, codec=codec) == E.INVALID_RECORD
+        assert broker.client_telemetry.as_json() == []
+        clock.sleep(sub.push_interval_ms)
+        within = gauges(1, description="d" * (bound - 1000))
+        assert await push(conn, sub, within, codec=codec) == E.NONE
+        [client] = broker.client_telemetry.as_json()
+        assert len(client["metrics"][0]["description"]) == MAX_TEXT_CHARS  # kept cut short
+        assert broker.metrics()["kafka.server:type=client-metrics,name=plugin-error-total"] == 1

@@ -8,7 +8,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-import time
 from pathlib import Path
 
 import pytest
@@ -22,6 +21,7 @@ from minikafka.broker.security.delegation_token import DelegationTokenManager, T
 from minikafka.broker.security.scram import ScramMechanism
 from minikafka.client.connection import KafkaConnection
 from minikafka.client.security import SaslAuthenticationError, sasl_authenticate
+from minikafka.common import ManualClock
 from minikafka.protocol.api import ApiKey as K
 from minikafka.protocol.errors import ErrorCode as E
 from minikafka.protocol.records import decode_records, iter_batches
@@ -39,6 +39,7 @@ async def add_acls(conn: KafkaConnection, *acls: tuple[int, str, str, int]) -> N
 
 TOPIC, GROUP, DELEGATION_TOKEN, USER = 2, 3, 6, 7
 READ, WRITE, CREATE, DESCRIBE, CREATE_TOKENS, DESCRIBE_TOKENS = 3, 4, 5, 8, 13, 14
+HOUR = 3600 * 1000
 
 
 # -- the manager's rules (Kafka's DelegationTokenControlManager), on a clock the test moves ------------------------
@@ -143,6 +144,26 @@ def test_tokens_persist_without_hmacs(tmp_path: Path):
     assert again.token(r.token_id) == manager(clock, path=path).token(r.token_id)
     other_secret = DelegationTokenManager("another", path=path, time_ms=clock)
     assert other_secret.hmac(r.token_id) != r.hmac  # the HMAC is the secret's: a new secret invalidates it
+
+
+def test_token_credentials_are_derived_on_the_first_login_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    clock = Clock()
+    path = tmp_path / "__scram_credentials" / "delegation_tokens.json"
+    derived: list[str] = []
+    real = hashlib.pbkdf2_hmac
+    monkeypatch.setattr(hashlib, "pbkdf2_hmac", lambda name, *a, **kw: (derived.append(name), real(name, *a, **kw))[1])
+    created = [manager(clock, path=path).create_token("User:alice", "User:alice", [], -1) for _ in range(20)]
+    loaded = manager(clock, path=path)
+    assert len(loaded.all_tokens()) == 20 and derived == []  # neither creating nor loading costs a PBKDF2
+    r = created[3]
+    cred = loaded.credential(r.token_id, ScramMechanism.SCRAM_SHA_256)
+    assert derived == ["sha256"] and cred is not None and cred.iterations == 4096
+    salted = real("sha256", base64.b64encode(r.hmac), cred.salt, 4096)
+    assert hashlib.sha256(hmac.new(salted, b"Client Key", "sha256").digest()).digest() == cred.stored_key
+    assert loaded.credential(r.token_id, ScramMechanism.SCRAM_SHA_256) is cred and derived == ["sha256"]  # kept
+    assert loaded.expire_token("User:alice", r.hmac, -1) == (E.NONE, clock.now)
+    assert loaded.credential(r.token_id, ScramMechanism.SCRAM_SHA_256) is None
+    assert DelegationTokenManager("", path=path).credential(created[0].token_id, ScramMechanism.SCRAM_SHA_512) is None
 
 
 # -- over the wire ----------------------------------------------------------------------------------------------------
@@ -298,15 +319,23 @@ async def login_and(port: int, user: str, call):
 
 
 async def test_expired_tokens_are_removed_and_no_longer_log_in():
-    props = {"delegation.token.expiry.time.ms": "400", "delegation.token.expiry.check.interval.ms": "50"}
-    async with serve_broker(config(**props)) as b:
+    """Expiry on the broker's clock, moved by the test: the token logs in until its expiry time has passed,
+    then the periodic sweep removes it."""
+    clock = ManualClock()
+    props = {"delegation.token.expiry.time.ms": str(HOUR), "delegation.token.expiry.check.interval.ms": "50"}
+    async with serve_broker(config(**props), clock=clock) as b:
         async with await login(sasl_port(b), "alice") as alice:
             created = await create_token(alice)
-            assert created.expiry_timestamp_ms - created.issue_timestamp_ms == 400
+            assert created.issue_timestamp_ms == clock.time_ms()
+            assert created.expiry_timestamp_ms - created.issue_timestamp_ms == HOUR
             password = base64.b64encode(bytes(created.hmac)).decode()
             session = await login(sasl_port(b), created.token_id, password, token=True)
             await session.aclose()
-            await wait_until(lambda: b.delegation_tokens.token(created.token_id) is None, what="the token swept")
+            clock.sleep(HOUR)  # at the expiry time, not past it: the sweep keeps the token
+            b.delegation_tokens.expire_tokens()
+            assert b.delegation_tokens.token(created.token_id) is not None
+            clock.sleep(1)
+            await wait_until(lambda: b.delegation_tokens.token(created.token_id) is None, 30, "the token swept")
             assert ids(await describe(alice)) == set()
             assert (await renew(alice, bytes(created.hmac))).error_code == E.DELEGATION_TOKEN_NOT_FOUND
         with pytest.raises(SaslAuthenticationError):
@@ -314,14 +343,17 @@ async def test_expired_tokens_are_removed_and_no_longer_log_in():
 
 
 async def test_a_token_login_session_ends_with_the_token():
-    async with serve_broker(config(**{"delegation.token.expiry.time.ms": "300"})) as b:
+    clock = ManualClock()
+    async with serve_broker(config(**{"delegation.token.expiry.time.ms": str(HOUR)}), clock=clock) as b:
         async with await login(sasl_port(b), "alice") as alice:
             created = await create_token(alice)
         password = base64.b64encode(bytes(created.hmac)).decode()
         async with await login(sasl_port(b), created.token_id, password, token=True) as conn:
             await conn.negotiate()
-            # Past the token's expiry the broker closes the session on the next request.
-            await wait_until(lambda: time.time() * 1000 > created.expiry_timestamp_ms + 5, what="the token's expiry")
+            clock.sleep(HOUR)  # the session lasts until the token's expiry ...
+            await conn.negotiate()
+            # ... and past it the broker closes the session on the next request.
+            clock.sleep(1)
             with pytest.raises((ConnectionError, trio.BrokenResourceError, trio.ClosedResourceError)):
                 await conn.negotiate()
 

@@ -9,6 +9,8 @@ kafka-python's admin client; a cluster's brokers each answer for their own direc
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import pytest
@@ -20,11 +22,13 @@ from minikafka.broker.cluster import serve_cluster
 from minikafka.broker.config import BrokerConfig, StartupError
 from minikafka.broker.log import LogConfig, LogManager
 from minikafka.broker.log.manager import LogDir, parse_suffixed_dir_name, suffixed_dir_name
+from minikafka.broker.replica_alter_log_dirs import ReplicaAlterLogDirsManager
 from minikafka.client.connection import KafkaConnection
 from minikafka.protocol.api import ApiKey as K
 from minikafka.protocol.errors import ErrorCode
 
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+TIMEOUT = 30  # seconds any one condition may take: it only bounds a failure (the tests wait for conditions)
 
 
 def two_dirs(tmp_path: Path, **settings: object) -> BrokerConfig:
@@ -58,6 +62,20 @@ def replicas_by_dir(resp) -> dict[str, dict[tuple[str, int], tuple[int, int, boo
 
 async def read_values(conn: KafkaConnection, topic: str, partition: int = 0) -> list[bytes]:
     return [r.value for _, records in await read_batches(conn, topic, partition) for r in records]
+
+
+@contextmanager
+def mover_held(mover: ReplicaAlterLogDirsManager) -> Iterator[Callable[[tuple[str, int]], bool]]:
+    """Within the block the broker's copy task makes no progress on any move (each of its steps waits, as
+    one does while a cleaning is under way), so a move stays exactly where the test put it whatever the
+    speed of the machine; the test may take single steps itself with the function given.  After the
+    block the copy goes on (the task looks again within 50 ms)."""
+    step = mover.step
+    mover.step = lambda key: False  # type: ignore[method-assign]
+    try:
+        yield step
+    finally:
+        del mover.step  # the class's own step again
 
 
 # -- the log manager ----------------------------------------------------------------------------------------
@@ -245,22 +263,14 @@ async def test_a_replica_moves_to_another_dir_while_it_takes_appends(tmp_path: P
     cfg = two_dirs(tmp_path, replica_alter_log_dirs_io_max_bytes_per_second=50_000)
     d1, d2 = str(tmp_path / "d1"), str(tmp_path / "d2")
     sent = [b"before-%d-" % i + b"x" * 200 for i in range(150)]
+    max_lag = "kafka.server:type=ReplicaAlterLogDirsManager,name=MaxLag,clientId=ReplicaAlterLogDirs"
     async with serve_broker(cfg) as broker:
+        lm = broker.replica_manager.log_manager
         async with await KafkaConnection.connect("127.0.0.1", broker.port) as conn:
             await create(conn, "t", 1)
             for v in sent:
                 assert (await produce(conn, "t", batch([v]))).error_code == 0
             assert (tmp_path / "d1" / "logs" / "t-0").is_dir()
-            assert await alter(conn, {d2: {"t": [0]}}) == {("t", 0): ErrorCode.NONE}
-            # The future replica, behind the current one (the copy runs at 50 kB/s: about 0.8 s here).
-            during = replicas_by_dir(await describe(conn, {"t": [0]}))
-            size, lag, future = during[d2]["t", 0]
-            assert future and 0 < lag <= len(sent) and during[d1]["t", 0][1:] == (0, False)
-            max_lag = "kafka.server:type=ReplicaAlterLogDirsManager,name=MaxLag,clientId=ReplicaAlterLogDirs"
-            assert 0 < broker.metrics()[max_lag] <= lag
-            assert [p.name for p in (tmp_path / "d2" / "logs").iterdir()][0].endswith("-future")
-            assert await alter(conn, {d2: {"t": [0]}}) == {("t", 0): ErrorCode.NONE}  # asked again: same move
-
             moving: list[bool] = []
 
             async def producing() -> None:
@@ -269,12 +279,30 @@ async def test_a_replica_moves_to_another_dir_while_it_takes_appends(tmp_path: P
                         v = b"during-%d" % i
                         sent.append(v)
                         assert (await produce(c, "t", batch([v]))).error_code == 0
-                        moving.append(bool(broker.replica_manager.log_manager.future_logs))
+                        moving.append(bool(lm.future_logs))
 
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(producing)
-                await wait_until(lambda: not broker.replica_manager.log_manager.future_logs, 20, "the move")
-            assert moving[0]  # appends came while the future replica was being filled
+                with mover_held(broker.log_dirs) as step:
+                    assert await alter(conn, {d2: {"t": [0]}}) == {("t", 0): ErrorCode.NONE}
+                    # The future replica, empty while the copy is held: behind by the whole log.
+                    during = replicas_by_dir(await describe(conn, {"t": [0]}))
+                    assert during[d2]["t", 0] == (0, len(sent), True) and during[d1]["t", 0][1:] == (0, False)
+                    assert broker.metrics()[max_lag] == len(sent)
+                    [future_dir] = (tmp_path / "d2" / "logs").iterdir()
+                    assert future_dir.name.endswith("-future")
+                    # One step of the copy (a tenth of a second's worth at 50 kB/s): part of the log.
+                    assert step(("t", 0))
+                    during = replicas_by_dir(await describe(conn, {"t": [0]}))
+                    size, lag, future = during[d2]["t", 0]
+                    assert future and 0 < lag < len(sent) and size == log_files_size(future_dir) > 0
+                    assert broker.metrics()[max_lag] == lag
+                    assert await alter(conn, {d2: {"t": [0]}}) == {("t", 0): ErrorCode.NONE}  # asked again:
+                    assert lm.future_logs["t", 0].log_end_offset == len(sent) - lag  # the same move goes on
+                    nursery.start_soon(producing)
+                    await wait_until(lambda: len(moving) >= 20, TIMEOUT, "appends during the move")
+                # Released: the copy catches up while the appends go on, and the replica moves.
+                await wait_until(lambda: not lm.future_logs, TIMEOUT, "the move")
+            assert moving[:20] == [True] * 20  # appends came while the future replica was being filled
             after = replicas_by_dir(await describe(conn, {"t": [0]}))
             new_dir = tmp_path / "d2" / "logs" / "t-0"
             assert after == {d1: {}, d2: {("t", 0): (log_files_size(new_dir), 0, False)}}
@@ -291,25 +319,36 @@ async def test_a_replica_moves_to_another_dir_while_it_takes_appends(tmp_path: P
 
 async def test_a_move_cut_short_by_a_stop_resumes_at_start_up(tmp_path: Path) -> None:
     d2 = str(tmp_path / "d2")
-    async with serve_broker(two_dirs(tmp_path, replica_alter_log_dirs_io_max_bytes_per_second=1000)) as broker:
-        async with await KafkaConnection.connect("127.0.0.1", broker.port) as conn:
-            await create(conn, "t", 1)
-            for i in range(20):
-                await produce(conn, "t", batch([b"v%d-" % i + b"y" * 100]))
-            assert await alter(conn, {d2: {"t": [0]}}) == {("t", 0): ErrorCode.NONE}
-            assert broker.replica_manager.log_manager.future_logs
-    futures = [p.name for p in (tmp_path / "d2" / "logs").iterdir()]
-    assert len(futures) == 1 and futures[0].endswith("-future")  # stopped mid-move (1 kB/s)
+    sent = [b"v%d-" % i + b"y" * 100 for i in range(20)]
+    with ExitStack() as held:  # the copy stays held until the broker has stopped
+        # 1 kB/s: the copy takes one batch (chunks of 100 bytes) per step.
+        async with serve_broker(two_dirs(tmp_path, replica_alter_log_dirs_io_max_bytes_per_second=1000)) as broker:
+            step = held.enter_context(mover_held(broker.log_dirs))
+            lm = broker.replica_manager.log_manager
+            async with await KafkaConnection.connect("127.0.0.1", broker.port) as conn:
+                await create(conn, "t", 1)
+                for v in sent:
+                    await produce(conn, "t", batch([v]))
+                assert await alter(conn, {d2: {"t": [0]}}) == {("t", 0): ErrorCode.NONE}
+                for _ in range(5):
+                    assert step(("t", 0))
+                assert (lm.future_logs["t", 0].log_end_offset, lm.logs["t", 0].log_end_offset) == (5, 20)
+    [future] = (tmp_path / "d2" / "logs").iterdir()
+    assert future.name.endswith("-future")  # stopped mid-move, 5 of 20 batches copied
+    copied = log_files_size(future)
     async with serve_broker(two_dirs(tmp_path)) as broker:
-        await wait_until(lambda: not broker.replica_manager.log_manager.future_logs, 10, "the resumed move")
-        assert broker.replica_manager.get("t", 0).log.directory == tmp_path / "d2" / "logs" / "t-0"
+        lm = broker.replica_manager.log_manager
+        await wait_until(lambda: not lm.future_logs, TIMEOUT, "the resumed move")
+        moved = tmp_path / "d2" / "logs" / "t-0"
+        assert broker.replica_manager.get("t", 0).log.directory == moved
+        assert broker.log_dirs.bytes_copied == log_files_size(moved) - copied  # resumed where it stopped
         async with await KafkaConnection.connect("127.0.0.1", broker.port) as conn:
-            assert await read_values(conn, "t") == [b"v%d-" % i + b"y" * 100 for i in range(20)]
+            assert await read_values(conn, "t") == sent
 
 
 async def test_alter_replica_log_dirs_errors_and_cancellation(tmp_path: Path) -> None:
     d1, d2 = str(tmp_path / "d1"), str(tmp_path / "d2")
-    async with serve_broker(two_dirs(tmp_path, replica_alter_log_dirs_io_max_bytes_per_second=1000)) as broker:
+    async with serve_broker(two_dirs(tmp_path)) as broker:
         lm = broker.replica_manager.log_manager
         async with await KafkaConnection.connect("127.0.0.1", broker.port) as conn:
             await create(conn, "t", 1)
@@ -330,11 +369,13 @@ async def test_alter_replica_log_dirs_errors_and_cancellation(tmp_path: Path) ->
                 "topics": [{"name": "t", "count": 2, "assignments": None}], "timeout_ms": 1000, "validate_only": False})
             assert resp.results[0].error_code == 0
             assert lm.dir_of(lm.logs["t", 1]).path == d1  # not d2, which had fewer logs
-            # A move (slow: 1 kB/s) cancelled by asking for the directory the replica is in.
-            assert await alter(conn, {d2: {"t": [0]}}) == {("t", 0): ErrorCode.NONE}
-            future_dir = lm.future_logs["t", 0].directory
-            assert await alter(conn, {d1: {"t": [0]}}) == {("t", 0): ErrorCode.NONE}
-            assert not lm.future_logs and not future_dir.exists()
+            # A move (held: under way) cancelled by asking for the directory the replica is in.
+            with mover_held(broker.log_dirs):
+                assert await alter(conn, {d2: {"t": [0]}}) == {("t", 0): ErrorCode.NONE}
+                future_dir = lm.future_logs["t", 0].directory
+                assert future_dir.is_dir()
+                assert await alter(conn, {d1: {"t": [0]}}) == {("t", 0): ErrorCode.NONE}
+                assert not lm.future_logs and not future_dir.exists()
             assert lm.dir_of(lm.logs["t", 0]).path == d1
             # An unusable destination: KAFKA_STORAGE_ERROR.
             shutil.rmtree(tmp_path / "d2" / "logs")
@@ -374,23 +415,32 @@ async def test_a_follower_replica_moves_while_it_replicates(tmp_path: Path) -> N
             for i in range(60):
                 sent.append(b"%d-" % i + b"r" * 200)
                 assert (await produce(conn, "t", batch([sent[-1]]))).error_code == 0  # acks=all
-            async with await KafkaConnection.connect("127.0.0.1", follower.port) as fconn:
-                assert await alter(fconn, {target.path: {"t": [0]}}) == {("t", 0): ErrorCode.NONE}
-                assert replicas_by_dir(await describe(fconn, {"t": [0]}))[target.path]["t", 0][2]  # a future replica
-            for i in range(60, 120):
+            with mover_held(follower.log_dirs) as step:
+                async with await KafkaConnection.connect("127.0.0.1", follower.port) as fconn:
+                    assert await alter(fconn, {target.path: {"t": [0]}}) == {("t", 0): ErrorCode.NONE}
+                    # A future replica, empty while the copy is held (acks=all: the follower has all 60).
+                    assert replicas_by_dir(await describe(fconn, {"t": [0]}))[target.path]["t", 0] == (0, 60, True)
+                    assert step(("t", 0))  # some of the copy
+                    for i in range(60, 90):  # replicated into the current log while the move is under way
+                        sent.append(b"%d-" % i)
+                        assert (await produce(conn, "t", batch([sent[-1]]))).error_code == 0
+                    size, lag, future = replicas_by_dir(await describe(fconn, {"t": [0]}))[target.path]["t", 0]
+                    assert future and 30 <= lag < 90 and size > 0
+            for i in range(90, 120):  # and while the copy runs again
                 sent.append(b"%d-" % i)
                 assert (await produce(conn, "t", batch([sent[-1]]))).error_code == 0
-            await wait_until(lambda: not lm.future_logs, 10, "the move")
+            await wait_until(lambda: not lm.future_logs, TIMEOUT, "the move")
             moved = follower.replica_manager.get("t", 0).log
             assert lm.dir_of(moved) == target and not (source.root / "t-0").exists()
-            await wait_until(lambda: moved.log_end_offset == 120 and moved.high_watermark == 120, 10, "replication")
+            await wait_until(lambda: moved.log_end_offset == 120 and moved.high_watermark == 120, TIMEOUT,
+                             "replication")
             assert cluster.metadata.topics["t"].partitions[0].isr == [0, 1]
             assert (await produce(conn, "t", batch([b"last"]))).error_code == 0
             sent.append(b"last")
-        await wait_until(lambda: moved.log_end_offset == 121, 10, "replication after the move")
+        await wait_until(lambda: moved.log_end_offset == 121, TIMEOUT, "replication after the move")
         await cluster.stop_broker(0)  # the moved replica takes over, with everything
         async with await KafkaConnection.connect("127.0.0.1", follower.port) as fconn:
-            await wait_until(lambda: follower.replica_manager.get("t", 0).is_leader, 10, "leadership")
+            await wait_until(lambda: follower.replica_manager.get("t", 0).is_leader, TIMEOUT, "leadership")
             assert await read_values(fconn, "t") == sent
 
 
@@ -434,7 +484,7 @@ def test_kafka_python_describes_and_alters_log_dirs(tmp_path: Path) -> None:
                                                    TopicPartitionReplica("audit", 0, 0): "/not/a/log/dir"})
             assert result == {TopicPartitionReplica("orders", 1, 0): NoError,
                               TopicPartitionReplica("audit", 0, 0): LogDirNotFoundError}
-            b.run(wait_until, lambda: not broker.replica_manager.log_manager.future_logs, 10, "the move")
+            b.run(wait_until, lambda: not broker.replica_manager.log_manager.future_logs, TIMEOUT, "the move")
             [out] = admin.describe_log_dirs({"orders": [1]})
             placed = {d["log_dir"]: [(t["name"], p["partition_index"]) for t in d["topics"] for p in t["partitions"]]
                       for d in out["log_dirs"]}
@@ -475,3 +525,243 @@ def test_replay_renames_the_topics_of_both_apis() -> None:
     resp = response(K.ALTER_REPLICA_LOG_DIRS, {"results": [{"topic_name": "s3.orders", "partitions": []}]})
     unrename_response(K.ALTER_REPLICA_LOG_DIRS, resp, names)
     assert resp.results[0].topic_name == "orders"
+
+
+# -- moves that meet DeleteRecords, I/O errors, a cleaning, a topic deletion ------------------------------------------
+def _hosting(tmp_path: Path, **mover_settings):
+    """A replica manager hosting ``t-0`` (in d1) and a mover for it; the partition and the other log dir."""
+    from minikafka.broker.metadata import ClusterMetadata
+    from minikafka.broker.replica_alter_log_dirs import ReplicaAlterLogDirsManager
+    from minikafka.broker.replica_manager import ReplicaManager
+
+    metadata = ClusterMetadata([0])
+    rm = ReplicaManager(0, two_dirs(tmp_path), metadata)
+    rm.ensure_partitions(metadata.create_topic("t", 1, 1))
+    mover = ReplicaAlterLogDirsManager(rm, **mover_settings)
+    part = rm.get("t", 0)
+    source = rm.log_manager.dir_of(part.log)
+    target = next(d for d in rm.log_manager.log_dirs if d != source)
+    return rm, mover, part, target
+
+
+def _stored(lg) -> list[bytes]:
+    return [v for chunk in lg.read(lg.log_start_offset, 1 << 20).chunks for v in values(bytes(chunk))]
+
+
+def test_a_move_completes_when_the_log_start_is_inside_a_batch(tmp_path: Path) -> None:
+    """DeleteRecords may put the log start inside a batch: the copy starts at that batch's base (below the log
+    start) and must not take that for retention having overtaken it, before the move or during it."""
+    rm, mover, part, target = _hosting(tmp_path, chunk_bytes=1)  # one batch per step
+    current = part.log
+    for first in (b"a", b"d", b"g", b"j"):
+        current.append_as_leader([bytearray(batch([first, first * 2, first * 3]))], 0, 0)  # 3 records a batch
+    current.delete_records_before(4)  # inside the batch 3-5
+    assert mover.alter_replica_log_dirs({("t", 0): target.path}) == {("t", 0): ErrorCode.NONE}
+    future = rm.log_manager.future_logs["t", 0]
+    assert mover.step(("t", 0)) and (future.log_start_offset, future.log_end_offset) == (3, 3)  # started at 3
+    assert mover.step(("t", 0)) and future.log_end_offset == 6  # the batch 3-5 copied
+    current.delete_records_before(7)  # inside the next batch (6-8), whose base is where the future log ends
+    for _ in range(10):
+        if not rm.log_manager.future_logs:
+            break
+        assert mover.step(("t", 0))
+    assert not rm.log_manager.future_logs, "the move never finished"
+    moved = rm.get("t", 0).log
+    assert moved is part.log and rm.log_manager.dir_of(moved) == target
+    assert (moved.log_start_offset, moved.log_end_offset) == (7, 12)
+    assert _stored(moved) == [b"g", b"gg", b"ggg", b"j", b"jj", b"jjj"]  # whole batches, from the one holding 7
+    assert (mover.moves_completed, mover.moves_failed) == (1, 0)
+    rm.log_manager.close_all()
+
+
+@pytest.mark.parametrize("failing", ["checkpoint copy", "set aside", "commit rename"])
+def test_a_swap_failing_before_its_commit_leaves_the_replica_where_it_was(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, failing: str) -> None:
+    """An I/O error (a full or failing disk) at any step of the swap before the future directory takes the
+    partition's name: the move is abandoned, and the partition keeps its log, open and in place."""
+    import minikafka.broker.log.manager as log_manager
+    from minikafka.broker.replica_manager import ReplicaManager
+
+    rm, mover, part, target = _hosting(tmp_path)
+    source_dir = part.log.directory
+    sent = [b"v%d" % i for i in range(3)]
+    for v in sent:
+        part.log.append_as_leader([bytearray(batch([v]))], 0, 0)
+    real_rename, real_copy = log_manager.os.rename, log_manager.shutil.copyfile
+    failed: list[str] = []
+
+    def fail(what: str) -> None:
+        failed.append(what)
+        raise OSError(28, f"No space left on device (simulated {what})")
+
+    def rename(src, dst) -> None:
+        if not failed and ((failing == "set aside" and str(dst).endswith("-delete"))
+                           or (failing == "commit rename" and str(src).endswith("-future"))):
+            fail(failing)
+        real_rename(src, dst)
+
+    def copyfile(src, dst):
+        if not failed and failing == "checkpoint copy":
+            fail(failing)
+        return real_copy(src, dst)
+
+    monkeypatch.setattr(log_manager.os, "rename", rename)
+    monkeypatch.setattr(log_manager.shutil, "copyfile", copyfile)
+    assert mover.alter_replica_log_dirs({("t", 0): target.path}) == {("t", 0): ErrorCode.NONE}
+    for _ in range(10):
+        if not rm.log_manager.future_logs:
+            break
+        assert mover.step(("t", 0))
+    assert failed == [failing] and (mover.moves_completed, mover.moves_failed) == (0, 1)
+    lm = rm.log_manager
+    assert not lm.future_logs and part.log is lm.logs["t", 0] and part.log.directory == source_dir
+    assert not list(target.root.iterdir())  # no future log left behind
+    assert [p.name for p in source_dir.parent.iterdir()] == ["t-0"]  # nothing left set aside
+    part.log.append_as_leader([bytearray(batch([b"after"]))], 0, 0)  # the partition takes appends and reads
+    sent.append(b"after")
+    assert _stored(part.log) == sent
+    lm.flush_all(True)
+    monkeypatch.undo()
+    assert mover.alter_replica_log_dirs({("t", 0): target.path}) == {("t", 0): ErrorCode.NONE}  # a new try
+    while lm.future_logs:
+        assert mover.step(("t", 0))
+    assert mover.moves_completed == 1 and lm.dir_of(part.log) == target and _stored(part.log) == sent
+    lm.close_all()
+    again = ReplicaManager(0, two_dirs(tmp_path), rm.metadata)
+    again.load()
+    assert again.log_manager.dir_of(again.get("t", 0).log) == target and _stored(again.get("t", 0).log) == sent
+    again.log_manager.close_all()
+
+
+def test_a_swap_failing_after_its_commit_keeps_the_moved_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once the future directory has the partition's name it is the partition's log: an error opening it
+    abandons nothing on disk, and a restart serves every record from the new directory."""
+    import minikafka.broker.log.manager as log_manager
+    from minikafka.broker.replica_manager import ReplicaManager
+
+    rm, mover, part, target = _hosting(tmp_path)
+    source = rm.log_manager.dir_of(part.log)
+    sent = [b"w%d" % i for i in range(3)]
+    for v in sent:
+        part.log.append_as_leader([bytearray(batch([v]))], 0, 0)
+    real_log = log_manager.Log
+
+    def opening(topic, partition, config, directory, **kw):
+        if directory == target.root / "t-0":
+            raise OSError(5, "Input/output error (simulated)")
+        return real_log(topic, partition, config, directory, **kw)
+
+    monkeypatch.setattr(log_manager, "Log", opening)
+    assert mover.alter_replica_log_dirs({("t", 0): target.path}) == {("t", 0): ErrorCode.NONE}
+    for _ in range(10):
+        if not rm.log_manager.future_logs:
+            break
+        assert mover.step(("t", 0))
+    assert mover.moves_failed == 1 and not rm.log_manager.future_logs
+    assert (target.root / "t-0").is_dir()  # committed: not removed as an abandoned future log
+    monkeypatch.undo()
+    again = ReplicaManager(0, two_dirs(tmp_path), rm.metadata)  # the broker restarts
+    again.load()
+    moved = again.get("t", 0).log
+    assert again.log_manager.dir_of(moved) == target and _stored(moved) == sent
+    assert not list(source.root.iterdir())  # the old one, set aside before the commit, is gone
+    again.log_manager.close_all()
+
+
+async def test_a_move_copies_nothing_while_a_cleaning_begun_before_it_is_under_way(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cleaning that began before the move replaces the current log's segments and then advances the cleaner
+    checkpoint: the copy waits for it, or the moved log would hold, below that checkpoint, records the cleaning
+    removed (the keys' older values, never cleaned again)."""
+    import threading
+
+    from minikafka.broker.log.cleaner_manager import CleanerConfig, LogCleaner
+    from minikafka.protocol.records import Record, build_batch, decode_records
+
+    cleaner = LogCleaner(CleanerConfig(processes=False, dedupe_buffer_size=1 << 20), checkpoint_dir=tmp_path)
+    rm, mover, part, target = _hosting(tmp_path, cleaning=cleaner.manager.in_progress.__contains__)
+    cleaner.add_source(rm.cleaner_targets)
+    current = part.log
+    current.config = LogConfig(cleanup_policy=frozenset({"compact"}), min_cleanable_dirty_ratio=0.01)
+    for round_ in range(4):  # every key in every segment: cleaning keeps only the last round below the active one
+        keyed = [Record(i, i, b"k%d" % i, b"r%d" % round_) for i in range(5)]
+        current.append_as_leader([bytearray(build_batch(keyed))], 0, 0)
+        current.roll()
+    current.append_as_leader([bytearray(build_batch([Record(0, 0, b"k0", b"last")]))], 0, 0)
+
+    def records(lg) -> list[tuple[bytes | None, bytes | None, int]]:
+        return [(r.key, r.value, r.offset) for _, view in lg.iter_batches_from(lg.log_start_offset)
+                for r in decode_records(view)]
+
+    uncleaned = records(current)
+    held, mapping = threading.Event(), threading.Event()
+    real_map = cleaner.threads[0].cleaner.build_offset_map
+
+    def build_offset_map(*args, **kw):
+        mapping.set()
+        held.wait(30)  # the cleaning stays under way until the test has stepped the move
+        return real_map(*args, **kw)
+
+    monkeypatch.setattr(cleaner.threads[0].cleaner, "build_offset_map", build_offset_map)
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(cleaner.clean_once)
+            await wait_until(mapping.is_set, 10, "the cleaning")
+            assert cleaner.manager.in_progress == {"t-0"}
+            assert mover.alter_replica_log_dirs({("t", 0): target.path}) == {("t", 0): ErrorCode.NONE}
+            assert not mover.step(("t", 0))  # waits for the cleaning
+            assert rm.log_manager.future_logs["t", 0].log_end_offset == 0 and mover.bytes_copied == 0
+            held.set()
+        assert cleaner.cleanings == 1 and not cleaner.manager.in_progress
+        cleaned = records(current)
+        assert len(cleaned) < len(uncleaned)
+        while rm.log_manager.future_logs:
+            assert mover.step(("t", 0))
+        moved = rm.get("t", 0).log
+        assert rm.log_manager.dir_of(moved) == target and records(moved) == cleaned
+        checkpoint = cleaner.manager.checkpoints["t-0"]
+        below = [key for key, _, offset in records(moved) if offset < checkpoint]
+        assert len(below) == len(set(below)) == 5  # each key once below the cleaner checkpoint
+    finally:
+        held.set()
+        cleaner.close()
+        rm.log_manager.close_all()
+
+
+def test_a_crash_while_a_topic_is_deleted_never_makes_a_future_log_the_partition_s(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Loading makes a future log with no current one the partition's log (an interrupted swap): deleting a
+    topic removes future logs first, so that a crash after the first removal cannot bring a partial copy in."""
+    from minikafka.broker.log import Log
+
+    mgr = manager(tmp_path)
+    lg = mgr.get_or_create("t", 0, LogConfig())
+    lg.append_as_leader([bytearray(batch([b"a"])), bytearray(batch([b"b"]))], 0, 0)
+    future = mgr.create_future_log("t", 0, mgr.log_dirs[1], LogConfig())
+    future.append_as_follower(lg.read(0, 1, min_one_batch=True).chunks[0])  # a partial copy: one batch of two
+    assert future.log_end_offset == 1
+
+    class Crash(BaseException):
+        pass
+
+    real_delete = Log.delete
+
+    def delete_then_crash(self: Log) -> None:
+        real_delete(self)
+        raise Crash  # the broker dies right after removing its first log
+
+    monkeypatch.setattr(Log, "delete", delete_then_crash)
+    with pytest.raises(Crash):
+        mgr.delete_topic("t")
+    monkeypatch.undo()
+    for left in (*mgr.logs.values(), *mgr.future_logs.values()):  # the dead process's open files
+        for seg in left.segments:
+            seg.close()
+    again = manager(tmp_path)
+    again.load_existing({})
+    assert not again.future_logs and not list((tmp_path / "d2").iterdir())  # no copy, let alone a promoted one
+    assert [again.dir_of(x).path for x in again.logs.values()] == [str(tmp_path / "d1")]
+    assert again.logs["t", 0].log_end_offset == 2  # the current log, as before the deletion began
+    again.delete_topic("t")  # the deletion done again removes everything
+    assert not again.logs and not list((tmp_path / "d1").iterdir())
+    again.close_all()

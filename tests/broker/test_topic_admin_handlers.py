@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import uuid
+from pathlib import Path
 from typing import Any
 
 import trio
@@ -292,6 +293,47 @@ async def test_elect_leaders_errors() -> None:
     assert results(await call(h, K.ELECT_LEADERS, 2, fields)) == {("t", 0): (E.ELECTION_NOT_NEEDED, None)}
     r = await call(h, K.ELECT_LEADERS, 2, {**fields, "election_type": 2})
     assert (r.error_code, results(r)) == (E.INVALID_REQUEST, {("t", 0): (E.INVALID_REQUEST, None)})
+
+
+async def test_elections_of_many_partitions_persist_the_metadata_once(tmp_path: Path, monkeypatch: Any) -> None:
+    md = ClusterMetadata([0, 1, 2], data_dir=tmp_path)
+    for b in (0, 1, 2):
+        md.broker_started(b, "127.0.0.1", 9092 + b)
+    md.create_topic("a", 60, 3)
+    md.create_topic("b", 60, 3)
+    md.broker_stopped(0)
+    md.broker_started(0, "127.0.0.1", 9092)
+    moved = {(t, pm.partition) for t in ("a", "b") for pm in md.topics[t].partitions if pm.replicas[0] == 0}
+    assert len(moved) == 40
+    for t in ("a", "b"):
+        for pm in md.topics[t].partitions:
+            pm.isr = list(pm.replicas)  # 0 caught up again (no persist per partition in the setup)
+    writes: list[int] = []
+    persist = md.persist
+    monkeypatch.setattr(md, "persist", lambda: (writes.append(1), persist())[1])
+    changes: list[tuple[str, str]] = []
+    md.listeners.append(lambda kind, name: changes.append((kind, name)))
+    h = ElectLeadersHandler(md, md)
+    r = await call(h, K.ELECT_LEADERS, 2, {"election_type": 0, "topic_partitions": None})
+    assert results(r) == {key: (0, None) for key in moved}
+    assert (len(writes), changes) == (1, [("leadership", "a"), ("leadership", "b")])
+    # Named partitions: one batch too, the answers in the request's order.
+    md.broker_stopped(1)
+    md.broker_started(1, "127.0.0.1", 9093)
+    for pm in md.topics["a"].partitions:
+        pm.isr = list(pm.replicas)
+    writes.clear()
+    ones = [pm.partition for pm in md.topics["a"].partitions if pm.replicas[0] == 1]
+    r = await call(h, K.ELECT_LEADERS, 2, {"election_type": 0, "topic_partitions": [
+        {"topic": "a", "partitions": [*ones, 0, 99]}]})
+    assert [(p.partition_id, p.error_code) for t in r.replica_election_results for p in t.partition_result] == [
+        *[(i, 0) for i in ones], (0, E.ELECTION_NOT_NEEDED), (99, E.UNKNOWN_TOPIC_OR_PARTITION)]
+    assert len(writes) == 1
+    # The file holds every new leader.
+    reloaded = ClusterMetadata([0, 1, 2], data_dir=tmp_path)
+    assert all(pm.leader == pm.replicas[0] for pm in reloaded.topics["a"].partitions)
+    assert {(t, pm.partition) for t in ("a", "b") for pm in reloaded.topics[t].partitions
+            if pm.replicas[0] == 0 and pm.leader == 0} == moved
 
 
 # -- DescribeQuorum and UnregisterBroker --------------------------------------------------------------

@@ -11,6 +11,7 @@ Imported as ``node_clients`` (``tests/`` is on the pytest pythonpath).
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import shutil
@@ -32,6 +33,27 @@ from clients_common import unique_name
 NODE = shutil.which("node")
 NODE_DIR = Path(__file__).resolve().parents[1] / "node"
 NODE_TIMEOUT_S = 60
+DEFAULT_NODE_MIN = (20, 19)  # when package.json's engines.node is not a plain ">=major.minor[.patch]"
+
+
+def node_minimum() -> tuple[int, ...]:
+    """The lowest Node.js version ``tests/node/package.json`` accepts (its ``engines.node``, ``>=X.Y``)."""
+    engines = json.loads((NODE_DIR / "package.json").read_text(encoding="utf-8")).get("engines", {})
+    m = re.fullmatch(r"\s*>=\s*v?(\d+(?:\.\d+){0,2})\s*", str(engines.get("node", "")))
+    return tuple(int(n) for n in m.group(1).split(".")) if m else DEFAULT_NODE_MIN
+
+
+@functools.cache
+def node_version() -> tuple[int, ...] | None:
+    """The installed Node.js version (``node --version``), None when it cannot be told."""
+    if NODE is None:
+        return None
+    try:
+        out = subprocess.run([NODE, "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    m = re.fullmatch(r"\s*v?(\d+)\.(\d+)\.(\d+)\S*\s*", out)
+    return tuple(int(n) for n in m.groups()) if m else None
 
 
 def package_dir(package: str) -> Path:
@@ -47,9 +69,14 @@ def package_version(package: str) -> str | None:
 
 
 def require_package(package: str) -> str:
-    """Skip the test unless Node.js and ``package`` are installed; the package's version."""
+    """Skip the test unless Node.js (at least the version package.json's ``engines`` names) and ``package``
+    are installed; the package's version."""
     if NODE is None:
         pytest.skip("node is not installed")
+    have, need = node_version(), node_minimum()
+    if have is None or have < need:
+        shown = "unknown" if have is None else ".".join(map(str, have))
+        pytest.skip(f"Node.js {shown} is older than the {'.'.join(map(str, need))} tests/node/package.json needs")
     version = package_version(package)
     if version is None:
         pytest.skip(f"npm package {package} is not installed in tests/node (scripts/install-test-tools installs it)")

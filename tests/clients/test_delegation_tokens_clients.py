@@ -38,8 +38,9 @@ USERS = ("alice:SCRAM-SHA-512:alice-secret,bob:SCRAM-SHA-512:bob-secret,carol:SC
 DELEGATION_TOKEN_OWNER_MISMATCH, DELEGATION_TOKEN_NOT_FOUND, DELEGATION_TOKEN_REQUEST_NOT_ALLOWED = 63, 62, 64
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def served() -> Iterator[tuple[BrokerThread, RequestLog]]:
+    """A broker of the test's own (no token another test created), with the log of what it answered."""
     props = {"listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
              "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512", "minikafka.scram.users": USERS,
              "delegation.token.secret.key": SECRET, "authorizer.class.name": STANDARD_AUTHORIZER,
@@ -182,14 +183,12 @@ def test_kafka_python_logs_in_with_a_token_and_acts_as_its_owner(served):
                 producer.send(topic, key=b"k%d" % i, value=b"by-token-%d" % i).get(timeout=15)
         finally:
             producer.close()
-        consumer = KafkaConsumer(topic, group_id=group, auto_offset_reset="earliest", consumer_timeout_ms=10_000,
-                                 **by_token)
+        consumer = KafkaConsumer(topic, group_id=group, auto_offset_reset="earliest", **by_token)
         try:
-            values = []
-            for message in consumer:
-                values.append(message.value)
-                if len(values) == 5:
-                    break
+            values: list[bytes] = []
+            # Two token logins and the group join come first: a generous bound, left as soon as all 5 are read.
+            wait_for(lambda: values.extend(r.value for rs in consumer.poll(200).values() for r in rs)
+                     or len(values) >= 5, timeout=60, what="the token's consumer reading the 5 records")
             consumer.commit()
         finally:
             consumer.close()

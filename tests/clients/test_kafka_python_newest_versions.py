@@ -43,11 +43,20 @@ FetchTopic = FetchRequest.FetchTopic
 ListTopic = ListOffsetsRequest.ListOffsetsTopic
 
 
-def versions_seen(broker) -> collections.Counter:
-    """(api key, version) of every request ``broker`` answers from now on."""
-    seen: collections.Counter = collections.Counter()
-    broker.observe(ResponseObserver(lambda ctx, frame, resp: seen.update([(ctx.api_key, ctx.api_version)])))
-    return seen
+class VersionsSeen:
+    """(api key, version) of every request the broker answers from now on.  The observer is attached and
+    counts on the broker's thread; :meth:`counts` copies the counts there too."""
+
+    def __init__(self, broker_thread: BrokerThread) -> None:
+        self.broker_thread = broker_thread
+        self.seen: collections.Counter = collections.Counter()
+        broker = broker_thread.broker
+        assert broker is not None
+        broker_thread.call(lambda: broker.observe(ResponseObserver(
+            lambda ctx, frame, resp: self.seen.update([(ctx.api_key, ctx.api_version)]))))
+
+    def counts(self) -> collections.Counter:
+        return self.broker_thread.call(lambda: collections.Counter(self.seen))
 
 
 def records(values: list[bytes]) -> bytes:
@@ -96,7 +105,7 @@ def fetch_v18(client: KafkaNetClient, node: int, topic_id: uuid.UUID, offset: in
 
 
 def test_kafka_python_speaks_produce_13_fetch_18_list_offsets_11(broker_thread: BrokerThread) -> None:
-    seen = versions_seen(broker_thread.broker)
+    versions = VersionsSeen(broker_thread)
     client = net_client(broker_thread.bootstrap)
     try:
         node = client.least_loaded_node()
@@ -136,6 +145,7 @@ def test_kafka_python_speaks_produce_13_fetch_18_list_offsets_11(broker_thread: 
         assert consumer.end_offsets([tp]) == {tp: 4}
     finally:
         consumer.close()
+    seen = versions.counts()
     assert seen[(K.PRODUCE, 13)] == 2 and seen[(K.FETCH, 18)] == 1
     assert seen[(K.LIST_OFFSETS, 11)] >= 2 and not any(k == K.LIST_OFFSETS and v != 11 for k, v in seen)
     assert seen[(K.METADATA, 13)] >= 2
@@ -145,7 +155,7 @@ def test_kafka_python_lists_special_offsets(broker_thread: BrokerThread) -> None
     """kafka-python's admin ``list_partition_offsets`` with -4 (earliest local) and -5 (latest tiered), and
     -6 (earliest pending upload, which its OffsetSpec lacks) in its own ListOffsets v11: answered as Kafka
     answers them for a topic without tiered storage."""
-    seen = versions_seen(broker_thread.broker)
+    versions = VersionsSeen(broker_thread)
     producer = KafkaProducer(bootstrap_servers=broker_thread.bootstrap, acks="all")
     for i in range(3):
         producer.send("kp-offsets", value=b"%d" % i, partition=0)
@@ -174,7 +184,7 @@ def test_kafka_python_lists_special_offsets(broker_thread: BrokerThread) -> None
         assert (r.version, p.error_code, p.offset, p.timestamp, p.leader_epoch) == (11, 0, -1, -1, -1)
     finally:
         client.close()
-    assert {v for k, v in seen if k == K.LIST_OFFSETS} == {11}
+    assert {v for k, v in versions.counts() if k == K.LIST_OFFSETS} == {11}
 
 
 def test_kafka_python_reads_metadata_v13_error_code(broker_thread: BrokerThread) -> None:

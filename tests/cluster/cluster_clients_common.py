@@ -23,8 +23,10 @@ with warnings.catch_warnings():
 
 class PartitionReader:
     """kafka-python reading one partition from its beginning on a daemon thread, across leader changes (short
-    metadata age and backoffs), until ``done(got)`` holds or ``timeout`` seconds pass.  ``got`` is every
-    (offset, value) read; :meth:`join` fails the test with the consumer's exception, if it raised one."""
+    metadata age and backoffs), until ``done(got)`` holds, ``timeout`` seconds pass or :meth:`stop` is
+    called.  ``got`` is every (offset, value) read; :meth:`join` fails the test when the reader is still
+    running or the consumer raised.  Use it as a context manager (``with PartitionReader(...).start() as r``)
+    so that a failing test stops it before the cluster goes away."""
 
     def __init__(self, bootstrap: str, topic: str, partition: int = 0, *, done: Callable[[list], bool],
                  timeout: float, **consumer_config: Any) -> None:
@@ -36,11 +38,25 @@ class PartitionReader:
         self.timeout = timeout
         self.got: list[tuple[int, bytes]] = []
         self.error: list[BaseException] = []
+        self.stopping = threading.Event()
+        self.lock = threading.Lock()
         self.thread = threading.Thread(target=self._consume, daemon=True)
 
     def start(self) -> "PartitionReader":
         self.thread.start()
         return self
+
+    def stop(self, timeout: float = 30) -> None:
+        """Make the reader stop at its next poll and wait (up to ``timeout`` seconds) for its consumer to close."""
+        self.stopping.set()
+        if self.thread.is_alive():
+            self.thread.join(timeout)
+
+    def __enter__(self) -> "PartitionReader":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
     def _consume(self) -> None:
         try:
@@ -49,19 +65,25 @@ class PartitionReader:
                 consumer.assign([self.tp])
                 consumer.seek_to_beginning(self.tp)
                 deadline = time.monotonic() + self.timeout
-                while not self.done(self.got) and time.monotonic() < deadline:
+                while not self.stopping.is_set() and not self.done(self.got) and time.monotonic() < deadline:
                     for records in consumer.poll(timeout_ms=100).values():
-                        self.got.extend((r.offset, r.value) for r in records)
+                        with self.lock:
+                            self.got.extend((r.offset, r.value) for r in records)
             finally:
                 consumer.close()
         except BaseException as exc:  # reported by join()
             self.error.append(exc)
 
     def join(self, timeout: float) -> list[tuple[int, bytes]]:
-        """Wait for the reader to stop; what it read."""
+        """Wait for the reader to finish (``done`` or its own timeout); what it read.  Fails the test when
+        it is still running after ``timeout`` seconds (it is then told to stop) or its consumer raised."""
         self.thread.join(timeout)
+        if self.thread.is_alive():
+            self.stop()
+            raise AssertionError(f"the reader did not finish within {timeout}s ({len(self.got)} records read)")
         assert not self.error, self.error
-        return self.got
+        with self.lock:
+            return list(self.got)
 
 
 class AckedProducer:

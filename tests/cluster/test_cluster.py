@@ -143,9 +143,9 @@ async def test_acks_all_waits_times_out_and_honours_min_insync_replicas():
         conn = await connect(cluster, 0)
         assert (await produce(conn, "t", batch([b"a"]), acks=-1)).error_code == 0
         pause_fetching(cluster, 2, "t")
-        # Broker 2 is still in the ISR but not fetching: acks=all cannot complete (timeout_ms 1000 in
-        # the helper's request is longer than replica.lag.time.max.ms: the ISR shrinks first, and the
-        # HW then passes the batch with only 2 in-sync replicas).
+        # Broker 2 is still in the ISR but not fetching: acks=all cannot complete (the helper's timeout_ms
+        # is longer than replica.lag.time.max.ms: the ISR would shrink first, and the HW then pass the batch
+        # with only 2 in-sync replicas; hence a request of its own with a shorter timeout).
         start = trio.current_time()
         resp = await conn.request(K.PRODUCE, 9, {"acks": -1, "timeout_ms": 150, "topic_data": [
             {"name": "t", "partition_data": [{"index": 0, "records": batch([b"b"])}]}]})

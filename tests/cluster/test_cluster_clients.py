@@ -22,17 +22,17 @@ def test_leader_failover_with_confluent_producer_and_kafka_python_consumer():
                                                        assignments={0: [1, 2, 0]}))
         bootstrap = ct.bootstrap
         # The consumer reads concurrently, across the failover.
-        reader = PartitionReader(bootstrap, "failover", done=lambda got: len(got) >= N, timeout=60).start()
-        producer = AckedProducer(bootstrap, message_timeout_ms=30000)
-        in_flight_at_stop = 0
-        for i in range(N):
-            if i == N // 2:  # stop the leader with batches in flight
-                producer.producer.poll(0.05)
-                in_flight_at_stop = len(producer.producer)
-                ct.stop_broker(1)
-                assert cluster.leader("failover", 0) == 2
-            producer.send("failover", b"m%05d" % i)
-        produced = [b"m%05d" % i for i in range(N)]
-        producer.assert_acked_in_order(produced, timeout=30)
-        assert reader.join(60) == list(enumerate(produced))
+        with PartitionReader(bootstrap, "failover", done=lambda got: len(got) >= N, timeout=60).start() as reader:
+            producer = AckedProducer(bootstrap, message_timeout_ms=30000)
+            in_flight_at_stop = 0
+            for i in range(N):
+                if i == N // 2:  # stop the leader with batches in flight
+                    producer.producer.poll(0.05)
+                    in_flight_at_stop = len(producer.producer)
+                    ct.stop_broker(1)
+                    assert cluster.leader("failover", 0) == 2
+                producer.send("failover", b"m%05d" % i)
+            produced = [b"m%05d" % i for i in range(N)]
+            producer.assert_acked_in_order(produced, timeout=30)
+            assert reader.join(60) == list(enumerate(produced))
         print(f"{in_flight_at_stop} message(s) in flight when the leader stopped")

@@ -92,6 +92,7 @@ def test_replicas_and_leader_move_while_a_producer_and_a_consumer_run(tmp_path: 
             assert not old_dir.exists()
             assert admin.list_partition_reassignments() == {}
         finally:
+            reader.stop()
             admin.close()
             producer.producer.flush(5)
 

@@ -219,3 +219,16 @@ def test_decompress_bounded_refuses_more_than_its_bound(codec: int) -> None:
         decompress_bounded(codec, packed, len(data) - 1)
     with pytest.raises(CompressionError):
         decompress_bounded(codec, b"\x00not compressed data" if codec != NONE else packed, 10)
+
+
+def test_snappy_refuses_a_declared_length_its_bytes_cannot_encode() -> None:
+    """A raw snappy header declaring 4 GiB over 2 bytes is refused before the decoder allocates it; the
+    format's best ratio (a run: ~21x) still decodes, raw and xerial-framed."""
+    with pytest.raises(CompressionError):
+        snappy_decode(bytes.fromhex("ffffffff0f0061"))
+    with pytest.raises(CompressionError):
+        snappy_decode(XERIAL_MAGIC + bytes(8) + struct.pack(">i", 7) + bytes.fromhex("ffffffff0f0061"))
+    run = b"x" * 5_000_000
+    raw = bytes(cramjam.snappy.compress_raw(run))
+    assert len(run) > 21 * len(raw) and snappy_decode(raw) == run
+    assert snappy_decode(xerial_snappy_encode(run)) == run

@@ -19,12 +19,17 @@ client's last request is THROTTLING_QUOTA_EXCEEDED too, unless its last push fai
 UNKNOWN_SUBSCRIPTION_ID or UNSUPPORTED_COMPRESSION_TYPE (Kafka's intent; Kafka 3.9's condition throttles
 those as well).  When subscriptions change, each client's instance is re-evaluated on its next request.
 
-Client instances are per broker (a client talks to one broker at a time); they are forgotten when their
-connection closes or after ``max(60 s, 3 push intervals)`` without a request, as Kafka's cache expiry.
-Pushed metrics go to the :class:`~minikafka.broker.client_metrics.receiver.ClientTelemetryStore`.
+Client instances are per broker (a client talks to one broker at a time), in an LRU cache of
+``CLIENT_METRICS_INSTANCE_CACHE_SIZE`` (16384, Kafka's ``CACHE_MAX_SIZE``) entries; they are forgotten when every
+connection that used them has closed (minikafka remembers all the instances of a connection; Kafka's
+``clientConnectionIdMap`` remembers its last one only), after ``max(60 s, 3 push intervals)`` without a request, as
+Kafka's expiration timer, or when the cache is full and they are the least recently used.  Expiry takes instances
+off a deadline heap (:class:`~minikafka.broker.client_metrics.cache.ExpiringLruCache`): no request scans the cache.
+Pushed metrics go to the :class:`~minikafka.broker.client_metrics.receiver.ClientTelemetryStore`, decompressed to
+:func:`~minikafka.broker.client_metrics.receiver.max_decompressed_bytes` of ``telemetry.max.bytes`` at most.
 
-The manager is also a request observer: it reads the ``client_software_name``/``version`` a connection's
-ApiVersions request carries (Kafka's ``ClientInformation``).
+The client software name and version come from the connection's
+:class:`~minikafka.broker.request.ClientInformation` (Kafka's), which the ApiVersions handler fills in.
 """
 
 from __future__ import annotations
@@ -36,15 +41,16 @@ from dataclasses import dataclass, field
 
 import crc32c
 
-from ...protocol.api import ApiKey
 from ...protocol.compression import CODEC_NAMES
 from ...protocol.errors import ErrorCode
 from ...protocol.types import ZERO_UUID
-from ..request import ObserverBase, Request, RequestContext
+from ..request import RequestContext
+from .cache import ExpiringLruCache
 from .configs import (ALL_SUBSCRIBED_METRICS, CLIENT_ID, CLIENT_INSTANCE_ID, CLIENT_SOFTWARE_NAME,
                       CLIENT_SOFTWARE_VERSION, CLIENT_SOURCE_ADDRESS, CLIENT_SOURCE_PORT, DEFAULT_INTERVAL_MS,
                       ClientMetricsConfigStore)
-from .receiver import CACHE_EXPIRY_MS, ClientIdentity, ClientTelemetryStore, TelemetryDecodeError, kafka_uuid_str
+from .receiver import (CACHE_EXPIRY_MS, ClientIdentity, ClientTelemetryStore, TelemetryDecodeError, kafka_uuid_str,
+                       max_decompressed_bytes)
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +58,8 @@ log = logging.getLogger(__name__)
 SUPPORTED_COMPRESSION_TYPES = [4, 3, 1, 2]
 METADATA_TOPIC_ID = uuid.UUID(int=1)
 RESERVED_UUIDS = frozenset({ZERO_UUID, METADATA_TOPIC_ID})  # Kafka's Uuid.RESERVED
+#: Kafka's ClientMetricsManager.CACHE_MAX_SIZE: the client instances a broker keeps (LRU).
+CLIENT_METRICS_INSTANCE_CACHE_SIZE = 16384
 
 
 class TelemetryError(Exception):
@@ -127,19 +135,20 @@ class ClientMetricsInstance:
         return max(CACHE_EXPIRY_MS, 3 * self.push_interval_ms)
 
 
-class ClientMetricsManager(ObserverBase):
+class ClientMetricsManager:
     """One broker's client metrics instances, answering GetTelemetrySubscriptions and PushTelemetry."""
 
     def __init__(self, subscriptions: ClientMetricsConfigStore, receiver: ClientTelemetryStore,
-                 telemetry_max_bytes: int, now_ms: Callable[[], int]) -> None:
+                 telemetry_max_bytes: int, now_ms: Callable[[], int],
+                 cache_size: int = CLIENT_METRICS_INSTANCE_CACHE_SIZE) -> None:
         self.subscriptions = subscriptions
         self.receiver = receiver
         self.telemetry_max_bytes = telemetry_max_bytes
         self.now_ms = now_ms
-        self.instances: dict[uuid.UUID, ClientMetricsInstance] = {}
+        self.instances: ExpiringLruCache[uuid.UUID, ClientMetricsInstance] = ExpiringLruCache(
+            cache_size, self._forget_connections)
         self.subscription_version = 0
-        self._software: dict[str, tuple[str, str]] = {}  # connection id -> (software name, version)
-        self._connections: dict[str, uuid.UUID] = {}
+        self._connections: dict[str, set[uuid.UUID]] = {}  # connection id -> the instances it used
         # Kafka's client-metrics sensors.
         self.throttle_count = 0
         self.unknown_subscription_requests = 0
@@ -152,29 +161,38 @@ class ClientMetricsManager(ObserverBase):
     def _subscriptions_changed(self, name: str) -> None:
         self.subscription_version += 1
 
-    # -- the connection's ClientInformation and lifetime ----------------------------------------------
-    def on_request(self, request: Request) -> None:
-        ctx = request.context
-        if ctx.api_key == ApiKey.API_VERSIONS and ctx.api_version >= 3 and request.body is not None:
-            name = request.body.get("client_software_name") or ""
-            version = request.body.get("client_software_version") or ""
-            if name or version:
-                self._software[ctx.connection_id] = (name, version)
+    @property
+    def max_decompressed_bytes(self) -> int:
+        """What a pushed payload may decompress to (refused as INVALID_RECORD beyond it)."""
+        return max_decompressed_bytes(self.telemetry_max_bytes)
 
+    # -- the connection's lifetime ------------------------------------------------------------------
     def connection_closed(self, connection_id: str) -> None:
-        """Kafka's ``ClientConnectionDisconnectListener``: forget the connection's client instance."""
-        self._software.pop(connection_id, None)
-        instance_id = self._connections.pop(connection_id, None)
-        if instance_id is not None:
+        """Kafka's ``ClientConnectionDisconnectListener``: forget the client instances of the connection
+        (those that no other open connection used)."""
+        for instance_id in self._connections.pop(connection_id, ()):
             instance = self.instances.get(instance_id)
             if instance is not None:
                 instance.connection_ids.discard(connection_id)
                 if not instance.connection_ids:
-                    del self.instances[instance_id]
+                    self.instances.pop(instance_id)
+
+    def _forget_connections(self, instance_id: uuid.UUID, instance: ClientMetricsInstance) -> None:
+        """An instance expired or was evicted: its connections no longer hold it."""
+        for conn in instance.connection_ids:
+            ids = self._connections.get(conn)
+            if ids is not None:
+                ids.discard(instance_id)
+                if not ids:
+                    del self._connections[conn]
 
     # -- instances ----------------------------------------------------------------------------------
     def _identity(self, instance_id: uuid.UUID, ctx: RequestContext) -> ClientIdentity:
-        name, version = self._software.get(ctx.connection_id, (None, None))
+        info = ctx.client_information
+        name: str | None = None
+        version: str | None = None
+        if info is not None and (info.software_name or info.software_version):
+            name, version = info.software_name, info.software_version
         address, port = split_peer(ctx.peer)
         return ClientIdentity(instance_id, ctx.client_id or "", name, version, address, port)
 
@@ -207,26 +225,25 @@ class ClientMetricsManager(ObserverBase):
                                      self.subscription_version, chosen, interval)
 
     def _instance(self, instance_id: uuid.UUID, ctx: RequestContext, now_ms: int) -> ClientMetricsInstance:
-        """The client's instance, created (or re-evaluated after a subscription change) as needed."""
-        self._expire(now_ms)
+        """The client's instance, created (or re-evaluated after a subscription change) as needed; the most
+        recently used, expiring ``expiry_ms`` from now."""
+        self.instances.expire(now_ms)
         instance = self.instances.get(instance_id)
         if instance is None:
-            instance = self.instances[instance_id] = self._create(self._identity(instance_id, ctx))
+            instance = self._create(self._identity(instance_id, ctx))
+            self.instances.put(instance_id, instance, now_ms + instance.expiry_ms)
         elif instance.subscription_version < self.subscription_version:
             renewed = self._create(instance.identity)
             renewed.connection_ids = instance.connection_ids
-            instance = self.instances[instance_id] = renewed
+            instance = renewed
+            self.instances.put(instance_id, instance, now_ms + instance.expiry_ms)
+        else:
+            self.instances.touch(instance_id, now_ms + instance.expiry_ms)
         instance.last_request_ms = now_ms
-        instance.connection_ids.add(ctx.connection_id)
-        self._connections[ctx.connection_id] = instance_id
+        if ctx.connection_id not in instance.connection_ids:
+            instance.connection_ids.add(ctx.connection_id)
+            self._connections.setdefault(ctx.connection_id, set()).add(instance_id)
         return instance
-
-    def _expire(self, now_ms: int) -> None:
-        for key in [k for k, i in self.instances.items() if now_ms - i.last_request_ms > i.expiry_ms]:
-            instance = self.instances.pop(key)
-            for conn in instance.connection_ids:
-                if self._connections.get(conn) == key:
-                    del self._connections[conn]
 
     # -- the two requests ---------------------------------------------------------------------------
     def get_telemetry_subscriptions(self, ctx: RequestContext, client_instance_id: uuid.UUID
@@ -267,7 +284,8 @@ class ClientMetricsManager(ObserverBase):
         if metrics:
             try:
                 self.receiver.export(instance.identity, compression_type, metrics, terminating=terminating,
-                                     push_interval_ms=instance.push_interval_ms)
+                                     push_interval_ms=instance.push_interval_ms,
+                                     max_size=self.max_decompressed_bytes)
             except TelemetryDecodeError as exc:
                 instance.last_error = ErrorCode.INVALID_RECORD
                 log.warning("cannot export the metrics of client instance %s: %s",
@@ -307,4 +325,7 @@ class ClientMetricsManager(ObserverBase):
                 prefix + "throttle-total": self.throttle_count,
                 prefix + "unknown-subscription-request-total": self.unknown_subscription_requests,
                 prefix + "plugin-export-total": self.receiver.exported,
-                prefix + "plugin-error-total": self.receiver.errors}
+                prefix + "plugin-error-total": self.receiver.errors,
+                # minikafka's own: what the caps of the shared store dropped.
+                prefix + "instance-eviction-total": self.instances.evictions,
+                prefix + "series-dropped-total": self.receiver.series_dropped}

@@ -22,11 +22,28 @@ form), ``client_id`` and the data point's own attributes (``node.id`` as ``node_
 
 A client's metrics are dropped once it has pushed nothing for ``max(60 s, 3 push intervals)`` (Kafka's client
 instance expiry).  The store is shared by a cluster's brokers (a client may push to any of them).
+
+Pushes need no ACL, so what the store keeps is bounded (Kafka hands payloads to a plugin and keeps nothing; these
+limits are minikafka's own):
+
+* a payload may decompress to :func:`max_decompressed_bytes` (``DECOMPRESSION_RATIO`` × ``telemetry.max.bytes``,
+  at least ``MIN_DECOMPRESSED_BYTES``); beyond that it is refused as one that does not decode (INVALID_RECORD);
+* a client keeps at most ``max_series_per_client`` series (a series is one data point's metric and attribute set);
+  a push's series beyond that, and data points whose attributes are longer than ``MAX_ATTRIBUTES_CHARS``, are
+  dropped and counted (``series_dropped``); series already kept are still updated;
+* the store keeps at most ``max_clients`` clients and ``max_series`` series in all: past either, the clients that
+  pushed least recently are forgotten (LRU, as Kafka's client instance cache);
+* descriptions, units and resource attribute values are cut to ``MAX_TEXT_CHARS``, a client keeps
+  ``MAX_RESOURCE_ATTRIBUTES`` resource attributes and a summary point ``MAX_QUANTILES`` quantiles, and a metric is
+  only kept once one of its data points is.
+
+So ``/metrics`` and ``GET /v1/client-metrics`` render at most ``max_series`` series.
 """
 
 from __future__ import annotations
 
 import base64
+import itertools
 import logging
 import re
 import uuid
@@ -35,6 +52,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...protocol.compression import CompressionError, UnsupportedCodecError, decompress_bounded
+from .cache import ExpiringLruCache
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +60,23 @@ _INVALID_NAME = re.compile(r"[^a-zA-Z0-9_:]+")
 _INVALID_LABEL = re.compile(r"[^a-zA-Z0-9_]+")
 DELTA = 1  # OTLP AggregationTemporality
 CACHE_EXPIRY_MS = 60 * 1000
+
+#: A pushed payload may decompress to this many times ``telemetry.max.bytes`` ...
+DECOMPRESSION_RATIO = 8
+#: ... and to at least this much (so a small ``telemetry.max.bytes`` does not refuse an ordinary payload).
+MIN_DECOMPRESSED_BYTES = 1 << 20
+#: The clients the store keeps (least recently pushing forgotten first).
+MAX_CLIENTS = 4096
+#: The series (data points' attribute sets) one client keeps.
+MAX_SERIES_PER_CLIENT = 2048
+#: The series the store keeps in all (what ``/metrics`` renders at most).
+MAX_SERIES = 32768
+#: A data point whose attribute keys and values add up to more characters than this is dropped.
+MAX_ATTRIBUTES_CHARS = 512  # a topic name (249 characters at most), a partition and a node id fit with room to spare
+#: Metric names longer than this are dropped; descriptions, units and resource attribute values are cut to it.
+MAX_TEXT_CHARS = 1024
+MAX_RESOURCE_ATTRIBUTES = 64
+MAX_QUANTILES = 32
 
 Labels = tuple[tuple[str, str], ...]
 
@@ -88,6 +123,13 @@ class _Point:
     time_unix_nano: int = 0
 
 
+def max_decompressed_bytes(telemetry_max_bytes: int) -> int:
+    """What a payload of at most ``telemetry_max_bytes`` may decompress to: ``DECOMPRESSION_RATIO`` times as much
+    (OTLP metrics compress a few times over; more is a payload built to expand), ``MIN_DECOMPRESSED_BYTES`` at
+    least."""
+    return max(MIN_DECOMPRESSED_BYTES, DECOMPRESSION_RATIO * telemetry_max_bytes)
+
+
 @dataclass(slots=True)
 class _Metric:
     name: str
@@ -109,6 +151,8 @@ class ClientTelemetry:
     last_push_ms: int = 0
     expiry_ms: int = CACHE_EXPIRY_MS
     terminating: bool = False
+    series: int = 0  # data points kept, over all metrics
+    series_dropped: int = 0  # data points refused by the caps
 
 
 def _any_value(v: Any) -> str:
@@ -148,14 +192,14 @@ def parse_metrics_data(data: bytes) -> Any:
     return message
 
 
-#: What a pushed payload may decompress to (``telemetry.max.bytes`` bounds it compressed only): a client's
-#: metrics are kilobytes; a few compressed bytes standing for gigabytes are refused, not allocated.
-MAX_DECOMPRESSED_BYTES = 32 << 20
+#: What a pushed payload may decompress to with the default ``telemetry.max.bytes`` (1 MiB): a client's metrics
+#: are kilobytes; a few compressed bytes standing for gigabytes are refused, not allocated.
+MAX_DECOMPRESSED_BYTES = max_decompressed_bytes(1 << 20)
 
 
 def decode_payload(compression_type: int, payload: bytes, max_size: int = MAX_DECOMPRESSED_BYTES) -> Any:
-    """Decompress (Kafka's ``ClientTelemetryUtils.decompress``, bounded by ``max_size``) and parse a
-    PushTelemetry payload."""
+    """Decompress (Kafka's ``ClientTelemetryUtils.decompress``, bounded by ``max_size``: TelemetryDecodeError
+    beyond it) and parse a PushTelemetry payload."""
     try:
         data = decompress_bounded(compression_type, payload, max_size)
     except (CompressionError, UnsupportedCodecError) as exc:
@@ -164,44 +208,77 @@ def decode_payload(compression_type: int, payload: bytes, max_size: int = MAX_DE
 
 
 class ClientTelemetryStore:
-    """The metrics each client instance pushed (the broker's built-in ``ClientTelemetryReceiver``)."""
+    """The metrics each client instance pushed (the broker's built-in ``ClientTelemetryReceiver``), within the
+    caps the module describes."""
 
-    def __init__(self, now_ms: Callable[[], int]) -> None:
+    def __init__(self, now_ms: Callable[[], int], *, max_clients: int = MAX_CLIENTS,
+                 max_series_per_client: int = MAX_SERIES_PER_CLIENT, max_series: int = MAX_SERIES) -> None:
         self.now_ms = now_ms
-        self.clients: dict[uuid.UUID, ClientTelemetry] = {}
+        self.max_series_per_client = max_series_per_client
+        self.max_series = max_series
+        self.clients: ExpiringLruCache[uuid.UUID, ClientTelemetry] = ExpiringLruCache(max_clients, self._forgotten)
+        self.total_series = 0  # series kept, over all clients
         self.exported = 0  # pushes decoded (Kafka's plugin-export count)
         self.errors = 0  # pushes that failed to decode (plugin-error)
+        self.series_dropped = 0  # data points refused by the caps (minikafka's own)
+
+    def _forgotten(self, key: uuid.UUID, client: ClientTelemetry) -> None:
+        self.total_series -= client.series
 
     # -- receiving ----------------------------------------------------------------------------------
     def export(self, identity: ClientIdentity, compression_type: int, payload: bytes, *, terminating: bool = False,
-               push_interval_ms: int = 0) -> None:
-        """Decode one push and merge it into the client's metrics; TelemetryDecodeError if it does not decode."""
+               push_interval_ms: int = 0, max_size: int = MAX_DECOMPRESSED_BYTES) -> None:
+        """Decode one push (decompressed to ``max_size`` at most) and merge it into the client's metrics;
+        TelemetryDecodeError if it does not decode."""
         try:
-            data = decode_payload(compression_type, payload)
+            data = decode_payload(compression_type, payload, max_size)
         except TelemetryDecodeError:
             self.errors += 1
             raise
-        self.expire()
-        client = self.clients.get(identity.client_instance_id)
+        now = self.now_ms()
+        self.clients.expire(now)
+        key = identity.client_instance_id
+        expiry_ms = max(CACHE_EXPIRY_MS, 3 * push_interval_ms)
+        client = self.clients.get(key)
         if client is None:
-            client = self.clients[identity.client_instance_id] = ClientTelemetry(identity)
+            client = ClientTelemetry(identity)
+            self.clients.put(key, client, now + expiry_ms)
+        else:
+            self.clients.touch(key, now + expiry_ms)
         client.pushes += 1
         client.bytes_received += len(payload)
-        client.last_push_ms = self.now_ms()
-        client.expiry_ms = max(CACHE_EXPIRY_MS, 3 * push_interval_ms)
+        client.last_push_ms = now
+        client.expiry_ms = expiry_ms
         client.terminating = terminating
+        before, dropped = client.series, client.series_dropped
         for rm in data.resource_metrics:
-            client.resource.update(_attributes(rm.resource.attributes))
+            self._resource(client, rm.resource.attributes)
             for sm in rm.scope_metrics:
                 for metric in sm.metrics:
                     self._merge(client, metric)
+        self.total_series += client.series - before
+        if client.series_dropped > dropped:
+            self.series_dropped += client.series_dropped - dropped
+            log.debug("client instance %s: %d data points over the caps dropped", kafka_uuid_str(key),
+                      client.series_dropped - dropped)
+        while self.total_series > self.max_series and len(self.clients) > 1:
+            self.clients.pop_oldest()  # the pushing client is the most recent: never it
         self.exported += 1
+
+    @staticmethod
+    def _resource(client: ClientTelemetry, kvs: Any) -> None:
+        for k, v in _attributes(kvs):
+            if k in client.resource or len(client.resource) < MAX_RESOURCE_ATTRIBUTES:
+                client.resource[k[:MAX_TEXT_CHARS]] = v[:MAX_TEXT_CHARS]
 
     def _merge(self, client: ClientTelemetry, metric: Any) -> None:
         which = metric.WhichOneof("data")
         if which is None:
             return
         data = getattr(metric, which)
+        if len(metric.name) > MAX_TEXT_CHARS:
+            client.series_dropped += len(data.data_points)
+            return
         if which == "gauge":
             kind = "gauge"
         elif which == "sum":
@@ -211,16 +288,24 @@ class ClientTelemetryStore:
         else:
             kind = "summary"
         state = client.metrics.get(metric.name)
-        if state is None or state.kind != kind:
-            state = client.metrics[metric.name] = _Metric(metric.name, kind)
-        state.description = metric.description or state.description
-        state.unit = metric.unit or state.unit
+        if state is not None and state.kind != kind:  # the same name as another type now: start again
+            client.series -= len(state.points)
+            del client.metrics[metric.name]
+            state = None
+        fresh = state is None
+        if state is None:
+            state = _Metric(metric.name, kind)
         delta = kind != "summary" and which != "gauge" and data.aggregation_temporality == DELTA
         for p in data.data_points:
             attrs = _attributes(p.attributes)
             point = state.points.get(attrs)
             if point is None:
+                if (client.series >= self.max_series_per_client
+                        or sum(len(k) + len(v) for k, v in attrs) > MAX_ATTRIBUTES_CHARS):
+                    client.series_dropped += 1
+                    continue
                 point = state.points[attrs] = _Point()
+                client.series += 1
             point.time_unix_nano = p.time_unix_nano
             if kind in ("gauge", "counter", "updown"):
                 value = _number(p)
@@ -230,21 +315,24 @@ class ClientTelemetryStore:
                 point.total = point.total + p.sum if delta else float(p.sum)
             else:
                 point.count, point.total = float(p.count), float(p.sum)
-                point.quantiles = {q.quantile: q.value for q in p.quantile_values}
+                point.quantiles = {q.quantile: q.value for q in itertools.islice(p.quantile_values, MAX_QUANTILES)}
+        if fresh and state.points:  # a metric is kept once one of its data points is
+            client.metrics[metric.name] = state
+        if not fresh or state.points:
+            state.description = metric.description[:MAX_TEXT_CHARS] or state.description
+            state.unit = metric.unit[:MAX_TEXT_CHARS] or state.unit
 
     # -- reading ------------------------------------------------------------------------------------
     def expire(self) -> None:
         """Forget the clients that have pushed nothing for their expiry time."""
-        now = self.now_ms()
-        for key in [k for k, c in self.clients.items() if now - c.last_push_ms > c.expiry_ms]:
-            del self.clients[key]
+        self.clients.expire(self.now_ms())
 
     def series(self) -> Iterator[tuple[str, str, str, Labels, str, float]]:
         """(family, kind, doc, labels, part, value) of every data point of every client, for Prometheus:
         kind counter, gauge or summary; part ``value``, or for a summary ``count``, ``mean`` or a
         quantile."""
         self.expire()
-        for client in list(self.clients.values()):
+        for client in self.clients.values():
             ident = client.identity
             base: Labels = (("client_instance_id", kafka_uuid_str(ident.client_instance_id)),
                             ("client_id", ident.client_id))
@@ -282,6 +370,7 @@ class ClientTelemetryStore:
                 "client_source_port": ident.client_source_port,
                 "resource": dict(client.resource), "pushes": client.pushes, "bytes_received": client.bytes_received,
                 "last_push_ms": client.last_push_ms, "terminating": client.terminating,
+                "series": client.series, "series_dropped": client.series_dropped,
                 "metrics": [{
                     "name": m.name, "type": m.kind, "description": m.description, "unit": m.unit,
                     "points": [{"attributes": dict(attrs), "time_unix_nano": p.time_unix_nano,

@@ -4,6 +4,10 @@ v3+ also carries the features (Kafka's ``ApiVersionManager.apiVersionResponse``)
 with their level ranges, and the cluster's finalized levels (a feature finalized at 0 is left out) with
 their epoch.  Before v4 a supported feature whose minimum level is 0 is left out (KAFKA-17011: older clients
 cannot read it), so v3 lists ``metadata.version`` alone.
+
+A v3+ request names the client software; it is kept as the connection's
+:class:`~minikafka.broker.request.ClientInformation` (where Kafka's socket server registers it), for KIP-714
+subscription matching.
 """
 
 from __future__ import annotations
@@ -26,6 +30,12 @@ class ApiVersionsHandler:
         self.features = features
 
     async def handle(self, ctx: RequestContext, req: B.ApiVersionsRequestBody) -> B.ApiVersionsResponseBody:
+        info = ctx.client_information
+        if info is not None and ctx.api_version >= 3:
+            name = req.get("client_software_name") or ""
+            version = req.get("client_software_version") or ""
+            if name or version:
+                info.software_name, info.software_version = name, version
         body: B.ApiVersionsResponseBody = {"error_code": 0, "api_keys": self.versions, "throttle_time_ms": 0}
         if self.features is not None and ctx.api_version >= 3:
             body["supported_features"] = [

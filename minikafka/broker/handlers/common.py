@@ -82,32 +82,38 @@ class PendingAck:
     min_isr: int = 0
 
 
-def _settle(log: PartitionLookup, pending: list[PendingAck]) -> None:
-    """Complete each partition whose HW reached the required offset, or that lost leadership."""
+def _settle(log: PartitionLookup, pending: list[PendingAck]) -> bool:
+    """Complete each partition whose HW reached the required offset, or that lost leadership; whether one
+    lost leadership."""
+    lost = False
     for item in list(pending):
         part = item.part
         if not part.is_leader or log.get(part.topic, part.index) is not part:
             item.entry["error_code"] = ErrorCode.NOT_LEADER_OR_FOLLOWER
+            lost = True
         elif part.log.high_watermark >= item.required:
             if len(log.isr(part)) < item.min_isr:
                 item.entry["error_code"] = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
         else:
             continue
         pending.remove(item)
+    return lost
 
 
 async def await_acks(log: PartitionLookup, delayed: DelayedOperations, pending: list[PendingAck],
-                     deadline: float) -> None:
+                     deadline: float) -> bool:
     """Kafka's ``DelayedProduce`` (Produce and the markers of WriteTxnMarkers): wait, woken only by changes
-    to these partitions, until each is replicated; whatever is left at ``deadline`` gets REQUEST_TIMED_OUT."""
-    _settle(log, pending)
+    to these partitions, until each is replicated; whatever is left at ``deadline`` gets REQUEST_TIMED_OUT.
+    Returns whether some partition lost its leadership meanwhile (answered NOT_LEADER_OR_FOLLOWER)."""
+    lost = _settle(log, pending)
     if pending:
         with delayed.watch(item.part.tp for item in pending) as watch:
             while pending and await watch.wait(deadline):
-                _settle(log, pending)
-        _settle(log, pending)
+                lost = _settle(log, pending) or lost
+        lost = _settle(log, pending) or lost
     for item in pending:
         item.entry["error_code"] = ErrorCode.REQUEST_TIMED_OUT
+    return lost
 
 
 def failed_group_description(group_id: str, code: int, message: str | None = None) -> Any:

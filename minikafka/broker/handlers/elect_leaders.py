@@ -2,8 +2,9 @@
 
 Kafka 4 forwards ElectLeaders to the controller (``ControllerApis.handleElectLeaders``,
 ``ReplicationControlManager.electLeaders``); here every broker answers from the shared cluster metadata,
-which plays the controller (:meth:`~minikafka.broker.metadata.ClusterMetadata.elect_leader`: a new leader
-comes with leader epoch + 1 and every broker follows it).
+which plays the controller (:meth:`~minikafka.broker.metadata.ClusterMetadata.elect_leaders`: a new leader
+comes with leader epoch + 1 and every broker follows it; a request's elections are persisted and announced
+once).
 
 ALTER on the cluster (else CLUSTER_AUTHORIZATION_FAILED on the top level and every partition named).  An
 election type other than 0 (preferred) or 1 (unclean) makes the request INVALID_REQUEST.  Null
@@ -39,20 +40,21 @@ class ElectLeadersHandler:
             return error_response(ctx.api_key, ctx.api_version, req,  # type: ignore[return-value]
                                   ErrorCode.INVALID_REQUEST)
         unclean = election_type == UNCLEAN
-        results: list[B.ElectLeadersResponseReplicaElectionResults] = []
-        if req["topic_partitions"] is None:
-            for topic in sorted(self.metadata.all_topics(), key=lambda t: t.name):
-                partitions: list[B.ElectLeadersResponseReplicaElectionResultsPartitionResult] = []
-                for p in topic.partitions:
-                    code, message = self.election.elect_leader(topic.name, p.partition, unclean)
-                    if code != ErrorCode.ELECTION_NOT_NEEDED:
-                        partitions.append({"partition_id": p.partition, "error_code": code, "error_message": message})
-                results.append({"topic": topic.name, "partition_result": partitions})
+        # One batch for the whole request: the metadata is persisted and announced once, not per partition.
+        named = req["topic_partitions"]
+        every = named is None
+        if named is None:
+            wanted = [(topic.name, [p.partition for p in topic.partitions])
+                      for topic in sorted(self.metadata.all_topics(), key=lambda t: t.name)]
         else:
-            for t in req["topic_partitions"]:
-                partitions = []
-                for index in t["partitions"]:
-                    code, message = self.election.elect_leader(t["topic"], index, unclean)
+            wanted = [(t["topic"], list(t["partitions"])) for t in named]
+        outcomes = iter(self.election.elect_leaders([(name, i) for name, indexes in wanted for i in indexes], unclean))
+        results: list[B.ElectLeadersResponseReplicaElectionResults] = []
+        for name, indexes in wanted:
+            partitions: list[B.ElectLeadersResponseReplicaElectionResultsPartitionResult] = []
+            for index in indexes:
+                code, message = next(outcomes)
+                if not (every and code == ErrorCode.ELECTION_NOT_NEEDED):
                     partitions.append({"partition_id": index, "error_code": code, "error_message": message})
-                results.append({"topic": t["topic"], "partition_result": partitions})
+            results.append({"topic": name, "partition_result": partitions})
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "replica_election_results": results}

@@ -34,7 +34,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import trio
 
@@ -248,12 +248,10 @@ class FetchHandler:
             # Never ask for more than the quota window can hold: that would guarantee throttling.
             max_bytes = int(min(max_bytes, self.fetch_quota.get_max_value_in_quota_window(
                 ctx.user, ctx.quota_client_id)))
-        reported_hw = {key: preq.high_watermark for key, preq in fetch_data.items()
-                       if preq.high_watermark != HIGH_WATERMARK_UNKNOWN} if is_follower else None
-        data = await self._read_until_ready(partitions, names, version, replica_id, max_bytes,
-                                            min(req["min_bytes"], max_bytes), req["max_wait_ms"],
-                                            not is_follower and version >= 4 and req["isolation_level"] == 1,
-                                            denied, reported_hw)
+        data, error = await self._read_until_ready(partitions, names, version, replica_id, max_bytes,
+                                                   min(req["min_bytes"], max_bytes), req["max_wait_ms"],
+                                                   not is_follower and version >= 4 and req["isolation_level"] == 1,
+                                                   denied, fetch_data if is_follower else None)
         if not is_follower and self.fetch_quota.quotas_enabled:
             throttle = self._charge_consumer_quotas(ctx, version, fctx, data)
             if throttle:
@@ -264,7 +262,8 @@ class FetchHandler:
         trace.session_id = session_id
         if is_follower:
             self._record_leader_quota(trace, version, selected)
-        leaders = self._discover_leaders(selected, names) if version >= LEADER_DISCOVERY_VERSION else None
+        # Only a read with an error can have answered a leadership error (denied partitions are not read).
+        leaders = self._discover_leaders(selected, names) if error and version >= LEADER_DISCOVERY_VERSION else None
         body: B.FetchResponseBody = {"throttle_time_ms": 0, "error_code": 0, "session_id": session_id,
                                      "responses": group_by_topic(version, selected)}
         if leaders:
@@ -302,13 +301,15 @@ class FetchHandler:
                                 names: dict[PartitionKey, str | None], version: int, replica_id: int,
                                 max_bytes: int, min_bytes: int, max_wait_ms: int, read_committed: bool = False,
                                 denied: set[PartitionKey] | None = None,
-                                reported_hw: dict[PartitionKey, int] | None = None
-                                ) -> OrderedDict[PartitionKey, FetchPartitionData]:
+                                follower_data: Mapping[PartitionKey, PartitionRequest] | None = None
+                                ) -> tuple[OrderedDict[PartitionKey, FetchPartitionData], bool]:
         """Read every partition; while below ``min_bytes`` and without errors, wait (Kafka's
         ``DelayedFetch``) and re-read only the partitions whose change woke the fetch.  ``denied``
         partitions are answered TOPIC_AUTHORIZATION_FAILED without being read or waited on.
-        ``reported_hw``: the high watermarks a follower reported (v18): one behind the leader's, for a
-        follower that has the records below it, completes the fetch at once (KIP-1166)."""
+        ``follower_data``: a follower's request partitions, with the high watermarks it reported (v18): one
+        behind the leader's, for a follower that has the records below it, completes the fetch at once
+        (KIP-1166).  Returns the data and whether a partition read answered an error (a read with an error
+        ends the wait, so only the last pass's reads can hold one)."""
         is_follower = replica_id >= 0
         throttle = self._leader_throttle(replica_id) if is_follower else None
         data: OrderedDict[PartitionKey, FetchPartitionData] = OrderedDict()
@@ -323,11 +324,14 @@ class FetchHandler:
             total += entry.size
             error = error or bool(entry.error_code)
         deadline = trio.current_time() + max(max_wait_ms, 0) / 1000
+        if total >= min_bytes or error or trio.current_time() >= deadline or (denied and len(denied) >= len(data)):
+            return data, error
+        # The fetch would wait: only now the lookups the wait needs.
         requests = dict(partitions)
-        if (total >= min_bytes or error or trio.current_time() >= deadline
-                or (denied and len(denied) >= len(data))
-                or (reported_hw and _high_watermark_behind(reported_hw, requests, data))):
-            return data
+        reported_hw = {key: preq.high_watermark for key, preq in follower_data.items()
+                       if preq.high_watermark != HIGH_WATERMARK_UNKNOWN} if follower_data else None
+        if reported_hw and _high_watermark_behind(reported_hw, requests, data):
+            return data, error
         by_tp: dict[TopicPartition, list[PartitionKey]] = {}
         for key, name in names.items():
             if name is not None and not (denied and key in denied):
@@ -351,7 +355,7 @@ class FetchHandler:
                     break
                 if reported_hw and _high_watermark_behind(reported_hw, requests, data):
                     break
-        return data
+        return data, error
 
     # -- accounting ---------------------------------------------------------------------------
     def _record_follower_fetch(self, partitions: list[tuple[PartitionKey, PartitionRequest]],

@@ -105,6 +105,7 @@ class ProduceHandler:
             found, denied = checked
         unverified = (await self._verify_transactional(req, denied, ctx.api_version >= ADD_PARTITION_VERSION)
                       if req["transactional_id"] is not None else {})
+        not_leader = False  # some partition answered NOT_LEADER_OR_FOLLOWER: KIP-951 leader discovery needed
         for td in req["topic_data"]:
             parts: list[PartitionResponse] = []
             if denied and td["name"] in denied:
@@ -123,16 +124,20 @@ class ProduceHandler:
                     # Kafka's getPartitionOrError: a partition of the metadata this broker does not host (a
                     # reassignment moved it away) is NOT_LEADER_OR_FOLLOWER, so the client looks it up again.
                     elsewhere = topic is not None and topic.partition(index) is not None
-                    parts.append({"index": index, "error_code": code or (
-                        ErrorCode.NOT_LEADER_OR_FOLLOWER if elsewhere else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)})
+                    error = code or (
+                        ErrorCode.NOT_LEADER_OR_FOLLOWER if elsewhere else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                    not_leader = not_leader or error == ErrorCode.NOT_LEADER_OR_FOLLOWER
+                    parts.append({"index": index, "error_code": error})
                     continue
                 if not part.is_leader:
+                    not_leader = True
                     parts.append({"index": index, "error_code": ErrorCode.NOT_LEADER_OR_FOLLOWER})
                     continue
                 failed = unverified.get(part.tp) if unverified else None
                 if failed == ErrorCode.TRANSACTION_ABORTABLE and ctx.api_version < TRANSACTION_ABORTABLE_VERSION:
                     failed = ErrorCode.INVALID_TXN_STATE
                 if failed:
+                    not_leader = not_leader or failed == ErrorCode.NOT_LEADER_OR_FOLLOWER
                     parts.append({"index": index, "error_code": failed, "error_message": failed.name})
                     continue
                 min_isr = self._min_insync_replicas(topic) if acks == -1 and part.is_replicated else 0
@@ -144,6 +149,7 @@ class ProduceHandler:
                 result = self.log.append_records(part, pd["records"], now_ms, self._max_message_bytes(topic))
                 if result.error:
                     log.debug("produce to %s-%d failed: %s", td["name"], index, result.message)
+                    not_leader = not_leader or result.error == ErrorCode.NOT_LEADER_OR_FOLLOWER
                 entry: PartitionResponse = {
                     "index": index,
                     "error_code": result.error,
@@ -160,8 +166,10 @@ class ProduceHandler:
                     pending.append(PendingAck(entry, part, result.last_offset + 1, min_isr))
             responses.append({"name": td["name"], "topic_id": td["topic_id"], "partition_responses": parts})
         if pending:
-            await await_acks(self.log, self.delayed, pending, trio.current_time() + max(req["timeout_ms"], 0) / 1000)
-        leaders = self._discover_leaders(responses) if ctx.api_version >= LEADER_DISCOVERY_VERSION else None
+            deadline = trio.current_time() + max(req["timeout_ms"], 0) / 1000
+            not_leader = await await_acks(self.log, self.delayed, pending, deadline) or not_leader
+        leaders = (self._discover_leaders(responses) if not_leader and ctx.api_version >= LEADER_DISCOVERY_VERSION
+                   else None)
         # Produce byte-rate quota on the request size; the request quota is not enforced for acks=0.
         ctx.throttle("Produce", self.quota.maybe_record_and_get_throttle_time_ms(
             ctx.user, ctx.quota_client_id, ctx.request_size))

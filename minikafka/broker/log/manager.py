@@ -13,7 +13,9 @@ Crash safety of that swap: the current log's directory is first renamed ``<topic
 then the future's renamed to ``<topic>-<partition>``, then the old one removed.  Loading finishes what a
 crash interrupted: a future log beside a current one is kept (the move resumes, as Kafka's
 ``maybeAddLogDirFetchers``), a future log with no current one takes its place, a ``-delete`` directory goes
-once the partition has a current log (and becomes it again when it has none).
+once the partition has a current log (and becomes it again when it has none).  An error before the future
+directory's rename undoes the swap (the current directory put back and its log reopened); after that rename
+the future log is the partition's, whatever fails.
 
 Differences: no per-directory recovery threads, checkpoint files or directory failure handling (a log
 directory is never offline); no async deletion (a deleted topic's directories are removed at once rather
@@ -24,6 +26,7 @@ directories".
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -156,17 +159,22 @@ class LogManager:
         return sorted(p for t, p in self.logs if t == topic)
 
     def delete_topic(self, topic: str) -> None:
-        for key in [k for k in self.logs if k[0] == topic]:
-            self.logs.pop(key).delete()
+        """Remove every log of ``topic``: future logs first, as :meth:`delete_partition`, since loading makes
+        a future log with no current one the partition's log (a crash in between must not bring a copy back)."""
         for key in [k for k in self.future_logs if k[0] == topic]:
             self.future_logs.pop(key).delete()
+        for key in [k for k in self.logs if k[0] == topic]:
+            self.logs.pop(key).delete()
         for key in [k for k in self.preferred_dirs if k[0] == topic]:
             del self.preferred_dirs[key]
-        for d in self.log_dirs:  # directories of logs never opened in this process
+        strays = []  # directories of logs never opened in this process
+        for d in self.log_dirs:
             for child in d.root.iterdir():
                 parsed = parse_log_dir_name(child.name) or parse_suffixed_dir_name(child.name)
                 if child.is_dir() and parsed is not None and parsed[0] == topic:
-                    shutil.rmtree(child, ignore_errors=True)
+                    strays.append(child)
+        for child in sorted(strays, key=lambda c: not c.name.endswith(FUTURE_DIR_SUFFIX)):  # futures first
+            shutil.rmtree(child, ignore_errors=True)
 
     def delete_partition(self, topic: str, partition: int) -> None:
         """Remove one partition's current and future logs, also one never opened in this process (its
@@ -210,7 +218,14 @@ class LogManager:
     def replace_current_with_future(self, topic: str, partition: int) -> Log:
         """Swap a caught-up future log in for the current one (Kafka's ``replaceCurrentWithFutureLog``): the
         caller made sure both end at the same offset.  The new current log keeps the old one's log start
-        offset, high watermark, leader epochs and aborted-transaction index; the old one's directory goes."""
+        offset, high watermark, leader epochs and aborted-transaction index; the old one's directory goes.
+
+        An error before the commit point (the rename of the future directory) leaves the partition as it was:
+        the current log in its directory, open (reopened if it had been closed: then ``self.logs`` holds the
+        new object), and the future log closed but still in ``future_logs`` for the caller to abandon.  After
+        the commit point the future log is the partition's log, whatever fails: it leaves ``future_logs``
+        first, so no caller deletes it (an error opening it leaves the partition unusable until a restart,
+        which loads it)."""
         key = (topic, partition)
         src, dst = self.logs[key], self.future_logs[key]
         assert src.directory is not None and dst.directory is not None
@@ -218,7 +233,7 @@ class LogManager:
             raise ValueError(f"future log of {topic}-{partition} ends at {dst.log_end_offset}, "
                              f"the current one at {src.log_end_offset}")
         src_dir, future_dir = src.directory, dst.directory
-        src.close()
+        src.flush()  # its offsets checkpoint, as closing would write it (no append comes before the swap)
         dst.close()
         for name in (EPOCH_CHECKPOINT_FILE, OFFSETS_CHECKPOINT_FILE):  # the current log's, exactly
             source, target = src_dir / name, future_dir / name
@@ -229,16 +244,41 @@ class LogManager:
             else:
                 target.unlink(missing_ok=True)
         doomed = src_dir.with_name(suffixed_dir_name(topic, partition, DELETE_DIR_SUFFIX))
-        os.rename(src_dir, doomed)
         final = future_dir.with_name(f"{topic}-{partition}")
-        os.rename(future_dir, final)  # the commit point
+        set_aside = False
+        try:
+            src.close()
+            os.rename(src_dir, doomed)
+            set_aside = True
+            os.rename(future_dir, final)  # the commit point
+        except BaseException:
+            self._restore_current(key, src, src_dir, doomed if set_aside else None)
+            raise
+        del self.future_logs[key]
         new = Log(topic, partition, src.config, final, auto_advance_hw=src.auto_advance_hw, clock=self.clock)
         new.txn_index = src.txn_index
         self.logs[key] = new
-        del self.future_logs[key]
         shutil.rmtree(doomed, ignore_errors=True)
         log.info("the log of partition %s-%d moved from %s to %s", topic, partition, src_dir.parent, final.parent)
         return new
+
+    def _restore_current(self, key: tuple[str, int], src: Log, src_dir: Path, doomed: Path | None) -> None:
+        """Undo a swap that failed before its commit point: the current directory back in place (from
+        ``doomed`` if it was set aside) and the current log reopened there, in ``self.logs``."""
+        directory = src_dir
+        if doomed is not None:
+            try:
+                os.rename(doomed, src_dir)
+            except OSError as exc:  # it stays set aside (start-up makes it the partition's log again)
+                log.error("cannot put %s back as %s: %s", doomed, src_dir, exc)
+                directory = doomed
+        for seg in src.segments:  # whatever a failed close left open
+            with contextlib.suppress(OSError):
+                seg.close()
+        again = Log(key[0], key[1], src.config, directory, auto_advance_hw=src.auto_advance_hw, clock=self.clock)
+        again.txn_index = src.txn_index
+        self.logs[key] = again
+        log.warning("the swap of partition %s-%d failed: its log stays in %s", key[0], key[1], directory)
 
     # -- start-up ---------------------------------------------------------------------------
     def load_existing(self, configs: dict[str, LogConfig],

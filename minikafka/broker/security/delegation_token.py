@@ -17,13 +17,16 @@ Models four Kafka pieces at once:
   (``delegation.token.expiry.check.interval.ms``).
 * ``DelegationTokenCache``: tokens by id and by HMAC, and the SCRAM credentials of each token, derived as
   Kafka derives them (``ScramFormatter.generateCredential`` over the Base64 HMAC, for SCRAM-SHA-256 and
-  SCRAM-SHA-512, 4096 iterations) for the SCRAM server's ``tokenauth`` logins.
+  SCRAM-SHA-512, 4096 iterations) for the SCRAM server's ``tokenauth`` logins.  Deliberate difference: Kafka
+  derives both credentials when it caches a token; here each is derived on the first login with it and then
+  kept, so creating or loading tokens costs no PBKDF2 on the event loop.
 * ``DelegationTokenManager.filterToken``: which tokens DescribeDelegationToken shows
   (:func:`filter_token`).
 
 One manager serves a whole cluster (as KRaft's metadata image does); with a data dir its tokens (without
-HMACs) are persisted as JSON in ``<data_dir>/__scram_credentials/delegation_tokens.json``, next to the SCRAM
-credentials, rewritten atomically on every change.
+HMACs) are persisted as compact JSON in ``<data_dir>/__scram_credentials/delegation_tokens.json``, next to
+the SCRAM credentials, rewritten atomically (and fsynced) on every change, as Kafka's controller commits each
+change to its metadata log before answering.
 
 Deliberate differences: principals are ``"Type:name"`` strings; no ``metadata.version`` gate.
 """
@@ -172,6 +175,7 @@ class DelegationTokenManager:
         self._tokens: dict[str, TokenInformation] = {}
         self._hmacs: dict[str, bytes] = {}  # token id -> HMAC
         self._by_hmac: dict[bytes, str] = {}  # HMAC -> token id
+        # token id -> the SCRAM credentials derived so far (on the first login with each mechanism)
         self._credentials: dict[str, dict[ScramMechanism, ScramCredential]] = {}
         if path is not None:
             self._load()
@@ -191,7 +195,8 @@ class DelegationTokenManager:
 
     # -- the cache (DelegationTokenCache) ------------------------------------------------------------------
     def _add(self, info: TokenInformation) -> None:
-        """Cache a token with its HMAC and SCRAM credentials (Kafka's ``DelegationTokenManager.updateCache``)."""
+        """Cache a token with its HMAC (Kafka's ``DelegationTokenManager.updateCache``); its SCRAM credentials
+        come later, from :meth:`credential`."""
         old = self._hmacs.get(info.token_id)
         self._tokens[info.token_id] = info
         if old is not None:  # a renewal or an expiry change: same HMAC, same credentials
@@ -199,10 +204,6 @@ class DelegationTokenManager:
         mac = create_hmac(info.token_id, self.secret_key)
         self._hmacs[info.token_id] = mac
         self._by_hmac[mac] = info.token_id
-        password = base64.b64encode(mac).decode("ascii")
-        self._credentials[info.token_id] = {
-            m: generate_credential(m, password, MIN_ITERATIONS)
-            for m in (ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512)}
 
     def _remove(self, token_id: str) -> None:
         self._tokens.pop(token_id, None)
@@ -236,8 +237,17 @@ class DelegationTokenManager:
         return None if info is None else _principal_name(info.owner)
 
     def credential(self, token_id: str, mechanism: ScramMechanism) -> ScramCredential | None:
-        """The SCRAM credential a client proves it holds the token's HMAC with."""
-        return self._credentials.get(token_id, {}).get(mechanism)
+        """The SCRAM credential a client proves it holds the token's HMAC with: derived from the Base64 HMAC
+        (4096 iterations, a random salt) on the first login with ``mechanism``, then kept with the token."""
+        mac = self._hmacs.get(token_id)
+        if mac is None or not self.enabled:
+            return None
+        derived = self._credentials.setdefault(token_id, {})
+        credential = derived.get(mechanism)
+        if credential is None:
+            credential = generate_credential(mechanism, base64.b64encode(mac).decode("ascii"), MIN_ITERATIONS)
+            derived[mechanism] = credential
+        return credential
 
     def hmac(self, token_id: str) -> bytes | None:
         return self._hmacs.get(token_id)
@@ -351,4 +361,4 @@ class DelegationTokenManager:
         if self.path is None:
             return
         data = {"version": 1, "tokens": [info.to_json() for info in self._tokens.values()]}
-        write_json_file(self.path, data)
+        write_json_file(self.path, data, indent=None)  # rewritten on every change: compact, quick to encode

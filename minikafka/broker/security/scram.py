@@ -145,14 +145,16 @@ def _credentials_from_json(data: Any) -> dict[str, dict[ScramMechanism, ScramCre
     return loaded
 
 
-def write_json_file(path: Path, data: object) -> None:
+def write_json_file(path: Path, data: object, indent: int | None = 1) -> None:
     """Replace ``path`` with ``data`` as JSON, durably and atomically: written to a temporary file beside it,
     fsynced, then renamed over it (the SCRAM credential and delegation token stores, which Kafka keeps in its
-    metadata log)."""
+    metadata log).  ``indent`` None writes compact JSON, several times faster to encode (C encoder) for a
+    store rewritten often."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
+    text = json.dumps(data, indent=indent, sort_keys=True)
     with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(data, fh, indent=1, sort_keys=True)
+        fh.write(text)
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)

@@ -26,11 +26,10 @@ as Kafka's does).
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import trio
 
@@ -45,6 +44,9 @@ from ..log.cleaner_manager import CleanerTarget
 from .markers import PartitionLeaders, TransactionMarkerChannelManager
 from .metadata import MAX_EPOCH, NO_PRODUCER_EPOCH, TransactionMetadata, TransactionState
 from .state_log import TransactionStateLog
+
+if TYPE_CHECKING:
+    from ..groups.consumer.subscription import CompiledRegex
 
 log = logging.getLogger(__name__)
 
@@ -422,7 +424,7 @@ class TransactionCoordinator:
         return self.txns.get(transactional_id)
 
     def list_transactions(self, states: set[str] | None = None, producer_ids: set[int] | None = None,
-                          min_duration_ms: int = -1, pattern: re.Pattern[str] | None = None
+                          min_duration_ms: int = -1, pattern: CompiledRegex | None = None
                           ) -> list[TransactionListing]:
         """Kafka's ``listTransactionStates``: the ids in one of ``states``, of one of ``producer_ids``, Ongoing
         for at least ``min_duration_ms`` and whose transactional id ``pattern`` fully matches (each filter

@@ -2,17 +2,11 @@
 
 Kafka resolves a member's ``SubscribedTopicRegex`` with Google's RE2/J against every topic name and keeps
 the names it *fully* matches (``Pattern.matcher(name).matches()``).  Here :func:`compile_topic_regex`
-turns an RE2 pattern into a Python ``re`` pattern used with ``fullmatch``:
-
-* RE2 constructs Python lacks are translated: ``\\Q...\\E`` (literal text), ``\\z`` (end of text),
-  ``\\A``, ``(?P<name>...)``, POSIX classes ``[[:alpha:]]`` and friends inside brackets.
-* What RE2 refuses is refused even where Python would accept it, with INVALID_REGULAR_EXPRESSION:
-  backreferences (``\\1``, ``(?P=name)``), lookaround (``(?=``, ``(?!``, ``(?<=``, ``(?<!``), atomic groups
-  ``(?>``, conditionals ``(?(``, and possessive quantifiers (``a*+``).
-* Known differences that remain: Unicode classes ``\\p{..}``/``\\pL`` and the ``(?U)`` (ungreedy) flag
-  are refused (RE2 accepts them); ``\\b``, ``\\w``, ``\\d`` and ``\\s`` follow Python's Unicode-aware
-  definitions where RE2's are ASCII-only; matching is backtracking, so a pathological pattern is slow where
-  RE2 is linear (topic names are short, at most 249 characters).
+compiles it with Google's RE2 (``google-re2``, the engine RE2/J ports): the same syntax (``\\Q...\\E``,
+``\\z``, POSIX and Unicode classes, ``(?U)``), the same refusals (backreferences, lookaround, atomic groups,
+possessive quantifiers: INVALID_REGULAR_EXPRESSION) and matching in linear time, so a pattern a client sends
+(a member's regex, ListTransactions v2's transactional-id pattern) cannot stall the broker.  RE2 is imported on
+the first pattern compiled.
 
 Kafka resolves regexes asynchronously and at most every few seconds; here they are resolved synchronously
 when a member brings a new regex and on every heartbeat in which the set of topic names changed, which is
@@ -21,7 +15,6 @@ where the group notices topics created or deleted.
 
 from __future__ import annotations
 
-import re
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -30,7 +23,8 @@ from typing import Protocol
 from ....common import TopicMetadata
 from .model import TopicImage
 
-__all__ = ["InvalidRegexError", "TopicsImage", "compile_topic_regex", "metadata_hash", "topic_images"]
+__all__ = ["CompiledRegex", "InvalidRegexError", "TopicsImage", "compile_topic_regex", "metadata_hash",
+           "topic_images"]
 
 
 class TopicsImage(Protocol):
@@ -54,93 +48,24 @@ class InvalidRegexError(ValueError):
     """The pattern is not a valid RE2 regular expression (Kafka's ``InvalidRegularExpression``)."""
 
 
-_POSIX_CLASSES = {
-    "alnum": "0-9A-Za-z", "alpha": "A-Za-z", "ascii": "\\x00-\\x7f", "blank": "\\t ", "cntrl": "\\x00-\\x1f\\x7f",
-    "digit": "0-9", "graph": "!-~", "lower": "a-z", "print": " -~", "punct": "!-/:-@\\[-`{-~",
-    "space": "\\t\\n\\v\\f\\r ", "upper": "A-Z", "word": "0-9A-Za-z_", "xdigit": "0-9A-Fa-f",
-}
-_FORBIDDEN_GROUPS = (("(?=", "lookahead"), ("(?!", "lookahead"), ("(?<=", "lookbehind"),
-                     ("(?<!", "lookbehind"), ("(?>", "atomic group"), ("(?(", "conditional"),
-                     ("(?P=", "backreference"))
+class CompiledRegex(Protocol):
+    """A compiled RE2 pattern: what the callers use of it."""
+
+    def fullmatch(self, text: str) -> object | None: ...
 
 
-def _translate(pattern: str) -> str:
-    """The Python ``re`` source of an RE2 pattern; InvalidRegexError for what RE2 refuses."""
-    out: list[str] = []
-    i, n = 0, len(pattern)
-    in_class = False
-    while i < n:
-        c = pattern[i]
-        if c == "\\":
-            if i + 1 >= n:
-                raise InvalidRegexError("trailing backslash at end of expression")
-            nxt = pattern[i + 1]
-            if nxt == "Q":  # \Q...\E: literal text (also inside a character class)
-                end = pattern.find("\\E", i + 2)
-                literal = pattern[i + 2:] if end < 0 else pattern[i + 2:end]
-                out.append("".join("\\" + ch if not ch.isalnum() else ch for ch in literal))
-                i = n if end < 0 else end + 2
-                continue
-            if nxt.isdigit() and nxt != "0" and not in_class:
-                raise InvalidRegexError(f"invalid escape sequence: \\{nxt} (backreferences are not supported)")
-            if nxt in "pP":
-                raise InvalidRegexError(f"invalid character class range: \\{nxt} (Unicode classes are not supported)")
-            if nxt == "z":
-                out.append("\\Z")
-            else:
-                out.append(c + nxt)
-            i += 2
-            continue
-        if in_class:
-            if c == "[" and pattern.startswith("[:", i):
-                end = pattern.find(":]", i + 2)
-                if end > 0:
-                    name = pattern[i + 2:end]
-                    negate = name.startswith("^")
-                    cls = _POSIX_CLASSES.get(name.lstrip("^"))
-                    if cls is None or negate:
-                        raise InvalidRegexError(f"invalid character class range: [:{name}:]")
-                    out.append(cls)
-                    i = end + 2
-                    continue
-            if c == "]" and out and out[-1] not in ("[", "[^"):
-                in_class = False
-            out.append(c)
-            i += 1
-            continue
-        if c == "[":
-            in_class = True
-            if pattern.startswith("[^", i):
-                out.append("[^")
-                i += 2
-            else:
-                out.append("[")
-                i += 1
-            if i < n and pattern[i] == "]":  # a leading ] is literal
-                out.append("\\]")
-                i += 1
-            continue
-        if c == "(":
-            for prefix, what in _FORBIDDEN_GROUPS:
-                if pattern.startswith(prefix, i):
-                    raise InvalidRegexError(f"invalid or unsupported Perl syntax: `{prefix}` ({what})")
-            if pattern.startswith("(?U", i) or re.match(r"\(\?[imsx-]*U", pattern[i:]):
-                raise InvalidRegexError("invalid or unsupported Perl syntax: `(?U` (ungreedy flag)")
-        if c in "*+?}" and i + 1 < n and pattern[i + 1] == "+":
-            raise InvalidRegexError(f"bad repetition operator: {c}+")
-        out.append(c)
-        i += 1
-    return "".join(out)
-
-
-def compile_topic_regex(pattern: str) -> re.Pattern[str]:
+def compile_topic_regex(pattern: str) -> CompiledRegex:
     """Compile an RE2/J ``SubscribedTopicRegex`` for full matching; InvalidRegexError if it is invalid."""
+    import re2  # google-re2: imported on the first pattern
+
+    options = re2.Options()
+    options.log_errors = False  # a client's invalid pattern is answered, not logged by RE2 itself
     try:
-        return re.compile(_translate(pattern))
-    except re.error as exc:
-        raise InvalidRegexError(str(exc)) from None
-    except RecursionError:
-        raise InvalidRegexError("expression nests too deeply") from None
+        return re2.compile(pattern, options)
+    except re2.error as exc:
+        detail = exc.args[0] if exc.args else "invalid"
+        raise InvalidRegexError(detail.decode(errors="replace") if isinstance(detail, bytes) else str(detail)) \
+            from None
 
 
 def regex_error_message(pattern: str, exc: InvalidRegexError) -> str:
