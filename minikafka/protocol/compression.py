@@ -28,6 +28,9 @@ from enum import IntEnum
 from typing import Union
 
 import cramjam
+from construct import StreamError
+
+from .types import uvarint_at
 
 __all__ = [
     "CompressionType", "CompressionError", "UnsupportedCodecError",
@@ -94,14 +97,10 @@ _SNAPPY_MAX_RATIO = 22
 def _snappy_raw(mv: memoryview) -> bytes:
     """Raw snappy, refused before any allocation when its header declares more than the bytes that follow
     can encode (a 5-byte header may declare 4 GiB: the decoder would allocate it)."""
-    declared, shift, pos = 0, 0, 0
-    while pos < len(mv) and pos < 5:
-        b = mv[pos]
-        declared |= (b & 0x7F) << shift
-        pos += 1
-        if not b & 0x80:
-            break
-        shift += 7
+    try:
+        declared, pos = uvarint_at(mv, 0)
+    except (IndexError, StreamError) as exc:
+        raise CompressionError(f"snappy: invalid length header ({exc or 'truncated'})") from None
     if declared > _SNAPPY_MAX_RATIO * (len(mv) - pos):
         raise CompressionError(f"snappy: declares {declared} bytes, more than {len(mv) - pos} bytes can encode")
     return bytes(cramjam.snappy.decompress_raw(mv))
@@ -122,7 +121,7 @@ def _xerial_decode(mv: memoryview) -> bytes:
         end = pos + blen
         if blen < 0 or end > n:
             raise CompressionError(f"invalid xerial snappy block length {blen}")
-        append(bytes(decompress_raw(mv[pos:end])))
+        append(decompress_raw(mv[pos:end]))
         pos = end
     return b"".join(parts)
 

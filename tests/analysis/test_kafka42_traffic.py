@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import trio
 
-from minikafka.analysis.decode import RecordDecoder
+from minikafka.analysis.decode import REQUEST_COLUMNS, RecordDecoder
 from minikafka.broker.broker import serve_broker
 from minikafka.broker.config import BrokerConfig
 from minikafka.capture import read_capture
@@ -132,7 +132,8 @@ def test_every_new_version_is_captured_and_decoded(capture: Path) -> None:
     records = list(read_capture([capture]))
     assert {(r.api_key, r.api_version) for r in records} >= set(NEW.items())
     dec = RecordDecoder("k42")
-    rows = [dict(zip([c for c, _ in dec_columns()], row)) for row in dec.iter_rows(records, "requests")]
+    names = [c for c, _ in REQUEST_COLUMNS]
+    rows = [dict(zip(names, row)) for row in dec.iter_rows(records, "requests")]
     assert all(row["decode_error"] is None and row["has_response"] for row in rows), \
         [(row["api_name"], row["decode_error"]) for row in rows if row["decode_error"]]
     seen = {(row["api_name"], row["api_version"]) for row in rows}
@@ -140,12 +141,6 @@ def test_every_new_version_is_captured_and_decoded(capture: Path) -> None:
     by_api = {row["api_name"]: row for row in rows}
     assert by_api["UnregisterBroker"]["error_name"] == "BROKER_ID_NOT_REGISTERED"
     assert by_api["OffsetDelete"]["group_id"] == GROUP
-
-
-def dec_columns() -> list[tuple[str, str]]:
-    from minikafka.analysis.decode import REQUEST_COLUMNS
-
-    return REQUEST_COLUMNS
 
 
 @pytest.mark.slow
