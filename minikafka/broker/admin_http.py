@@ -26,8 +26,7 @@ from __future__ import annotations
 import json
 import logging
 from functools import partial
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
 import trio
@@ -39,34 +38,15 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ..protocol.errors import ErrorCode
+from .admin_target import AdminTarget
 from .broker import Broker
-from .client_metrics.receiver import ClientTelemetryStore
 from .cluster import Cluster
+from .console import console_routes
 from .faults import FaultInjector, FaultRule
-from .metadata import ClusterMetadata, MetadataError
+from .metadata import MetadataError
 from .prometheus import CONTENT_TYPE, render
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(slots=True)
-class AdminTarget:
-    """What the HTTP API works on: the fault rules, the running brokers, the metadata and, for a
-    cluster, the cluster (None for a lone broker)."""
-
-    faults: FaultInjector
-    brokers: Callable[[], Mapping[int, Broker]]
-    metadata: ClusterMetadata
-    cluster: Cluster | None = None
-    client_telemetry: ClientTelemetryStore | None = None
-
-    @classmethod
-    def of(cls, target: Broker | Cluster) -> AdminTarget:
-        if isinstance(target, Cluster):
-            return cls(target.faults, lambda: dict(target.brokers), target.metadata, target,
-                       client_telemetry=target.client_telemetry)
-        return cls(target.faults, lambda: {target.node_id: target}, target.metadata,
-                   client_telemetry=target.client_telemetry)
 
 
 def _error(status: int, error: str, message: str) -> JSONResponse:
@@ -194,6 +174,7 @@ def build_app(target: AdminTarget) -> Starlette:
         Route("/v1/partitions/{topic}/{partition:int}/leader", move_leader, methods=["POST"]),
         Route("/v1/client-metrics", client_metrics, methods=["GET"]),
         Route("/v1/client-metrics/{client_instance_id}", client_metrics, methods=["GET"]),
+        *console_routes(target),
     ])
 
 

@@ -1,0 +1,11 @@
+"""Console API: transactions."""
+
+from __future__ import annotations
+
+from starlette.routing import BaseRoute
+
+from .context import ConsoleContext
+
+
+def routes(ctx: ConsoleContext) -> list[BaseRoute]:
+    return []
