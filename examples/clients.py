@@ -1,12 +1,12 @@
 """minikafka's own Trio clients: produce with batching metrics, consume in a group with lag.
 
     python examples/clients.py              # starts its own broker
-    python examples/clients.py HOST:PORT    # or uses a running one (any Kafka broker)
+    python examples/clients.py --bootstrap HOST:PORT    # or uses a running one (any Kafka broker)
 """
 
 from __future__ import annotations
 
-import sys
+import argparse
 
 import trio
 
@@ -38,8 +38,13 @@ async def run(bootstrap: str) -> None:
 
 
 async def main() -> None:
-    if len(sys.argv) > 1:
-        await run(sys.argv[1])
+    ap = argparse.ArgumentParser(description="minikafka's own Trio clients: produce, then consume in a group.")
+    ap.add_argument("bootstrap_arg", nargs="?", default=None, metavar="BOOTSTRAP", help=argparse.SUPPRESS)
+    ap.add_argument("--bootstrap", default=None, metavar="HOST:PORT", help="a running broker (default: start one)")
+    args = ap.parse_args()
+    bootstrap = args.bootstrap or args.bootstrap_arg
+    if bootstrap:
+        await run(bootstrap)
         return
     async with serve_broker(BrokerConfig(port=0, num_partitions=3, group_initial_rebalance_delay_ms=0)) as broker:
         await run(f"127.0.0.1:{broker.port}")

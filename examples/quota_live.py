@@ -3,6 +3,7 @@
     .venv/bin/python examples/quota_live.py                       # in-process broker, 1 MiB/s, 35 s
     .venv/bin/python examples/quota_live.py --quota 500000 --seconds 60 --window-num 5
     .venv/bin/python examples/quota_live.py --bootstrap localhost:9092   # any broker with quotas
+    .venv/bin/python examples/quota_live.py --seconds 13 --window-num 3 --out DIR   # figures + chart in DIR
 
 The quota is set with AlterClientQuotas (the code behind `minikafka quotas alter`) for the
 producer's client id.  One line per second:
@@ -25,7 +26,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
+from pathlib import Path
 
 import trio
 from confluent_kafka import Producer
@@ -36,15 +39,17 @@ from minikafka.client.quotas_cli import alter
 from minikafka.protocol.api import ApiKey
 from minikafka.testing import BrokerThread
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _tutorial import Figures, parser  # noqa: E402
+
 MB = 1e6
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = parser(__doc__)
     ap.add_argument("--seconds", type=int, default=35, help="how long to produce (default 35)")
     ap.add_argument("--quota", type=float, default=1048576, metavar="BYTES_PER_S",
                     help="producer_byte_rate to set (default 1048576)")
-    ap.add_argument("--bootstrap", default=None, help="host:port of a running broker (default: start one here)")
     ap.add_argument("--client-id", default="quota-live")
     ap.add_argument("--topic", default="quota-live")
     ap.add_argument("--window-num", type=int, default=11, help="quota.window.num of the in-process broker")
@@ -59,13 +64,24 @@ def main() -> None:
     else:
         bootstrap = args.bootstrap
     try:
-        run(args, bootstrap, broker)
+        figures = Figures("quotas", args.out)
+        figures.values.update(run(args, bootstrap, broker))
+        t = list(range(1, len(figures["delivered_mb_s"]) + 1))
+        figures.chart("throughput", f"A producer flat out under producer_byte_rate={args.quota:.0f} B/s",
+                      "second", "MB/s", [("delivered", t, figures["delivered_mb_s"])]
+                      + ([("broker byte-rate metric", t, figures["byte_rate_mb_s"])] if broker else []),
+                      hline=("quota", args.quota / MB))
+        if broker is not None:
+            figures.chart("throttle", "Largest throttle_time_ms the broker sent, per second", "second", "ms",
+                          [("broker", t, figures["throttle_max_ms"])], kind="step")
+        figures.write()
     finally:
         if broker is not None:
             broker.stop()
 
 
-def run(args: argparse.Namespace, bootstrap: str, broker: BrokerThread | None) -> None:
+def run(args: argparse.Namespace, bootstrap: str, broker: BrokerThread | None) -> dict:
+    """Produce flat out for ``args.seconds``; print a line a second and return the figures."""
     cid = args.client_id
     trio.run(alter, bootstrap, f"client-id={cid}", [f"producer_byte_rate={args.quota!r}"], [], False)
     where = f"in-process broker {bootstrap}, quota.window.num={args.window_num}, window 1 s" if broker else bootstrap
@@ -103,6 +119,8 @@ def run(args: argparse.Namespace, bootstrap: str, broker: BrokerThread | None) -
     start = time.monotonic()
     next_line = start + 1
     per_second: list[int] = []
+    rates: list[float] = []
+    throttles: list[int] = []
     second = 0
     while second < args.seconds:
         try:
@@ -119,6 +137,8 @@ def run(args: argparse.Namespace, bootstrap: str, broker: BrokerThread | None) -
                 rate = broker.call(broker.broker.metrics).get(metric_name, 0.0)
                 window = [th for t, th in list(sent) if next_line - 1 <= t < next_line and th > 0]
                 broker_cols = f"{rate / MB:15.3f} {len(window):>6}, {max(window, default=0):>7}"
+                rates.append(round(rate / MB, 4))
+                throttles.append(max(window, default=0))
             else:
                 broker_cols = f"{'-':>15} {'-':>16}"
             cnt, mx = last_stats[0]
@@ -130,13 +150,27 @@ def run(args: argparse.Namespace, bootstrap: str, broker: BrokerThread | None) -
     period = args.window_num
     warm = period + period // 2
     periods = (len(per_second) - warm) // period
+    # The first burst: what went out before the first throttled second (Rate pads a young window).
+    first_throttled = next((i for i, th in enumerate(throttles) if th > 0), None)
+    figures: dict = {
+        "quota": int(args.quota), "quota_mb_s": round(args.quota / MB, 3), "window_num": args.window_num,
+        "window_size_s": 1, "period_s": period, "seconds": len(per_second), "value_size": args.value_size,
+        "delivered_mb_s": [round(b / MB, 4) for b in per_second], "byte_rate_mb_s": rates,
+        "throttle_max_ms": throttles, "max_throttle_ms": max(throttles, default=None),
+        "expected_burst_mb": round(args.quota * (args.window_num - 1) / MB, 3),
+        "first_throttled_second": None if first_throttled is None else first_throttled + 1,
+        "first_second_mb": round(per_second[0] / MB, 3) if per_second else None,
+    }
     if periods >= 1:
         window = per_second[warm:warm + periods * period]
         avg = sum(window) / len(window)
+        figures.update(avg_from=warm + 1, avg_to=warm + len(window), avg_periods=periods,
+                       avg_mb_s=round(avg / MB, 3), avg_ratio=round(avg / args.quota, 3))
         print(f"seconds {warm + 1}-{warm + len(window)} ({periods} whole period(s) of {period} s): "
               f"{avg / MB:.3f} MB/s = {avg / args.quota:.3f} x quota")
     else:
         print(f"run at least {warm + period} s (--seconds) to average over a whole period of {period} s")
+    return figures
 
 
 if __name__ == "__main__":

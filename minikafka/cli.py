@@ -14,6 +14,9 @@ from .broker.config import BrokerConfig, StartupError
 
 log = logging.getLogger("minikafka")
 
+DESCRIPTION = ("minikafka: a Kafka broker in pure Python. 'minikafka serve' runs a broker; the other commands "
+               "capture, analyse and replay its traffic and work with any Kafka broker as Kafka's own tools do.")
+
 
 def _serve_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="run a Kafka-protocol broker")
@@ -38,14 +41,17 @@ def _serve_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--quota", action="append", default=[], metavar="ENTITY:KEY=VALUE[,KEY=VALUE]",
                    help="a client quota at start-up, e.g. 'client-id=app1:producer_byte_rate=1048576' or "
                         "'user=alice,client-id=<default>:consumer_byte_rate=2e6,request_percentage=50' "
-                        "(repeatable; change them at run time with `minikafka quotas alter`)")
+                        "(repeatable; change them at run time with 'minikafka quotas alter')")
     p.add_argument("--capture", type=Path, default=None, metavar="DIR",
                    help="record every request and response frame in rolling capture files in DIR "
-                        "(see `minikafka capture`)")
+                        "(see 'minikafka capture')")
     p.add_argument("--http-port", type=int, default=None, metavar="PORT",
                    help="serve HTTP on PORT (0 = any free port): Prometheus metrics at /metrics, fault rules "
                         "at /v1/faults and, with --brokers, broker stop/start and partition leadership "
-                        "(see `minikafka faults`)")
+                        "(see 'minikafka faults'); the web console at /")
+    p.add_argument("--http-host", default=None, metavar="HOST",
+                   help="the address the HTTP port binds (default: the broker's --host, not every interface; "
+                        "0.0.0.0 for all)")
     p.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
 
 
@@ -96,17 +102,19 @@ def build_config(args: argparse.Namespace) -> BrokerConfig:
     return cfg
 
 
-async def _start_http(nursery: trio.Nursery, target, cfg: BrokerConfig, http_port: int | None) -> str:
+async def _start_http(nursery: trio.Nursery, target, cfg: BrokerConfig, http_port: int | None,
+                      http_host: str | None = None) -> str:
     """Start the HTTP port if asked for; returns ``", HTTP on host:port"`` for the ready line."""
     if http_port is None:
         return ""
     from .broker.admin_http import serve_admin_http
 
-    bound = await nursery.start(serve_admin_http, target, cfg.host, http_port)
-    return f", HTTP on {cfg.host}:{bound}"
+    host = http_host or cfg.host  # the broker's host unless told
+    bound = await nursery.start(serve_admin_http, target, host, http_port)
+    return f", HTTP on {host}:{bound}"
 
 
-async def _serve(cfg: BrokerConfig, http_port: int | None = None) -> None:
+async def _serve(cfg: BrokerConfig, http_port: int | None = None, http_host: str | None = None) -> None:
     """Run the broker until SIGINT/SIGTERM, then shut it down cleanly."""
     from .broker.broker import Broker
 
@@ -114,7 +122,7 @@ async def _serve(cfg: BrokerConfig, http_port: int | None = None) -> None:
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as nursery:
             port = await nursery.start(broker.run)
-            http = await _start_http(nursery, broker, cfg, http_port)
+            http = await _start_http(nursery, broker, cfg, http_port, http_host)
             where = f"data dir {cfg.data_dir}" if cfg.data_dir else "in-memory storage"
             print(f"minikafka broker {cfg.node_id} ready on {cfg.host}:{port} ({where}){http}; Ctrl-C stops it",
                   flush=True)
@@ -168,7 +176,8 @@ async def _read_commands(cluster, stdin: trio.abc.ReceiveStream) -> None:
                 print("commands: stop ID | start ID | status", flush=True)
 
 
-async def _serve_cluster(cfg: BrokerConfig, n: int, http_port: int | None = None) -> None:
+async def _serve_cluster(cfg: BrokerConfig, n: int, http_port: int | None = None,
+                         http_host: str | None = None) -> None:
     """Run an N-broker cluster until SIGINT/SIGTERM; stdin commands or SIGUSR1/SIGUSR2 stop/restart brokers."""
     import os
 
@@ -180,7 +189,7 @@ async def _serve_cluster(cfg: BrokerConfig, n: int, http_port: int | None = None
     with trio.open_signal_receiver(*sigs) as signals:
         async with trio.open_nursery() as nursery:
             await nursery.start(cluster.run)
-            http = await _start_http(nursery, cluster, cfg, http_port)
+            http = await _start_http(nursery, cluster, cfg, http_port, http_host)
             where = f"data dir {cfg.data_dir}" if cfg.data_dir else "in-memory storage"
             print(f"minikafka cluster of {n} brokers ready on {cluster.bootstrap} ({where}){http}; Ctrl-C stops it",
                   flush=True)
@@ -214,20 +223,37 @@ async def _serve_cluster(cfg: BrokerConfig, n: int, http_port: int | None = None
                 break
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="minikafka", description=__doc__)
+def package_version() -> str:
+    """The installed distribution's version (importlib.metadata), or "unknown" when not installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("minikafka")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``minikafka`` parser with every command (the documentation's CLI reference is made from it)."""
+    parser = argparse.ArgumentParser(prog="minikafka", description=DESCRIPTION)
+    parser.add_argument("--version", action="version", version=f"minikafka {package_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     _serve_parser(sub)
     _quotas_parser(sub)
     from .capture.cli import add_parser as _capture_parser
 
     _capture_parser(sub)
-    from .capture.replay_cli import add_parser as _replay_parser, run_replay_command as _run_replay
+    from .capture.replay_cli import add_parser as _replay_parser
     _replay_parser(sub)
     from .analysis.cli import add_parser as _analyze_parser
     _analyze_parser(sub)
     from .tools import add_parsers as _tools_parsers  # topics, console-*, consumer-groups, configs, perf-test
     _tools_parsers(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=getattr(logging, str(getattr(args, "log_level", "WARNING")).upper(), logging.INFO),
@@ -239,9 +265,9 @@ def main(argv: list[str] | None = None) -> int:
         def serve() -> int:
             cfg = build_config(args)
             if args.brokers > 1:
-                trio.run(_serve_cluster, cfg, args.brokers, args.http_port)
+                trio.run(_serve_cluster, cfg, args.brokers, args.http_port, args.http_host)
             else:
-                trio.run(_serve, cfg, args.http_port)
+                trio.run(_serve, cfg, args.http_port, args.http_host)
             print("minikafka: stopped", file=sys.stderr)
             return 0
 
@@ -255,7 +281,9 @@ def main(argv: list[str] | None = None) -> int:
 
         return run_analyze_command(args)
     if args.command == "replay":
-        return _run_replay(args)
+        from .capture.replay_cli import run_replay_command
+
+        return run_replay_command(args)
     if getattr(args, "run_tool", None) is not None:  # a Kafka command-line tool (minikafka.tools)
         return args.run_tool(args)
     if args.command == "capture":

@@ -9,7 +9,9 @@ Options:
 * ``path`` (or ``load(path)``): capture directories, ``.mkcap`` files and
   tcpdump ``pcap``/``pcapng`` files, comma-separated.
 * ``table``: ``requests`` (default), ``partitions`` or ``topics``
-  (schemas in :mod:`minikafka.analysis.decode`).
+  (schemas in :mod:`minikafka.analysis.decode`), or ``all``: the three in one
+  pass, every record decoded once (a ``table`` column and each table's columns
+  with a prefix: :data:`~minikafka.analysis.decode.ALL_COLUMNS`).
 * ``splitSize``: bytes per input partition (default 32 MiB).  A ``.mkcap`` file
   is split at byte ranges (a task reads the blocks that start in its range,
   the format is made for that); a pcap cannot be split by bytes (TCP streams
@@ -21,6 +23,8 @@ Options:
   of ``batchRows`` rows (default 10000), built from columns with the tables'
   Arrow types; ``false`` to yield Python tuples (Spark converts them value by
   value, several times slower).  The rows are the same either way.
+* ``traceDir``: a directory where every task writes which split of which file
+  it decoded for which table (a test checks each file is decoded once).
 
 Decoding runs in the executors with minikafka's own protocol layer; a table
 decodes only the records it needs (``partitions``: Produce, Fetch, ShareFetch,
@@ -215,11 +219,26 @@ class CaptureReader(DataSourceReader):
         """The rows of one split: Arrow record batches (option ``arrow``, the default) or tuples."""
         assert isinstance(partition, CaptureSplit)
         decoder = RecordDecoder(os.path.basename(partition.path))
+        trace = _option(self.options, "traceDir")
+        if trace:
+            _trace_read(trace, partition, self.table)
         records = read_split(partition, self.options, api_keys=TABLE_API_KEYS.get(self.table))
+        arrow = _true(_option(self.options, "arrow", "true"))
+        batch_rows = int(_option(self.options, "batchRows", DEFAULT_BATCH_ROWS))
+        if self.table == "all" and arrow:
+            return all_batches(decoder.iter_all(records), batch_rows)
         rows = decoder.iter_rows(records, self.table)
-        if not _true(_option(self.options, "arrow", "true")):
+        if not arrow:
             return rows
-        return arrow_batches(rows, self.table, int(_option(self.options, "batchRows", DEFAULT_BATCH_ROWS)))
+        return arrow_batches(rows, self.table, batch_rows)
+
+
+def _trace_read(directory: str, split: CaptureSplit, table: str) -> None:
+    """Option ``traceDir``: one line per split read (table, file, byte range) appended to a file of its own in
+    ``directory``, so that a test or a curious user can see what was decoded how often."""
+    name = f"read-{os.getpid()}-{os.urandom(4).hex()}.txt"
+    with open(os.path.join(directory, name), "a", encoding="utf-8") as fh:
+        fh.write(f"{table}\t{split.path}\t{split.start}\t{split.end}\t{split.shard}\n")
 
 
 def _true(value: Any) -> bool:
@@ -253,9 +272,17 @@ def rows_to_batch(rows: list[tuple], schema: Any) -> Any:
     import pyarrow as pa
 
     arrays = []
+    n = len(rows)
     for col, field in zip(zip(*rows), schema, strict=True):
+        first = col[0] if n else None
         try:
-            arrays.append(pa.array(col, type=field.type))
+            # A column holding one value throughout (null, often: columns of other apis) is made without a
+            # look at each value: counting runs in C, converting a value costs far more.
+            if n and col.count(first) == n and (first is None or type(first) in (int, str)):
+                arrays.append(pa.nulls(n, type=field.type) if first is None
+                              else pa.repeat(pa.scalar(first, type=field.type), n))
+            else:
+                arrays.append(pa.array(col, type=field.type))
         except (pa.ArrowTypeError, pa.ArrowInvalid):
             if field.type != pa.string():
                 raise
@@ -275,6 +302,51 @@ def arrow_batches(rows: Iterator[tuple], table: str, batch_rows: int = DEFAULT_B
             batch.clear()
     if batch:
         yield rows_to_batch(batch, schema)
+
+
+def all_batches(rows: Iterator[tuple[str, tuple]], batch_rows: int = DEFAULT_BATCH_ROWS) -> Iterator[Any]:
+    """Arrow record batches of the ``all`` table from :meth:`RecordDecoder.iter_all`'s (table, row) pairs:
+    each batch holds the rows of one table (built with that table's schema), the other tables' columns
+    null arrays (no per-value work)."""
+    import pyarrow as pa
+
+    from .decode import ALL_KINDS
+
+    schema = arrow_schema("all")
+    schemas = {t: arrow_schema(t) for t in ALL_KINDS}
+    spans: dict[str, tuple[int, int]] = {}
+    at = 1
+    for t in ALL_KINDS:
+        spans[t] = (at, at + len(schemas[t]))
+        at += len(schemas[t])
+    pending: dict[str, list[tuple]] = {t: [] for t in ALL_KINDS}
+
+    def batch(table: str, rows: list[tuple]) -> Any:
+        n = len(rows)
+        own = rows_to_batch(rows, schemas[table])
+        lo, hi = spans[table]
+        arrays = [pa.array(_full_int32(n, ALL_KINDS[table]), type=pa.int32())]
+        for i, field in enumerate(schema):
+            if i == 0:
+                continue
+            arrays.append(own.column(i - lo) if lo <= i < hi else pa.nulls(n, type=field.type))
+        return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+    for table, row in rows:
+        rows_of = pending[table]
+        rows_of.append(row)
+        if len(rows_of) >= batch_rows:
+            yield batch(table, rows_of)
+            rows_of.clear()
+    for table, rows_of in pending.items():
+        if rows_of:
+            yield batch(table, rows_of)
+
+
+def _full_int32(n: int, value: int) -> Any:
+    import numpy as np
+
+    return np.full(n, value, dtype=np.int32)
 
 
 class MinikafkaDataSource(DataSource):

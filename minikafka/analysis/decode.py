@@ -165,11 +165,22 @@ def ddl(columns: list[tuple[str, str]]) -> str:
     return ", ".join(f"{name} {typ}" for name, typ in columns)
 
 
+#: The three tables in one (``all``: one pass over a capture decodes each record once for all of them): a
+#: ``table`` column (:data:`ALL_KINDS`: 0 requests, 1 partitions, 2 topics), then each table's columns with a
+#: prefix (:data:`ALL_PREFIXES`); a row fills its own table's columns, the others are null.
+ALL_KINDS = {"requests": 0, "partitions": 1, "topics": 2}
+ALL_PREFIXES = {"requests": "r_", "partitions": "p_", "topics": "t_"}
+ALL_COLUMNS: list[tuple[str, str]] = [("table", "int")] + [
+    (ALL_PREFIXES[t] + name, typ) for t, cols in (("requests", REQUEST_COLUMNS), ("partitions", PARTITION_COLUMNS),
+                                                  ("topics", TOPIC_COLUMNS)) for name, typ in cols]
+
 REQUEST_SCHEMA = ddl(REQUEST_COLUMNS)
 PARTITION_SCHEMA = ddl(PARTITION_COLUMNS)
 TOPIC_SCHEMA = ddl(TOPIC_COLUMNS)
-SCHEMAS = {"requests": REQUEST_SCHEMA, "partitions": PARTITION_SCHEMA, "topics": TOPIC_SCHEMA}
-COLUMNS = {"requests": REQUEST_COLUMNS, "partitions": PARTITION_COLUMNS, "topics": TOPIC_COLUMNS}
+ALL_SCHEMA = ddl(ALL_COLUMNS)
+SCHEMAS = {"requests": REQUEST_SCHEMA, "partitions": PARTITION_SCHEMA, "topics": TOPIC_SCHEMA, "all": ALL_SCHEMA}
+COLUMNS = {"requests": REQUEST_COLUMNS, "partitions": PARTITION_COLUMNS, "topics": TOPIC_COLUMNS,
+           "all": ALL_COLUMNS}
 
 _ZERO_UUID = "00000000-0000-0000-0000-000000000000"
 _FETCH, _PRODUCE = int(ApiKey.FETCH), int(ApiKey.PRODUCE)
@@ -190,7 +201,7 @@ _PARTITION_APIS = (_PRODUCE, _FETCH, _METADATA, _CREATE_TOPICS, _SHARE_FETCH, _S
 #: The api keys whose records a table reads (None: all); :meth:`RecordDecoder.iter_rows` skips the others,
 #: so a reader may leave them out.
 TABLE_API_KEYS: dict[str, frozenset[int] | None] = {
-    "requests": None, "partitions": frozenset(_PARTITION_APIS), "topics": frozenset(_TOPIC_APIS)}
+    "requests": None, "partitions": frozenset(_PARTITION_APIS), "topics": frozenset(_TOPIC_APIS), "all": None}
 
 # Types of parsed values that hold no error code (skipped without a look inside).
 _SCALAR_TYPES = frozenset({int, bool, str, bytes, memoryview, float, type(None), uuid.UUID})
@@ -352,7 +363,8 @@ def _txn(c: BatchCounts) -> tuple[int, int, int, int, int, int]:
             c.transactional_records)
 
 
-def _records_total(topics: Any, parts_field: str, aborted: bool = False) -> tuple[int, list[int]]:
+def _records_total(topics: Any, parts_field: str, aborted: bool = False,
+                   counts: Any = batch_counts) -> tuple[int, list[int]]:
     """(partitions, totals) over the ``records`` of every partition of ``topics``; totals are data bytes,
     data records, then the :func:`_txn` columns, then (``aborted``) the aborted transactions listed."""
     n = 0
@@ -361,7 +373,7 @@ def _records_total(topics: Any, parts_field: str, aborted: bool = False) -> tupl
         parts = t[parts_field]
         n += len(parts)
         for p in parts:
-            c = batch_counts(p["records"])
+            c = counts(p["records"])
             tot[0] += c.size - c.control_bytes
             tot[1] += c.records
             if c.control_batches or c.transactional_batches:
@@ -463,6 +475,9 @@ class RecordDecoder:
         self.source = source
         self.topic_names: dict[str, str] = {}
         self.errors = 0
+        #: batch_counts, or (in :meth:`iter_all`) the same remembering its answers for the record at hand:
+        #: its requests row and its partitions rows count the same records fields.
+        self._counts: Any = batch_counts
 
     # -- parsing ------------------------------------------------------------------------
     def _decode(self, r: CaptureRecord) -> tuple[Any, Any, str | None, int | None, int | None]:
@@ -562,12 +577,13 @@ class RecordDecoder:
                 n_forgot += len(t["partitions"])
             if resp is not None:
                 resp_sess = resp.get("session_id", 0)
-                n_resp, tot = _records_total(resp["responses"], "partitions", aborted=True)
+                n_resp, tot = _records_total(resp["responses"], "partitions", aborted=True,
+                                              counts=self._counts)
                 rec_bytes, rec_count = tot[0], tot[1]
                 txn = tuple(tot[2:9])
         elif req is not None and key == _PRODUCE:
             acks = req["acks"]
-            n_req, tot = _records_total(req["topic_data"], "partition_data")
+            n_req, tot = _records_total(req["topic_data"], "partition_data", counts=self._counts)
             rec_bytes, rec_count = tot[0], tot[1]
             txn = (*tot[2:8], None)
             if resp is not None:
@@ -604,7 +620,7 @@ class RecordDecoder:
                     for t in req.get("forgotten_topics_data") or ():
                         n_forgot += len(t["partitions"])
                     if resp is not None:
-                        n_resp, tot = _records_total(resp["responses"], "partitions")
+                        n_resp, tot = _records_total(resp["responses"], "partitions", counts=self._counts)
                         rec_bytes, rec_count = tot[0], tot[1]
                         txn = (*tot[2:8], None)
                         acquired = redelivered = 0
@@ -669,7 +685,7 @@ class RecordDecoder:
         for t in req["topic_data"]:
             name, tid = self._produce_topic(t)
             for p in t["partition_data"]:
-                bc = batch_counts(p["records"])
+                bc = self._counts(p["records"])
                 b, c, n = bc.size - bc.control_bytes, bc.records, bc.batches
                 tail = _txn(bc) + (None, None)
                 index = p["index"]
@@ -726,7 +742,7 @@ class RecordDecoder:
             answer: tuple
             if a is not None:
                 ap = a[2]
-                bc = batch_counts(ap["records"])
+                bc = self._counts(ap["records"])
                 any_batch = bc.batches or bc.control_batches
                 answer = (bc.first_offset if any_batch else None, bc.last_offset if any_batch else None,
                           ap["high_watermark"], ap["last_stable_offset"], ap["log_start_offset"], ap["error_code"],
@@ -786,7 +802,7 @@ class RecordDecoder:
             if a is not None:
                 ap = a[2]
                 if fetch:
-                    bc = batch_counts(ap["records"])
+                    bc = self._counts(ap["records"])
                     any_batch = bc.batches or bc.control_batches
                     answer = (bc.first_offset if any_batch else None, bc.last_offset if any_batch else None,
                               None, None, None, ap["error_code"], bc.size - bc.control_bytes, bc.records,
@@ -864,5 +880,54 @@ class RecordDecoder:
                     continue
                 _req, resp, _err, _q, _a = decode(r)
                 yield from self._topic_rows(r, resp)
+        elif table == "all":
+            width = {t: len(COLUMNS[t]) for t in ALL_KINDS}
+            before = {t: sum(width[u] for u in list(ALL_KINDS)[:i]) for i, t in enumerate(ALL_KINDS)}
+            pad = {t: ((None,) * before[t], (None,) * (len(ALL_COLUMNS) - 1 - before[t] - width[t]))
+                   for t in ALL_KINDS}
+            for kind, row in self.iter_all(records):
+                head, tail = pad[kind]
+                yield (ALL_KINDS[kind], *head, *row, *tail)
         else:
-            raise ValueError(f"unknown table {table!r} (requests, partitions, topics)")
+            raise ValueError(f"unknown table {table!r} (requests, partitions, topics, all)")
+
+    def iter_all(self, records: Iterable[CaptureRecord]) -> Iterator[tuple[str, tuple]]:
+        """(table, row) for the rows of all three tables, every record decoded once: a record's topic rows
+        (Metadata, CreateTopics), then its ``requests`` row, then its ``partitions`` rows -- the rows the
+        three :meth:`iter_rows` passes give, each table's in the same order."""
+        memo: dict[int, tuple[Any, BatchCounts]] = {}
+
+        def counts(records: Any) -> BatchCounts:
+            hit = memo.get(id(records))
+            if hit is not None and hit[0] is records:
+                return hit[1]
+            c = batch_counts(records)
+            if records is not None:
+                memo[id(records)] = (records, c)  # the object kept: its id is not reused meanwhile
+            return c
+
+        self._counts = counts
+        try:
+            yield from self._iter_all(records, memo)
+        finally:
+            self._counts = batch_counts
+
+    def _iter_all(self, records: Iterable[CaptureRecord], memo: dict) -> Iterator[tuple[str, tuple]]:
+        decode = self._decode
+        request_row = self._request_row
+        partition_rows = self._partition_rows
+        topic_rows = self._topic_rows
+        for r in records:
+            memo.clear()
+            key = r.api_key
+            req, resp, err, req_body, resp_body = decode(r)
+            if key in _TOPIC_APIS:
+                if resp is not None:
+                    for row in topic_rows(r, resp):
+                        yield "topics", row
+                yield "requests", request_row(r, req, resp, err, req_body, resp_body)
+                continue
+            yield "requests", request_row(r, req, resp, err, req_body, resp_body)
+            if key in _PARTITION_APIS:
+                for row in partition_rows(r, req, resp):
+                    yield "partitions", row

@@ -8,10 +8,12 @@
 
 Output layout: ``out/<job>/<table>.parquet`` (a Spark Parquet directory),
 ``out/<job>/<table>.csv`` (one CSV file with a header; results are small) and
-``out/report.html``.  The tables are loaded once and cached; every job module
-that imports is run (or those named), and a job that fails is reported
-without stopping the others.  ``out`` is written by Spark's executors and by
-the driver, so on a multi-node cluster it must be on a filesystem they share.
+``out/report.html``.  The captures are read once (every record decoded once
+for the three tables) and cached; every job module that imports is run (or
+those named) on the cached tables, and a job that fails is reported without
+stopping the others.  Each result table is collected by one Spark job and
+written by the driver (results are small), so ``out`` only needs to be on the
+driver's filesystem.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ import shutil
 import time
 import traceback
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +70,60 @@ def write_csv(df: Any, dest: Path) -> Path:
     return dest
 
 
+def _arrow_table(pdf: Any, schema: Any, timezone: str | None) -> Any:
+    """``pdf`` (what ``toPandas`` made of a DataFrame of ``schema``) back as an Arrow table with the Spark
+    types of ``schema``, converted as Spark's ``createDataFrame`` converts pandas."""
+    import pyarrow as pa
+
+    try:
+        from pyspark.sql.pandas.conversion import create_arrow_table_from_pandas
+    except ImportError:  # an older PySpark: pandas' own conversion
+        return pa.Table.from_pandas(pdf, preserve_index=False)
+    table = create_arrow_table_from_pandas([(pdf[f.name], f.dataType) for f in schema.fields], timezone=timezone)
+    return table.rename_columns(list(schema.names))
+
+
+def write_parquet_pandas(pdf: Any, schema: Any, dest: Path, timezone: str | None = None) -> Path:
+    """A collected result as a Parquet directory at ``dest`` (one part file and ``_SUCCESS``, as Spark
+    writes it; Spark and pandas read it back), written by the driver: no Spark job."""
+    import pyarrow.parquet as pq
+
+    tmp = dest.with_name(f".{dest.name}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    # Timestamps as INT96, as Spark writes them by default: read back alike by Spark and by pandas.
+    pq.write_table(_arrow_table(pdf, schema, timezone), tmp / "part-00000.parquet",
+                   use_deprecated_int96_timestamps=True)
+    (tmp / "_SUCCESS").write_bytes(b"")
+    if dest.is_dir():
+        shutil.rmtree(dest)
+    elif dest.exists():
+        dest.unlink()
+    tmp.rename(dest)
+    return dest
+
+
+def write_csv_pandas(pdf: Any, dest: Path) -> Path:
+    """A collected result as ONE CSV file with a header at ``dest``, formatted as :func:`write_csv` (Spark's
+    CSV writer) formats it: timestamps ISO 8601 with microseconds and zone, booleans ``true``/``false``,
+    nulls empty; written by the driver: no Spark job."""
+    import pandas as pd
+
+    out = pdf.copy(deep=False)
+    for col in out.columns:
+        s = out[col]
+        if pd.api.types.is_datetime64_any_dtype(s):
+            text = s.dt.strftime("%Y-%m-%dT%H:%M:%S.%f") + ("Z" if s.dt.tz is None else s.dt.strftime("%z"))
+            out[col] = text.where(s.notna(), None)
+        elif pd.api.types.is_bool_dtype(s) or (s.dtype == object and s.map(type).eq(bool).any()):
+            out[col] = s.map(lambda v: v if not isinstance(v, bool) else ("true" if v else "false"))
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    if dest.is_dir():
+        shutil.rmtree(dest)
+    out.to_csv(dest, index=False)
+    return dest
+
+
 def _capture_facts(tables: Any) -> dict[str, Any]:
     """Request count, decode errors and time span of the requests table (one Spark action)."""
     from pyspark.sql import functions as F
@@ -80,12 +137,65 @@ def _capture_facts(tables: Any) -> dict[str, Any]:
     return row.asDict()
 
 
+#: Result tables collected at once (their Spark queries overlap: most of a small query is latency).
+COLLECT_THREADS = 4
+#: Below this many requests the jobs' queries run without whole-stage code generation: compiling each
+#: query's generated code (Janino) takes longer than running it interpreted over a few thousand rows.
+CODEGEN_MIN_REQUESTS = 200_000
+
+
+def _small_input_conf(spark: Any, requests: int) -> Callable[[], None] | None:
+    """Turn whole-stage code generation off for a capture under :data:`CODEGEN_MIN_REQUESTS` requests
+    (unless the session's conf says otherwise); returns what puts the setting back (None: nothing changed)."""
+    key = "spark.sql.codegen.wholeStage"
+    if requests >= CODEGEN_MIN_REQUESTS:
+        return None
+    before = spark.conf.get(key, None)
+    if before is not None and before.lower() == "false":
+        return None
+    spark.conf.set(key, "false")
+
+    def restore() -> None:
+        if before is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, before)
+    return restore
+
+
 def _ts(ns: int | None) -> dt.datetime | None:
     return None if ns is None else dt.datetime.fromtimestamp(ns / 1e9, dt.UTC)
 
 
+def _collect(results: dict[str, Any], pool: Executor | None) -> dict[str, Future]:
+    """``toPandas()`` of every result, as futures: on ``pool``'s threads (each with the calling thread's Spark
+    local properties: job group, scheduler pool), or one after the other here when ``pool`` is None."""
+    def collect(df: Any, props: Any) -> tuple[Any, float]:
+        if props is not None:
+            df.sparkSession.sparkContext._jsc.sc().setLocalProperties(props)
+        t = time.monotonic()
+        return df.toPandas(), time.monotonic() - t
+
+    out: dict[str, Future] = {}
+    props = None
+    for table, df in results.items():
+        if pool is None:
+            fut: Future = Future()
+            try:
+                fut.set_result(collect(df, None))
+            except Exception as exc:  # noqa: BLE001 - reported with the table
+                fut.set_exception(exc)
+        else:
+            if props is None:
+                props = df.sparkSession.sparkContext._jsc.sc().getLocalProperties().clone()
+            fut = pool.submit(collect, df, props)
+        out[table] = fut
+    return out
+
+
 def _run_job(name: str, mod: Any, tables: Any, opts: AnalysisOptions, out: Path,
-             formats: Sequence[str], want_report: bool) -> tuple[dict[str, Any], list[Any]]:
+             formats: Sequence[str], want_report: bool, pool: Executor | None = None
+             ) -> tuple[dict[str, Any], list[Any]]:
     """Run one job: its tables written and collected, its report sections; errors caught and recorded."""
     info: dict[str, Any] = {"title": getattr(mod, "TITLE", name), "status": "ok", "error": None, "stage": None,
                             "tables": {}}
@@ -98,32 +208,33 @@ def _run_job(name: str, mod: Any, tables: Any, opts: AnalysisOptions, out: Path,
                     traceback=traceback.format_exc())
         return info, []
     frames: dict[str, Any] = {}
+    timezone = None
+    # Results are small: one Spark query collects each (several at once: a small query's time is mostly
+    # latency), and the driver writes the files from what it holds.
+    collected = _collect(results, pool)
     for table, df in results.items():
         entry: dict[str, Any] = {}
         info["tables"][table] = entry
-        cached = df.cache()
         try:
-            t0 = time.monotonic()
-            pdf = cached.toPandas()
+            pdf, seconds = collected[table].result()
             frames[table] = pdf
             entry["rows"] = len(pdf)
             t1 = time.monotonic()
             if "parquet" in formats:
-                dest = out / name / f"{table}.parquet"
-                cached.write.mode("overwrite").parquet(_uri(dest))
-                entry["parquet"] = str(dest)
+                if timezone is None:
+                    timezone = df.sparkSession.conf.get("spark.sql.session.timeZone")
+                entry["parquet"] = str(write_parquet_pandas(pdf, df.schema, out / name / f"{table}.parquet",
+                                                            timezone))
             t2 = time.monotonic()
             if "csv" in formats:
-                entry["csv"] = str(write_csv(cached, out / name / f"{table}.csv"))
+                entry["csv"] = str(write_csv_pandas(pdf, out / name / f"{table}.csv"))
             log.info("%s/%s: %d rows; collect %.2f s, parquet %.2f s, csv %.2f s", name, table, len(pdf),
-                     t1 - t0, t2 - t1, time.monotonic() - t2)
+                     seconds, t2 - t1, time.monotonic() - t2)
         except Exception as exc:
             log.exception("job %s: table %s failed", name, table)
             entry["error"] = f"{type(exc).__name__}: {exc}"
             info.update(status="failed", stage="write", error=f"table {table}: {type(exc).__name__}: {exc}",
                         traceback=traceback.format_exc())
-        finally:
-            cached.unpersist()
     sections: list[Any] = []
     if want_report:
         try:
@@ -169,13 +280,16 @@ def analyze(paths: str | Path | Iterable[str | Path], out_dir: str | Path, jobs:
         created = SparkSession.getActiveSession() is None
         spark = spark_session(master)
     t_start = time.monotonic()
-    tables = load_tables(spark, inputs, **(load_options or {})).cache()
+    tables = load_tables(spark, inputs, **(load_options or {})).cache()  # decodes the captures, once
     summary: dict[str, Any] = {"out_dir": str(out), "report": None, "inputs": inputs, "jobs": {}, "failed": []}
     groups: list[Any] = []
+    pool = ThreadPoolExecutor(COLLECT_THREADS, thread_name_prefix="minikafka-collect")
+    restore = None
     try:
         facts = _capture_facts(tables)
         summary["capture"] = facts
         log.info("capture: %s", facts)
+        restore = _small_input_conf(spark, facts["requests"])
         names = list(jobs) if jobs else list(JOB_MODULES)
         for done, name in enumerate(names):
             if on_progress is not None:
@@ -192,7 +306,7 @@ def analyze(paths: str | Path | Iterable[str | Path], out_dir: str | Path, jobs:
                     groups.append(ReportGroup(name, [], name, status, f"{type(exc).__name__}: {exc}"))
                 continue
             log.info("running job %s", name)
-            info, sections = _run_job(name, mod, tables, opts, out, formats, report)
+            info, sections = _run_job(name, mod, tables, opts, out, formats, report, pool)
             info["seconds"] = round(time.monotonic() - t0, 3)
             summary["jobs"][name] = info
             groups.append(ReportGroup(info["title"], sections, name, info["status"],
@@ -215,8 +329,10 @@ def analyze(paths: str | Path | Iterable[str | Path], out_dir: str | Path, jobs:
                                 end=_ts(facts["last_ns"]), facts=extra)
             summary["report"] = str(path)
     finally:
-        for df in (tables.requests, tables.partitions, tables.topics):
-            df.unpersist()
+        pool.shutdown(wait=True)
+        if restore is not None:
+            restore()
+        tables.unpersist()
         summary["seconds"] = round(time.monotonic() - t_start, 3)
         if created and stop_session:
             spark.stop()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 from typing import Any
 
@@ -26,6 +27,17 @@ DEFAULT_CONF = {
     "spark.driver.memory": "2g",
     "spark.ui.showConsoleProgress": "false",
 }
+
+
+def local_conf(master: str) -> dict[str, str]:
+    """Settings for a ``local[N]`` master: as many shuffle partitions as cores (the results are aggregates;
+    more partitions than cores only add tasks)."""
+    m = re.fullmatch(r"local(?:\[(\*|\d+)(?:,\d+)?\])?", master.strip())
+    if m is None:
+        return {}
+    n = m.group(1)
+    cores = 1 if n is None and master.strip() == "local" else (os.cpu_count() or 1) if n in (None, "*") else int(n)
+    return {"spark.sql.shuffle.partitions": str(max(1, cores))}
 
 
 def _prepare_env() -> None:
@@ -42,10 +54,12 @@ def spark_session(master: str | None = None, app_name: str = "minikafka", conf: 
     spark = SparkSession.getActiveSession()
     if spark is None:
         builder = SparkSession.builder.appName(app_name)
+        chosen = None
         # Under spark-submit the JVM already runs (PYSPARK_GATEWAY_PORT) with the user's --master.
         if master or "PYSPARK_GATEWAY_PORT" not in os.environ:
-            builder = builder.master(master or os.environ.get("MINIKAFKA_SPARK_MASTER", "local[*]"))
-        for k, v in {**DEFAULT_CONF, **(conf or {})}.items():
+            chosen = master or os.environ.get("MINIKAFKA_SPARK_MASTER", "local[*]")
+            builder = builder.master(chosen)
+        for k, v in {**DEFAULT_CONF, **(local_conf(chosen) if chosen else {}), **(conf or {})}.items():
             builder = builder.config(k, v)
         spark = builder.getOrCreate()
         spark.sparkContext.setLogLevel("WARN")

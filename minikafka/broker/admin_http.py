@@ -19,11 +19,18 @@ brokers' own Trio loop (so handlers read broker state without locks):
 
 Errors are JSON ``{"error": ..., "message": ...}`` with 400 (bad rule), 404
 (unknown broker, rule or partition) or 409 (not a cluster, ineligible leader).
+
+``/v1`` is guarded as the console's API is (:func:`.console.context.api`): with SASL or an authorizer
+configured it needs a console session cookie or HTTP Basic credentials of a Kafka user (checked as the
+console's login checks them), DESCRIBE on the CLUSTER to read and ALTER on the CLUSTER to change (faults,
+broker stop/start, leader moves); every call must name one of
+the port's hosts (DNS rebinding), come from no page or this port's own (``Origin``), and a change with a
+body must be ``Content-Type: application/json`` (cross-site request forgery).  Bodies over
+:data:`.console.context.MAX_BODY` get 413.  ``/metrics`` stays open for Prometheus scrapers.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 from functools import partial
 from collections.abc import Awaitable, Callable
@@ -42,139 +49,136 @@ from .admin_target import AdminTarget
 from .broker import Broker
 from .cluster import Cluster
 from .console import console_routes
-from .faults import FaultInjector, FaultRule
+from .console.api_faults import parse_rules
+from .console.auth import ConsoleAuth
+from .console.context import ConsoleContext, ConsoleError, api, read_json
+from .console.kafka import field
 from .metadata import MetadataError
+from .security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from .prometheus import CONTENT_TYPE, render
 
 log = logging.getLogger(__name__)
 
 
-def _error(status: int, error: str, message: str) -> JSONResponse:
-    return JSONResponse({"error": error, "message": message}, status_code=status)
-
-
-def _metadata_error(exc: MetadataError) -> JSONResponse:
+def _metadata_error(exc: MetadataError) -> ConsoleError:
     status = 404 if exc.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION else 409
-    return _error(status, ErrorCode(exc.code).name, str(exc))
+    return ConsoleError(status, ErrorCode(exc.code).name, str(exc))
 
 
-async def _json_body(request: Request) -> Any:
-    try:
-        return json.loads(await request.body() or b"{}")
-    except ValueError as exc:
-        raise ValueError(f"the body is not JSON: {exc}") from None
+def build_app(target: AdminTarget, host: str | None = None) -> Starlette:
+    """The ASGI app for one broker or cluster (``host``: the address it is bound to, one of the host
+    names it answers to)."""
+    ctx = ConsoleContext(target, ConsoleAuth.for_target(target))
+    if host:
+        ctx.auth.hostnames.add(host.lower())
 
+    def describe(request: Request) -> None:
+        ctx.require(request, AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME)
 
-def build_app(target: AdminTarget) -> Starlette:
-    """The ASGI app for one broker or cluster."""
+    def alter(request: Request) -> None:
+        ctx.require(request, AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME)
 
     async def metrics(request: Request) -> Response:
         return Response(render(target.brokers), media_type=None, headers={"Content-Type": CONTENT_TYPE})
 
-    async def list_faults(request: Request) -> JSONResponse:
-        return JSONResponse({"rules": target.faults.as_json()})
+    async def list_faults(request: Request) -> Any:
+        describe(request)
+        return {"rules": target.faults.as_json()}
 
-    async def add_faults(request: Request) -> JSONResponse:
-        try:
-            data = await _json_body(request)
-            specs = data if isinstance(data, list) else [data]
-            if not all(isinstance(s, dict) for s in specs):
-                raise ValueError("expected a JSON object (a rule) or a list of them")
-            rules = [FaultRule.from_json(s) for s in specs]
-            for rule in rules:
-                rule.validate()  # all or nothing
-        except (TypeError, ValueError) as exc:
-            return _error(400, "INVALID_RULE", str(exc))
+    async def add_faults(request: Request) -> Any:
+        alter(request)
+        data = await read_json(request, object_only=False)
+        rules = parse_rules(data)
         added = [target.faults.add(rule).to_json() for rule in rules]
         return JSONResponse({"rules": added} if isinstance(data, list) else {"rule": added[0]}, status_code=201)
 
-    async def clear_faults(request: Request) -> JSONResponse:
-        return JSONResponse({"removed": target.faults.clear()})
+    async def clear_faults(request: Request) -> Any:
+        alter(request)
+        return {"removed": target.faults.clear()}
 
-    async def delete_fault(request: Request) -> JSONResponse:
+    async def delete_fault(request: Request) -> Any:
+        alter(request)
         rule_id = request.path_params["rule_id"]
         if not target.faults.remove(rule_id):
-            return _error(404, "UNKNOWN_RULE", f"no fault rule {rule_id}")
-        return JSONResponse({"removed": 1})
+            raise ConsoleError(404, "UNKNOWN_RULE", f"no fault rule {rule_id}")
+        return {"removed": 1}
 
-    async def brokers(request: Request) -> JSONResponse:
+    async def brokers(request: Request) -> Any:
+        describe(request)
         running = target.brokers()
         cluster = target.cluster
         configs = cluster.configs if cluster is not None else {b.node_id: b.config for b in running.values()}
-        return JSONResponse({
-            "cluster": cluster is not None,
-            "controller": target.metadata.controller_id(),
-            "brokers": [{"id": i, "host": c.advertised, "port": c.port, "running": i in running}
-                        for i, c in sorted(configs.items())]})
+        return {"cluster": cluster is not None, "controller": target.metadata.controller_id(),
+                "brokers": [{"id": i, "host": c.advertised, "port": c.port, "running": i in running}
+                            for i, c in sorted(configs.items())]}
 
-    def _cluster_broker(request: Request) -> tuple[Cluster, int] | JSONResponse:
+    def _cluster_broker(request: Request) -> tuple[Cluster, int]:
+        alter(request)
         cluster = target.cluster
         if cluster is None:
-            return _error(409, "NOT_A_CLUSTER", "a lone broker cannot be stopped or started over HTTP")
+            raise ConsoleError(409, "NOT_A_CLUSTER", "a lone broker cannot be stopped or started over HTTP")
         broker_id = request.path_params["broker_id"]
         if broker_id not in cluster.configs:
-            return _error(404, "UNKNOWN_BROKER", f"no broker {broker_id} (brokers: {sorted(cluster.configs)})")
+            raise ConsoleError(404, "UNKNOWN_BROKER", f"no broker {broker_id} (brokers: {sorted(cluster.configs)})")
         return cluster, broker_id
 
-    async def stop_broker(request: Request) -> JSONResponse:
-        found = _cluster_broker(request)
-        if isinstance(found, JSONResponse):
-            return found
-        cluster, broker_id = found
+    async def stop_broker(request: Request) -> Any:
+        cluster, broker_id = _cluster_broker(request)
         await cluster.stop_broker(broker_id)
-        return JSONResponse({"id": broker_id, "running": False})
+        return {"id": broker_id, "running": False}
 
-    async def start_broker(request: Request) -> JSONResponse:
-        found = _cluster_broker(request)
-        if isinstance(found, JSONResponse):
-            return found
-        cluster, broker_id = found
+    async def start_broker(request: Request) -> Any:
+        cluster, broker_id = _cluster_broker(request)
         broker = await cluster.start_broker(broker_id)
-        return JSONResponse({"id": broker_id, "running": True, "port": broker.port})
+        return {"id": broker_id, "running": True, "port": broker.port}
 
-    async def partitions(request: Request) -> JSONResponse:
-        topic = target.metadata.get_topic(request.path_params["topic"])
+    async def partitions(request: Request) -> Any:
+        name = request.path_params["topic"]
+        describe(request)
+        topic = target.metadata.get_topic(name)
         if topic is None:
-            return _error(404, "UNKNOWN_TOPIC_OR_PARTITION", f"no topic {request.path_params['topic']}")
-        return JSONResponse({"topic": topic.name, "partitions": [
+            raise ConsoleError(404, "UNKNOWN_TOPIC_OR_PARTITION", f"no topic {name}")
+        return {"topic": topic.name, "partitions": [
             {"partition": p.partition, "leader": p.leader, "leader_epoch": p.leader_epoch,
-             "replicas": list(p.replicas), "isr": list(p.isr)} for p in topic.partitions]})
+             "replicas": list(p.replicas), "isr": list(p.isr)} for p in topic.partitions]}
 
-    async def move_leader(request: Request) -> JSONResponse:
-        try:
-            data = await _json_body(request)
-            broker_id = int(data["broker"])
-        except (TypeError, KeyError, ValueError) as exc:
-            return _error(400, "INVALID_REQUEST", f'expected {{"broker": <id>}} ({exc})')
+    async def move_leader(request: Request) -> Any:
+        alter(request)
+        data = await read_json(request)
+        broker_id = field(data, "broker", int)
         topic, partition = request.path_params["topic"], request.path_params["partition"]
         try:
             epoch = target.metadata.move_leader(topic, partition, broker_id)
         except MetadataError as exc:
-            return _metadata_error(exc)
-        return JSONResponse({"topic": topic, "partition": partition, "leader": broker_id, "leader_epoch": epoch})
+            raise _metadata_error(exc) from None
+        return {"topic": topic, "partition": partition, "leader": broker_id, "leader_epoch": epoch}
 
-    async def client_metrics(request: Request) -> JSONResponse:
+    async def client_metrics(request: Request) -> Any:
+        describe(request)
         store = target.client_telemetry
         wanted = request.path_params.get("client_instance_id")
         clients = store.as_json(wanted) if store is not None else []
         if wanted is not None and not clients:
-            return _error(404, "UNKNOWN_CLIENT_INSTANCE", f"no metrics pushed by client instance {wanted}")
-        return JSONResponse({"clients": clients} if wanted is None else clients[0])
+            raise ConsoleError(404, "UNKNOWN_CLIENT_INSTANCE", f"no metrics pushed by client instance {wanted}")
+        return {"clients": clients} if wanted is None else clients[0]
+
+    def v1(path: str, fn: Callable[[Request], Awaitable[Any]], method: str) -> Route:
+        return Route(path, api(ctx, fn), methods=[method])
 
     return Starlette(routes=[
-        Route("/metrics", metrics, methods=["GET"]),
-        Route("/v1/faults", list_faults, methods=["GET"]),
-        Route("/v1/faults", add_faults, methods=["POST"]),
-        Route("/v1/faults", clear_faults, methods=["DELETE"]),
-        Route("/v1/faults/{rule_id:int}", delete_fault, methods=["DELETE"]),
-        Route("/v1/brokers", brokers, methods=["GET"]),
-        Route("/v1/brokers/{broker_id:int}/stop", stop_broker, methods=["POST"]),
-        Route("/v1/brokers/{broker_id:int}/start", start_broker, methods=["POST"]),
-        Route("/v1/partitions/{topic}", partitions, methods=["GET"]),
-        Route("/v1/partitions/{topic}/{partition:int}/leader", move_leader, methods=["POST"]),
-        Route("/v1/client-metrics", client_metrics, methods=["GET"]),
-        Route("/v1/client-metrics/{client_instance_id}", client_metrics, methods=["GET"]),
-        *console_routes(target),
+        Route("/metrics", metrics, methods=["GET"]),  # open, for Prometheus scrapers
+        v1("/v1/faults", list_faults, "GET"),
+        v1("/v1/faults", add_faults, "POST"),
+        v1("/v1/faults", clear_faults, "DELETE"),
+        v1("/v1/faults/{rule_id:int}", delete_fault, "DELETE"),
+        v1("/v1/brokers", brokers, "GET"),
+        v1("/v1/brokers/{broker_id:int}/stop", stop_broker, "POST"),
+        v1("/v1/brokers/{broker_id:int}/start", start_broker, "POST"),
+        v1("/v1/partitions/{topic}", partitions, "GET"),
+        v1("/v1/partitions/{topic}/{partition:int}/leader", move_leader, "POST"),
+        v1("/v1/client-metrics", client_metrics, "GET"),
+        v1("/v1/client-metrics/{client_instance_id}", client_metrics, "GET"),
+        *console_routes(ctx),
     ])
 
 
@@ -187,7 +191,7 @@ async def serve_admin_http(target: Broker | Cluster, host: str, port: int, *,
     config.accesslog = None
     config.errorlog = log
     config.graceful_timeout = 0
-    app = build_app(AdminTarget.of(target))
+    app = build_app(AdminTarget.of(target), host)
 
     async with trio.open_nursery() as nursery:
         binds: list[str] = await nursery.start(

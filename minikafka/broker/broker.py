@@ -387,7 +387,9 @@ class Broker:
                                                              self.delegation_tokens),
                                    on_authenticated=self._on_authenticated,
                                    on_closed=self._connection_closed)
-        self.capture: CaptureService | None = None  # while run() captures (config.capture_dir)
+        self.capture: CaptureService | None = None  # while capturing (config.capture_dir, or start_capture)
+        self._capture_running: tuple[RequestObserver, trio.CancelScope, trio.Event] | None = None
+        self._nursery: trio.Nursery | None = None  # run()'s, for what starts while running (a capture)
         self._serving = False
 
     def _connection_closed(self, connection_id: str) -> None:
@@ -524,8 +526,9 @@ class Broker:
                 nursery.start_soon(self._retention_loop)
                 nursery.start_soon(self.log_dirs.run)
                 await nursery.start(self.log_cleaner.run)
+                self._nursery = nursery
                 if self.config.capture_dir is not None:
-                    self._start_capture(nursery)
+                    self._start_capture(nursery, self.config.capture_dir)
                 port = await nursery.start(self.server.serve)
                 if self.capture is not None:
                     self.capture.server = f"{self.config.host}:{port}"
@@ -533,6 +536,7 @@ class Broker:
                 self._serving = True
                 task_status.started(port)
         finally:
+            self._nursery = None
             self._leave()
             with trio.CancelScope(shield=True):
                 await self.txn_channel.aclose()
@@ -544,14 +548,61 @@ class Broker:
                     pass
             self.close()
 
-    def _start_capture(self, nursery: trio.Nursery) -> None:
+    def _start_capture(self, nursery: trio.Nursery, directory: Path) -> CaptureService:
         from ..capture.observer import CaptureObserver
         from ..capture.service import CaptureService
 
-        assert self.config.capture_dir is not None
-        capture = self.capture = CaptureService(self.config.capture_dir, self.node_id, clock=self.clock)
-        nursery.start_soon(capture.run)
-        self.observe(CaptureObserver(capture))
+        capture = self.capture = CaptureService(directory, self.node_id, clock=self.clock)
+        observer = CaptureObserver(capture)
+        scope, done = trio.CancelScope(), trio.Event()
+
+        async def write() -> None:
+            try:
+                with scope:
+                    await capture.run()
+            except Exception:  # disk full, directory gone...: the capture stops, never the broker
+                log.exception("capture on broker %d failed: capture stopped", self.node_id)
+                if self.capture is capture:
+                    if observer in self.apis.observers:
+                        self.apis.observers.remove(observer)
+                    self.capture, self._capture_running = None, None
+            finally:
+                done.set()
+
+        nursery.start_soon(write)
+        self.observe(observer)
+        self._capture_running = (observer, scope, done)
+        return capture
+
+    def start_capture(self, directory: Path) -> CaptureService:
+        """Start capturing this broker's traffic into ``directory`` while it runs (what ``serve
+        --capture-dir`` does from the start); RuntimeError when it already captures or is not running."""
+        if self.capture is not None:
+            raise RuntimeError(f"broker {self.node_id} already captures into {self.capture.writer.dir}")
+        if self._nursery is None or not self._serving:
+            raise RuntimeError(f"broker {self.node_id} is not running")
+        capture = self._start_capture(self._nursery, directory)
+        capture.server = f"{self.config.host}:{self.port}"
+        return capture
+
+    async def stop_capture(self) -> CaptureService | None:
+        """Stop capturing: no more requests are handed over, what was is written and the file closed.
+        Returns the stopped capture (None when there was none)."""
+        capture, running = self.capture, self._capture_running
+        self.capture, self._capture_running = None, None
+        if capture is None or running is None:
+            return None
+        observer, scope, done = running
+        if observer in self.apis.observers:
+            self.apis.observers.remove(observer)
+        # Let the writer hand what is queued to its worker thread first (bounded): the cancelled writer
+        # writes what is left on the loop.
+        with trio.move_on_after(5):
+            while capture.pending_bytes and not done.is_set():
+                await trio.sleep(0.05)
+        scope.cancel()
+        await done.wait()
+        return capture
 
     def _join(self, nursery: trio.Nursery) -> None:
         """Register with the metadata (as a broker registers with the controller), take up leadership,

@@ -21,13 +21,14 @@ of Kafka's two sorted maps, with the same order.
 
 from __future__ import annotations
 
+import functools
 import logging
 import random
 import time
 import uuid
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, NamedTuple
+from typing import Any, Callable, Concatenate, Iterable, NamedTuple, ParamSpec
 
 from ..metrics import Meter, MetricConfig, MetricName, WindowedCount
 from ..protocol.errors import ErrorCode
@@ -424,12 +425,31 @@ class IncrementalFetchContext(FetchContext):
         return session.id, selected
 
 
+_P = ParamSpec("_P")
+
+
+def _counted(pick: Callable[Concatenate[FetchManager, _P], FetchContext]
+             ) -> Callable[Concatenate[FetchManager, _P], FetchContext]:
+    """Count the contexts ``pick`` returns by kind in ``FetchManager.contexts`` (a plain increment)."""
+
+    @functools.wraps(pick)
+    def counted(self: FetchManager, *args: _P.args, **kwargs: _P.kwargs) -> FetchContext:
+        context = pick(self, *args, **kwargs)
+        self.contexts[context.kind] = self.contexts.get(context.kind, 0) + 1
+        return context
+
+    return counted
+
+
 class FetchManager:
     """Picks the fetch context for each Fetch request (Kafka's ``FetchManager.newContext``)."""
 
     def __init__(self, cache: FetchSessionCache) -> None:
         self.cache = cache
+        # Fetch requests by the context they got: "full", "incremental", "sessionless", "error" (counted only).
+        self.contexts: dict[str, int] = {}
 
+    @_counted
     def new_context(
         self,
         version: int,

@@ -526,7 +526,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--data-dir", type=Path, default=None, metavar="DIR",
                    help="a broker's --data-dir: dump every segment of --topic/--partition (from DIR/logs/T-P, "
                         "or DIR/T-P for __consumer_offsets, __transaction_state and __share_group_state); for a "
-                        "`serve --brokers N` data dir, every broker's replica (DIR/broker-<id>) or --broker's")
+                        "'serve --brokers N' data dir, every broker's replica (DIR/broker-<id>) or --broker's")
     p.add_argument("--topic", default=None, help="with --data-dir: the topic")
     p.add_argument("--partition", type=int, default=0, help="with --data-dir: the partition (default 0)")
     p.add_argument("--broker", type=int, default=None, metavar="ID",

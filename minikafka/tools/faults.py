@@ -10,7 +10,9 @@ its refusal is printed as the error.
 from __future__ import annotations
 
 import argparse
+import base64
 import json
+import os
 import urllib.error
 import urllib.request
 from typing import Any
@@ -64,13 +66,31 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def _add_http(p: argparse.ArgumentParser) -> None:
     p.add_argument("--http", required=True, metavar="HOST:PORT", help="the broker's --http-port address")
+    p.add_argument("--http-user", metavar="USER",
+                   help="a Kafka user to log in as, when the broker has SASL or ACLs configured")
+    p.add_argument("--http-password", metavar="PASSWORD",
+                   help="that user's password (default: the MINIKAFKA_HTTP_PASSWORD environment variable)")
 
 
-def http_call(address: str, method: str, path: str, body: Any = None) -> Any:
-    """One JSON request to the broker's HTTP API; ToolError with the broker's message on failure."""
+def _credentials(args: argparse.Namespace) -> tuple[str, str] | None:
+    if args.http_user is None:
+        return None
+    password = args.http_password if args.http_password is not None else os.environ.get("MINIKAFKA_HTTP_PASSWORD")
+    if password is None:
+        raise ToolError("--http-user needs --http-password or MINIKAFKA_HTTP_PASSWORD")
+    return args.http_user, password
+
+
+def http_call(address: str, method: str, path: str, body: Any = None,
+              credentials: tuple[str, str] | None = None) -> Any:
+    """One JSON request to the broker's HTTP API (HTTP Basic with ``credentials``: a Kafka user and
+    password); ToolError with the broker's message on failure."""
     url = f"http://{address}{path}" if "://" not in address else f"{address.rstrip('/')}{path}"
     data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
+    headers = {"Content-Type": "application/json"}
+    if credentials is not None:
+        headers["Authorization"] = "Basic " + base64.b64encode(":".join(credentials).encode()).decode()
+    request = urllib.request.Request(url, data=data, method=method, headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=30) as response:
             return json.loads(response.read())
@@ -116,7 +136,8 @@ def describe(rule: dict[str, Any]) -> tuple[str, str]:
 
 
 async def _add(args: argparse.Namespace) -> int:
-    reply = await trio.to_thread.run_sync(http_call, args.http, "POST", "/v1/faults", rule_from_args(args))
+    reply = await trio.to_thread.run_sync(http_call, args.http, "POST", "/v1/faults", rule_from_args(args),
+                                          _credentials(args))
     rule = reply["rule"]
     match, action = describe(rule)
     print(f"added fault rule {rule['id']}: {match} -> {action}")
@@ -124,7 +145,8 @@ async def _add(args: argparse.Namespace) -> int:
 
 
 async def _list(args: argparse.Namespace) -> int:
-    rules = (await trio.to_thread.run_sync(http_call, args.http, "GET", "/v1/faults"))["rules"]
+    rules = (await trio.to_thread.run_sync(http_call, args.http, "GET", "/v1/faults", None,
+                                           _credentials(args)))["rules"]
     if args.json:
         print(json.dumps(rules, indent=2))
         return 0
@@ -136,7 +158,7 @@ async def _list(args: argparse.Namespace) -> int:
 
 async def _clear(args: argparse.Namespace) -> int:
     path = "/v1/faults" if args.id is None else f"/v1/faults/{args.id}"
-    reply = await trio.to_thread.run_sync(http_call, args.http, "DELETE", path)
+    reply = await trio.to_thread.run_sync(http_call, args.http, "DELETE", path, None, _credentials(args))
     print(f"removed {reply['removed']} fault rule(s)")
     return 0
 

@@ -17,8 +17,7 @@ def cached_tables(spark: Any, capture: Path) -> Any:
 
     t = load_tables(spark, [capture]).cache()
     yield t
-    for df in (t.requests, t.partitions, t.topics):
-        df.unpersist()
+    t.unpersist()
 
 
 def wait_until(pred, timeout: float = 20, what: str = "condition") -> None:

@@ -92,5 +92,5 @@ def test_report(results) -> None:
     _caption, table = s.tables[0]
     assert table.max_lag.iloc[0] == results["lag_partitions"].max_lag.max()
     assert len(s.figures) == 2
-    line = s.figures[0][1].axes[0].get_lines()[0]
-    assert line.get_label() == "lag-consumer" and list(line.get_ydata())[-1] == 0
+    line = s.figures[0][1].series[0]
+    assert line.label == "lag-consumer" and [v for v in line.values if v is not None][-1] == 0

@@ -172,6 +172,7 @@ def test_report(whatif) -> None:
     _caption, table = s.tables[0]
     assert list(table.client_id[:1]) == ["fast"] and table.whatif_throttle_ms.iloc[0] > 0
     assert len(s.figures) == 3
-    ax = s.figures[0][1].axes[0]
-    labels = [line.get_label() for line in ax.get_lines()]
-    assert "fast" in labels
+    chart = s.figures[0][1]
+    assert "fast" in chart.labels() and len(chart.series_named("fast").values) == len(chart.x)
+    rate = s.figures[1][1]
+    assert rate.y_label == "bytes/s" and not rate.empty

@@ -155,5 +155,7 @@ def test_report(plain) -> None:
     _caption, table = phantom.tables[0]
     assert set(table.phantom_bytes) == set(plain["replication_pairs"].phantom_bytes)
     assert all(len(s.figures) >= 1 for s in sections)
-    labels = [line.get_label() for line in sections[0].figures[0][1].axes[0].get_lines()]
-    assert sorted(labels) == ["0 1", "1 0"]
+    fetches, record_bytes = sections[0].figures[0][1]  # two panels sharing their x axis
+    assert sorted(fetches.labels()) == sorted(record_bytes.labels()) == ["0 1", "1 0"]
+    phantom = sections[1].figures[0][1]
+    assert phantom.series_named("leader throttled rate").values == [RATE] * len(phantom.x)

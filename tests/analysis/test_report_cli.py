@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import json
+import re
 import subprocess
 import sys
 import types
@@ -16,6 +18,7 @@ from traffic_helpers import CaptureRun, make_client_capture
 from minikafka.analysis import run as run_mod
 from minikafka.analysis.cli import add_arguments, options_from_args
 from minikafka.analysis.jobs import Section, latency, traffic
+from minikafka.analysis.jobs.plots import Chart
 from minikafka.analysis.report import render_html
 from minikafka.cli import main as cli_main
 
@@ -55,8 +58,13 @@ def test_analyze_cli(spark: Any, client_run: CaptureRun, tmp_path: Path, capsys:
     for title in (traffic.TITLE, latency.TITLE, "Bytes per second by API", "Record bytes per second by topic",
                   "Latency histogram", "Fetch: long polls apart", "A broken job", "Contents"):
         assert title in html, title
-    assert html.count('<img alt="') >= 5 and '<img alt="Stacked per API' in html
-    assert 'src="data:image/png;base64,iVBORw0KGgo' in html  # PNG magic, base64
+    # interactive charts: a <div> per chart, their data as JSON (the browser test draws them)
+    assert html.count('<div class="mk-chart" data-chart="') >= 8 and "<figcaption>Stacked per API" in html
+    data = json.loads(re.search(r'<script type="application/json" id="mk-report-data">(.*?)</script>', html,
+                                re.DOTALL).group(1))
+    titles = {c["title"] for c in data["charts"]}
+    assert {"Requests/s", "Latency percentiles per bucket", "Requests per latency bin"} <= titles
+    assert "<img" not in html and '<table class="data mk-table"' in html
     assert "boom &lt;b&gt;not bold&lt;/b&gt;" in html and "<b>not bold</b>" not in html
     assert "http://" not in html and "https://" not in html  # nothing fetched from anywhere
     assert "minikafka version" in html and str(client_run.path) in html
@@ -92,16 +100,19 @@ def test_analyze_unavailable_and_failing_jobs(spark: Any, client_run: CaptureRun
 
 
 def test_report_escapes_and_embeds() -> None:
-    from matplotlib.figure import Figure
-
-    fig = Figure()
-    fig.subplots().plot([1, 2, 3])
+    chart = Chart("c <i>", [0.0, 1.0, 2.0])
+    chart.add("</script><b>x</b>", [1, float("nan"), 3])
     sec = Section("T <1>", text=["a & b"], tables=[("cap <x>", pd.DataFrame({"c<": ["<script>"], "n": [1.5]}))],
-                  figures=[("f", fig)])
+                  figures=[("f <g>", chart), ("empty", Chart("nothing", []))])
     html = render_html([sec, Section("T <1>")], inputs=["in<put>"])
-    assert "<script>" not in html and "&lt;script&gt;" in html and "a &amp; b" in html
+    assert "<script>" not in html.replace("<script>\n", "") and "&lt;script&gt;" in html and "a &amp; b" in html
     assert html.count('id="t-1"') == 1 and 'id="t-1-2"' in html  # unique anchors
-    assert 'src="data:image/png;base64,' in html and "in&lt;put&gt;" in html
+    assert "in&lt;put&gt;" in html and "<figcaption>f &lt;g&gt;</figcaption>" in html
+    assert "</script><b>" not in html and "\\u003c/script>\\u003cb>" in html  # the label, escaped in the JSON
+    data = json.loads(re.search(r'id="mk-report-data">(.*?)</script>', html, re.DOTALL).group(1))
+    (spec,) = data["charts"]  # the empty chart is a "no data" note
+    assert spec["series"][0]["label"] == "</script><b>x</b>" and spec["series"][0]["values"] == [1.0, None, 3.0]
+    assert html.count('data-chart="') == 1 and "nothing: no data" in html
 
 
 def test_options_from_args() -> None:

@@ -172,5 +172,5 @@ def test_report_names_principals(tables) -> None:
     _caption, table = s.tables[0]
     assert {"principal", "user"} <= set(table.columns)
     assert (table.client_id.iloc[0], table.principal.iloc[0]) == (CLIENT_ID, "User:alice")
-    labels = [line.get_label() for line in s.figures[0][1].axes[0].get_lines()]
+    labels = s.figures[0][1].labels()
     assert f"{CLIENT_ID} (User:alice)" in labels

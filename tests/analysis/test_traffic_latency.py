@@ -40,8 +40,7 @@ def results(spark: Any, client_run: CaptureRun) -> Iterator[dict[str, Any]]:
     out = {name: t[name].toPandas() for name in ("summary", "by_client", "connections", "by_topic")}
     out.update({f"latency_{name}": lat[name].toPandas() for name in ("by_api", "fetch")})
     yield out
-    for df in (tables.requests, tables.partitions, tables.topics):
-        df.unpersist()
+    tables.unpersist()
 
 
 def test_per_api_totals_equal_broker_counters(client_run: CaptureRun, results: dict[str, Any]) -> None:

@@ -254,7 +254,7 @@ def test_lag_report_names_the_isolation_level(lag_results) -> None:
     (s,) = lag.report(lag_results, OPTS)
     text = " ".join(s.text)
     assert "last stable offset" in text and "1 of 2 client partition(s) fetched read_committed" in text
-    labels = {line.get_label() for line in s.figures[0][1].axes[0].get_lines()}
+    labels = set(s.figures[0][1].labels())
     assert labels == {s.client_id for s in CONSUMERS}
 
 

@@ -70,19 +70,31 @@ async def test_offered_versions_are_ranges_minikafka_declares(conn: KafkaConnect
         assert key in known and 0 <= lo <= hi, (key, lo, hi)
 
 
-async def test_readme_lists_every_offered_api_with_its_range(conn: KafkaConnection) -> None:
-    """README's "What the broker supports" names each offered API with the range ApiVersions gives."""
-    import re
+def _docs_hooks():
+    """docs/hooks.py, which generates the site's API versions page (reference/api-versions.md)."""
+    import importlib.util
 
     from kafka_json import REPO_ROOT
+
+    spec = importlib.util.spec_from_file_location("minikafka_docs_hooks", REPO_ROOT / "docs" / "hooks.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+async def test_api_versions_page_lists_every_offered_api_with_its_range(conn: KafkaConnection) -> None:
+    """The documentation's API versions page (generated at build time, moved there from the README) puts every
+    API ApiVersions offers into one of its areas and lists it with the offered range, and nothing else."""
     from minikafka.protocol.api import APIS
 
-    text = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
-    section = text[text.index("Every API of a Kafka 4.2 broker's client listener"):text.index("Features (KIP-584")]
-    listed: dict[str, tuple[int, int]] = {}
-    for names, lo, hi in re.findall(r"((?:[A-Z]\w+/)*[A-Z]\w+)\s+(\d+)(?:-(\d+))?", section):
-        for name in names.split("/"):
-            listed[name] = (int(lo), int(hi or lo))
+    hooks = _docs_hooks()
     offered = await conn.negotiate()
+    page = hooks.api_versions_markdown(offered)  # raises when an offered API is in no area
+    listed = hooks.api_versions_table(page)
     expected = {APIS[key].name: (lo, hi) for key, (lo, hi) in offered.items()}
-    assert {name: listed.get(name) for name in expected} == expected
+    assert listed == expected
+    placed = [name for names in hooks.AREAS.values() for name in names]
+    assert len(placed) == len(set(placed)), "an API in two areas"
+    assert set(placed) <= {api.name for api in APIS.values()}, "an area names an API minikafka does not know"
+    assert len(listed) == sum(goal for *_, goal in kafka42_table())  # the 68 of Kafka 4.2's client listener

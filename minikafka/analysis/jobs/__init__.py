@@ -5,10 +5,11 @@
     def run(tables: Tables, opts: AnalysisOptions) -> dict[str, DataFrame]:
         '''Spark DataFrames of results, by table name (written as Parquet and CSV).'''
     def report(results: dict[str, pandas.DataFrame], opts: AnalysisOptions) -> list[Section]:
-        '''What the HTML report shows: text, small tables, matplotlib figures.'''
+        '''What the HTML report shows: text, small tables, charts (plots.Chart).'''
 
 ``run`` does the work on Spark (the results are small: aggregates per time
-bucket, client, topic...), ``report`` only formats the collected results.
+bucket, client, topic...), ``report`` only formats the collected results
+(:class:`~.plots.Chart` holds a chart's data; the report draws it in the browser).
 """
 
 from __future__ import annotations
@@ -39,12 +40,13 @@ class AnalysisOptions:
 
 @dataclass
 class Section:
-    """A part of the HTML report: a heading, paragraphs, small tables, matplotlib figures."""
+    """A part of the HTML report: a heading, paragraphs, small tables, interactive charts."""
 
     title: str
     text: list[str] = field(default_factory=list)          # paragraphs (plain text, escaped)
     tables: list[tuple[str, Any]] = field(default_factory=list)  # (caption, pandas.DataFrame)
-    figures: list[tuple[str, Any]] = field(default_factory=list)  # (caption, matplotlib Figure)
+    # (caption, plots.Chart, or a list of Charts: panels sharing their x axis, zoomed together)
+    figures: list[tuple[str, Any]] = field(default_factory=list)
 
 
 def job(name: str) -> Any:

@@ -108,7 +108,7 @@ def run(tables: Any, opts: AnalysisOptions) -> dict[str, Any]:
     """``lag_series``, ``lag_clients`` and ``lag_partitions`` (see the module docstring)."""
     from pyspark.sql import functions as F
 
-    from .traffic import time_bucket
+    from .traffic import ordered, time_bucket
 
     sec = float(opts.bucket_seconds)
     rows = lag_rows(tables).withColumn("bucket_start", time_bucket("receive_ns", sec)).cache()
@@ -128,14 +128,14 @@ def run(tables: Any, opts: AnalysisOptions) -> dict[str, Any]:
                    F.max_by("position", "receive_ns").alias("last_position"),
                    F.max_by("last_stable_offset", "receive_ns").alias("last_lso"), *txn)
               .select(*series_cols)
-              .orderBy(*key, "bucket_start", level)
+              .transform(ordered, *key, "bucket_start", level)
               .cache())
     clients = (series.groupBy("client_id", "bucket_start", level)
                .agg(F.count(F.lit(1)).cast("long").alias("partitions"), F.sum("fetches").alias("fetches"),
                     F.sum("records").alias("records"), F.max("max_lag").alias("max_lag"),
                     F.sum("last_lag").alias("total_lag"))
                .select("client_id", "bucket_start", "partitions", "fetches", "records", "max_lag", "total_lag", level)
-               .orderBy("client_id", "bucket_start", level))
+               .transform(ordered, "client_id", "bucket_start", level))
     partitions = (rows.groupBy(*key, level)
                   .agg(F.count(F.lit(1)).cast("long").alias("fetches"), records,
                        F.min_by("lag_before", "receive_ns").alias("first_lag_before"),
@@ -151,7 +151,7 @@ def run(tables: Any, opts: AnalysisOptions) -> dict[str, Any]:
                   .select(*key, "fetches", "records", "first_lag_before", "first_lag", "max_lag", "avg_lag",
                           "final_lag", "final_high_watermark", "final_position", "first_ts", "last_ts", level,
                           "final_lso", *txn_cols)
-                  .orderBy(*key, level))
+                  .transform(ordered, *key, level))
     return {"lag_series": series, "lag_clients": clients, "lag_partitions": partitions}
 
 
@@ -168,11 +168,6 @@ def _labels(df: Any, cols: list[str]) -> list[str]:
 
 def report(results: dict[str, Any], opts: AnalysisOptions) -> list[Section]:
     """Lag definition, the partitions with the most lag, lag over time per client and per partition."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib.figure import Figure
-
     sec = float(opts.bucket_seconds)
     parts = results.get("lag_partitions")
     series = results.get("lag_series")
@@ -201,20 +196,11 @@ def report(results: dict[str, Any], opts: AnalysisOptions) -> list[Section]:
     lagging = top[top["final_lag"] > 0]
     s.text.append(f"{len(lagging)} of {len(top)} client partition(s) still lag at their last fetch"
                   + (f", {int(lagging['final_lag'].sum()):,} records in all." if len(lagging) else "."))
-    fig = Figure(figsize=(10, 4), layout="constrained")
-    ax = fig.subplots()
-    series_lines(ax, clients, _labels(clients, ["client_id"]), "total_lag")
-    ax.set_title(f"Total lag per client ({sec:g} s buckets: sum of each partition's last lag)", fontsize=10)
-    ax.set_ylabel("records")
-    ax.set_xlabel("seconds since the start of the capture")
-    s.figures.append(("Lag per client over time", fig))
+    s.figures.append(("Lag per client over time", series_lines(
+        clients, _labels(clients, ["client_id"]), "total_lag", y_label="records",
+        title=f"Total lag per client ({sec:g} s buckets: sum of each partition's last lag)")))
     labels = _labels(parts, ["client_id", "topic", "partition"])
     keys = [tuple(r) for r in top[labels].head(TOP_SERIES).itertuples(index=False)]
-    fig = Figure(figsize=(10, 4), layout="constrained")
-    ax = fig.subplots()
-    series_lines(ax, series, labels, "max_lag", keys)
-    ax.set_title("Max lag per bucket (client topic partition)", fontsize=10)
-    ax.set_ylabel("records")
-    ax.set_xlabel("seconds since the start of the capture")
-    s.figures.append((f"Lag over time, top {len(keys)} partitions by max lag", fig))
+    s.figures.append((f"Lag over time, top {len(keys)} partitions by max lag", series_lines(
+        series, labels, "max_lag", keys, title="Max lag per bucket (client topic partition)", y_label="records")))
     return [s]

@@ -31,6 +31,7 @@ import logging
 from typing import Any
 
 from . import AnalysisOptions, Section
+from .plots import PALETTE, Chart
 from .traffic import Timeline, ordered, time_bucket, with_client
 
 log = logging.getLogger(__name__)
@@ -132,7 +133,6 @@ def report(results: dict[str, Any], opts: AnalysisOptions) -> list[Section]:
     """A percentile table per API, p50/p99 over time, a log-scale histogram, Fetch long polls."""
     import numpy as np
     import pandas as pd
-    from matplotlib.figure import Figure
 
     out: list[Section] = []
     by_api = results.get("by_api")
@@ -151,53 +151,39 @@ def report(results: dict[str, Any], opts: AnalysisOptions) -> list[Section]:
     s = Section("Latency over time")
     bat = results.get("by_api_time")
     apis = _top_apis(by_api)
-    fig = Figure(figsize=(10, 4.5), layout="constrained")
-    ax = fig.subplots()
+    chart = Chart("Latency percentiles per bucket", [], y_label="latency (ms, log scale)", y_scale="log",
+                  height=340)
     if bat is not None and not bat.empty and apis:
         tl = Timeline([bat], float(opts.bucket_seconds))
         full = tl.index()
-        t = tl.seconds(full)
+        chart.x = list(tl.seconds(full))
         for i, api in enumerate(apis):
             d = bat[bat["api_name"] == api].copy()
             d.index = pd.to_datetime(d["bucket_start"])
             d = d.reindex(full)  # buckets without requests are gaps in the lines
-            color = f"C{i}"
-            ax.plot(t, d["p50_ms"].clip(lower=MIN_LATENCY_MS), color=color, marker=".", label=f"{api} p50")
-            ax.plot(t, d["p99_ms"].clip(lower=MIN_LATENCY_MS), color=color, ls="--", marker="_",
-                    label=f"{api} p99")
-        ax.set_yscale("log")
-        ax.legend(loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=7, frameon=False)
-    else:
-        ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
-    ax.set_xlabel("seconds since the start of the capture")
-    ax.set_ylabel("latency (ms, log scale)")
-    ax.grid(alpha=0.3, which="both")
+            color = PALETTE[i % len(PALETTE)]
+            chart.add(f"{api} p50", d["p50_ms"].clip(lower=MIN_LATENCY_MS), color=color)
+            chart.add(f"{api} p99", d["p99_ms"].clip(lower=MIN_LATENCY_MS), color=color, dash=True)
     caption = (f"p50 (solid) and p99 (dashed) per {float(opts.bucket_seconds):g} s bucket, "
                f"top {len(apis)} APIs by requests")
-    s.figures.append((caption, fig))
+    s.figures.append((caption, chart))
     out.append(s)
 
     s = Section("Latency histogram")
     hist = results.get("histogram")
-    fig = Figure(figsize=(10, 4.5), layout="constrained")
-    ax = fig.subplots()
+    chart = Chart("Requests per latency bin", [], x_label="latency (ms, log scale)", y_label="requests",
+                  kind="steps", x_scale="log", height=340)
     if hist is not None and not hist.empty and apis:
         lo = int(hist["bin"].min())
         hi = int(hist["bin"].max()) + 1
-        edges = np.power(10.0, np.arange(lo, hi + 1) / BINS_PER_DECADE)
+        chart.x = list(np.power(10.0, np.arange(lo, hi + 1) / BINS_PER_DECADE))  # the bins' edges
         for i, api in enumerate(apis):
             d = hist[hist["api_name"] == api].set_index("bin")["requests"].reindex(range(lo, hi), fill_value=0)
-            ax.stairs(d.to_numpy(), edges, label=api, color=f"C{i}", lw=1.5)
-        ax.set_xscale("log")
+            values = d.to_numpy()
+            chart.add(api, np.append(values, values[-1:]), color=PALETTE[i % len(PALETTE)])  # held to the last edge
         if int(hist["requests"].max()) > 100:
-            ax.set_yscale("log")
-        ax.legend(loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=8, frameon=False)
-    else:
-        ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
-    ax.set_xlabel("latency (ms, log scale)")
-    ax.set_ylabel("requests" + (" (log scale)" if ax.get_yscale() == "log" else ""))
-    ax.grid(alpha=0.3, which="both")
-    s.figures.append((f"Requests per latency bin ({BINS_PER_DECADE} bins per decade)", fig))
+            chart.y_scale, chart.y_label = "asinh", "requests (log-like scale)"
+    s.figures.append((f"Requests per latency bin ({BINS_PER_DECADE} bins per decade)", chart))
     out.append(s)
 
     s = Section("Fetch: long polls apart")

@@ -83,6 +83,7 @@ import math
 from typing import Any
 
 from . import AnalysisOptions, Section
+from .plots import Chart
 
 NAME = "quotas"
 TITLE = "Quota what-if replay"
@@ -326,7 +327,7 @@ def run(tables: Any, opts: AnalysisOptions) -> dict[str, Any]:
     """``quota_clients`` and ``quota_series`` (see the module docstring)."""
     from pyspark.sql import functions as F
 
-    from .traffic import time_bucket
+    from .traffic import ordered, time_bucket
 
     sec = float(opts.bucket_seconds)
     rep = (replay(tables, opts)
@@ -368,13 +369,13 @@ def run(tables: Any, opts: AnalysisOptions) -> dict[str, Any]:
                                   F.col("whatif_throttle_ms") / F.col("captured_throttle_ms")))
                .withColumn("first_ts", F.timestamp_millis("first_ms"))
                .drop("first_ms", "last_ms")
-               .orderBy(F.desc("whatif_throttle_ms"), F.desc("bytes"), "client_id", "principal"))
+               .transform(ordered, F.desc("whatif_throttle_ms"), F.desc("bytes"), "client_id", "principal"))
     series = (rep.withColumn("receive_ns", F.col("receive_ms") * F.lit(1_000_000))
               .withColumn("bucket_start", time_bucket("receive_ns", sec))
               .groupBy("client_id", "principal", "bucket_start")
               .agg(*common, F.coalesce(F.max("throttle_ms"), F.lit(0)).cast("long").alias("whatif_max_throttle_ms"))
               .withColumn("bytes_per_s", F.col("bytes") / F.lit(sec))
-              .orderBy("client_id", "principal", "bucket_start"))
+              .transform(ordered, "client_id", "principal", "bucket_start"))
     return {"quota_clients": clients, "quota_series": series}
 
 
@@ -385,39 +386,31 @@ def _fmt_quota(table: dict[str, float], unit: str) -> str:
     return ", ".join(f"{'every client' if k == '*' else k}: {v:,.0f} {unit}" for k, v in sorted(table.items()))
 
 
-def _series_plot(fig: Any, series: Any, clients: list[tuple[str, str, str]], value: str, title: str,
-                 ylabel: str, hline: float | None = None) -> None:
-    """One line per (client id, principal, label) of ``clients``."""
+def _series_chart(series: Any, clients: list[tuple[str, str, str]], value: str, title: str,
+                  ylabel: str, hline: float | None = None) -> Chart:
+    """One line per (client id, principal, label) of ``clients`` (a client's missing buckets bridged)."""
     import pandas as pd
 
-    ax = fig.subplots()
+    chart = Chart(title, [], y_label=ylabel)
     if series is None or series.empty or not clients:
-        ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
-    else:
-        t0 = pd.to_datetime(series["bucket_start"]).min()
-        for client, principal, label in clients:
-            sel = series["client_id"] == client
-            if "principal" in series.columns:
-                sel &= series["principal"] == principal
-            s = series[sel].sort_values("bucket_start")
-            x = (pd.to_datetime(s["bucket_start"]) - t0).dt.total_seconds()
-            ax.plot(x, s[value], marker=".", label=label)
-        if hline is not None:
-            ax.axhline(hline, color="red", linestyle="--", linewidth=1, label="what-if quota")
-        ax.legend(fontsize=7, loc="upper right")
-        ax.set_xlabel("seconds since the start of the capture")
-    ax.set_title(title, fontsize=10)
-    ax.set_ylabel(ylabel)
-    ax.grid(alpha=0.3)
+        return chart
+    times = pd.to_datetime(series["bucket_start"])
+    grid = sorted(times.unique())
+    chart.x = list((pd.DatetimeIndex(grid) - times.min()).total_seconds())
+    for client, principal, label in clients:
+        sel = series["client_id"] == client
+        if "principal" in series.columns:
+            sel &= series["principal"] == principal
+        s = series[sel]
+        col = pd.Series(s[value].to_numpy(), index=pd.to_datetime(s["bucket_start"])).groupby(level=0).sum()
+        chart.add(label, col.reindex(grid).to_numpy(), span_gaps=True)
+    if hline is not None:
+        chart.reference_line(hline, "what-if quota")
+    return chart
 
 
 def report(results: dict[str, Any], opts: AnalysisOptions) -> list[Section]:
     """What-if throttling per client: explanation, top clients, throttle and byte-rate time series."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib.figure import Figure
-
     st = settings_of(opts)
     clients = results.get("quota_clients")
     series = results.get("quota_series")
@@ -463,20 +456,15 @@ def report(results: dict[str, Any], opts: AnalysisOptions) -> list[Section]:
         shared = clients["client_id"].value_counts() if "principal" in clients.columns else None
         shown = [(c, p, c if shared is None or shared.get(c, 0) <= 1 else f"{c} ({p})")
                  for c, p in list(zip(top["client_id"], principal_col))[:TOP_SERIES]]
-        fig = Figure(figsize=(10, 4), layout="constrained")
-        _series_plot(fig, series, shown, "whatif_throttle_ms", "What-if throttle time per bucket (sum)",
-                     "throttle ms")
-        s.figures.append((f"What-if throttle time per {opts.bucket_seconds:g} s bucket, top clients", fig))
-        fig = Figure(figsize=(10, 4), layout="constrained")
+        s.figures.append((f"What-if throttle time per {opts.bucket_seconds:g} s bucket, top clients", _series_chart(
+            series, shown, "whatif_throttle_ms", "What-if throttle time per bucket (sum)", "throttle ms")))
         default = st["produce"].get("*") if st["produce"] else None
-        _series_plot(fig, series, shown, "bytes_per_s", "Quota bytes per second (produce request + fetch "
-                     "response bytes)", "bytes/s", hline=default)
-        s.figures.append((("Byte rate per client (the red line is the default produce quota, if any); the quota "
-                          "Rate averages over the whole window, so short peaks above it are allowed"), fig))
-        fig = Figure(figsize=(10, 4), layout="constrained")
-        _series_plot(fig, series, shown, "captured_throttle_ms", "Captured throttle_time_ms per bucket (sum)",
-                     "throttle ms")
-        s.figures.append(("Throttling the broker actually applied at capture time", fig))
+        s.figures.append((("Byte rate per client (the red dashed line is the default produce quota, if any); the "
+                           "quota Rate averages over the whole window, so short peaks above it are allowed"),
+                          _series_chart(series, shown, "bytes_per_s", "Quota bytes per second (produce request + "
+                                        "fetch response bytes)", "bytes/s", hline=default)))
+        s.figures.append(("Throttling the broker actually applied at capture time", _series_chart(
+            series, shown, "captured_throttle_ms", "Captured throttle_time_ms per bucket (sum)", "throttle ms")))
     else:
         s.text.append("The capture holds no client requests.")
     return [s]

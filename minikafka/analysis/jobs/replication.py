@@ -188,7 +188,7 @@ def run(tables: Any, opts: AnalysisOptions) -> dict[str, Any]:
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    from .traffic import time_bucket
+    from .traffic import ordered, time_bucket
 
     sec = float(opts.bucket_seconds)
     rate = float(opts.leader_throttled_rate) if opts.leader_throttled_rate else None
@@ -265,17 +265,17 @@ def run(tables: Any, opts: AnalysisOptions) -> dict[str, Any]:
     pairs = per_second(f.groupBy("leader_id", "follower_id").agg(
         *fetch_aggs, *span,
         F.concat_ws(",", F.array_sort(F.collect_set(F.col("api_version").cast("string")))).alias("fetch_versions"))
-    ).transform(_txn_last).orderBy("leader_id", "follower_id")
+    ).transform(_txn_last).transform(ordered, "leader_id", "follower_id")
     leaders = per_second(f.groupBy("leader_id").agg(
         F.countDistinct("follower_id").cast("int").alias("followers"), *fetch_aggs, *span)
-    ).transform(_txn_last).orderBy("leader_id")
+    ).transform(_txn_last).transform(ordered, "leader_id")
     series = (f.withColumn("bucket_start", time_bucket("receive_ns", sec))
               .groupBy("leader_id", "follower_id", "bucket_start").agg(*fetch_aggs)
               .withColumn("record_bytes_per_s", F.col("record_bytes") / F.lit(sec))
               .withColumn("phantom_bytes_per_s", F.col("phantom_bytes") / F.lit(sec))
               .withColumn("recorded_bytes_per_s", F.col("recorded_bytes") / F.lit(sec))
               .transform(_txn_last)
-              .orderBy("leader_id", "follower_id", "bucket_start"))
+              .transform(ordered, "leader_id", "follower_id", "bucket_start"))
 
     # Per partition: replicated records and lag.
     w = (Window.partitionBy("broker_id", "connection_id", "topic", "partition")
@@ -304,14 +304,14 @@ def run(tables: Any, opts: AnalysisOptions) -> dict[str, Any]:
                        F.max_by("last_stable_offset", "receive_ns").alias("last_lso"),
                        _sum("control_bytes", "control_bytes"), _sum("control_batch_count", "control_batches"),
                        _sum("commit_markers", "commit_markers"), _sum("abort_markers", "abort_markers"))
-                  .orderBy(*part_key))
+                  .transform(ordered, *part_key))
     lag = (pr.where(F.col("ok")).groupBy(*part_key, "bucket_start")
            .agg(F.count(F.lit(1)).cast("long").alias("responses"),
                 F.max("hw_lag").alias("max_hw_lag"), F.avg("hw_lag").alias("avg_hw_lag"),
                 F.max("fetched_ahead").alias("max_fetched_ahead"), _sum("record_bytes", "record_bytes"),
                 F.max("high_watermark").alias("max_high_watermark"),
                 F.max("last_stable_offset").alias("max_lso"), _sum("control_bytes", "control_bytes"))
-           .orderBy(*part_key, "bucket_start"))
+           .transform(ordered, *part_key, "bucket_start"))
     empty = spark.createDataFrame([(v, n) for v, n in sizes.items()], "fetch_version int, empty_response_bytes int")
     return {"replication_pairs": pairs, "replication_leaders": leaders, "replication_series": series,
             "replication_partitions": partitions, "replication_lag": lag, "replication_empty_sizes": empty}
@@ -322,11 +322,6 @@ def run(tables: Any, opts: AnalysisOptions) -> dict[str, Any]:
 
 def report(results: dict[str, Any], opts: AnalysisOptions) -> list[Section]:
     """Replication traffic per leader/follower, phantom bytes against the leader quota, lag."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib.figure import Figure
-
     sec = float(opts.bucket_seconds)
     pairs = results.get("replication_pairs")
     leaders = results.get("replication_leaders")
@@ -348,16 +343,12 @@ def report(results: dict[str, Any], opts: AnalysisOptions) -> list[Section]:
         "leader_id", "follower_id", "fetches", "full_fetches", "incremental_fetches", "sessionless_fetches",
         "fetch_versions", "request_bytes", "response_bytes", "record_bytes", "records", "fetches_per_s",
         "duration_s") if c in pairs.columns]]))
-    fig = Figure(figsize=(10, 6), layout="constrained")
-    axes = fig.subplots(2, 1, sharex=True)
-    series_lines(axes[0], series, ["leader_id", "follower_id"], "fetches")
-    axes[0].set_title(f"Follower fetches per {sec:g} s bucket (leader follower)", fontsize=10)
-    axes[0].set_ylabel("fetches")
-    series_lines(axes[1], series, ["leader_id", "follower_id"], "record_bytes_per_s")
-    axes[1].set_title("Record bytes replicated per second", fontsize=10)
-    axes[1].set_ylabel("bytes/s")
-    axes[1].set_xlabel("seconds since the start of the capture")
-    s.figures.append(("Follower fetches and replicated bytes per (leader, follower)", fig))
+    pair = ["leader_id", "follower_id"]
+    s.figures.append(("Follower fetches and replicated bytes per (leader, follower)", [
+        series_lines(series, pair, "fetches", title=f"Follower fetches per {sec:g} s bucket (leader follower)",
+                     y_label="fetches", height=260),
+        series_lines(series, pair, "record_bytes_per_s", title="Record bytes replicated per second",
+                     y_label="bytes/s", height=260)]))
     out.append(s)
 
     s = Section("Phantom throttled bytes (leader replication quota)")
@@ -383,18 +374,12 @@ def report(results: dict[str, Any], opts: AnalysisOptions) -> list[Section]:
             worst = leaders.sort_values("phantom_share_of_rate", ascending=False).iloc[0]
             s.text.append(f"Phantom bytes eat up to {100 * float(worst['phantom_share_of_rate']):.3g}% of the "
                           f"leader throttled rate (leader {int(worst['leader_id'])}).")
-    fig = Figure(figsize=(10, 4), layout="constrained")
-    ax = fig.subplots()
-    series_lines(ax, series, ["leader_id", "follower_id"], "phantom_bytes_per_s")
-    if opts.leader_throttled_rate and series is not None and not series.empty:
-        ax.axhline(float(opts.leader_throttled_rate), color="red", linestyle="--", linewidth=1,
-                   label="leader throttled rate")
-        ax.set_yscale("log")
-        ax.legend(fontsize=7, loc="upper right")
-    ax.set_title("Phantom bytes recorded per second into the leader quota", fontsize=10)
-    ax.set_ylabel("bytes/s")
-    ax.set_xlabel("seconds since the start of the capture")
-    s.figures.append(("Phantom bytes/s per (leader, follower)", fig))
+    chart = series_lines(series, pair, "phantom_bytes_per_s", y_label="bytes/s",
+                         title="Phantom bytes recorded per second into the leader quota")
+    if opts.leader_throttled_rate and not chart.empty:
+        chart.reference_line(float(opts.leader_throttled_rate), "leader throttled rate")
+        chart.y_scale, chart.y_label = "log", "bytes/s (log scale)"
+    s.figures.append(("Phantom bytes/s per (leader, follower)", chart))
     out.append(s)
 
     s = Section("Replication lag")
@@ -408,15 +393,11 @@ def report(results: dict[str, Any], opts: AnalysisOptions) -> list[Section]:
                          top.head(TOP_N)))
         keys = [tuple(r) for r in top[["leader_id", "follower_id", "topic", "partition"]].head(TOP_SERIES)
                 .itertuples(index=False)]
-        fig = Figure(figsize=(10, 6), layout="constrained")
-        axes = fig.subplots(2, 1, sharex=True)
-        series_lines(axes[0], lag, ["leader_id", "follower_id", "topic", "partition"], "max_fetched_ahead", keys)
-        axes[0].set_title("Max fetched_ahead per bucket (leader follower topic partition)", fontsize=10)
-        axes[0].set_ylabel("records")
-        series_lines(axes[1], lag, ["leader_id", "follower_id", "topic", "partition"], "max_hw_lag", keys)
-        axes[1].set_title("Max hw_lag per bucket", fontsize=10)
-        axes[1].set_ylabel("records")
-        axes[1].set_xlabel("seconds since the start of the capture")
-        s.figures.append((f"Replication lag over time, top {len(keys)} partition replicas", fig))
+        replica = ["leader_id", "follower_id", "topic", "partition"]
+        s.figures.append((f"Replication lag over time, top {len(keys)} partition replicas", [
+            series_lines(lag, replica, "max_fetched_ahead", keys, y_label="records", height=260,
+                         title="Max fetched_ahead per bucket (leader follower topic partition)"),
+            series_lines(lag, replica, "max_hw_lag", keys, title="Max hw_lag per bucket", y_label="records",
+                         height=260)]))
     out.append(s)
     return out

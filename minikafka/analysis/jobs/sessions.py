@@ -44,6 +44,8 @@ import uuid
 from typing import Any
 
 from . import AnalysisOptions, Section
+from .traffic import ordered
+from .plots import Chart
 
 NAME = "sessions"
 TITLE = "Fetch-session savings"
@@ -328,7 +330,7 @@ def share_sessions(tables: Any) -> Any:
            .applyInPandas(lambda q, p: replay_share_sessions(q, p), SHARE_SESSION_SCHEMA))
     return (out.withColumn("saving_ratio", (F.col("full_request_bytes") + F.col("full_response_bytes"))
                            / (F.col("request_bytes") + F.col("response_bytes")))
-            .orderBy("broker_id", "group_id", "member_id"))
+            .transform(ordered, "broker_id", "group_id", "member_id"))
 
 
 def run(tables: Any, opts: AnalysisOptions) -> dict[str, Any]:
@@ -388,17 +390,13 @@ def run(tables: Any, opts: AnalysisOptions) -> dict[str, Any]:
                  .groupBy("bucket").agg(
                      F.sum(F.col("request_body_bytes") + F.col("response_body_bytes")).alias("bytes"),
                      F.sum(F.col("full_request_body_bytes") + F.col("full_response_body_bytes")).alias("full_bytes"))
-                 .orderBy("bucket"))
+                 .transform(ordered, "bucket"))
     return {"per_fetch": per_fetch, "per_session": per_session, "per_client": per_client, "over_time": over_time,
             "share_sessions": share_sessions(tables)}
 
 
 def report(results: dict[str, Any], opts: AnalysisOptions) -> list[Section]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib.figure import Figure
-
+    """Savings per client and broker, cumulative bytes actual against sessionless, share sessions."""
     sec = Section(TITLE)
     sec.text.append(
         "For every Fetch that used a session, what the same fetch would have cost sessionless: a request naming "
@@ -418,17 +416,12 @@ def report(results: dict[str, Any], opts: AnalysisOptions) -> list[Section]:
                             f"({tot_full / tot_actual:.1f}x).")
     over = results.get("over_time")
     if over is not None and len(over):
-        fig = Figure(figsize=(8, 3.5))
-        ax = fig.add_subplot()
-        t = over.bucket - over.bucket.min()
-        ax.plot(t, over.full_bytes.cumsum(), label="sessionless full fetches")
-        ax.plot(t, over.bytes.cumsum(), label="actually sent")
-        ax.set_xlabel("seconds")
-        ax.set_ylabel("cumulative fetch bytes")
-        ax.set_yscale("symlog")
-        ax.legend()
-        fig.tight_layout()
-        sec.figures.append(("Cumulative Fetch body bytes, actual vs sessionless", fig))
+        over = over.sort_values("bucket")
+        chart = Chart("Cumulative Fetch body bytes (log-like scale)", list(over.bucket - over.bucket.min()),
+                      y_label="bytes", y_scale="asinh")
+        chart.add("sessionless full fetches", over.full_bytes.cumsum())
+        chart.add("actually sent", over.bytes.cumsum())
+        sec.figures.append(("Cumulative Fetch body bytes, actual vs sessionless", chart))
     shares = results.get("share_sessions")
     if shares is not None and len(shares):
         sec.text.append(

@@ -47,6 +47,7 @@ import logging
 from typing import Any
 
 from . import AnalysisOptions, Section
+from .plots import PALETTE, Chart
 
 log = logging.getLogger(__name__)
 
@@ -304,32 +305,27 @@ def _rate_frame(df: Any, series: str, value: str, tl: Timeline, top: int = TOP_S
 
 
 def _colors(*frames: Any) -> dict[str, str]:
-    """One colour per series name over several plots, the largest series first."""
+    """One colour per series name over several charts, the largest series first."""
     import pandas as pd
 
     totals = pd.concat([f.sum() for f in frames if not f.empty]) if any(not f.empty for f in frames) else None
     names = [] if totals is None else list(totals.groupby(level=0).sum().sort_values(ascending=False).index)
-    return {str(n): f"C{i % 10}" for i, n in enumerate(names)}
+    return {str(n): PALETTE[i % len(PALETTE)] for i, n in enumerate(names)}
 
 
-def _stacked(ax: Any, wide: Any, tl: Timeline, title: str, ylabel: str, colors: dict[str, str]) -> None:
-    """A stacked step plot of ``wide``'s columns (each bucket drawn over its whole width)."""
+def _stacked(wide: Any, tl: Timeline, title: str, ylabel: str, colors: dict[str, str]) -> Chart:
+    """A stacked step chart of ``wide``'s columns (each bucket drawn over its whole width)."""
     import numpy as np
 
-    ax.set_title(title, fontsize=10)
-    ax.set_ylabel(ylabel)
-    ax.grid(alpha=0.3)
+    chart = Chart(title, [], y_label=ylabel, kind="stacked", height=260)
     if wide.empty or not len(wide.columns):
-        ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
-        return
+        return chart
     t = tl.seconds(wide.index)
-    x = np.append(t, t[-1] + tl.step.total_seconds())  # the last bucket's end
-    ys = [np.append(wide[c].to_numpy(), wide[c].to_numpy()[-1]) for c in wide.columns]
-    ax.stackplot(x, *ys, labels=[str(c) for c in wide.columns], step="post", alpha=0.85,
-                 colors=[colors.get(str(c), "grey") for c in wide.columns])
-    ax.legend(loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=7, frameon=False)
-    ax.set_xlim(0, float(x[-1]))
-    ax.set_ylim(bottom=0)
+    chart.x = list(np.append(t, t[-1] + tl.step.total_seconds()))  # the last bucket's end
+    for c in wide.columns:
+        chart.add(str(c), np.append(wide[c].to_numpy(), wide[c].to_numpy()[-1]),
+                  color=colors.get(str(c), "#888888"))
+    return chart
 
 
 def _human(n: float) -> str:
@@ -341,9 +337,7 @@ def _human(n: float) -> str:
 
 
 def report(results: dict[str, Any], opts: AnalysisOptions) -> list[Section]:
-    """Summary tables, stacked bytes/s plots per API and per topic, a bar chart per client."""
-    from matplotlib.figure import Figure
-
+    """Summary tables, stacked bytes/s charts per API and per topic, a bar chart per client."""
     sec = float(opts.bucket_seconds)
     summary = results.get("summary")
     out: list[Section] = []
@@ -373,25 +367,19 @@ def report(results: dict[str, Any], opts: AnalysisOptions) -> list[Section]:
     frames = [_rate_frame(bat, "api_name", v, tl) for v in
               ("request_bytes_per_s", "response_bytes_per_s", "requests_per_s")]
     colors = _colors(*frames)
-    fig = Figure(figsize=(10, 7.5), layout="constrained")
-    axes = fig.subplots(3, 1, sharex=True)
-    _stacked(axes[0], frames[0], tl, "Request bytes/s (to the broker)", "bytes/s", colors)
-    _stacked(axes[1], frames[1], tl, "Response bytes/s (from the broker)", "bytes/s", colors)
-    _stacked(axes[2], frames[2], tl, "Requests/s", "requests/s", colors)
-    axes[2].set_xlabel("seconds since the start of the capture")
-    s.figures.append((f"Stacked per API, {sec:g} s buckets", fig))
+    s.figures.append((f"Stacked per API, {sec:g} s buckets", [
+        _stacked(frames[0], tl, "Request bytes/s (to the broker)", "bytes/s", colors),
+        _stacked(frames[1], tl, "Response bytes/s (from the broker)", "bytes/s", colors),
+        _stacked(frames[2], tl, "Requests/s", "requests/s", colors)]))
     out.append(s)
 
     s = Section("Record bytes per second by topic")
     frames = [_rate_frame(btt, "topic", v, tl) for v in ("produce_bytes_per_s", "fetch_bytes_per_s")]
     colors = _colors(*frames)
-    fig = Figure(figsize=(10, 5.5), layout="constrained")
-    axes = fig.subplots(2, 1, sharex=True)
-    _stacked(axes[0], frames[0], tl, "Produce: record bytes/s sent", "bytes/s", colors)
-    _stacked(axes[1], frames[1], tl, "Fetch: record bytes/s returned to consumers", "bytes/s", colors)
-    axes[1].set_xlabel("seconds since the start of the capture")
     caption = f"Stacked per topic, {sec:g} s buckets (record batches only, not the request/response framing)"
-    s.figures.append((caption, fig))
+    s.figures.append((caption, [
+        _stacked(frames[0], tl, "Produce: record bytes/s sent", "bytes/s", colors),
+        _stacked(frames[1], tl, "Fetch: record bytes/s returned to consumers", "bytes/s", colors)]))
     bt = results.get("by_topic")
     if bt is not None and not bt.empty:
         s.tables.append(("Per topic", bt))
@@ -414,17 +402,12 @@ def report(results: dict[str, Any], opts: AnalysisOptions) -> list[Section]:
     if bc is not None and not bc.empty:
         per = (bc.groupby("client_id", dropna=False)[["requests", "request_bytes", "response_bytes"]].sum()
                .sort_values("request_bytes", ascending=False))
-        top = per.head(20).iloc[::-1]
-        fig = Figure(figsize=(10, 1.2 + 0.35 * len(top)), layout="constrained")
-        ax = fig.subplots()
-        y = range(len(top))
-        ax.barh([i + 0.2 for i in y], top["request_bytes"], height=0.4, label="request bytes")
-        ax.barh([i - 0.2 for i in y], top["response_bytes"], height=0.4, label="response bytes")
-        ax.set_yticks(list(y), [str(c) for c in top.index], fontsize=8)
-        ax.set_xlabel("bytes")
-        ax.legend(fontsize=8)
-        ax.grid(axis="x", alpha=0.3)
-        s.figures.append(("Bytes per client id" + (" (top 20 by request bytes)" if len(per) > 20 else ""), fig))
+        top = per.head(20)
+        chart = Chart("Request and response bytes per client id", list(range(len(top))), x_label="client id",
+                      y_label="bytes", kind="bars", categories=[str(c) for c in top.index])
+        chart.add("request bytes", top["request_bytes"])
+        chart.add("response bytes", top["response_bytes"])
+        s.figures.append(("Bytes per client id" + (" (top 20 by request bytes)" if len(per) > 20 else ""), chart))
         s.tables.append(("Per client id and API", bc))
     conns = results.get("connections")
     if conns is not None and not conns.empty:

@@ -14,18 +14,23 @@ from __future__ import annotations
 
 import importlib
 
-from starlette.routing import BaseRoute
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import BaseRoute, Route
 
-from ..admin_target import AdminTarget
-from .auth import ConsoleAuth
-from .context import AREAS, ConsoleContext
+from .context import AREAS, ConsoleContext, json_error
 from .static import static_routes
 
 
-def console_routes(target: AdminTarget) -> list[BaseRoute]:
+def console_routes(ctx: ConsoleContext) -> list[BaseRoute]:
     """The console's routes (pages, static files, JSON API) for one broker or cluster."""
-    ctx = ConsoleContext(target, ConsoleAuth.for_target(target))
     routes: list[BaseRoute] = [*static_routes(), *ctx.auth.routes()]
     for area in AREAS:
         routes += importlib.import_module(f".api_{area}", __name__).routes(ctx)
-    return routes
+    return [*routes, Route("/console/api/{path:path}", _unknown_api,
+                           methods=["GET", "POST", "PUT", "PATCH", "DELETE"])]
+
+
+async def _unknown_api(request: Request) -> JSONResponse:
+    """Any other ``/console/api/`` path: a JSON 404, as every console API error is JSON."""
+    return json_error(404, "NOT_FOUND", f"no console API {request.method} {request.url.path}")

@@ -1,11 +1,94 @@
-"""Console API: cluster."""
+"""Console API: the cluster (Kafka's DescribeCluster and Metadata views) and broker controls.
+
+``GET /console/api/cluster``: cluster id, controller, brokers (address, running, fenced, rack, leader and
+replica counts), the partitions the caller may describe (leader, epoch, replicas, ISR, under-replicated),
+and which broker controls the target offers.  ``POST /console/api/cluster/brokers/{id}/{action}`` runs one
+(ALTER on the cluster): ``stop`` and ``start`` on a :class:`~minikafka.broker.cluster.Cluster`, and any
+other ``<action>_broker`` method the cluster has among :data:`OPTIONAL_ACTIONS` (failures it can play).
+"""
 
 from __future__ import annotations
 
-from starlette.routing import BaseRoute
+import inspect
+import logging
+from typing import Any
 
-from .context import ConsoleContext
+from starlette.requests import Request
+from starlette.routing import BaseRoute, Route
+
+from ..cluster import Cluster
+from ..security.acl import CLUSTER_NAME, AclOperation, ResourceType
+from .context import ConsoleContext, ConsoleError, api
+
+log = logging.getLogger(__name__)
+
+#: Broker controls shown when the cluster has a ``<name>_broker(broker_id)`` method for them (the failures
+#: issue 25 adds: crash, pause and resume, a network partition cut off and healed).
+OPTIONAL_ACTIONS = ("crash", "pause", "resume", "partition", "isolate", "heal")
+
+
+def broker_actions(cluster: Cluster | None) -> list[str]:
+    """The controls the target offers: none for a lone broker; stop/start and the optional ones a cluster has."""
+    if cluster is None:
+        return []
+    return ["stop", "start"] + [a for a in OPTIONAL_ACTIONS if callable(getattr(cluster, f"{a}_broker", None))]
 
 
 def routes(ctx: ConsoleContext) -> list[BaseRoute]:
-    return []
+    target = ctx.target
+
+    async def overview(request: Request) -> dict[str, Any]:
+        running = target.brokers()
+        cluster = target.cluster
+        configs = cluster.configs if cluster is not None else {b.node_id: b.config for b in running.values()}
+        md = target.metadata
+        fenced = {n.node_id for n in md.fenced_brokers()}
+        leaders: dict[int, int] = {}
+        replicas: dict[int, int] = {}
+        partitions = []
+        for topic in sorted(md.all_topics(), key=lambda t: t.name):
+            visible = ctx.allowed(request, AclOperation.DESCRIBE, ResourceType.TOPIC, topic.name)
+            if not visible:  # nothing of a topic the caller may not describe, counts included
+                continue
+            for p in topic.partitions:
+                leaders[p.leader] = leaders.get(p.leader, 0) + 1
+                for r in p.replicas:
+                    replicas[r] = replicas.get(r, 0) + 1
+                partitions.append({"topic": topic.name, "partition": p.partition, "leader": p.leader,
+                                   "leader_epoch": p.leader_epoch, "replicas": list(p.replicas),
+                                   "isr": list(p.isr), "under_replicated": len(p.isr) < len(p.replicas),
+                                   "offline": p.leader < 0 or p.leader not in running})
+        brokers = []
+        for i, c in sorted(configs.items()):
+            node = md.live.get(i) or (md.registrations.get(i, (None, None))[0])
+            brokers.append({"id": i, "host": c.advertised, "port": c.port, "running": i in running,
+                            "fenced": i in fenced, "rack": node.rack if node is not None else None,
+                            "leaders": leaders.get(i, 0), "replicas": replicas.get(i, 0)})
+        any_config = next(iter(configs.values()), None)
+        return {"cluster_id": any_config.cluster_id if any_config is not None else None,
+                "controller": md.controller_id(), "is_cluster": cluster is not None,
+                "actions": broker_actions(cluster) if ctx.allowed(request, AclOperation.ALTER, ResourceType.CLUSTER,
+                                                                  CLUSTER_NAME) else [],
+                "brokers": brokers, "partitions": partitions}
+
+    async def broker_action(request: Request) -> dict[str, Any]:
+        cluster = target.cluster
+        broker_id: int = request.path_params["broker_id"]
+        action: str = request.path_params["action"]
+        ctx.require(request, AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME)
+        if cluster is None:
+            raise ConsoleError(409, "NOT_A_CLUSTER", "a lone broker cannot be stopped or started from the console")
+        if action not in broker_actions(cluster):
+            raise ConsoleError(404, "UNKNOWN_ACTION",
+                               f"no broker action {action!r} (this cluster offers {broker_actions(cluster)})")
+        if broker_id not in cluster.configs:
+            raise ConsoleError(404, "UNKNOWN_BROKER", f"no broker {broker_id} (brokers: {sorted(cluster.configs)})")
+        result = getattr(cluster, f"{action}_broker")(broker_id)
+        if inspect.isawaitable(result):
+            await result
+        log.info("console: %s broker %d (%s)", action, broker_id, ctx.principal(request) or "no login")
+        return {"id": broker_id, "action": action, "running": broker_id in cluster.brokers}
+
+    return [Route("/console/api/cluster", api(ctx, overview), methods=["GET"]),
+            Route("/console/api/cluster/brokers/{broker_id:int}/{action}", api(ctx, broker_action),
+                  methods=["POST"])]

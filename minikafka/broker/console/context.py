@@ -3,37 +3,29 @@
 from __future__ import annotations
 
 import functools
+import itertools
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from ..admin_target import AdminTarget
 from ..security.acl import AclOperation, ResourceType
+from .auth import ConsoleAuth
+from .httpio import MAX_BODY, ConsoleError, json_error, read_json
 
-if TYPE_CHECKING:
-    from .auth import ConsoleAuth
+__all__ = ["AREAS", "MAX_BODY", "ConsoleContext", "ConsoleError", "api", "json_error", "read_json"]
 
 log = logging.getLogger(__name__)
+
+_error_ids = itertools.count(1)
 
 #: The console's areas, each an API module ``api_<area>`` and a page ``static/pages/<area>.js``, in the
 #: order the menu shows them.
 AREAS = ("cluster", "topics", "messages", "groups", "transactions", "live", "faults", "captures")
-
-
-class ConsoleError(Exception):
-    """An error a console API call answers with ``{"error": ..., "message": ...}`` and ``status``."""
-
-    def __init__(self, status: int, error: str, message: str) -> None:
-        super().__init__(message)
-        self.status, self.error, self.message = status, error, message
-
-
-def json_error(status: int, error: str, message: str) -> JSONResponse:
-    return JSONResponse({"error": error, "message": message}, status_code=status)
 
 
 @dataclass(slots=True)
@@ -59,20 +51,26 @@ class ConsoleContext:
 
 
 def api(ctx: ConsoleContext, fn: Callable[[Request], Awaitable[Any]]) -> Callable[[Request], Awaitable[Response]]:
-    """Wrap a console API handler: it returns JSON-able data (or a Response); a :class:`ConsoleError`
-    becomes its status, a missing login 401, and any other failure a logged 500, never a dead broker."""
+    """Wrap an HTTP API handler (console and ``/v1``): it returns JSON-able data (or a Response); a
+    :class:`ConsoleError` becomes its status, a missing login 401, and any other failure a logged 500
+    (the details only in the broker's log), never a dead broker."""
 
     @functools.wraps(fn)
     async def handle(request: Request) -> Response:
         try:
-            if not ctx.auth.logged_in(request):
+            ctx.auth.check_request(request)
+            if not await ctx.auth.authenticate(request):
                 raise ConsoleError(401, "NOT_AUTHENTICATED", "log in with a Kafka user and password")
             result = await fn(request)
         except ConsoleError as exc:
-            return json_error(exc.status, exc.error, exc.message)
-        except Exception as exc:  # a console bug must not take the broker's HTTP port down
-            log.exception("console API %s %s failed", request.method, request.url.path)
-            return json_error(500, "INTERNAL_ERROR", f"{type(exc).__name__}: {exc}")
+            resp: Response = json_error(exc.status, exc.error, exc.message)
+            if exc.status == 401 and request.url.path.startswith("/v1/"):
+                resp.headers["WWW-Authenticate"] = 'Basic realm="minikafka", charset="UTF-8"'
+            return resp
+        except Exception:  # a console bug must not take the broker's HTTP port down
+            error_id = next(_error_ids)
+            log.exception("HTTP API %s %s failed (error id %d)", request.method, request.url.path, error_id)
+            return json_error(500, "INTERNAL_ERROR", f"see the broker's log, error id {error_id}")
         return result if isinstance(result, Response) else JSONResponse(result)
 
     return handle

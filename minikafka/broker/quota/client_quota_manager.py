@@ -177,6 +177,18 @@ class ClientQuotaManager:
     def on_unmuted(self) -> None:
         self._queue_sensor.record(-1, self.clock_ms(), False)
 
+    def entity_snapshot(self, now_ms: int | None = None) -> list[tuple[str, str, float, float | None, float]]:
+        """(user tag, client-id tag, measured rate, quota bound or None, average throttle time in ms) of every
+        entity with sensors, measured now (Kafka's per-entity ``byte-rate`` and ``throttle-time``)."""
+        now = self.clock_ms() if now_ms is None else now_ms
+        out = []
+        for tags, cs in list(self._sensors.items()):
+            rate = self.metrics.metric(self._metric_name(self.rate_metric, tags))
+            throttle = self.metrics.metric(self._metric_name("throttle-time", tags))
+            out.append((tags[0], tags[1], rate.measurable_value(now) if rate is not None else 0.0, cs.bound,
+                        throttle.measurable_value(now) if throttle is not None else 0.0))
+        return out
+
     def throttle_metrics(self) -> dict[str, float]:
         return {k: v for k, v in self.metrics.snapshot().items() if k.startswith(self.quota_type)}
 

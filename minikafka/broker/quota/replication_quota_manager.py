@@ -41,6 +41,9 @@ LEADER_THROTTLED_REPLICAS = "leader.replication.throttled.replicas"
 FOLLOWER_THROTTLED_REPLICAS = "follower.replication.throttled.replicas"
 LEADER_THROTTLED_RATE = "leader.replication.throttled.rate"
 FOLLOWER_THROTTLED_RATE = "follower.replication.throttled.rate"
+#: The largest empty Fetch response (``FetchResponse.sizeOf`` without partitions: 12 bytes at v4-v6, 18 at
+#: v7-v11, 16 at v12+); a response holding any partition is larger.
+EMPTY_FETCH_RESPONSE_MAX_BYTES = 18
 UNLIMITED = sys.maxsize  # Kafka's ReplicationQuotaManagerConfig.QuotaBytesPerSecondDefault (Long.MAX_VALUE)
 
 
@@ -109,6 +112,8 @@ class ReplicationQuotaManager:
         self._sensor: Sensor | None = None
         self.recorded_bytes = 0  # every value recorded (the leader: once per follower fetch)
         self.recorded_count = 0
+        # Records of an empty Fetch response's size: the leader's phantom 18-byte (v7-v11) answers.
+        self.empty_recorded_count = 0
         self.observers: list[Callable[[int], None]] = []  # fn(bytes) per record()
         total = metrics.sensor(f"{replication_type}-recorded")
         total.add(MetricName.of("recorded-bytes-total", replication_type), CumulativeSum())
@@ -163,6 +168,8 @@ class ReplicationQuotaManager:
         self._total_sensor.record(float(value), check_quotas=False)
         self.recorded_bytes += value
         self.recorded_count += 1
+        if value <= EMPTY_FETCH_RESPONSE_MAX_BYTES:
+            self.empty_recorded_count += 1
         for observe in self.observers:
             observe(value)
 

@@ -114,11 +114,14 @@
       for (var i = 0; i < names.length; i++) data[i + 1].push(values[i] === undefined ? null : values[i]);
       if (data[0].length > points) data.forEach(function (s) { s.shift(); });
       if (!plot) build(); else plot.setData(data);
+      box.setAttribute("data-points", String(data[0].length));
     }
     setSeries(opts.series || []);
     if (!plot) build();
-    return {push: push, setSeries: setSeries, element: box, data: function () { return data; },
-            plot: function () { return plot; }};
+    var handle = {push: push, setSeries: setSeries, element: box, data: function () { return data; },
+                  plot: function () { return plot; }};
+    box.mkChart = handle;  // tests and other pages reach a chart's data through its element
+    return handle;
   }
   function palette(i) {
     var c = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
@@ -174,7 +177,9 @@
   }
 
   function parseHash() {
-    var parts = (location.hash.replace(/^#\/?/, "") || "").split("/").map(decodeURIComponent);
+    var parts = (location.hash.replace(/^#\/?/, "") || "").split("/").map(function (p) {
+      try { return decodeURIComponent(p); } catch (e) { return p; }  // a malformed hash: show it as typed
+    });
     var name = parts[0] && pages[parts[0]] ? parts[0] : order[0];
     return {name: name, args: parts.slice(1).filter(function (a) { return a !== ""; })};
   }
@@ -252,7 +257,45 @@
     show();
   }
 
+  /* A table that is rebuilt when its rows change (pages updated every second) and keeps its filter text,
+   * sort order and filter focus: var t = mk.liveTable(el, columns, opts); t.set(rows). */
+  function liveTable(el, columns, opts) {
+    var box = h("div", {class: "mk-live-table"}), last = null;
+    el.appendChild(box);
+    function set(rows) {
+      var key = JSON.stringify(rows);
+      if (key === last) return;
+      last = key;
+      var oldBox = box.querySelector("input.mk-filter"), text = oldBox ? oldBox.value : "";
+      var focused = oldBox && document.activeElement === oldBox, sorted = null;
+      box.querySelectorAll("thead th").forEach(function (th, i) {
+        var s = th.getAttribute("aria-sort");
+        if (s) sorted = {i: i, dir: s};
+      });
+      box.innerHTML = "";
+      var wrap = table(columns, rows, opts);
+      box.appendChild(wrap);
+      var t = wrap.querySelector("table"), input = wrap.querySelector("input.mk-filter");
+      if (sorted) {
+        var th = t.tHead.rows[0].cells[sorted.i];
+        if (sorted.dir === "descending") th.setAttribute("aria-sort", "ascending");
+        global.mkTables.sortBy(t, sorted.i, th);
+      }
+      if (input && text) { input.value = text; global.mkTables.filter(t, text); }
+      if (input && focused) input.focus();
+    }
+    return {set: set, element: box};
+  }
+
+  /* A date and time (ms since the epoch) as local ISO-like text; "-" for none (negative). */
+  function fmtTime(ms) {
+    if (ms === null || ms === undefined || ms < 0) return "-";
+    var d = new Date(ms), p = function (n) { return (n < 10 ? "0" : "") + n; };
+    return d.getFullYear() + "-" + p(d.getMonth() + 1) + "-" + p(d.getDate()) + " " + p(d.getHours()) + ":" +
+      p(d.getMinutes()) + ":" + p(d.getSeconds());
+  }
+
   global.mk = {api: api, ApiError: ApiError, h: h, table: table, chart: chart, form: form, toast: toast,
                page: page, go: go, start: start, fmt: fmt, whoami: function () { return whoami; },
-               current: function () { return current; }};
+               current: function () { return current; }, liveTable: liveTable, fmtTime: fmtTime};
 })(window);

@@ -1,0 +1,70 @@
+"""The console's cluster page on a 3-broker cluster: brokers and partition leadership shown, a broker
+stopped from the page (leadership moves, partitions under-replicated) and started again; a lone broker
+offers no controls."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from console_helpers import console_url, http
+from minikafka.testing import BrokerThread, ClusterThread
+
+
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[ClusterThread]:
+    with ClusterThread(3, http_port=0) as c:
+        yield c
+
+
+def state_of(page: Any, broker_id: int) -> str:
+    return page.locator("#brokers tbody tr").nth(broker_id).locator("td").nth(2).inner_text()
+
+
+def test_cluster_page_stops_and_restarts_a_broker(cluster: ClusterThread, page: Any) -> None:
+    assert cluster.call(lambda: cluster.cluster.metadata.create_topic("replicated", 3, 3)) is not None
+    page.goto(console_url(cluster, "/#/cluster"))
+    page.locator("#brokers tbody tr").nth(2).wait_for()
+    assert page.locator("#cluster-id").inner_text() == "minikafka-cluster-0000"
+    assert [state_of(page, i) for i in range(3)] == ["running"] * 3
+    assert page.locator("#partitions tbody tr").count() == 3
+    # Every broker offers a stop, none a start (all running); the cluster offers no other control today.
+    actions = page.eval_on_selector_all("#brokers button.mk-action", "bs => bs.map(b => b.dataset.action)")
+    assert sorted(actions) == ["stop"] * 3
+
+    page.click("#brokers button[data-broker='2'][data-action='stop']")
+    page.wait_for_selector("#brokers tbody tr:nth-child(3) :text('stopped')")
+    assert cluster.running_brokers == [0, 1]
+    # Leadership left broker 2, and its replicas are out of the ISR.
+    page.wait_for_function("""() => [...document.querySelectorAll('#partitions tbody tr')].every(
+        r => r.cells[2].textContent !== '2' && r.cells[6].textContent.includes('yes'))""")
+    status, overview = http(cluster, "GET", "/console/api/cluster")
+    assert status == 200 and all(p["leader"] != 2 and 2 not in p["isr"] for p in overview["partitions"])
+    assert overview["brokers"][2]["leaders"] == 0
+
+    page.click("#brokers button[data-broker='2'][data-action='start']")
+    page.wait_for_selector("#brokers tbody tr:nth-child(3) :text('running')")
+    assert cluster.running_brokers == [0, 1, 2]
+    # The restarted follower catches up and rejoins the ISR.
+    page.wait_for_function("""() => [...document.querySelectorAll('#partitions tbody tr')].every(
+        r => r.cells[6].textContent.includes('no'))""", timeout=30_000)
+
+
+def test_cluster_controls_refuse_bad_requests(cluster: ClusterThread) -> None:
+    before = cluster.running_brokers  # whatever an earlier test of this module left running
+    assert http(cluster, "POST", "/console/api/cluster/brokers/7/stop")[0] == 404
+    status, body = http(cluster, "POST", "/console/api/cluster/brokers/1/explode")
+    assert (status, body["error"]) == (404, "UNKNOWN_ACTION")
+    assert http(cluster, "POST", "/console/api/cluster/brokers/x/stop")[0] == 404  # no route: not a broker id
+    assert cluster.running_brokers == before  # nothing was stopped
+
+
+def test_a_lone_broker_has_no_controls(console_broker: BrokerThread) -> None:
+    status, overview = http(console_broker, "GET", "/console/api/cluster")
+    assert status == 200 and overview["actions"] == [] and overview["is_cluster"] is False
+    assert [b["running"] for b in overview["brokers"]] == [True]
+    assert http(console_broker, "POST", "/console/api/cluster/brokers/0/stop")[0] == 409
