@@ -27,7 +27,7 @@ from minikafka.client.producer import KafkaProducer
 from minikafka.testing import BrokerThread
 from minikafka.tools.admin import AdminClient
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.append(str(Path(__file__).resolve().parent))  # examples/_tutorial.py (appended: never hides a module)
 from _tutorial import Figures, parser  # noqa: E402
 
 PARTITIONS = 3

@@ -35,7 +35,7 @@ from minikafka.client.fetch_session import FetchSessionHandler, PartitionData
 from minikafka.protocol.api import ApiKey
 from minikafka.protocol.messages.fetch import FetchRequest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # examples/_tutorial.py, also when imported by a test
+sys.path.append(str(Path(__file__).resolve().parent))  # examples/_tutorial.py (appended: never hides a module)
 from _tutorial import Figures, parser, split_bootstrap  # noqa: E402
 
 log = logging.getLogger(__name__)

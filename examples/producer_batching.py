@@ -25,7 +25,7 @@ import trio
 from minikafka.client.producer import KafkaProducer
 from minikafka.testing import BrokerThread
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.append(str(Path(__file__).resolve().parent))  # examples/_tutorial.py (appended: never hides a module)
 from _tutorial import Figures, parser  # noqa: E402
 
 METRICS = ("batch-size-avg", "records-per-request-avg", "record-queue-time-avg", "request-latency-avg",

@@ -39,7 +39,7 @@ from minikafka.client.quotas_cli import alter
 from minikafka.protocol.api import ApiKey
 from minikafka.testing import BrokerThread
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.append(str(Path(__file__).resolve().parent))  # examples/_tutorial.py (appended: never hides a module)
 from _tutorial import Figures, parser  # noqa: E402
 
 MB = 1e6

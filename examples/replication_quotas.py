@@ -34,7 +34,7 @@ from minikafka.protocol.api import ApiKey
 from minikafka.testing import ClusterThread
 from minikafka.tools.admin import OP_SET, RESOURCE_BROKER, AdminClient
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.append(str(Path(__file__).resolve().parent))  # examples/_tutorial.py (appended: never hides a module)
 from _tutorial import Figures, parser  # noqa: E402
 
 MB = 1_000_000

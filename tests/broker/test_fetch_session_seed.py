@@ -32,7 +32,11 @@ def _load_example():
     spec = importlib.util.spec_from_file_location("fetch_session_seed", EXAMPLE)
     mod = importlib.util.module_from_spec(spec)
     sys.modules.setdefault("fetch_session_seed", mod)
-    spec.loader.exec_module(mod)
+    path = list(sys.path)
+    try:
+        spec.loader.exec_module(mod)
+    finally:  # the example puts examples/ on the path (for _tutorial): its clients.py would hide tests/clients
+        sys.path[:] = path
     return mod
 
 

@@ -115,3 +115,28 @@ def test_a_failing_capture_stops_and_the_broker_carries_on(tmp_path: Path) -> No
         assert producer.flush(30) == 0
         assert call(broker, "captures/start", "POST")[0] == 200
         assert call(broker, "captures/stop", "POST")[0] == 200
+
+
+@pytest.mark.slow
+def test_analysis_of_a_capture_run_from_the_console(tmp_path: Path) -> None:
+    pytest.importorskip("pyspark")
+    with BrokerThread(http_port=0, data_dir=tmp_path) as broker:
+        broker.create_topic("analysed", partitions=1)
+        assert call(broker, "captures/analyze", "POST")[0] == 409  # nothing captured yet
+        assert call(broker, "captures/start", "POST")[0] == 200
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "client.id": "analysed-producer"})
+        for i in range(20):
+            producer.produce("analysed", b"record-%d" % i)
+        assert producer.flush(30) == 0
+        assert call(broker, "captures/stop", "POST")[0] == 200
+        assert call(broker, "captures/analyze", "POST", {"jobs": "traffic"})[0] == 400
+        status, state = call(broker, "captures/analyze", "POST", {"jobs": ["traffic"]})
+        assert status == 200 and state["analysis"]["state"] == "running"
+        assert call(broker, "captures/analyze", "POST")[0] == 409  # one run at a time
+        done = wait_until(lambda: (s := call(broker, "captures")[1]["analysis"])["state"] != "running" and s,
+                          "the analysis to finish", timeout=600)
+        assert done["state"] == "done", done
+        status, html = http(broker, "GET", "/console/api/captures/report")
+        assert status == 200
+        text = html if isinstance(html, str) else html.decode()
+        assert "Traffic" in text and "analysed-producer" in text

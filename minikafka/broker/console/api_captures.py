@@ -11,8 +11,9 @@ into the configured ``capture.dir`` (else ``<data_dir>/captures``, else a tempor
 * ``GET /console/api/captures/files/{name}/pcap`` (DESCRIBE on the CLUSTER): one capture file, or
   ``all`` of them, as a pcap (:func:`minikafka.capture.pcap.write_pcap`, what ``minikafka capture
   export`` writes);
-* ``POST /console/api/captures/analyze`` (ALTER on the CLUSTER): ``python -m minikafka analyze`` of the
-  capture directory as a subprocess, one run at a time, when PySpark is installed;
+* ``POST /console/api/captures/analyze`` (ALTER on the CLUSTER; optional body ``{"jobs": [...]}``):
+  ``python -m minikafka analyze`` of the capture directory as a subprocess, one run at a time, when
+  PySpark is installed;
   ``GET /console/api/captures/report`` serves the report it wrote.
 """
 
@@ -40,6 +41,7 @@ from ...capture.format import FILE_RE
 from ..admin_target import AdminTarget
 from ..security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from .context import ConsoleContext, ConsoleError, api
+from .httpio import has_body, read_json
 
 log = logging.getLogger(__name__)
 
@@ -183,7 +185,8 @@ class CaptureControl:
         return StreamingResponse(chunks(), media_type="application/vnd.tcpdump.pcap", headers={
             "Content-Disposition": f'attachment; filename="{download}"', "Content-Length": str(size)})
 
-    def analyze(self) -> None:
+    def analyze(self, jobs: list[str] | None = None) -> None:
+        """Start ``minikafka analyze`` of the capture directory (``jobs``: only those analysis jobs)."""
         if not pyspark_available():
             raise ConsoleError(409, "PYSPARK_NOT_INSTALLED",
                                "the analysis needs pyspark (pip install 'minikafka[analysis]')")
@@ -197,7 +200,7 @@ class CaptureControl:
                 shutil.rmtree, self.analysis.out_dir, ignore_errors=True), name="console-analysis-cleanup")
         run = self.analysis = AnalysisRun(Path(tempfile.mkdtemp(prefix="minikafka-analysis-")))
         command = [sys.executable, "-m", "minikafka", "analyze", str(self.directory()), "--out", str(run.out_dir),
-                   "--no-progress"]
+                   "--no-progress", *(["--jobs", ",".join(jobs)] if jobs else [])]
         trio.lowlevel.spawn_system_task(self._run, run, command, name="console-analysis")
 
     async def _run(self, run: AnalysisRun, command: list[str]) -> None:
@@ -281,7 +284,11 @@ def routes(ctx: ConsoleContext) -> list[BaseRoute]:
 
     async def analyze(request: Request) -> Any:
         alter(request)
-        control.analyze()
+        jobs = (await read_json(request)).get("jobs") if has_body(request) else None
+        if jobs is not None and not (isinstance(jobs, list) and jobs
+                                     and all(isinstance(j, str) and j.isidentifier() for j in jobs)):
+            raise ConsoleError(400, "INVALID_REQUEST", '"jobs" must be a list of analysis job names')
+        control.analyze(jobs)
         return control.status()
 
     async def report(request: Request) -> Any:
