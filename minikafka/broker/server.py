@@ -501,12 +501,16 @@ class SocketServer:
 
     async def _serve_request(self, transport: Transport, channel: Channel, request: Request) -> None:
         response = await self.apis.handle(request, channel)
-        if response.hold_until_unmuted:  # pre-KIP-219 clients: the response waits out the throttle
-            await channel.wait_unmuted()
-        if response.segments is not None:
-            await transport.send_frame(response.segments)
-        response.sent_ns = self.apis.clock.monotonic_ns()
-        self.apis.response_sent(response)
+        try:
+            if response.hold_until_unmuted:  # pre-KIP-219 clients: the response waits out the throttle
+                await channel.wait_unmuted()
+            if response.segments is not None:
+                await transport.send_frame(response.segments)
+        finally:
+            # Also when the client went away (or the broker stopped) before the response left: the request
+            # was received, counted and answered, so its observers (the capture) see it too.
+            response.sent_ns = self.apis.clock.monotonic_ns()
+            self.apis.response_sent(response)
         if response.close_connection:
             raise CloseConnection(f"fault injection {response.injected}")
         await channel.wait_unmuted()  # muted: nothing more is read from this connection meanwhile
