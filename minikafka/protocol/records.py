@@ -43,6 +43,7 @@ from .compression import CompressionError, UnsupportedCodecError, compress, deco
 from .errors import ErrorCode
 
 __all__ = [
+    "AbortedTransactions",
     "BATCH_HEADER", "BATCH_HEADER_CONSTRUCT", "BATCH_HEADER_SIZE", "LOG_OVERHEAD",
     "MAGIC", "NO_PRODUCER_ID", "NO_PRODUCER_EPOCH", "NO_SEQUENCE", "NO_TIMESTAMP",
     "CREATE_TIME", "LOG_APPEND_TIME",
@@ -701,6 +702,34 @@ def decode_control_key(key: bytes | None) -> tuple[int, int]:
     if key is None or len(key) < 4:
         raise InvalidRecordError("control record key is too short")
     return _CONTROL_KEY.unpack_from(key)
+
+
+class AbortedTransactions:
+    """What a consumer skips, batch by batch in offset order (Kafka's ``CompletedFetch`` with its
+    ``abortedProducerIds``): every control batch, and under read_committed the data batches of a transaction
+    that aborted.  ``aborted`` holds ``(producer_id, first_offset)`` of each aborted transaction in range (a
+    Fetch response's ``aborted_transactions``)."""
+
+    __slots__ = ("_read_committed", "_pending", "_producer_ids")
+
+    def __init__(self, aborted: Iterable[tuple[int, int]], read_committed: bool) -> None:
+        self._read_committed = read_committed
+        self._pending = sorted(aborted, key=lambda a: a[1]) if read_committed else []
+        self._producer_ids: set[int] = set()
+
+    def skips(self, header: RecordBatchHeader, view: Buffer, *, check_crc: bool = False) -> bool:
+        """Whether the consumer skips this batch (under read_committed an ABORT marker, decoded here, which
+        may raise :class:`CorruptRecordError`, ends its producer's aborted transaction)."""
+        if self._read_committed and header.has_producer_id:
+            while self._pending and self._pending[0][1] <= header.last_offset:
+                self._producer_ids.add(self._pending.pop(0)[0])
+            if header.is_control:
+                records = decode_records(view, check_crc=check_crc)
+                if records and decode_control_key(records[0].key)[1] == ControlRecordType.ABORT:
+                    self._producer_ids.discard(header.producer_id)
+                return True
+            return header.is_transactional and header.producer_id in self._producer_ids
+        return header.is_control
 
 
 def build_control_batch(control_type: int, *, producer_id: int, producer_epoch: int,

@@ -30,16 +30,14 @@ import base64
 import heapq
 import itertools
 import math
-import time
 from typing import Any
 
 from starlette.requests import Request
 from starlette.routing import BaseRoute, Route
 
-from ...client.producer.partitioner import murmur2
+from ...client.producer.partitioner import partition_for_key
 from ...protocol.api import ApiKey
-from ...protocol.records import (ControlRecordType, CorruptRecordError, Record, build_batch, decode_control_key,
-                                 decode_records)
+from ...protocol.records import AbortedTransactions, CorruptRecordError, Record, build_batch, decode_records
 from ...protocol.types import ZERO_UUID
 from ..handlers.list_offsets import lookup_offset
 from ..log.unified import OffsetOutOfRangeError
@@ -72,31 +70,19 @@ def read_partition(part: Partition, start: int, limit: int, max_bytes: int, isol
     out: list[dict[str, Any]] = []
     if pos >= end:
         return out, min(pos, end), 0
-    aborted = sorted(lg.txn_index.collect_aborted(pos, end), key=lambda t: t.first_offset) \
-        if isolation == READ_COMMITTED else []
-    aborting: set[int] = set()
+    committed = isolation == READ_COMMITTED
+    skipped = AbortedTransactions([(t.producer_id, t.first_offset) for t in lg.txn_index.collect_aborted(pos, end)]
+                                  if committed else (), committed)
     budget = max_bytes
     try:
         for h, view in lg.iter_batches_from(pos, chunk_bytes=min(max_bytes, 1 << 20)):
             if h.base_offset >= end or len(out) >= limit or budget <= 0:
                 break
             budget -= h.size
-            while aborted and aborted[0].first_offset <= h.last_offset:
-                aborting.add(aborted.pop(0).producer_id)
-            if h.is_control:
-                if h.producer_id in aborting:
-                    try:
-                        records = decode_records(view, check_crc=False)
-                        if records and decode_control_key(records[0].key)[1] == ControlRecordType.ABORT:
-                            aborting.discard(h.producer_id)
-                    except CorruptRecordError:
-                        pass
-                pos = h.next_offset
-                continue
-            if h.is_transactional and h.producer_id in aborting:
-                pos = h.next_offset
-                continue
             try:
+                if skipped.skips(h, view):
+                    pos = h.next_offset
+                    continue
                 records = decode_records(view, check_crc=False)
             except CorruptRecordError:  # cannot happen to a stored batch; skip it rather than fail the page
                 pos = h.next_offset
@@ -261,9 +247,9 @@ def routes(ctx: ConsoleContext) -> list[BaseRoute]:
         n = topic.num_partitions
         index = field(data, "partition", int, None, low=0, high=max(n - 1, 0))
         if index is None:
-            index = (murmur2(key_bytes) & 0x7FFFFFFF) % n if key_bytes is not None else next(_round_robin) % n
+            index = partition_for_key(key_bytes, n) if key_bytes is not None else next(_round_robin) % n
         batch = build_batch([Record(key=key_bytes, value=value_bytes, headers=headers)],
-                            base_timestamp=int(time.time() * 1000))
+                            base_timestamp=ctx.target.clock.time_ms())
         broker = leader_broker(ctx.target, name, index)
         resp = await call(ctx, request, ApiKey.PRODUCE, 9, {
             "transactional_id": None, "acks": -1, "timeout_ms": 30_000,

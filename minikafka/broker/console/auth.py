@@ -16,7 +16,6 @@ import ipaddress
 import logging
 import secrets
 import socket
-import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -83,12 +82,13 @@ class ConsoleAuth:
 
     def __init__(self, config: BrokerConfig | None = None, authorizer: StandardAuthorizer | None = None,
                  credentials: ScramCredentialStore | None = None, target: AdminTarget | None = None,
-                 now: Callable[[], float] = time.monotonic) -> None:
+                 now: Callable[[], float] | None = None) -> None:
         self.config = config
         self.authorizer = authorizer
         self.credentials = credentials
         self.target = target
-        self.now = now
+        self.clock = clock = target.clock if target is not None else SYSTEM_CLOCK
+        self.now = now if now is not None else (lambda: clock.monotonic_ns() / 1e9)  # seconds
         self.logins = sasl_logins(config) if config is not None else []
         self.required = authorizer is not None or bool(self.logins)
         self._sessions: OrderedDict[str, Session] = OrderedDict()
@@ -117,7 +117,7 @@ class ConsoleAuth:
             try:
                 if mechanism == "PLAIN":
                     server = create_mechanism("PLAIN", listener, self.config, self.credentials,
-                                              self.target.clock if self.target else SYSTEM_CLOCK)
+                                              self.clock)
                     server.evaluate(f"\0{username}\0{password}".encode())
                     user = server.authorization_id if server.complete else None
                 else:

@@ -35,8 +35,7 @@ import trio
 
 from ...protocol.api import ApiKey
 from ...protocol.errors import ErrorCode
-from ...protocol.records import (ConsumerRecord, ControlRecordType, RecordBatchHeader, decode_control_key,
-                                 decode_records, iter_batches)
+from ...protocol.records import (AbortedTransactions, ConsumerRecord, RecordBatchHeader, decode_records, iter_batches)
 from ..fetch_session import ZERO_UUID, FetchSessionHandler, PartitionData, TopicPartition
 from ..network import KafkaClientError, NetworkClient, is_retriable
 from .config import ConsumerConfig
@@ -97,24 +96,11 @@ class CompletedFetch:
 
     def _iterate(self) -> Iterator[list[ConsumerRecord]]:
         """The records of each data batch in turn (decoded one batch at a time)."""
-        aborted = sorted(self.aborted_transactions, key=lambda a: a[1])
-        aborted_pids: set[int] = set()
+        skipped = AbortedTransactions(self.aborted_transactions, self.read_committed)
         start = self.fetch_offset
         h: RecordBatchHeader
         for h, view in iter_batches(self.records, check_crc=False, allow_truncated_tail=True):
-            if h.next_offset <= start:
-                continue
-            if self.read_committed and h.has_producer_id:
-                while aborted and aborted[0][1] <= h.last_offset:
-                    aborted_pids.add(aborted.pop(0)[0])
-                if h.is_control:
-                    recs = decode_records(view, check_crc=self.check_crcs)
-                    if recs and decode_control_key(recs[0].key)[1] == ControlRecordType.ABORT:
-                        aborted_pids.discard(h.producer_id)
-                    continue
-                if h.is_transactional and h.producer_id in aborted_pids:
-                    continue
-            if h.is_control:
+            if h.next_offset <= start or skipped.skips(h, view, check_crc=self.check_crcs):
                 continue
             recs = decode_records(view, check_crc=self.check_crcs)
             if h.base_offset < start:

@@ -47,7 +47,7 @@ from .buffer_pool import BufferPool
 from .config import ProducerConfig
 from .errors import IllegalStateError, KafkaProducerError, KafkaTimeoutError, ProducerClosedError, RecordTooLargeError
 from .metrics import ProducerMetrics
-from .partitioner import BuiltInPartitioner, murmur2
+from .partitioner import BuiltInPartitioner, partition_for_key
 from .sender import Sender
 from .transaction_manager import TransactionalRequestResult, TransactionManager
 
@@ -199,7 +199,7 @@ class KafkaProducer:
             if config.partitioner is not None:
                 partition = config.partitioner(topic, kb, vb, nparts)
             elif kb is not None and not config.partitioner_ignore_keys:
-                partition = (murmur2(kb) & 0x7FFFFFFF) % nparts
+                partition = partition_for_key(kb, nparts)
             else:
                 sticky = self._partitioners.get(topic)
                 if sticky is None:
