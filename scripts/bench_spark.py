@@ -411,7 +411,7 @@ def run_spark(args: argparse.Namespace, records: int, figures: list) -> None:
 
         t_all = time.perf_counter()
         meter = CpuMeter().__enter__()
-        tables = load_tables(spark, cap, **options).cache()  # the one decode of the capture happens here
+        tables = load_tables(spark, cap, decode_in="executors", **options).cache()  # the capture decoded once, here
         ran = []
         try:
             print(f"tables decoded and cached: {time.perf_counter() - t_all:.1f} s", flush=True)

@@ -98,6 +98,14 @@ def input_files(paths: str | list[str]) -> list[tuple[Path, str]]:
     return sorted(out.items(), key=lambda kv: str(kv[0]))
 
 
+def input_bytes(paths: str | list[str]) -> int | None:
+    """The bytes of the capture and pcap files at ``paths`` (None when a path is a URI, not a local file)."""
+    names = paths if isinstance(paths, str) else ",".join(str(p) for p in paths)
+    if "://" in names:
+        return None
+    return sum(path.stat().st_size for path, _kind in input_files(names))
+
+
 def plan_splits(paths: str | list[str], split_size: int = DEFAULT_SPLIT) -> list[CaptureSplit]:
     """The input partitions for ``paths``."""
     splits: list[CaptureSplit] = []
@@ -231,6 +239,37 @@ class CaptureReader(DataSourceReader):
         if not arrow:
             return rows
         return arrow_batches(rows, self.table, batch_rows)
+
+
+def decode_in_driver(options: Mapping[str, str]) -> dict[str, Any]:
+    """The ``requests``, ``partitions`` and ``topics`` tables of the captures named by ``options`` (as the
+    data source takes them), decoded here, each as one Arrow table: what a small capture needs instead of
+    Python workers started for its splits.  Every split is read once, for the three tables at once (and
+    traced as the ``all`` table's would be)."""
+    import pyarrow as pa
+
+    from .decode import ALL_KINDS
+
+    reader = CaptureReader(options, "all")
+    batch_rows = int(_option(reader.options, "batchRows", DEFAULT_BATCH_ROWS))
+    trace = _option(reader.options, "traceDir")
+    schemas = {t: arrow_schema(t) for t in ALL_KINDS}
+    batches: dict[str, list[Any]] = {t: [] for t in ALL_KINDS}
+    pending: dict[str, list[tuple]] = {t: [] for t in ALL_KINDS}
+    for split in reader.partitions():
+        if trace:
+            _trace_read(trace, split, "all")
+        decoder = RecordDecoder(os.path.basename(split.path))
+        for table, row in decoder.iter_all(read_split(split, reader.options)):
+            rows = pending[table]
+            rows.append(row)
+            if len(rows) >= batch_rows:
+                batches[table].append(rows_to_batch(rows, schemas[table]))
+                rows.clear()
+    for table, rows in pending.items():
+        if rows:
+            batches[table].append(rows_to_batch(rows, schemas[table]))
+    return {t: pa.Table.from_batches(batches[t], schema=schemas[t]) for t in ALL_KINDS}
 
 
 def _trace_read(directory: str, split: CaptureSplit, table: str) -> None:

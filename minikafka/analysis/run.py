@@ -37,11 +37,11 @@ import shutil
 import time
 import traceback
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from concurrent.futures import Executor, Future, ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
-from minikafka.analysis.jobs import JOB_MODULES, AnalysisOptions, job
+from minikafka.analysis.jobs import JOB_MODULES, AnalysisOptions, has_input, job
 
 log = logging.getLogger("minikafka.analysis.run")
 
@@ -124,43 +124,44 @@ def write_csv_pandas(pdf: Any, dest: Path) -> Path:
     return dest
 
 
-def _capture_facts(tables: Any) -> dict[str, Any]:
-    """Request count, decode errors and time span of the requests table (one Spark action)."""
-    from pyspark.sql import functions as F
-
-    row = tables.requests.agg(
-        F.count(F.lit(1)).alias("requests"), F.count("decode_error").alias("decode_errors"),
-        F.countDistinct("broker_id", "connection_id").alias("connections"),
-        F.min("receive_ns").alias("first_ns"),
-        F.max(F.greatest(F.col("receive_ns"), F.coalesce(F.col("send_ns"), F.col("receive_ns")))).alias("last_ns"),
-    ).collect()[0]
-    return row.asDict()
-
-
 #: Result tables collected at once (their Spark queries overlap: most of a small query is latency).
-COLLECT_THREADS = 4
-#: Below this many requests the jobs' queries run without whole-stage code generation: compiling each
-#: query's generated code (Janino) takes longer than running it interpreted over a few thousand rows.
-CODEGEN_MIN_REQUESTS = 200_000
+COLLECT_THREADS = 6
+#: Jobs run at once (building a job's queries is a run of JVM round trips; several overlap).
+JOB_THREADS = 3
+#: Inputs up to this many bytes get a driver JVM tuned for a run of seconds (see ``spark_session(short=...)``).
+SHORT_RUN_MAX_BYTES = 256 << 20
+#: Settings for the queries of a small capture, by the request count under which each applies: no
+#: whole-stage code generation (compiling a query's generated code with Janino takes longer than running it
+#: interpreted over some thousand rows), and under fewer requests none for expressions either
+#: (``factoryMode``: Spark's interpreted fallback as the only mode).
+SMALL_INPUT_CONF: tuple[tuple[int, dict[str, str]], ...] = (
+    (200_000, {"spark.sql.codegen.wholeStage": "false"}),
+    (20_000, {"spark.sql.codegen.factoryMode": "NO_CODEGEN"}),
+)
 
 
 def _small_input_conf(spark: Any, requests: int) -> Callable[[], None] | None:
-    """Turn whole-stage code generation off for a capture under :data:`CODEGEN_MIN_REQUESTS` requests
-    (unless the session's conf says otherwise); returns what puts the setting back (None: nothing changed)."""
-    key = "spark.sql.codegen.wholeStage"
-    if requests >= CODEGEN_MIN_REQUESTS:
+    """The :data:`SMALL_INPUT_CONF` settings for a capture of ``requests`` requests, where the session's conf
+    does not set the key already; returns what puts the settings back (None: nothing changed)."""
+    wanted = {key: value for limit, conf in SMALL_INPUT_CONF if requests < limit for key, value in conf.items()}
+    changed = {key: value for key, value in wanted.items() if spark.conf.get(key, None) is None}
+    if not changed:
         return None
-    before = spark.conf.get(key, None)
-    if before is not None and before.lower() == "false":
-        return None
-    spark.conf.set(key, "false")
+    for key, value in changed.items():
+        spark.conf.set(key, value)
 
     def restore() -> None:
-        if before is None:
+        for key in changed:
             spark.conf.unset(key)
-        else:
-            spark.conf.set(key, before)
     return restore
+
+
+def _short_input(inputs: Sequence[str]) -> bool:
+    """Whether the local files at ``inputs`` hold at most :data:`SHORT_RUN_MAX_BYTES`."""
+    from minikafka.analysis.datasource import input_bytes
+
+    size = input_bytes(list(inputs))
+    return size is not None and size <= SHORT_RUN_MAX_BYTES
 
 
 def _ts(ns: int | None) -> dt.datetime | None:
@@ -260,11 +261,12 @@ def analyze(paths: str | Path | Iterable[str | Path], out_dir: str | Path, jobs:
     rows and the paths written) and ``failed`` (names of the jobs that failed).  ``spark``: a
     session to use (default: the active one, else a new one on ``master``; ``stop_session``
     stops a session this call created).  ``load_options``: data source options (``ports``...).
-    ``on_progress(jobs done, jobs in all, job starting)`` is told before each job and at the end.
+    ``on_progress(jobs done, jobs in all, a job running)`` is told when the jobs start, as each one
+    ends, and at the end.  Jobs run several at once (:data:`JOB_THREADS`), their tables in the order asked.
     """
     from minikafka.analysis.report import ReportGroup, write_report
     from minikafka.analysis.session import spark_session
-    from minikafka.analysis.tables import load_tables
+    from minikafka.analysis.tables import capture_facts, load_tables
 
     opts = opts or AnalysisOptions()
     bad = [f for f in formats if f not in FORMATS]
@@ -278,39 +280,64 @@ def analyze(paths: str | Path | Iterable[str | Path], out_dir: str | Path, jobs:
         from pyspark.sql import SparkSession
 
         created = SparkSession.getActiveSession() is None
-        spark = spark_session(master)
+        spark = spark_session(master, short=created and _short_input(inputs))
     t_start = time.monotonic()
     tables = load_tables(spark, inputs, **(load_options or {})).cache()  # decodes the captures, once
     summary: dict[str, Any] = {"out_dir": str(out), "report": None, "inputs": inputs, "jobs": {}, "failed": []}
     groups: list[Any] = []
     pool = ThreadPoolExecutor(COLLECT_THREADS, thread_name_prefix="minikafka-collect")
+    job_pool = ThreadPoolExecutor(JOB_THREADS, thread_name_prefix="minikafka-job")
     restore = None
     try:
-        facts = _capture_facts(tables)
+        facts = capture_facts(tables)
         summary["capture"] = facts
         log.info("capture: %s", facts)
         restore = _small_input_conf(spark, facts["requests"])
         names = list(jobs) if jobs else list(JOB_MODULES)
-        for done, name in enumerate(names):
-            if on_progress is not None:
-                on_progress(done, len(names), name)
-            t0 = time.monotonic()
+        modules: dict[str, Any] = {}
+        for name in names:
             try:
-                mod = job(name)
+                modules[name] = job(name)
             except Exception as exc:  # noqa: BLE001 - a job that does not import is skipped (or failed if asked)
                 status = "failed" if jobs else "unavailable"
                 log.warning("job %s %s: %s: %s", name, status, type(exc).__name__, exc)
                 summary["jobs"][name] = {"title": name, "status": status, "stage": "import",
                                          "error": f"{type(exc).__name__}: {exc}", "tables": {}, "seconds": 0.0}
-                if jobs:
-                    groups.append(ReportGroup(name, [], name, status, f"{type(exc).__name__}: {exc}"))
-                continue
+        props = spark.sparkContext._jsc.sc().getLocalProperties().clone()
+
+        def run_one(name: str) -> tuple[dict[str, Any], list[Any]]:
+            spark.sparkContext._jsc.sc().setLocalProperties(props.clone())  # the caller's job group, here too
+            t0 = time.monotonic()
             log.info("running job %s", name)
-            info, sections = _run_job(name, mod, tables, opts, out, formats, report, pool)
+            mod = modules[name]
+            # A job without input in this capture runs on empty tables: the same results, no scan.
+            info, sections = _run_job(name, mod, tables if has_input(mod, facts) else tables.empty(), opts, out,
+                                      formats, report, pool)
             info["seconds"] = round(time.monotonic() - t0, 3)
-            summary["jobs"][name] = info
-            groups.append(ReportGroup(info["title"], sections, name, info["status"],
-                                      info.get("traceback") if info["status"] != "ok" else None))
+            return info, sections
+
+        # Several jobs at once: most of a job's time is Spark planning its small queries, one at a time.
+        running = {name: job_pool.submit(run_one, name) for name in names if name in modules}
+        if on_progress is not None:
+            on_progress(0, len(names), next(iter(running), ""))
+        finished = len(names) - len(running)
+        done_jobs: dict[str, tuple[dict[str, Any], list[Any]]] = {}
+        for fut in as_completed(running.values()):
+            name = next(n for n, f in running.items() if f is fut)
+            done_jobs[name] = fut.result()
+            finished += 1
+            if on_progress is not None and finished < len(names):
+                on_progress(finished, len(names), next((n for n in running if n not in done_jobs), ""))
+        for name in names:
+            if name in done_jobs:
+                info, sections = done_jobs[name]
+                summary["jobs"][name] = info
+                groups.append(ReportGroup(info["title"], sections, name, info["status"],
+                                          info.get("traceback") if info["status"] != "ok" else None))
+            elif jobs:
+                info = summary["jobs"][name]
+                groups.append(ReportGroup(name, [], name, info["status"], info["error"]))
+        summary["jobs"] = {n: summary["jobs"][n] for n in names}
         summary["failed"] = [n for n, i in summary["jobs"].items() if i["status"] == "failed"]
         if on_progress is not None:
             on_progress(len(names), len(names), "report" if report else "")
@@ -329,6 +356,7 @@ def analyze(paths: str | Path | Iterable[str | Path], out_dir: str | Path, jobs:
                                 end=_ts(facts["last_ns"]), facts=extra)
             summary["report"] = str(path)
     finally:
+        job_pool.shutdown(wait=True)
         pool.shutdown(wait=True)
         if restore is not None:
             restore()

@@ -9,7 +9,11 @@ in the capture (a task only knows the names its own split saw).
 The three tables come from ONE read of the captures (the data source's ``all``
 table: every record is decoded once for all three); :meth:`Tables.cache`
 caches that read, so every job that runs on the cached tables scans memory,
-and the captures are decoded once in all.
+and the captures are decoded once in all.  A small capture on a local master
+is decoded in the driver instead (``decode_in="auto"``, below
+:data:`DRIVER_DECODE_MAX_BYTES`): the three tables are handed to Spark as
+Arrow tables, and no Python worker is started for a few splits (on few cores,
+starting them costs more than decoding a few megabytes).
 """
 
 from __future__ import annotations
@@ -20,6 +24,11 @@ from typing import Any
 from .decode import ALL_KINDS, ALL_PREFIXES, COLUMNS
 from .session import register
 
+_FETCH = 1  # the Fetch api key
+#: Inputs up to this many bytes (captures and pcaps together) are decoded in the driver when the master is
+#: local (``decode_in="auto"``); larger ones by the data source, in parallel tasks.
+DRIVER_DECODE_MAX_BYTES = 16 << 20
+
 
 @dataclass
 class Tables:
@@ -29,6 +38,8 @@ class Tables:
     partitions: Any
     topics: Any
     source: Any = field(default=None, repr=False)  # the ``all`` table the three are views of
+    #: The capture's facts when known without a Spark query (decoded in the driver): see :func:`capture_facts`.
+    facts: dict[str, Any] | None = None
 
     def cache(self) -> "Tables":
         """Cache the read the tables come from (one pass over the captures when first used), and resolve
@@ -44,6 +55,11 @@ class Tables:
         self.topics = spark.createDataFrame(names, "topic_id string, topic string")
         self.partitions = _named(_table(self.source, "partitions"), self.topics)
         return self
+
+    def empty(self) -> "Tables":
+        """The same tables with no rows (``limit(0)``: Spark's optimizer turns every query over them into an
+        empty local relation, or the row an aggregate of nothing gives, without scanning the capture)."""
+        return Tables(self.requests.limit(0), self.partitions.limit(0), self.topics.limit(0), facts=self.facts)
 
     def unpersist(self) -> None:
         """Drop what :meth:`cache` cached."""
@@ -90,10 +106,81 @@ def _named(parts: Any, topics: Any) -> Any:
             .drop("topic_name"))
 
 
-def load_tables(spark: Any, paths: str | list[str], **options: Any) -> Tables:
-    """The ``requests``, ``partitions`` and ``topics`` tables of the captures/pcaps at ``paths``."""
+def decode_in_driver(spark: Any, paths: str | list[str], decode_in: str = "auto") -> bool:
+    """Whether :func:`load_tables` decodes ``paths`` in the driver: ``decode_in`` "driver", "executors", or
+    "auto" (a local master and at most :data:`DRIVER_DECODE_MAX_BYTES` of input)."""
+    if decode_in not in ("auto", "driver", "executors"):
+        raise ValueError(f"decode_in must be auto, driver or executors, not {decode_in!r}")
+    if decode_in != "auto":
+        return decode_in == "driver"
+    if not str(spark.sparkContext.master).startswith("local"):
+        return False
+    from .datasource import input_bytes
+
+    size = input_bytes(paths)
+    return size is not None and size <= DRIVER_DECODE_MAX_BYTES
+
+
+def _driver_tables(spark: Any, paths: str | list[str], options: dict[str, Any]) -> Tables:
+    """The three tables decoded here and handed to Spark as Arrow tables (topic names resolved here too)."""
+    from .datasource import decode_in_driver as decode
+
+    if not isinstance(paths, str):
+        paths = ",".join(str(p) for p in paths)
+    arrow = decode({**{k: str(v) for k, v in options.items() if v is not None}, "path": paths})
+    names: dict[str, str | None] = {}
+    for topic_id, topic in zip(arrow["topics"].column("topic_id").to_pylist(),
+                               arrow["topics"].column("topic").to_pylist(), strict=True):
+        if names.get(topic_id) is None:
+            names[topic_id] = topic
+    topics = spark.createDataFrame(list(names.items()), "topic_id string, topic string")
+    requests = _with_times(spark.createDataFrame(arrow["requests"]))
+    return Tables(requests, _named(spark.createDataFrame(arrow["partitions"]), topics), topics,
+                  facts=_arrow_facts(arrow["requests"]))
+
+
+def _arrow_facts(requests: Any) -> dict[str, Any]:
+    """:func:`capture_facts` of a requests table held as Arrow."""
+    import pyarrow.compute as pc
+
+    receive = requests.column("receive_ns")
+    last = pc.max_element_wise(receive, pc.coalesce(requests.column("send_ns"), receive))
+    pairs = requests.select(["broker_id", "connection_id"]).group_by(["broker_id", "connection_id"]).aggregate([])
+    follower = pc.and_(pc.equal(requests.column("api_key"), _FETCH),
+                       pc.greater_equal(pc.fill_null(requests.column("replica_id"), -1), 0))
+    return {"requests": requests.num_rows, "decode_errors": pc.count(requests.column("decode_error")).as_py(),
+            "connections": pairs.num_rows, "first_ns": pc.min(receive).as_py(), "last_ns": pc.max(last).as_py(),
+            "api_keys": sorted(pc.unique(requests.column("api_key")).to_pylist()),
+            "follower_fetches": pc.sum(follower.cast("int64")).as_py() or 0}
+
+
+def capture_facts(tables: Tables) -> dict[str, Any]:
+    """Requests, decode errors, connections (distinct broker and connection ids), the first and last
+    nanosecond, the api keys present (``api_keys``, sorted) and the follower fetches (``follower_fetches``: Fetch
+    requests with ``replica_id >= 0``) of the capture (a Spark query unless :attr:`Tables.facts` knows them)."""
+    if tables.facts is not None:
+        return dict(tables.facts)
     from pyspark.sql import functions as F
 
+    follower = (F.col("api_key") == F.lit(_FETCH)) & (F.coalesce(F.col("replica_id"), F.lit(-1)) >= 0)
+    row = tables.requests.agg(
+        F.count(F.lit(1)).alias("requests"), F.count("decode_error").alias("decode_errors"),
+        F.countDistinct("broker_id", "connection_id").alias("connections"),
+        F.min("receive_ns").alias("first_ns"),
+        F.max(F.greatest(F.col("receive_ns"), F.coalesce(F.col("send_ns"), F.col("receive_ns")))).alias("last_ns"),
+        F.array_sort(F.collect_set("api_key")).alias("api_keys"),
+        F.count(F.when(follower, 1)).alias("follower_fetches"),
+    ).collect()[0]
+    return row.asDict()
+
+
+def load_tables(spark: Any, paths: str | list[str], *, decode_in: str = "auto", **options: Any) -> Tables:
+    """The ``requests``, ``partitions`` and ``topics`` tables of the captures/pcaps at ``paths`` (``options``:
+    the data source's; ``decode_in``: see :func:`decode_in_driver`)."""
+    from pyspark.sql import functions as F
+
+    if decode_in_driver(spark, paths, decode_in):
+        return _driver_tables(spark, paths, options)
     source = read_table(spark, paths, "all", **options)
     requests = _with_times(_table(source, "requests"))
     topics = (_table(source, "topics").groupBy("topic_id")

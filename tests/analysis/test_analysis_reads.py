@@ -14,6 +14,7 @@ from traffic_helpers import make_client_capture
 
 from minikafka.analysis.datasource import plan_splits, read_split
 from minikafka.analysis.decode import ALL_KINDS, RecordDecoder
+from minikafka.analysis.jobs import AnalysisOptions
 from minikafka.analysis.run import analyze
 from minikafka.capture import read_capture
 
@@ -75,3 +76,93 @@ def test_analysis_decodes_each_split_once(spark: Any, capture: Path, tmp_path: P
     assert tables >= 14  # every job's tables were collected and written
     jobs = len(sc.statusTracker().getJobIdsForGroup(group))
     assert 0 < jobs <= JOBS_PER_TABLE * tables + JOBS_PER_ANALYSIS, (jobs, tables)
+
+
+def _rows(df: Any) -> list[tuple]:
+    """A DataFrame's rows as sortable tuples (None sorts first)."""
+    return sorted((tuple((v is not None, v) for v in row) for row in df.collect()), key=repr)
+
+
+@pytest.mark.clients
+def test_driver_decode_gives_the_data_sources_tables(spark: Any, capture: Path) -> None:
+    """A small capture decoded in the driver (handed to Spark as Arrow) gives the same three tables, and the
+    same facts, as the data source decoding it in tasks."""
+    from minikafka.analysis.tables import capture_facts, decode_in_driver, load_tables
+
+    assert decode_in_driver(spark, str(capture))  # small, local master: "auto" decodes here
+    assert not decode_in_driver(spark, str(capture), "executors")
+    here = load_tables(spark, str(capture), decode_in="driver").cache()
+    tasks = load_tables(spark, str(capture), decode_in="executors", splitSize=SPLIT).cache()
+    try:
+        assert here.source is None and tasks.source is not None
+        for name in ("requests", "partitions", "topics"):
+            a, b = getattr(here, name), getattr(tasks, name)
+            assert a.schema == b.schema, name
+            assert _rows(a) == _rows(b), name
+        facts = capture_facts(here)
+        assert here.facts is not None and facts == capture_facts(tasks)
+        assert facts["requests"] == sum(1 for _ in read_capture([capture]))
+        assert 0 in facts["api_keys"] and 1 in facts["api_keys"] and facts["follower_fetches"] == 0
+    finally:
+        here.unpersist()
+        tasks.unpersist()
+
+
+@pytest.mark.clients
+def test_jobs_without_input_give_the_same_tables(spark: Any, capture: Path, tmp_path: Path) -> None:
+    """A job whose input is not in the capture (no follower fetches: replication) runs on empty tables, and
+    its tables are those the whole capture gives; jobs with input (lag, sessions: Fetch) run on the capture."""
+    from minikafka.analysis.jobs import has_input, job
+    from minikafka.analysis.tables import capture_facts, load_tables
+
+    tables = load_tables(spark, str(capture)).cache()
+    try:
+        facts = capture_facts(tables)
+        assert not has_input(job("replication"), facts)
+        assert has_input(job("lag"), facts) and has_input(job("sessions"), facts) and has_input(job("traffic"), facts)
+        assert not has_input(job("lag"), {**facts, "api_keys": [0, 3]})
+        assert not has_input(job("sessions"), {**facts, "api_keys": [0, 3]})
+        assert has_input(job("sessions"), {**facts, "api_keys": [78]})
+
+        mod = job("replication")
+        whole = {t: df.toPandas() for t, df in mod.run(tables, AnalysisOptions()).items()}
+        empty = {t: df.toPandas() for t, df in mod.run(tables.empty(), AnalysisOptions()).items()}
+        assert whole.keys() == empty.keys()
+        for t in whole:
+            assert list(whole[t].columns) == list(empty[t].columns), t
+            assert whole[t].to_dict("records") == empty[t].to_dict("records"), t
+        assert len(whole["replication_empty_sizes"]) > 0  # a table of no data at all, the same either way
+    finally:
+        tables.unpersist()
+
+    summary = analyze(capture, tmp_path / "out", spark=spark, report=False, jobs=["replication", "lag"])
+    assert summary["failed"] == []
+    assert summary["jobs"]["lag"]["tables"]["lag_partitions"]["rows"] > 0  # lag ran on the capture
+    assert summary["jobs"]["replication"]["tables"]["replication_empty_sizes"]["rows"] == len(
+        whole["replication_empty_sizes"])
+
+
+def test_python_workers_start_with_the_analysis_preloaded(spark: Any) -> None:
+    """The sessions' Python worker daemon imports pandas, pyarrow and the decoder before it forks a worker."""
+    from minikafka.analysis.worker_daemon import PRELOAD
+
+    assert spark.conf.get("spark.python.daemon.module") == "minikafka.analysis.worker_daemon"
+
+    def loaded(_rows: Any) -> Any:
+        import sys
+
+        yield [(name, name in sys.modules) for name in PRELOAD]
+
+    (row,) = spark.sparkContext.parallelize([0], 1).mapPartitions(loaded).collect()
+    assert dict(row) == dict.fromkeys(PRELOAD, True)
+
+
+def test_short_session_settings() -> None:
+    """A session for a short analysis gets the JVM options for a run of seconds, unless told others."""
+    from minikafka.analysis.session import SHORT_RUN_JVM_OPTIONS, session_settings
+
+    assert session_settings("local[2]", short=True)["spark.driver.extraJavaOptions"] == SHORT_RUN_JVM_OPTIONS
+    assert "spark.driver.extraJavaOptions" not in session_settings("local[2]")
+    mine = {"spark.driver.extraJavaOptions": "-Xss4m"}
+    assert session_settings("local[2]", mine, short=True)["spark.driver.extraJavaOptions"] == "-Xss4m"
+    assert session_settings("local[3]")["spark.sql.shuffle.partitions"] == "3"

@@ -10,6 +10,14 @@
 ``run`` does the work on Spark (the results are small: aggregates per time
 bucket, client, topic...), ``report`` only formats the collected results
 (:class:`~.plots.Chart` holds a chart's data; the report draws it in the browser).
+
+A job that reads only some requests may also say whether a capture has any::
+
+    def has_input(facts: dict) -> bool:   # facts: see minikafka.analysis.tables.capture_facts
+        '''False when none of the rows ``run`` reads are in the capture.'''
+
+A job without input runs on empty tables (:meth:`~minikafka.analysis.tables.Tables.empty`): its results are
+what the capture would give, and Spark plans them without scanning it.
 """
 
 from __future__ import annotations
@@ -52,6 +60,12 @@ class Section:
 def job(name: str) -> Any:
     """The job module ``name``."""
     return importlib.import_module(f"{__name__}.{name}")
+
+
+def has_input(mod: Any, facts: dict[str, Any]) -> bool:
+    """Whether job module ``mod`` has rows to read in a capture with ``facts`` (True unless it says not)."""
+    check = getattr(mod, "has_input", None)
+    return True if check is None else bool(check(facts))
 
 
 def all_jobs() -> list[Any]:

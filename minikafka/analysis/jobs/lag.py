@@ -68,6 +68,11 @@ READ_COMMITTED = "read_committed"
 READ_UNCOMMITTED = "read_uncommitted"
 
 
+def has_input(facts: dict[str, Any]) -> bool:
+    """The tables come from consumer Fetch partitions."""
+    return _FETCH in facts.get("api_keys", (_FETCH,))
+
+
 def lag_rows(tables: Any) -> Any:
     """One row per partition of a consumer Fetch response: fetch offset, position after, HW, LSO, the
     isolation level and the end offset it makes the lag from (``end_offset``), lags."""

@@ -169,6 +169,11 @@ def empty_sizes() -> dict[int, int]:
 
 
 # -- run ----------------------------------------------------------------------------------------
+def has_input(facts: dict[str, Any]) -> bool:
+    """Every table comes from follower fetches (``replication_empty_sizes`` from no data at all)."""
+    return facts.get("follower_fetches", 1) > 0
+
+
 def _sum(col: Any, name: str) -> Any:
     from pyspark.sql import functions as F
 

@@ -333,6 +333,11 @@ def share_sessions(tables: Any) -> Any:
             .transform(ordered, "broker_id", "group_id", "member_id"))
 
 
+def has_input(facts: dict[str, Any]) -> bool:
+    """The tables come from Fetch, ShareFetch and ShareAcknowledge requests."""
+    return bool({1, _SHARE_FETCH, _SHARE_ACKNOWLEDGE} & set(facts.get("api_keys", (1,))))
+
+
 def run(tables: Any, opts: AnalysisOptions) -> dict[str, Any]:
     from pyspark.sql import functions as F
 
