@@ -52,6 +52,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -112,21 +113,22 @@ def tshark_versions(tshark: str) -> dict[int, int]:
 def _broker_main(argv: list[str]) -> int:
     """``bench_spark.py --broker CAPS serve ...``: ``minikafka serve`` advertising at most CAPS (JSON)."""
     caps = {int(k): v for k, v in json.loads(argv[0]).items()}
-    import minikafka.broker.handlers.api_versions as av
     from minikafka.broker import apis
+    from minikafka.broker.handlers import registry
 
-    full = apis.supported_api_versions
+    full = registry.supported_api_versions
 
-    def capped() -> list[dict]:
-        out = full()
+    def capped(keys: Any) -> list[Any]:
+        out = full(keys)
         for e in out:
             cap = caps.get(int(e["api_key"]))
             if cap is not None:
                 e["max_version"] = max(e["min_version"], min(e["max_version"], cap))
         return out
 
+    # The ApiVersions handler (built by the registry) and the unsupported-version answer read it by name.
+    registry.supported_api_versions = capped
     apis.supported_api_versions = capped
-    av.supported_api_versions = capped
     from minikafka.cli import main
 
     return main(argv[1:])
@@ -288,10 +290,27 @@ def make_capture(directory: Path, target: int, producers: int, in_flight: int,
         stop_broker(proc)
     info["seconds"] = time.perf_counter() - t0
     records, files, size = count_capture(directory)
+    used = versions_used(directory)
+    over = {k: v for k, v in used.items() if caps and k in caps and v > caps[k]}
+    if over:  # tshark would see requests it cannot dissect: its figures would count work it did not do
+        raise SystemExit(f"the capture has versions above tshark's: {over} (caps {caps})")
     info.update(records=records, files=files, bytes=size, port=port,
-                version_caps={str(k): v for k, v in sorted((caps or {}).items())})
+                version_caps={str(k): v for k, v in sorted((caps or {}).items())},
+                versions_used={str(k): v for k, v in sorted(used.items())})
     (directory / META).write_text(json.dumps(info, indent=1))
     return info
+
+
+def versions_used(directory: Path, limit: int = 50_000) -> dict[int, int]:
+    """api key -> the highest request version among the first ``limit`` requests of the capture."""
+    from minikafka.capture import read_capture
+
+    best: dict[int, int] = {}
+    for i, rec in enumerate(read_capture([directory])):
+        if i >= limit:
+            break
+        best[rec.api_key] = max(best.get(rec.api_key, -1), rec.api_version)
+    return best
 
 
 def ensure_capture(args: argparse.Namespace, caps: dict[int, int] | None) -> dict:
