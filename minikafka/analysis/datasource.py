@@ -241,7 +241,7 @@ class CaptureReader(DataSourceReader):
         return arrow_batches(rows, self.table, batch_rows)
 
 
-def decode_in_driver(options: Mapping[str, str]) -> dict[str, Any]:
+def decode_tables_here(options: Mapping[str, str]) -> dict[str, Any]:
     """The ``requests``, ``partitions`` and ``topics`` tables of the captures named by ``options`` (as the
     data source takes them), decoded here, each as one Arrow table: what a small capture needs instead of
     Python workers started for its splits.  Every split is read once, for the three tables at once (and

@@ -21,10 +21,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .decode import ALL_KINDS, ALL_PREFIXES, COLUMNS
+from .decode import _FETCH, ALL_KINDS, ALL_PREFIXES, COLUMNS
 from .session import register
 
-_FETCH = 1  # the Fetch api key
 #: Inputs up to this many bytes (captures and pcaps together) are decoded in the driver when the master is
 #: local (``decode_in="auto"``); larger ones by the data source, in parallel tasks.
 DRIVER_DECODE_MAX_BYTES = 16 << 20
@@ -106,7 +105,7 @@ def _named(parts: Any, topics: Any) -> Any:
             .drop("topic_name"))
 
 
-def decode_in_driver(spark: Any, paths: str | list[str], decode_in: str = "auto") -> bool:
+def decodes_in_driver(spark: Any, paths: str | list[str], decode_in: str = "auto") -> bool:
     """Whether :func:`load_tables` decodes ``paths`` in the driver: ``decode_in`` "driver", "executors", or
     "auto" (a local master and at most :data:`DRIVER_DECODE_MAX_BYTES` of input)."""
     if decode_in not in ("auto", "driver", "executors"):
@@ -123,11 +122,11 @@ def decode_in_driver(spark: Any, paths: str | list[str], decode_in: str = "auto"
 
 def _driver_tables(spark: Any, paths: str | list[str], options: dict[str, Any]) -> Tables:
     """The three tables decoded here and handed to Spark as Arrow tables (topic names resolved here too)."""
-    from .datasource import decode_in_driver as decode
+    from .datasource import decode_tables_here
 
     if not isinstance(paths, str):
         paths = ",".join(str(p) for p in paths)
-    arrow = decode({**{k: str(v) for k, v in options.items() if v is not None}, "path": paths})
+    arrow = decode_tables_here({**{k: str(v) for k, v in options.items() if v is not None}, "path": paths})
     names: dict[str, str | None] = {}
     for topic_id, topic in zip(arrow["topics"].column("topic_id").to_pylist(),
                                arrow["topics"].column("topic").to_pylist(), strict=True):
@@ -176,10 +175,10 @@ def capture_facts(tables: Tables) -> dict[str, Any]:
 
 def load_tables(spark: Any, paths: str | list[str], *, decode_in: str = "auto", **options: Any) -> Tables:
     """The ``requests``, ``partitions`` and ``topics`` tables of the captures/pcaps at ``paths`` (``options``:
-    the data source's; ``decode_in``: see :func:`decode_in_driver`)."""
+    the data source's; ``decode_in``: see :func:`decodes_in_driver`)."""
     from pyspark.sql import functions as F
 
-    if decode_in_driver(spark, paths, decode_in):
+    if decodes_in_driver(spark, paths, decode_in):
         return _driver_tables(spark, paths, options)
     source = read_table(spark, paths, "all", **options)
     requests = _with_times(_table(source, "requests"))

@@ -87,10 +87,10 @@ def _rows(df: Any) -> list[tuple]:
 def test_driver_decode_gives_the_data_sources_tables(spark: Any, capture: Path) -> None:
     """A small capture decoded in the driver (handed to Spark as Arrow) gives the same three tables, and the
     same facts, as the data source decoding it in tasks."""
-    from minikafka.analysis.tables import capture_facts, decode_in_driver, load_tables
+    from minikafka.analysis.tables import capture_facts, decodes_in_driver, load_tables
 
-    assert decode_in_driver(spark, str(capture))  # small, local master: "auto" decodes here
-    assert not decode_in_driver(spark, str(capture), "executors")
+    assert decodes_in_driver(spark, str(capture))  # small, local master: "auto" decodes here
+    assert not decodes_in_driver(spark, str(capture), "executors")
     here = load_tables(spark, str(capture), decode_in="driver").cache()
     tasks = load_tables(spark, str(capture), decode_in="executors", splitSize=SPLIT).cache()
     try:
