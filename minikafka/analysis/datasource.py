@@ -191,7 +191,8 @@ def read_split(split: CaptureSplit, options: dict[str, str] | None = None,
             size = os.fstat(fh.fileno()).st_size
             if size == 0:
                 return
-            with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+            try:
                 start = _first_block(mm, split.start, min(split.end, size), size, stats)
                 if start is None:
                     return
@@ -202,6 +203,11 @@ def read_split(split: CaptureSplit, options: dict[str, str] | None = None,
                         del payload
                 finally:
                     view.release()
+            finally:
+                try:
+                    mm.close()
+                except BufferError:  # records still hold views of the file: it is unmapped with the last of them
+                    pass
         return
     from ..capture.pcapread import read_pcap
 

@@ -166,3 +166,24 @@ def test_short_session_settings() -> None:
     mine = {"spark.driver.extraJavaOptions": "-Xss4m"}
     assert session_settings("local[2]", mine, short=True)["spark.driver.extraJavaOptions"] == "-Xss4m"
     assert session_settings("local[3]")["spark.sql.shuffle.partitions"] == "3"
+
+
+@pytest.mark.clients
+def test_records_outlive_their_split(capture: Path) -> None:
+    """Records read from a split stay readable after it is read to its end or left early (they are views of
+    the mapped file: it stays mapped while they live)."""
+    import gc
+    import itertools
+    import warnings
+
+    split = plan_splits(str(capture), SPLIT)[0]
+    whole = list(read_split(split))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # an exception while closing the generator would be a warning here
+        reader = read_split(split)
+        first = list(itertools.islice(reader, 3))
+        reader.close()
+        gc.collect()
+    assert len(whole) > 3
+    assert [bytes(r.request) for r in first] == [bytes(r.request) for r in whole[:3]]
+    assert all(len(bytes(r.request)) > 0 for r in whole)
