@@ -17,12 +17,13 @@
     if (!prev || !(key in prev.counts) || now.time_ms <= prev.time_ms) return null;
     return Math.max(0, (value - prev.counts[key]) * 1000 / (now.time_ms - prev.time_ms));
   }
-  function card(el, title, id) {
-    var c = h("div", {class: "mk-card", id: id}, h("h2", {}, title));
-    el.appendChild(c);
-    return c;
+  function child(parent, node) {
+    parent.appendChild(node);
+    return node;
   }
+  function card(el, title, id) { return child(el, h("div", {class: "mk-card", id: id}, h("h2", {}, title))); }
   function none(text, id) { return h("p", {class: "mk-muted mk-none", id: id}, text); }
+  function grid(parent) { return child(parent, h("div", {class: "mk-grid"})); }
 
   function build(el, brokerIds) {
     var s = {broker: brokerIds[0], prev: null, el: el};
@@ -46,25 +47,20 @@
         {key: "quota", label: "Quota", render: function (r) { return r.quota === null ? "none" : mk.fmt(r.quota) + " " + r.unit; }},
         {key: "throttle_time_ms", label: "Throttle time (ms, avg)", render: function (r) { return mk.fmt(r.throttle_time_ms); }}],
         {id: "live-quota-table", filter: false});
-      var grid = h("div", {class: "mk-grid"});
-      q.appendChild(grid);
-      s.produceChart = mk.chart(grid, {title: "Produce byte rate against quota", unit: "B/s"});
-      s.fetchChart = mk.chart(grid, {title: "Fetch byte rate against quota", unit: "B/s"});
-      s.throttleChart = mk.chart(grid, {title: "Throttle time (ms)", unit: "ms"});
+      var qgrid = grid(q);
+      s.produceChart = mk.chart(qgrid, {title: "Produce byte rate against quota", unit: "B/s"});
+      s.fetchChart = mk.chart(qgrid, {title: "Fetch byte rate against quota", unit: "B/s"});
+      s.throttleChart = mk.chart(qgrid, {title: "Throttle time (ms)", unit: "ms"});
 
       var f = card(body, "Fetch sessions", "live-fetch-sessions");
-      s.fetchFacts = h("div", {});
-      f.appendChild(s.fetchFacts);
-      var fgrid = h("div", {class: "mk-grid"});
-      f.appendChild(fgrid);
+      s.fetchFacts = child(f, h("div", {}));
+      var fgrid = grid(f);
       s.fetchKindsChart = mk.chart(fgrid, {title: "Fetch requests per second by session kind", unit: "/s"});
       s.slotsChart = mk.chart(fgrid, {title: "Fetch-session cache slots", series: ["used", "total"]});
 
       var r = card(body, "Replication throttling", "live-replication");
-      s.replFacts = h("div", {});
-      r.appendChild(s.replFacts);
-      var rgrid = h("div", {class: "mk-grid"});
-      r.appendChild(rgrid);
+      s.replFacts = child(r, h("div", {}));
+      var rgrid = grid(r);
       s.replChart = mk.chart(rgrid, {title: "Replication byte rate against the throttled rate", unit: "B/s"});
       s.emptyChart = mk.chart(rgrid, {title: "Empty (18-byte) leader answers per second", unit: "/s"});
 
@@ -79,10 +75,9 @@
         {key: "p999", label: "p99.9 (ms)", render: function (x) { return x.p999 === null ? "-" : mk.fmt(x.p999); }},
         {key: "max", label: "Max (ms)", render: function (x) { return x.max === null ? "-" : mk.fmt(x.max); }}],
         {id: "live-request-table"});
-      var qgrid = h("div", {class: "mk-grid"});
-      rq.appendChild(qgrid);
-      s.reqChart = mk.chart(qgrid, {title: "Requests per second by API", unit: "/s"});
-      s.latChart = mk.chart(qgrid, {title: "p99 latency by API (ms)", unit: "ms"});
+      var rqgrid = grid(rq);
+      s.reqChart = mk.chart(rqgrid, {title: "Requests per second by API", unit: "/s"});
+      s.latChart = mk.chart(rqgrid, {title: "p99 latency by API (ms)", unit: "ms"});
 
       var cm = card(body, "Client metrics (KIP-714)", "live-client-metrics");
       s.cmNone = none("No client has pushed metrics yet (clients push them when a client-metrics subscription " +
