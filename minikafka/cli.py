@@ -117,8 +117,9 @@ async def _start_http(nursery: trio.Nursery, target, cfg: BrokerConfig, http_por
 async def _serve(cfg: BrokerConfig, http_port: int | None = None, http_host: str | None = None) -> None:
     """Run the broker until SIGINT/SIGTERM, then shut it down cleanly."""
     from .broker.broker import Broker
+    from .capture.recorder import CAPTURE
 
-    broker = Broker(cfg)
+    broker = Broker(cfg, captures=CAPTURE)  # serve --capture, and the console's captures
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as nursery:
             port = await nursery.start(broker.run)
@@ -182,8 +183,9 @@ async def _serve_cluster(cfg: BrokerConfig, n: int, http_port: int | None = None
     import os
 
     from .broker.cluster import Cluster
+    from .capture.recorder import CAPTURE
 
-    cluster = Cluster(n, cfg)
+    cluster = Cluster(n, cfg, captures=CAPTURE)
     stopped: list[int] = []
     sigs = [signal.SIGINT, signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2]
     with trio.open_signal_receiver(*sigs) as signals:
@@ -281,9 +283,10 @@ def main(argv: list[str] | None = None) -> int:
 
         return run_analyze_command(args)
     if args.command == "replay":
+        from .analysis import replay_job
         from .capture.replay_cli import run_replay_command
 
-        return run_replay_command(args)
+        return run_replay_command(args, spark=replay_job)
     if getattr(args, "run_tool", None) is not None:  # a Kafka command-line tool (minikafka.tools)
         return args.run_tool(args)
     if args.command == "capture":

@@ -8,6 +8,8 @@ Trio event loop in a daemon thread::
 
 ``ClusterThread`` does the same for a :class:`~minikafka.broker.cluster.Cluster`
 of N brokers, with ``stop_broker``/``start_broker`` callable from the test thread.
+Both capture their traffic (:data:`minikafka.capture.recorder.CAPTURE`) when ``capture_dir`` is set or
+the console starts a capture.
 
 Both take ``properties``: ``server.properties`` keys applied on top of the settings,
 e.g. several listeners with TLS and SASL::
@@ -35,6 +37,7 @@ from .broker.broker import Broker
 from .broker.cluster import Cluster
 from .broker.config import BrokerConfig
 from .broker.faults import FaultInjector
+from .capture.recorder import CAPTURE
 
 T = TypeVar("T")
 
@@ -158,7 +161,7 @@ class BrokerThread(_LoopThread):
         return None if self.config.capture_dir is None else Path(self.config.capture_dir)
 
     async def _serve(self, nursery: trio.Nursery) -> None:
-        self.broker = Broker(self.config, faults=self.faults)
+        self.broker = Broker(self.config, faults=self.faults, captures=CAPTURE)
         await nursery.start(self.broker.run)
         await self._serve_http(nursery, self.broker, self.config.host)
 
@@ -196,7 +199,7 @@ class ClusterThread(_LoopThread):
                  properties: Mapping[str, str] | None = None, **settings: Any) -> None:
         super().__init__(http_port)
         self.cluster = Cluster(num_brokers, _configured(config, properties, settings) if properties else config,
-                               **({} if properties else settings))
+                               captures=CAPTURE, **({} if properties else settings))
 
     @property
     def bootstrap(self) -> str:

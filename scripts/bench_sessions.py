@@ -103,7 +103,8 @@ async def producer(port: int, topic: str, partitions: int, counter, stop) -> Non
         n = 0
         start = trio.current_time()
         while not stop.is_set():
-            batch = build_batch([Record(offset_delta=0, key=None, value=b"trickle-%08d" % n)])
+            batch = build_batch([Record(offset_delta=0, key=None, value=b"trickle-%08d" % n)],
+                                base_timestamp=time.time_ns() // 1_000_000)
             resp = await conn.request(ApiKey.PRODUCE, 8, {
                 "acks": 1, "timeout_ms": 1000,
                 "topic_data": [{"name": topic, "partition_data": [

@@ -22,6 +22,8 @@ from typing import Any
 
 import pytest
 
+from waiting import wait_for
+
 _LISTENING = re.compile(rb"WebDriver BiDi listening on (ws://\S+)")
 
 
@@ -106,14 +108,7 @@ class Firefox:
 
     def wait_for(self, expression: str, timeout: float = 30.0) -> Any:
         """Poll ``expression`` until it is truthy; its value."""
-        deadline = time.monotonic() + timeout
-        while True:
-            value = self.evaluate(expression)
-            if value:
-                return value
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"not true within {timeout} s: {expression}")
-            time.sleep(0.05)  # polling interval of a condition wait, not a fixed wait
+        return wait_for(lambda: self.evaluate(expression), timeout, f"{expression} to be true", interval=0.05)
 
     def close(self) -> None:
         ws = getattr(self, "_ws", None)

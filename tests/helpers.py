@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
-import trio
-
 from minikafka.client.connection import KafkaConnection
+from minikafka.common.clock import SYSTEM_CLOCK
 from minikafka.protocol.api import ApiKey
 from minikafka.protocol.records import Record, build_batch, decode_records, iter_batches
+from waiting import wait_for, wait_until  # noqa: F401  (re-exported: the condition waits)
 
 K = ApiKey
 
 
 def batch(values: list[bytes], **kw) -> bytes:
+    kw.setdefault("base_timestamp", SYSTEM_CLOCK.time_ms())
     return build_batch([Record(offset_delta=i, key=b"k%d" % i, value=v) for i, v in enumerate(values)], **kw)
 
 
@@ -47,15 +47,6 @@ async def fetch(conn: KafkaConnection, topic: str, offset: int = 0, partition: i
         "topics": [t]})
     return resp.responses[0].partitions[0]
 
-
-
-async def wait_until(cond: Callable[[], bool], timeout: float = 5, what: str = "condition") -> None:
-    """Poll ``cond`` every 10 ms of Trio time until it holds; fail after ``timeout`` seconds."""
-    with trio.move_on_after(timeout):
-        while not cond():
-            await trio.sleep(0.01)
-        return
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 async def read_batches(conn: KafkaConnection, topic: str, partition: int = 0) -> list[tuple[Any, list[Any]]]:
@@ -146,10 +137,10 @@ class HandlerEnv:
                                   delayed_fetch=self.delayed_fetch, delayed_produce=self.delayed_produce)
         self.metadata.listeners.append(lambda kind, name: self.log.ensure_partitions(self.metadata.topics[name])
                                        if kind == "created" else None)
-        metrics = Metrics(clock_ms=self.clock.time_ms)
+        metrics = Metrics(clock=self.clock)
         self.quota_configs = QuotaConfigs()
         self.quotas = QuotaManagers(self.quota_configs, metrics, reaper=ThrottledChannelReaper(),
-                                    clock_ms=self.clock.time_ms)
+                                    clock=self.clock)
         self.leader_quota = ReplicationQuotaManager(LEADER_REPLICATION, metrics)
         self.topics = AutoTopicCreationManager(self.metadata, self.config)
         self.sessions = FetchManager(FetchSessionCache())

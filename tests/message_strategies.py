@@ -156,3 +156,41 @@ def present_names(fields: list[Field], version: int) -> set[str]:
 
 
 _ABSENT = object()
+
+
+_SAMPLE_PRIMITIVES: dict[str, Any] = {"bool": True, "float64": 1.5, "bytes": b"x", "records": None}
+
+
+def full_body(message: Message, version: int) -> dict[str, Any]:
+    """A body of ``message`` at ``version`` with every present field set: one element in every array, a
+    distinct non-default value in every string, number and uuid field (so each can be told apart)."""
+    counter = iter(range(1, 1 << 30))
+
+    def primitive(type_name: str) -> Any:
+        n = next(counter)
+        if type_name in _INT_RANGES:
+            return n % _INT_RANGES[type_name][1] or 1
+        if type_name == "string":
+            return f"s{n}"
+        if type_name == "uuid":
+            return uuid.UUID(int=n)
+        return _SAMPLE_PRIMITIVES[type_name]
+
+    def struct(fields: list[Field]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for fl in fields:
+            if not fl.present(version):
+                continue
+            t = fl.type
+            if fl.is_array_of_structs:
+                out[fl.name] = [struct(fl.subfields)]
+            elif fl.is_struct:
+                out[fl.name] = struct(fl.subfields)
+            elif isinstance(t, str) and t.startswith("[]"):
+                out[fl.name] = [primitive(t[2:])]
+            else:
+                assert isinstance(t, str)
+                out[fl.name] = primitive(t)
+        return out
+
+    return struct(message.fields)

@@ -48,10 +48,11 @@ written before the capture format recorded it.
 
 Groups (KIP-848 consumer groups, KIP-932 share groups; appended after
 ``listener`` in ``requests`` and after ``isolation_level`` in ``partitions``):
-``group_id`` is the group a request names (its top-level ``group_id``, or the
-one group of a request naming groups in a list: OffsetFetch v8+,
-DescribeGroups, DeleteGroups, ConsumerGroupDescribe, ShareGroupDescribe,
-DescribeShareGroupOffsets; null when it names several); ``member_id`` the
+``group_id`` is the group a request names (wherever its declaration tags a
+``groupId``: its top-level ``group_id``, or the one group of a request naming
+groups in a list, as OffsetFetch v8+, DescribeGroups, DeleteGroups,
+ConsumerGroupDescribe, ShareGroupDescribe, DescribeShareGroupOffsets; null when
+it names several); ``member_id`` the
 request's member id, or for a join that leaves it to the coordinator
 (JoinGroup, ConsumerGroupHeartbeat v0) the one the response gives;
 ``member_epoch`` the member epoch the request carries (ConsumerGroupHeartbeat,
@@ -103,7 +104,9 @@ from ..capture.groups import acquired as _acquired
 from ..capture.groups import share_kind
 from ..capture.transactions import BatchCounts, batch_counts
 from ..protocol.api import APIS, ApiKey
+from ..protocol.entities import Entity, entity_fields, values
 from ..protocol.errors import ErrorCode
+from ..protocol.exceptions import ProtocolError, UnsupportedVersion
 from ..protocol.headers import request_body_offset, response_body_offset
 from ..protocol.messages.fetch import fetch_replica_id
 
@@ -184,19 +187,17 @@ COLUMNS = {"requests": REQUEST_COLUMNS, "partitions": PARTITION_COLUMNS, "topics
 
 _ZERO_UUID = "00000000-0000-0000-0000-000000000000"
 _FETCH, _PRODUCE = int(ApiKey.FETCH), int(ApiKey.PRODUCE)
-_WRITE_TXN_MARKERS = 27  # by number: the requests table reads it when the protocol layer knows it
+_WRITE_TXN_MARKERS = int(ApiKey.WRITE_TXN_MARKERS)
 _METADATA, _CREATE_TOPICS = int(ApiKey.METADATA), int(ApiKey.CREATE_TOPICS)
 _TOPIC_APIS = (_METADATA, _CREATE_TOPICS)
-# The group APIs by number (as WriteTxnMarkers): KIP-848 and KIP-932 keys read whatever the protocol layer knows.
 _JOIN_GROUP = int(ApiKey.JOIN_GROUP)
-_CONSUMER_GROUP_HEARTBEAT, _SHARE_GROUP_HEARTBEAT = 68, 76
-_SHARE_FETCH, _SHARE_ACKNOWLEDGE = 78, 79
+_CONSUMER_GROUP_HEARTBEAT = int(ApiKey.CONSUMER_GROUP_HEARTBEAT)
+_SHARE_GROUP_HEARTBEAT = int(ApiKey.SHARE_GROUP_HEARTBEAT)
+_SHARE_FETCH, _SHARE_ACKNOWLEDGE = int(ApiKey.SHARE_FETCH), int(ApiKey.SHARE_ACKNOWLEDGE)
 _HEARTBEATS = (_CONSUMER_GROUP_HEARTBEAT, _SHARE_GROUP_HEARTBEAT)
-#: The apis whose requests name a group (and maybe a member): the requests table's group columns.
-_GROUP_APIS = frozenset({
-    8, 9, 11, 12, 13, 14, 15, 25, 28, 42,  # OffsetCommit ... SyncGroup, DescribeGroups, AddOffsetsToTxn, TxnOffsetCommit, DeleteGroups
-    47,  # OffsetDelete
-    _CONSUMER_GROUP_HEARTBEAT, 69, _SHARE_GROUP_HEARTBEAT, 77, _SHARE_FETCH, _SHARE_ACKNOWLEDGE, 90, 91, 92})
+#: The apis whose requests name a group (a field tagged ``groupId``): the requests table's group columns.
+_GROUP_APIS = frozenset(k for k, api in APIS.items()
+                        if any(ef.entity == Entity.GROUP_ID for ef in entity_fields(api.request)))
 _PARTITION_APIS = (_PRODUCE, _FETCH, _METADATA, _CREATE_TOPICS, _SHARE_FETCH, _SHARE_ACKNOWLEDGE)
 #: The api keys whose records a table reads (None: all); :meth:`RecordDecoder.iter_rows` skips the others,
 #: so a reader may leave them out.
@@ -339,7 +340,7 @@ def response_errors(api_key: int, api_version: int, resp: Any) -> list[int]:
         try:
             node = APIS[api_key].response.construct(api_version)
             walk = _WALKER_NS[_walker_source(node, _WALKER_NS)]
-        except Exception:  # noqa: BLE001 - no schema to compile from: the generic walk
+        except (KeyError, UnsupportedVersion):  # no schema to compile from: the generic walk
             walk = _errors
         _ERROR_WALKERS[(api_key, api_version)] = walk
     acc: list[int] = []
@@ -406,8 +407,6 @@ _NO_GROUP = (None, None, None, None, None)
 _NO_SHARE_COUNTS = (None, None, None, None, None)
 #: The share columns of a ``partitions`` row that is no ShareFetch/ShareAcknowledge row.
 _NO_SHARE = (None,) * 9
-#: The fields a request names its groups in, when it names them in a list (strings or structs).
-_GROUP_LISTS = ("groups", "group_ids", "groups_names")
 
 
 def _str_or_none(v: Any) -> str | None:
@@ -418,28 +417,23 @@ def _int_or_none(v: Any) -> int | None:
     return v if type(v) is int else None
 
 
-def _group_columns(key: int, req: Any, resp: Any) -> tuple:
-    """(group id, member id, member epoch, response member epoch, assigned partitions) of a group request."""
-    gid = req.get("group_id")
+def _group_columns(key: int, version: int, req: Any, resp: Any) -> tuple:
+    """(group id, member id, member epoch, response member epoch, assigned partitions) of a group request: the
+    group is the one its ``groupId`` fields name (None when they name several)."""
     member = req.get("member_id")
     epoch = req.get("member_epoch")
     if epoch is None:
         epoch = req.get("generation_id_or_member_epoch")
         if epoch is None:
             epoch = req.get("generation_id")
-    if not gid:  # (OffsetFetch v8+ reads its absent top-level group id back as "")
-        for name in _GROUP_LISTS:
-            groups = req.get(name)
-            if groups is not None:
-                if len(groups) == 1:
-                    g = groups[0]
-                    if type(g) is str:
-                        gid = g
-                    else:  # OffsetFetch v8+, DescribeShareGroupOffsets: a struct per group
-                        gid = g.get("group_id")
-                        member = member or g.get("member_id")
-                        epoch = g.get("member_epoch") if epoch is None else epoch
-                break
+    gid = None
+    named = [(ef, v) for ef, v in values(req, APIS[key].request, version, Entity.GROUP_ID) if v]
+    if named and all(v == named[0][1] for _ef, v in named):
+        ef, gid = named[0]
+        if len(ef.path) == 2 and not ef.many:  # OffsetFetch v8+, DescribeShareGroupOffsets: a struct per group
+            g = req[ef.path[0]][0]
+            member = member or g.get("member_id")
+            epoch = g.get("member_epoch") if epoch is None else epoch
     resp_epoch = assigned = None
     if resp is not None:
         if not member:
@@ -494,12 +488,12 @@ class RecordDecoder:
         req_off = resp_off = None
         try:
             req_off = request_body_offset(request)
-        except Exception as exc:  # noqa: BLE001 - a malformed capture frame becomes a row with decode_error
+        except ProtocolError as exc:  # a malformed capture frame becomes a row with decode_error
             hdr_exc = exc
         if response is not None:
             try:
                 resp_off = response_body_offset(response, key, version)
-            except Exception as exc:  # noqa: BLE001
+            except ProtocolError as exc:
                 resp_exc = exc
         req_body = None if req_off is None else len(request) - req_off
         resp_body = None if resp_off is None or response is None else len(response) - resp_off
@@ -515,7 +509,7 @@ class RecordDecoder:
                 if resp_exc is not None:
                     raise resp_exc
                 resp = api.response.parse(memoryview(response)[resp_off:], version)
-        except Exception as exc:  # noqa: BLE001 - recorded in the row, never fatal
+        except ProtocolError as exc:  # recorded in the row, never fatal
             self.errors += 1
             return req, resp, f"{type(exc).__name__}: {exc}"[:200], req_body, resp_body
         return req, resp, None, req_body, resp_body
@@ -530,13 +524,13 @@ class RecordDecoder:
         """The ``requests`` row of a record (``req``/``resp`` the parsed bodies, if parsed already)."""
         try:
             req_body = len(r.request) - request_body_offset(r.request)
-        except Exception:  # noqa: BLE001 - a malformed capture frame becomes a row with decode_error
+        except ProtocolError:  # a malformed capture frame becomes a row with decode_error
             req_body = None
         resp_body = None
         if r.response is not None:
             try:
                 resp_body = len(r.response) - response_body_offset(r.response, r.api_key, r.api_version)
-            except Exception:  # noqa: BLE001
+            except ProtocolError:
                 resp_body = None
         return self._request_row(r, req, resp, err, req_body, resp_body)
 
@@ -600,7 +594,7 @@ class RecordDecoder:
         share: tuple = _NO_SHARE_COUNTS
         if req is not None and key in _GROUP_APIS:
             try:
-                group = _group_columns(key, req, resp)
+                group = _group_columns(key, r.api_version, req, resp)
             except (KeyError, TypeError, AttributeError):  # not the shape minikafka's declaration has
                 pass
             if key == _SHARE_FETCH or key == _SHARE_ACKNOWLEDGE:

@@ -8,9 +8,9 @@ connections with :mod:`minikafka.capture.replay` and the driver merges their
 The driver reads the capture once and builds the :class:`~minikafka.capture.replay.plan.ReplayPlan`
 (per-connection streams and the dependencies between them: "connection *c* has
 settled its first *n* requests"), broadcasts it (it holds no frames), deals the
-connections to tasks and starts a :class:`~minikafka.capture.replay.hub.ReplayHub`.
+connections to tasks and starts a :class:`~minikafka.capture.replay.hub.threaded.ReplayHub`.
 Each task reads the capture itself, keeps its connections' records and runs the
-ordinary Trio replayer on them with a :class:`~minikafka.capture.replay.hub.HubSync`:
+ordinary Trio replayer on them with a :class:`~minikafka.capture.replay.hub.sync.HubSync`:
 its progress, the values the target made up (producer ids, member ids, fetch
 sessions, topic ids) and member epochs go to the hub, which forwards them to the
 other tasks, so a Produce in one task waits for the InitProducerId another task
@@ -50,7 +50,6 @@ pyspark is imported here only.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -60,9 +59,12 @@ import trio
 
 from ..capture.reading import read_capture
 from ..capture.replay import ConnKey, ReplayOptions, ReplayReport
-from ..capture.replay.hub import Address, HubSync, ReplayHub, connect_hub, remote_needs
+from ..capture.replay.hub.client import Address, connect_hub
+from ..capture.replay.hub.sync import HubSync, remote_needs
+from ..capture.replay.hub.threaded import ReplayHub
 from ..capture.replay.plan import ReplayPlan, build_plan
 from ..capture.replay.runner import group_connections, replay_records, run_replay_copies
+from ..common.clock import SYSTEM_CLOCK, Clock
 
 log = logging.getLogger(__name__)
 
@@ -167,7 +169,7 @@ def _session(master: str | None) -> Any:
         return spark
 
 
-def task_slots(sc: Any, want: int, wait_s: float = SLOT_WAIT_S) -> int:
+def task_slots(sc: Any, want: int, wait_s: float = SLOT_WAIT_S, clock: Clock = SYSTEM_CLOCK) -> int:
     """How many tasks the cluster runs at once, waiting up to ``wait_s`` for executors to register ``want``
     (not in local mode: its slots are there from the start)."""
     if str(sc.master).startswith("local"):
@@ -175,12 +177,12 @@ def task_slots(sc: Any, want: int, wait_s: float = SLOT_WAIT_S) -> int:
     try:
         jsc = sc._jsc.sc()
         profile = jsc.resourceProfileManager().defaultResourceProfile()
-        deadline = time.monotonic() + wait_s
+        deadline = clock.monotonic() + wait_s
         while True:
             slots = int(jsc.maxNumConcurrentTasks(profile))
-            if slots >= want or time.monotonic() >= deadline:
+            if slots >= want or clock.monotonic() >= deadline:
                 return slots
-            time.sleep(0.2)
+            clock.sleep(200)
     except Exception as exc:  # noqa: BLE001 - a Spark without that (internal) call
         log.debug("task slots unknown (%s): using the default parallelism", exc)
         return int(sc.defaultParallelism)
@@ -188,21 +190,22 @@ def task_slots(sc: Any, want: int, wait_s: float = SLOT_WAIT_S) -> int:
 
 def run_spark_replay(paths: Iterable[str | Path], options: ReplayOptions, master: str | None = None,
                      partitions: int | None = None, lead_s: float = DEFAULT_LEAD_S,
-                     spark: Any = None, deal: str = "auto", hub_host: str | None = None) -> ReplayReport:
+                     spark: Any = None, deal: str = "auto", hub_host: str | None = None,
+                     clock: Clock = SYSTEM_CLOCK) -> ReplayReport:
     """Replay a capture with its connections spread over Spark tasks; returns the merged report.
 
     ``partitions`` (the number of tasks) defaults to the session's default parallelism and is capped at the
     cluster's task slots (all tasks run at once) and the number of connections (``--scale``: of copies).
     ``master`` is passed to :func:`minikafka.analysis.session.spark_session` (``local[*]`` if None).
     ``deal`` says how connections are dealt to tasks (:func:`deal_connections`); ``hub_host`` is the address
-    executors reach the driver's hub at (default: ``spark.driver.host``).
+    executors reach the driver's hub at (default: ``spark.driver.host``); ``clock`` times the phases.
     """
     resolved = [str(Path(p).resolve()) for p in paths]
     spark = spark if spark is not None else _session(master)
     sc = spark.sparkContext
     want = max(1, partitions or sc.defaultParallelism)
     host = hub_host or sc.getConf().get("spark.driver.host", None) or "127.0.0.1"
-    started = time.perf_counter()
+    started = clock.monotonic()
     plan: ReplayPlan | None = None
     if options.scale <= 1:
         conns = group_connections(read_capture(resolved))
@@ -213,10 +216,10 @@ def run_spark_replay(paths: Iterable[str | Path], options: ReplayOptions, master
         if not plan.keys:
             raise ValueError("the capture has no requests to replay")
         log.info("replay plan: %d request(s) on %d connection(s), %d cross-connection dependencies (%.1f s)",
-                 plan.total, len(plan.keys), plan.cross_dependencies, time.perf_counter() - started)
+                 plan.total, len(plan.keys), plan.cross_dependencies, clock.monotonic() - started)
     units = options.scale if plan is None else len(plan.keys)
     n = min(want, units)
-    slots = task_slots(sc, n)
+    slots = task_slots(sc, n, clock=clock)
     if n > slots:
         log.warning("%d task(s) asked for, but the cluster runs %d at once: replaying in %d", n, slots, max(1, slots))
         n = max(1, slots)
@@ -237,7 +240,7 @@ def run_spark_replay(paths: Iterable[str | Path], options: ReplayOptions, master
             rdd = sc.parallelize(items, len(items)).barrier().mapPartitions(task)
             collected: list[ReplayReport] = rdd.collect()
             log.info("Spark replay: %d task report(s) in %.1f s; hub: %s", len(collected),
-                     time.perf_counter() - started, hub.stats)
+                     clock.monotonic() - started, hub.stats)
     finally:
         if plan_bc is not None:
             plan_bc.destroy()

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__, web
+from ..common.clock import SYSTEM_CLOCK
 from .jobs import Section
 from .jobs.plots import as_charts
 
@@ -211,7 +212,7 @@ def render_html(items: Sequence[Section | ReportGroup], *, title: str = "minikaf
                 generated: dt.datetime | None = None, facts: Sequence[tuple[str, str]] = ()) -> str:
     """The whole report: a header (inputs, time span, generated time, version), a table of contents,
     then every section, grouped under its job's title where ``items`` holds :class:`ReportGroup`\\ s."""
-    generated = generated or dt.datetime.now(dt.UTC)
+    generated = generated or dt.datetime.fromtimestamp(SYSTEM_CLOCK.time(), dt.UTC)
     ids = _Ids()
     charts = _Charts()
     toc: list[str] = []

@@ -34,7 +34,6 @@ import datetime as dt
 import glob
 import logging
 import shutil
-import time
 import traceback
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Executor, Future, ThreadPoolExecutor, as_completed
@@ -42,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from minikafka.analysis.jobs import JOB_MODULES, AnalysisOptions, has_input, job
+from minikafka.common.clock import SYSTEM_CLOCK, Clock
 
 log = logging.getLogger("minikafka.analysis.run")
 
@@ -168,14 +168,14 @@ def _ts(ns: int | None) -> dt.datetime | None:
     return None if ns is None else dt.datetime.fromtimestamp(ns / 1e9, dt.UTC)
 
 
-def _collect(results: dict[str, Any], pool: Executor | None) -> dict[str, Future]:
+def _collect(results: dict[str, Any], pool: Executor | None, clock: Clock = SYSTEM_CLOCK) -> dict[str, Future]:
     """``toPandas()`` of every result, as futures: on ``pool``'s threads (each with the calling thread's Spark
     local properties: job group, scheduler pool), or one after the other here when ``pool`` is None."""
     def collect(df: Any, props: Any) -> tuple[Any, float]:
         if props is not None:
             df.sparkSession.sparkContext._jsc.sc().setLocalProperties(props)
-        t = time.monotonic()
-        return df.toPandas(), time.monotonic() - t
+        t = clock.monotonic()
+        return df.toPandas(), clock.monotonic() - t
 
     out: dict[str, Future] = {}
     props = None
@@ -195,7 +195,7 @@ def _collect(results: dict[str, Any], pool: Executor | None) -> dict[str, Future
 
 
 def _run_job(name: str, mod: Any, tables: Any, opts: AnalysisOptions, out: Path,
-             formats: Sequence[str], want_report: bool, pool: Executor | None = None
+             formats: Sequence[str], want_report: bool, pool: Executor | None = None, clock: Clock = SYSTEM_CLOCK
              ) -> tuple[dict[str, Any], list[Any]]:
     """Run one job: its tables written and collected, its report sections; errors caught and recorded."""
     info: dict[str, Any] = {"title": getattr(mod, "TITLE", name), "status": "ok", "error": None, "stage": None,
@@ -212,7 +212,7 @@ def _run_job(name: str, mod: Any, tables: Any, opts: AnalysisOptions, out: Path,
     timezone = None
     # Results are small: one Spark query collects each (several at once: a small query's time is mostly
     # latency), and the driver writes the files from what it holds.
-    collected = _collect(results, pool)
+    collected = _collect(results, pool, clock)
     for table, df in results.items():
         entry: dict[str, Any] = {}
         info["tables"][table] = entry
@@ -220,18 +220,18 @@ def _run_job(name: str, mod: Any, tables: Any, opts: AnalysisOptions, out: Path,
             pdf, seconds = collected[table].result()
             frames[table] = pdf
             entry["rows"] = len(pdf)
-            t1 = time.monotonic()
+            t1 = clock.monotonic()
             if "parquet" in formats:
                 if timezone is None:
                     timezone = df.sparkSession.conf.get("spark.sql.session.timeZone")
                 entry["parquet"] = str(write_parquet_pandas(pdf, df.schema, out / name / f"{table}.parquet",
                                                             timezone))
-            t2 = time.monotonic()
+            t2 = clock.monotonic()
             if "csv" in formats:
                 entry["csv"] = str(write_csv_pandas(pdf, out / name / f"{table}.csv"))
             log.info("%s/%s: %d rows; collect %.2f s, parquet %.2f s, csv %.2f s", name, table, len(pdf),
-                     seconds, t2 - t1, time.monotonic() - t2)
-        except Exception as exc:
+                     seconds, t2 - t1, clock.monotonic() - t2)
+        except Exception as exc:  # a job's (user code's) failure is reported in its info, the others go on
             log.exception("job %s: table %s failed", name, table)
             entry["error"] = f"{type(exc).__name__}: {exc}"
             info.update(status="failed", stage="write", error=f"table {table}: {type(exc).__name__}: {exc}",
@@ -240,7 +240,7 @@ def _run_job(name: str, mod: Any, tables: Any, opts: AnalysisOptions, out: Path,
     if want_report:
         try:
             sections = list(mod.report(frames, opts))
-        except Exception as exc:
+        except Exception as exc:  # a job's (user code's) report failing is reported, the others go on
             log.exception("job %s: report failed", name)
             info.update(status="failed", stage="report", error=f"report: {type(exc).__name__}: {exc}",
                         traceback=traceback.format_exc())
@@ -250,8 +250,8 @@ def _run_job(name: str, mod: Any, tables: Any, opts: AnalysisOptions, out: Path,
 def analyze(paths: str | Path | Iterable[str | Path], out_dir: str | Path, jobs: Sequence[str] | None = None,
             opts: AnalysisOptions | None = None, spark: Any = None, formats: Sequence[str] = FORMATS,
             report: bool = True, *, master: str | None = None, load_options: dict[str, Any] | None = None,
-            stop_session: bool = False, on_progress: Callable[[int, int, str], None] | None = None
-            ) -> dict[str, Any]:
+            stop_session: bool = False, on_progress: Callable[[int, int, str], None] | None = None,
+            clock: Clock = SYSTEM_CLOCK) -> dict[str, Any]:
     """Run ``jobs`` (default: every job module that imports) over the captures at ``paths``.
 
     Writes ``out_dir/<job>/<table>.parquet`` and ``.csv`` (as ``formats`` says) and
@@ -263,6 +263,7 @@ def analyze(paths: str | Path | Iterable[str | Path], out_dir: str | Path, jobs:
     stops a session this call created).  ``load_options``: data source options (``ports``...).
     ``on_progress(jobs done, jobs in all, a job running)`` is told when the jobs start, as each one
     ends, and at the end.  Jobs run several at once (:data:`JOB_THREADS`), their tables in the order asked.
+    ``clock`` times the jobs (``seconds``).
     """
     from minikafka.analysis.report import ReportGroup, write_report
     from minikafka.analysis.session import spark_session
@@ -281,7 +282,7 @@ def analyze(paths: str | Path | Iterable[str | Path], out_dir: str | Path, jobs:
 
         created = SparkSession.getActiveSession() is None
         spark = spark_session(master, short=created and _short_input(inputs))
-    t_start = time.monotonic()
+    t_start = clock.monotonic()
     tables = load_tables(spark, inputs, **(load_options or {})).cache()  # decodes the captures, once
     summary: dict[str, Any] = {"out_dir": str(out), "report": None, "inputs": inputs, "jobs": {}, "failed": []}
     groups: list[Any] = []
@@ -307,13 +308,13 @@ def analyze(paths: str | Path | Iterable[str | Path], out_dir: str | Path, jobs:
 
         def run_one(name: str) -> tuple[dict[str, Any], list[Any]]:
             spark.sparkContext._jsc.sc().setLocalProperties(props.clone())  # the caller's job group, here too
-            t0 = time.monotonic()
+            t0 = clock.monotonic()
             log.info("running job %s", name)
             mod = modules[name]
             # A job without input in this capture runs on empty tables: the same results, no scan.
             info, sections = _run_job(name, mod, tables if has_input(mod, facts) else tables.empty(), opts, out,
-                                      formats, report, pool)
-            info["seconds"] = round(time.monotonic() - t0, 3)
+                                      formats, report, pool, clock)
+            info["seconds"] = round(clock.monotonic() - t0, 3)
             return info, sections
 
         # Several jobs at once: most of a job's time is Spark planning its small queries, one at a time.
@@ -361,7 +362,7 @@ def analyze(paths: str | Path | Iterable[str | Path], out_dir: str | Path, jobs:
         if restore is not None:
             restore()
         tables.unpersist()
-        summary["seconds"] = round(time.monotonic() - t_start, 3)
+        summary["seconds"] = round(clock.monotonic() - t_start, 3)
         if created and stop_session:
             spark.stop()
     return summary

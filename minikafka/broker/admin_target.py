@@ -39,9 +39,10 @@ class AdminTarget:
     def of(cls, target: Broker | Cluster) -> AdminTarget:
         if isinstance(target, Cluster):
             return cls(target.faults, lambda: dict(target.brokers), target.metadata, target,
-                       client_telemetry=target.client_telemetry, config=target.base_config,
-                       authorizer=broker_authorizer(target.base_config, target.acls),
-                       scram_credentials=target.scram_credentials, delegation_tokens=target.delegation_tokens,
+                       client_telemetry=target.shared.client_telemetry, config=target.base_config,
+                       authorizer=broker_authorizer(target.base_config, target.shared.acls),
+                       scram_credentials=target.shared.scram_credentials,
+                       delegation_tokens=target.shared.delegation_tokens,
                        clock=target.clock)
         return cls(target.faults, lambda: {target.node_id: target}, target.metadata,
                    client_telemetry=target.client_telemetry, config=target.config, authorizer=target.authorizer,

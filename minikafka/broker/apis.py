@@ -27,10 +27,12 @@ from typing import Any
 from ..common import Clock
 from ..protocol.api import APIS, ApiKey
 from ..protocol.errors import ErrorCode
+from ..protocol.exceptions import ProtocolError
 from ..protocol.headers import encode_response_header, parse_request_header, response_header_version
 from ..protocol.throttling import client_throttles_itself
 from .error_responses import KafkaError, error_code_for, error_response
-from .faults import BrokerFaults, FaultPlan, merge_partition_errors, split_request
+from .faults import (BrokerFaults, FaultPlan, merge_partition_errors, partition_errors, partition_layout,
+                     split_request)
 from .handlers.registry import Handler, supported_api_versions
 from .quota import QuotaManagers, ThrottleCallback
 from .request import Request, RequestContext, RequestObserver, Response
@@ -60,7 +62,7 @@ class KafkaApis:
         """Parse header and body; raise CloseConnection or return the request."""
         try:
             hdr = parse_request_header(frame)
-        except Exception as exc:  # too short for a header, or truncated header tags
+        except ProtocolError as exc:  # too short for a header, or truncated header tags
             raise CloseConnection(f"malformed request header ({exc})") from None
         ctx = RequestContext(
             api_key=hdr.api_key, api_version=hdr.api_version, correlation_id=hdr.correlation_id,
@@ -79,7 +81,7 @@ class KafkaApis:
         ctx.body_size = len(frame) - hdr.body_offset
         try:
             body = api.request.parse(memoryview(frame)[hdr.body_offset:], version)
-        except Exception as exc:
+        except ProtocolError as exc:
             raise CloseConnection(f"malformed {api.name} v{version} request: {exc}") from None
         return Request(ctx, body, frame)
 
@@ -149,7 +151,7 @@ class KafkaApis:
             response = Response(request, None, close_connection=True)
         elif rule is None:
             response = await self._run_handler(request)
-        elif not rule.per_partition:
+        elif not rule.per_partition or partition_layout(ctx.api_key, ctx.api_version) is None:
             assert rule.error_code is not None
             no_response = ctx.api_key == ApiKey.PRODUCE and request.body["acks"] == 0
             body = None if no_response else error_response(ctx.api_key, ctx.api_version, request.body,
@@ -158,11 +160,15 @@ class KafkaApis:
         else:
             assert self.faults is not None and rule.error_code is not None
             names = self.faults.topic_name
-            faulted, kept = split_request(ctx.api_key, request.body, plan, names)
+            faulted, kept = split_request(ctx.api_key, ctx.api_version, request.body, plan, names)
             body, error = await self._call_handler(ctx, kept)
             if body is not None:
                 errors = error_response(ctx.api_key, ctx.api_version, faulted, rule.error_code)
-                body = merge_partition_errors(ctx.api_key, body, errors, plan, names)
+                layout = partition_layout(ctx.api_key, ctx.api_version)
+                if layout is not None and not errors.get(layout.response.path[0]):
+                    # Its error response has a top-level error only: each faulted partition answers the error.
+                    errors = partition_errors(ctx.api_key, ctx.api_version, faulted, rule.error_code)
+                body = merge_partition_errors(ctx.api_key, ctx.api_version, body, errors, plan, names)
             response = self._encode(request, body, error)
         if not plan.drop_before:
             await plan.wait_hold()
@@ -194,7 +200,7 @@ class KafkaApis:
                 segments = api.response.build_segments(
                     error_response(ctx.api_key, ctx.api_version, request.body, error, ctx.throttle_time_ms),
                     ctx.api_version)
-            except Exception as exc:
+            except Exception as exc:  # a bug in the error response too: the connection closes (logged above)
                 raise CloseConnection(f"cannot encode even an error response to {api.name} "
                                       f"v{ctx.api_version}: {exc}") from exc
         segments.insert(0, header)

@@ -8,8 +8,9 @@ services it uses (:class:`~minikafka.broker.services.BrokerServices`,
 :class:`~minikafka.broker.apis.KafkaApis` behind the
 :class:`~minikafka.broker.server.SocketServer`, and runs everything inside one
 Trio nursery (no hidden background tasks).  Components shared by a cluster
-(metadata, group coordinator, producer ids, dynamic configs) are passed in by
-the :class:`~minikafka.broker.cluster.Cluster`; a lone broker makes its own.
+(:class:`~minikafka.broker.shared.SharedServices`: metadata, coordinators, ACLs...)
+are passed in by the :class:`~minikafka.broker.cluster.Cluster`; a lone broker
+makes its own.  A traffic capture is handed in (:mod:`~minikafka.broker.recording`).
 Use :func:`serve_broker` as an async context manager from Python, or
 ``minikafka serve`` from the command line.
 """
@@ -22,8 +23,6 @@ import sys
 import uuid
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 from pathlib import Path
 
 import trio
@@ -37,21 +36,13 @@ from .apis import KafkaApis
 from .broker_metrics import BrokerMetricsObserver, server_metrics
 from .config import BrokerConfig, ConfigError, StartupError
 from .faults import BrokerFaults, FaultInjector
-from .features import FeatureControlManager, FeaturesError
-from .dynamic_config import DynamicBrokerConfig, DynamicConfigStore
+from .dynamic_config import DynamicBrokerConfig
 from .fetch_session import FetchManager, FetchSessionCache
-from .groups import GroupCoordinator
-from .groups.group_config import GroupConfigManager
-from .client_metrics.configs import ClientMetricsConfigStore
 from .client_metrics.manager import ClientMetricsManager
 from .client_metrics.receiver import ClientTelemetryStore
-from .share.coordinator import ShareGroupCoordinator
 from .share.manager import SharePartitionManager
-from .share.partition_state import ShareStateStore
 from .handlers.registry import build_handlers
 from .metadata import MAX_PARTITIONS_PER_BATCH, ClusterMetadata, MetadataError
-from .producer_state import ProducerIdManager
-from .coordinator_log import compacted_log_config
 from .log.cleaner_manager import CleanerConfig, LogCleaner
 from .purgatory import DelayedOperationPurgatory
 from .quota import QuotaConfigs, QuotaManagers, ThrottledChannelReaper
@@ -65,45 +56,19 @@ from .replica_alter_log_dirs import ReplicaAlterLogDirsManager
 from .replica_manager import ReplicaManager
 from .request import ObserverBase, RequestObserver, Response
 from .server import SocketServer, run_reaper
-from .security.authorizer import AclStore, AclStoreError, StandardAuthorizer, create_authorizer
+from .security.authorizer import AclStore, StandardAuthorizer, create_authorizer
 from .security.authenticator import SaslServerAuthenticator, SaslServerMechanism
 from .security.sasl import SaslAuthenticationError, create_mechanism, enabled_mechanisms, validate_jaas_configs
 from .security.delegation_token import DelegationTokenManager
 from .security.scram import ScramCredentialStore
+from .recording import CaptureSupport, TrafficRecorder
 from .services import BrokerServices, HandlerTimer
+from .shared import SharedServices
 from .task_time import TaskTimeInstrument
 from .inter_broker import InterBrokerChannel, InterBrokerConnector
-from .txn import TransactionCoordinator
 from .txn.verification import AddPartitionsToTxnManager
 
-if TYPE_CHECKING:
-    from ..capture.service import CaptureService
-
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class SharedState:
-    """What the brokers of one cluster share (a lone broker gets its own)."""
-
-    metadata: ClusterMetadata
-    group_coordinator: GroupCoordinator
-    producer_ids: ProducerIdManager = field(default_factory=ProducerIdManager)
-    dynamic_configs: DynamicConfigStore = field(default_factory=DynamicConfigStore)
-    faults: FaultInjector = field(default_factory=FaultInjector)  # rules for every broker (by broker id)
-    txn_coordinator: TransactionCoordinator | None = None  # made by the broker when not shared
-    acls: AclStore | None = None  # the cluster's ACLs (made by the broker when not shared)
-    scram_credentials: ScramCredentialStore | None = None  # made by the broker when not shared
-    delegation_tokens: DelegationTokenManager | None = None  # the cluster's tokens (made by the broker when not shared)
-    group_configs: GroupConfigManager | None = None  # per-group dynamic configs (made by the broker when not shared)
-    share_groups: ShareGroupCoordinator | None = None  # share-group membership (made by the broker when not shared)
-    share_state: ShareStateStore | None = None  # share-partition state (made by the broker when not shared)
-    # KIP-714 client metrics subscriptions and what clients pushed (made by the broker when not shared).
-    client_metrics_configs: ClientMetricsConfigStore | None = None
-    client_telemetry: ClientTelemetryStore | None = None
-    features: FeatureControlManager | None = None  # the cluster's feature levels (made by the broker when not shared)
-    owns_groups: bool = True  # whether this broker runs (and closes) the group and transaction coordinators
-    clustered: bool = False  # one of a Cluster's brokers (replication metrics are reported)
 
 
 class AutoTopicCreationManager:
@@ -197,38 +162,6 @@ class RequestStats(ObserverBase):
         return out
 
 
-def share_group_coordinator(config: BrokerConfig, metadata: ClusterMetadata, group_configs: GroupConfigManager,
-                            group_coordinator: GroupCoordinator) -> ShareGroupCoordinator:
-    """The share-group coordinator of a broker or cluster: share group ids share one namespace with the
-    classic/consumer groups of ``group_coordinator``."""
-    share_groups = ShareGroupCoordinator(config, metadata, group_configs,
-                                         other_group_exists=lambda group_id: group_coordinator.get_group(group_id)
-                                         is not None)
-    group_coordinator.share_group_exists = share_groups.exists
-    return share_groups
-
-
-def open_features(config: BrokerConfig, data_dir: Path | None) -> FeatureControlManager:
-    """The cluster's feature levels: those saved in ``data_dir``, else ``minikafka.bootstrap.features``
-    (ConfigError when that is not valid, StartupError when the saved ones cannot be read)."""
-    try:
-        settings = FeatureControlManager.parse_settings(config.bootstrap_features)
-    except FeaturesError as exc:
-        raise ConfigError("minikafka.bootstrap.features", config.bootstrap_features, str(exc)) from None
-    try:
-        return FeatureControlManager(data_dir, settings)
-    except FeaturesError as exc:
-        raise StartupError(str(exc)) from None
-
-
-def open_acl_store(data_dir: Path | None) -> AclStore:
-    """The ACLs saved in ``data_dir`` (none in memory); StartupError when they cannot be read."""
-    try:
-        return AclStore(data_dir)
-    except AclStoreError as exc:
-        raise StartupError(str(exc)) from None
-
-
 def broker_authorizer(config: BrokerConfig, acls: AclStore) -> StandardAuthorizer | None:
     """The authorizer ``authorizer.class.name`` names (None: no authorization); ConfigError otherwise."""
     try:
@@ -236,14 +169,6 @@ def broker_authorizer(config: BrokerConfig, acls: AclStore) -> StandardAuthorize
                                  config.allow_everyone_if_no_acl_found, acls)
     except ValueError as exc:
         raise ConfigError("authorizer.class.name", config.authorizer_class_name, str(exc)) from None
-
-
-async def token_expiry_loop(tokens: DelegationTokenManager, interval_ms: int) -> None:
-    """Remove expired delegation tokens every ``delegation.token.expiry.check.interval.ms`` (the KRaft
-    controller's periodic ``sweepExpiredDelegationTokens``); one loop per cluster."""
-    while True:
-        await trio.sleep(interval_ms / 1000)
-        tokens.expire_tokens()
 
 
 def check_data_dir(path: Path) -> None:
@@ -262,61 +187,43 @@ def check_data_dir(path: Path) -> None:
 class Broker:
     """A single Kafka broker."""
 
-    def __init__(self, config: BrokerConfig, shared: SharedState | None = None, *,
+    def __init__(self, config: BrokerConfig, shared: SharedServices | None = None, *,
                  clock: Clock = SYSTEM_CLOCK, timer: HandlerTimer | None = None,
-                 faults: FaultInjector | None = None) -> None:
-        """``timer`` measures handler run time for request quotas (default: each Trio task's own run time,
+                 faults: FaultInjector | None = None, captures: CaptureSupport | None = None) -> None:
+        """``shared``: a cluster's services (None: a lone broker, which builds, runs and closes its own).
+        ``captures``: how to capture this broker's traffic (:data:`minikafka.capture.recorder.CAPTURE`,
+        handed in by whoever starts the broker); needed for ``capture_dir`` and :meth:`start_capture`.
+        ``timer`` measures handler run time for request quotas (default: each Trio task's own run time,
         :class:`~minikafka.broker.task_time.TaskTimeInstrument`); tests inject a deterministic one.
         ``faults``: the fault rules of a lone broker (default: its own; a cluster's are in ``shared``)."""
         self.config = config
         self.node_id = config.node_id
         self.clock = clock
+        if config.capture_dir is not None and captures is None:
+            raise StartupError(f"capture dir {config.capture_dir} set but the broker was given no capture "
+                               "(captures=minikafka.capture.recorder.CAPTURE)")
+        self.captures = captures
         for directory in config.all_log_dirs:  # data_dir first
             check_data_dir(directory)
+        # A lone broker runs (and closes) its coordinators; a cluster's brokers report replication metrics.
+        self.owns_shared = shared is None
+        self.clustered = shared is not None
         if shared is None:
-            shared = SharedState(ClusterMetadata([config.node_id], config.data_dir,
-                                                 max_partitions=config.max_partitions,
-                                                 offsets_topic_partitions=config.offsets_topic_num_partitions),
-                                 GroupCoordinator(config, config.data_dir, wall_clock=lambda: clock.time_ns() / 1e9),
-                                 faults=faults if faults is not None else FaultInjector(clock))
-        if shared.features is None:
-            shared.features = open_features(config, config.data_dir)
-        self.features: FeatureControlManager = shared.features
-        if shared.txn_coordinator is None:
-            shared.txn_coordinator = TransactionCoordinator(config, config.data_dir, shared.producer_ids,
-                                                            shared.metadata, clock, shared.group_coordinator,
-                                                            features=shared.features)
-        if shared.scram_credentials is None:
-            shared.scram_credentials = ScramCredentialStore.from_config(config, config.data_dir)
-        if shared.delegation_tokens is None:
-            shared.delegation_tokens = DelegationTokenManager.from_config(config, config.data_dir,
-                                                                          time_ms=clock.time_ms)
+            shared = SharedServices.create(config, config.data_dir, [config.node_id], clock, faults)
         validate_jaas_configs(config.extra)
-        if shared.acls is None:
-            shared.acls = open_acl_store(config.data_dir)
-        if shared.group_configs is None:
-            shared.group_configs = GroupConfigManager(config, config.data_dir)
-        self.group_configs: GroupConfigManager = shared.group_configs
-        if shared.share_groups is None:
-            shared.share_groups = share_group_coordinator(config, shared.metadata, shared.group_configs,
-                                                          shared.group_coordinator)
-        self.share_groups: ShareGroupCoordinator = shared.share_groups
-        if shared.share_state is None:
-            shared.share_state = share_state_store(config, config.data_dir, shared.metadata, clock)
-        if shared.client_metrics_configs is None:
-            shared.client_metrics_configs = ClientMetricsConfigStore(config.data_dir)
-        if shared.client_telemetry is None:
-            shared.client_telemetry = ClientTelemetryStore(clock.time_ms)
-        self.client_metrics_configs: ClientMetricsConfigStore = shared.client_metrics_configs
+        self.shared = shared
+        self.features = shared.features
+        self.group_configs = shared.group_configs
+        self.share_groups = shared.share_groups
+        self.client_metrics_configs = shared.client_metrics_configs
         # KIP-714: this broker's client instances, matched against the cluster's subscriptions.
         self.client_metrics = ClientMetricsManager(shared.client_metrics_configs, shared.client_telemetry,
-                                                   config.telemetry_max_bytes, clock.time_ms)
+                                                   config.telemetry_max_bytes, clock)
         # ACL authorization (Kafka's authorizer.class.name); None: every request is allowed.
         self.authorizer = broker_authorizer(config, shared.acls)
-        self.shared = shared
-        self.txn_coordinator: TransactionCoordinator = shared.txn_coordinator
-        self.scram_credentials: ScramCredentialStore = shared.scram_credentials
-        self.delegation_tokens: DelegationTokenManager = shared.delegation_tokens
+        self.txn_coordinator = shared.txn_coordinator
+        self.scram_credentials = shared.scram_credentials
+        self.delegation_tokens = shared.delegation_tokens
         self.faults = shared.faults
         self.metadata = shared.metadata
         self.group_coordinator = shared.group_coordinator
@@ -333,7 +240,7 @@ class Broker:
         self.reaper = ThrottledChannelReaper(trio.current_time)
         self.quotas = QuotaManagers(self.quota_configs, self.metrics_registry, window_num=config.quota_window_num,
                                     window_size_s=config.quota_window_size_seconds, reaper=self.reaper,
-                                    clock_ms=clock.time_ms)
+                                    clock=clock)
         self.leader_quota = self._replication_quota(LEADER_REPLICATION, config.leader_replication_throttled_rate)
         self.follower_quota = self._replication_quota(FOLLOWER_REPLICATION,
                                                       config.follower_replication_throttled_rate)
@@ -356,8 +263,8 @@ class Broker:
                                                    chunk_bytes=config.replica_fetch_max_bytes,
                                                    max_bytes_per_second=None if alter_rate >= 1 << 62 else alter_rate)
         self.log_cleaner.add_source(rm.cleaner_targets)
-        if shared.owns_groups:  # a lone broker also compacts its coordinators' internal logs
-            add_coordinator_logs(self.log_cleaner, shared)
+        if self.owns_shared:  # a lone broker also compacts its coordinators' internal logs
+            shared.add_coordinator_logs(self.log_cleaner)
         self.leader_quota.set_hosted(lambda: [k for k, p in rm.partitions.items() if p.is_leader])
         self.follower_quota.set_hosted(lambda: [k for k, p in rm.partitions.items() if not p.is_leader])
         # KIP-932 share-partitions this broker leads; their state is shared (a new leader reads it).
@@ -366,7 +273,7 @@ class Broker:
                                                       notify=self.delayed_fetch.check_and_complete, wall_clock=clock)
         self.fetch_manager = FetchManager(FetchSessionCache(
             config.max_incremental_fetch_session_cache_slots, config.min_incremental_fetch_session_eviction_ms,
-            clock_ms=clock.time_ms))
+            clock=clock))
         self.task_time: HandlerTimer = timer or TaskTimeInstrument()
         # KIP-890 verification of transactional produce goes to the coordinator over the wire.
         self.txn_channel = InterBrokerChannel(f"broker-{self.node_id}-txn-verifier", self.metadata.live.get,
@@ -387,7 +294,7 @@ class Broker:
                                                              self.delegation_tokens),
                                    on_authenticated=self._on_authenticated,
                                    on_closed=self._connection_closed)
-        self.capture: CaptureService | None = None  # while capturing (config.capture_dir, or start_capture)
+        self.capture: TrafficRecorder | None = None  # while capturing (config.capture_dir, or start_capture)
         self._capture_running: tuple[RequestObserver, trio.CancelScope, trio.Event] | None = None
         self._nursery: trio.Nursery | None = None  # run()'s, for what starts while running (a capture)
         self._serving = False
@@ -399,7 +306,6 @@ class Broker:
     @property
     def client_telemetry(self) -> ClientTelemetryStore:
         """What clients pushed (KIP-714), shared by a cluster's brokers: ``/metrics`` exports it."""
-        assert self.shared.client_telemetry is not None
         return self.shared.client_telemetry
 
     def _topic_name(self, topic_id: uuid.UUID) -> str | None:
@@ -476,7 +382,7 @@ class Broker:
         out: dict[str, float] = dict(self.fetch_manager.cache.metrics())
         out.update(self.share_partitions.metrics())
         out.update(self.fetcher_manager.metrics())
-        if self.shared.clustered:
+        if self.clustered:
             out.update(self.replica_manager.replication_metrics())
         out.update(self.metrics_registry.snapshot())
         out.update(self.replication_quota_metrics())
@@ -515,12 +421,8 @@ class Broker:
             trio.lowlevel.add_instrument(instrument)
         try:
             async with trio.open_nursery() as nursery:
-                if self.shared.owns_groups:
-                    nursery.start_soon(self.group_coordinator.run)
-                    nursery.start_soon(self.share_groups.run)
-                    await nursery.start(self.txn_coordinator.run)
-                    nursery.start_soon(token_expiry_loop, self.delegation_tokens,
-                                       self.config.delegation_token_expiry_check_interval_ms)
+                if self.owns_shared:
+                    await self.shared.start(nursery, self.config)
                 nursery.start_soon(run_reaper, self.reaper)
                 nursery.start_soon(self.share_partitions.run)
                 nursery.start_soon(self._retention_loop)
@@ -531,7 +433,7 @@ class Broker:
                     self._start_capture(nursery, self.config.capture_dir)
                 port = await nursery.start(self.server.serve)
                 if self.capture is not None:
-                    self.capture.server = f"{self.config.host}:{port}"
+                    self.capture.set_server(f"{self.config.host}:{port}")
                 self._join(nursery)
                 self._serving = True
                 task_status.started(port)
@@ -548,12 +450,11 @@ class Broker:
                     pass
             self.close()
 
-    def _start_capture(self, nursery: trio.Nursery, directory: Path) -> CaptureService:
-        from ..capture.observer import CaptureObserver
-        from ..capture.service import CaptureService
-
-        capture = self.capture = CaptureService(directory, self.node_id, clock=self.clock)
-        observer = CaptureObserver(capture)
+    def _start_capture(self, nursery: trio.Nursery, directory: Path) -> TrafficRecorder:
+        if self.captures is None:
+            raise RuntimeError(f"broker {self.node_id} was given no capture")
+        capture = self.capture = self.captures.recorder(directory, self.node_id, self.clock)
+        observer = capture.observer
         scope, done = trio.CancelScope(), trio.Event()
 
         async def write() -> None:
@@ -574,18 +475,19 @@ class Broker:
         self._capture_running = (observer, scope, done)
         return capture
 
-    def start_capture(self, directory: Path) -> CaptureService:
+    def start_capture(self, directory: Path) -> TrafficRecorder:
         """Start capturing this broker's traffic into ``directory`` while it runs (what ``serve
-        --capture-dir`` does from the start); RuntimeError when it already captures or is not running."""
+        --capture`` does from the start); RuntimeError when it already captures, is not running or was
+        given no capture."""
         if self.capture is not None:
-            raise RuntimeError(f"broker {self.node_id} already captures into {self.capture.writer.dir}")
+            raise RuntimeError(f"broker {self.node_id} already captures into {self.capture.directory}")
         if self._nursery is None or not self._serving:
             raise RuntimeError(f"broker {self.node_id} is not running")
         capture = self._start_capture(self._nursery, directory)
-        capture.server = f"{self.config.host}:{self.port}"
+        capture.set_server(f"{self.config.host}:{self.port}")
         return capture
 
-    async def stop_capture(self) -> CaptureService | None:
+    async def stop_capture(self) -> TrafficRecorder | None:
         """Stop capturing: no more requests are handed over, what was is written and the file closed.
         Returns the stopped capture (None when there was none)."""
         capture, running = self.capture, self._capture_running
@@ -673,12 +575,8 @@ class Broker:
                 log.info("retention deleted %d segment(s)", deleted)
 
     def close(self) -> None:
-        if self.shared.owns_groups:
-            self.group_coordinator.close()
-            self.share_groups.close()
-            self.txn_coordinator.close()
-            if self.shared.share_state is not None:
-                self.shared.share_state.close()
+        if self.owns_shared:
+            self.shared.close()
         self.share_partitions.close()
         self.client_metrics.close()
         self.replica_manager.log_manager.close_all()
@@ -725,13 +623,6 @@ class Broker:
         self.replica_manager.ensure_partitions(topic)
 
 
-def share_state_store(config: BrokerConfig, data_dir: Path | None, metadata: ClusterMetadata,
-                      clock: Clock) -> ShareStateStore:
-    """The ``__share_group_state`` store, a compacted log in ``data_dir`` (in memory without one)."""
-    return ShareStateStore(data_dir, metadata, now_ms=clock.time_ms, config=compacted_log_config(
-        config.share_coordinator_state_topic_segment_bytes, config.topic_defaults()))
-
-
 def log_cleaner_for(config: BrokerConfig, checkpoint_dir: Path | None, clock: Clock) -> LogCleaner:
     """A log cleaner configured by the broker's ``log.cleaner.*`` keys."""
     return LogCleaner(CleanerConfig(
@@ -744,23 +635,15 @@ def log_cleaner_for(config: BrokerConfig, checkpoint_dir: Path | None, clock: Cl
         checkpoint_dir=checkpoint_dir, clock=clock)
 
 
-def add_coordinator_logs(cleaner: LogCleaner, shared: SharedState) -> None:
-    """Have ``cleaner`` compact ``__consumer_offsets``, ``__transaction_state`` and ``__share_group_state``
-    (once per process: a cluster's brokers share these coordinators)."""
-    cleaner.add_source(shared.group_coordinator.cleaner_targets)
-    if shared.txn_coordinator is not None:
-        cleaner.add_source(shared.txn_coordinator.cleaner_targets)
-    if shared.share_state is not None:
-        cleaner.add_source(shared.share_state.cleaner_targets)
-
-
 @asynccontextmanager
 async def serve_broker(config: BrokerConfig | None = None, *, clock: Clock = SYSTEM_CLOCK,
-                       timer: HandlerTimer | None = None, **kwargs: object) -> AsyncIterator[Broker]:
-    """Run a broker for the duration of an ``async with`` block (port 0 picks a free port)."""
+                       timer: HandlerTimer | None = None, captures: CaptureSupport | None = None,
+                       **kwargs: object) -> AsyncIterator[Broker]:
+    """Run a broker for the duration of an ``async with`` block (port 0 picks a free port); ``captures``
+    as for :class:`Broker`."""
     if config is None:
         config = BrokerConfig(**{"port": 0, **kwargs})  # type: ignore[arg-type]
-    broker = Broker(config, clock=clock, timer=timer)
+    broker = Broker(config, clock=clock, timer=timer, captures=captures)
     async with trio.open_nursery() as nursery:
         await nursery.start(broker.run)
         try:

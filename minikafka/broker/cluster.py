@@ -39,22 +39,12 @@ from typing import Any, AsyncIterator
 import trio
 
 from ..common import SYSTEM_CLOCK, Clock
-from .broker import (Broker, SharedState, add_coordinator_logs, check_data_dir, log_cleaner_for, open_acl_store,
-                     open_features, share_group_coordinator, share_state_store, token_expiry_loop)
-from .config import BrokerConfig, ConfigError
-from .dynamic_config import DynamicConfigStore
-from .faults import FaultInjector
-from .groups import GroupCoordinator
-from .groups.group_config import GroupConfigManager
-from .client_metrics.configs import ClientMetricsConfigStore
-from .client_metrics.receiver import ClientTelemetryStore
-from .metadata import ClusterMetadata
-from .producer_state import ProducerIdManager
+from .broker import Broker, check_data_dir, log_cleaner_for
+from .config import BrokerConfig, ConfigError, StartupError
+from .recording import CaptureSupport
 from .security.listeners import ListenerError, parse_listeners
 from .services import HandlerTimer
-from .security.delegation_token import DelegationTokenManager
-from .security.scram import ScramCredentialStore
-from .txn import TransactionCoordinator
+from .shared import SharedServices
 
 log = logging.getLogger(__name__)
 
@@ -64,57 +54,32 @@ class Cluster:
     ``listeners``, each listener's port + broker id (0 stays 0: a free port)."""
 
     def __init__(self, num_brokers: int = 3, config: BrokerConfig | None = None, *, clock: Clock = SYSTEM_CLOCK,
-                 timer: HandlerTimer | None = None, **settings: Any) -> None:
+                 timer: HandlerTimer | None = None, captures: CaptureSupport | None = None,
+                 **settings: Any) -> None:
+        """``captures``: how the brokers capture their traffic (as for :class:`Broker`)."""
         base = config or BrokerConfig(**{"port": 0, **settings})
         self.clock = clock
         self.timer = timer
+        if base.capture_dir is not None and captures is None:
+            raise StartupError(f"capture dir {base.capture_dir} set but the cluster was given no capture "
+                               "(captures=minikafka.capture.recorder.CAPTURE)")
+        self.captures = captures
         self.base_config = base
         self.data_dir: Path | None = Path(base.data_dir) if base.data_dir is not None else None
         if self.data_dir is not None:
             check_data_dir(self.data_dir)
         ids = list(range(num_brokers))
-        self.metadata = ClusterMetadata(ids, self.data_dir, max_partitions=base.max_partitions,
-                                        offsets_topic_partitions=base.offsets_topic_num_partitions)
-        self.producer_ids = ProducerIdManager()
-        self.group_coordinator = GroupCoordinator(base, self.data_dir, wall_clock=lambda: clock.time_ns() / 1e9)
-        # Dynamic broker configs (IncrementalAlterConfigs/AlterConfigs on broker resources), per broker id
-        # and cluster-wide: kept here so they survive a broker restart, as Kafka keeps them in its metadata.
-        self.dynamic_configs = DynamicConfigStore()
-        self.faults = FaultInjector(clock)  # one rule set for every broker (rules match by broker id)
-        # Feature levels (KIP-584), finalized for the whole cluster (<data_dir>/features.json).
-        self.features = open_features(base, self.data_dir)
-        self.txn_coordinator = TransactionCoordinator(base, self.data_dir, self.producer_ids, self.metadata, clock,
-                                                      self.group_coordinator, features=self.features)
-        # SCRAM credentials: one store for the cluster (Kafka keeps them in its metadata), in
-        # <data_dir>/__scram_credentials, seeded from minikafka.scram.users.
-        self.scram_credentials = ScramCredentialStore.from_config(base, self.data_dir)
-        # Delegation tokens (KIP-48) likewise: one set for the cluster, next to the SCRAM credentials.
-        self.delegation_tokens = DelegationTokenManager.from_config(base, self.data_dir, time_ms=clock.time_ms)
-        # ACLs, like Kafka's in its metadata: one set for every broker, in <data_dir>/acls.json.
-        self.acls = open_acl_store(self.data_dir)
-        # Per-group dynamic configs, like Kafka's in its metadata: one set for every broker, in
-        # <data_dir>/group-configs.json.
-        self.group_configs = GroupConfigManager(base, self.data_dir)
-        # KIP-932 share-group membership, one coordinator for every broker (as the group coordinator).
-        self.share_groups = share_group_coordinator(base, self.metadata, self.group_configs, self.group_coordinator)
-        # KIP-932 share-partition state, one store for every broker (as if __share_group_state were replicated):
-        # a partition's new leader reads what the old one wrote, in <data_dir>/__share_group_state-0.
-        self.share_state = share_state_store(base, self.data_dir, self.metadata, clock)
-        # KIP-714 client metrics subscriptions, like Kafka's in its metadata (<data_dir>/client-metrics-configs.json),
-        # and what clients pushed to any broker.
-        self.client_metrics_configs = ClientMetricsConfigStore(self.data_dir)
-        self.client_telemetry = ClientTelemetryStore(clock.time_ms)
+        # One set of shared services for every broker (SharedServices), run by the cluster.
+        self.shared = SharedServices.create(base, self.data_dir, ids, clock)
+        self.metadata = self.shared.metadata
+        self.faults = self.shared.faults  # one rule set for every broker (rules match by broker id)
+        self.group_coordinator = self.shared.group_coordinator
+        self.txn_coordinator = self.shared.txn_coordinator
+        self.share_groups = self.shared.share_groups
         _warn_if_brokers_unauthorized(base)
-        self.shared = SharedState(self.metadata, self.group_coordinator, self.producer_ids, self.dynamic_configs,
-                                  acls=self.acls, group_configs=self.group_configs, share_groups=self.share_groups,
-                                  share_state=self.share_state, client_metrics_configs=self.client_metrics_configs,
-                                  client_telemetry=self.client_telemetry,
-                                  faults=self.faults, txn_coordinator=self.txn_coordinator, owns_groups=False,
-                                  clustered=True, scram_credentials=self.scram_credentials,
-                                  delegation_tokens=self.delegation_tokens, features=self.features)
         # The coordinators' internal logs are compacted once for the cluster (each broker compacts its replicas).
         self.log_cleaner = log_cleaner_for(base, self.data_dir, clock)
-        add_coordinator_logs(self.log_cleaner, self.shared)
+        self.shared.add_coordinator_logs(self.log_cleaner)
         self.configs: dict[int, BrokerConfig] = {
             i: dataclasses.replace(
                 base, node_id=i, port=base.port + i if base.port else 0,
@@ -156,28 +121,22 @@ class Cluster:
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
-                nursery.start_soon(self.group_coordinator.run)
-                nursery.start_soon(self.share_groups.run)
-                await nursery.start(self.txn_coordinator.run)
+                await self.shared.start(nursery, self.base_config)
                 await nursery.start(self.log_cleaner.run)
-                nursery.start_soon(token_expiry_loop, self.delegation_tokens,
-                                   self.base_config.delegation_token_expiry_check_interval_ms)
                 for i in self.broker_ids:
                     await self.start_broker(i)
                 task_status.started(self)
                 await trio.sleep_forever()
         finally:
-            self.group_coordinator.close()
-            self.share_groups.close()
-            self.txn_coordinator.close()
-            self.share_state.close()
+            self.shared.close()
 
     async def start_broker(self, broker_id: int) -> Broker:
         """Start (or restart) one broker on its port and log dir."""
         assert self._nursery is not None, "the cluster is not running"
         if broker_id in self.brokers:
             return self.brokers[broker_id]
-        broker = Broker(self.configs[broker_id], self.shared, clock=self.clock, timer=self.timer)
+        broker = Broker(self.configs[broker_id], self.shared, clock=self.clock, timer=self.timer,
+                        captures=self.captures)
         await self._nursery.start(self._run_broker, broker)
         log.info("cluster: broker %d started on port %d", broker_id, broker.port)
         return broker
@@ -243,10 +202,10 @@ def _warn_if_brokers_unauthorized(config: BrokerConfig) -> None:
 
 
 @asynccontextmanager
-async def serve_cluster(num_brokers: int = 3, config: BrokerConfig | None = None,
-                        **settings) -> AsyncIterator[Cluster]:
+async def serve_cluster(num_brokers: int = 3, config: BrokerConfig | None = None, *,
+                        captures: CaptureSupport | None = None, **settings) -> AsyncIterator[Cluster]:
     """Run a cluster for the duration of an ``async with`` block (port 0: free ports)."""
-    cluster = Cluster(num_brokers, config, **settings)
+    cluster = Cluster(num_brokers, config, captures=captures, **settings)
     async with trio.open_nursery() as nursery:
         await nursery.start(cluster.run)
         try:

@@ -22,7 +22,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
-from ..common import SYSTEM_CLOCK
+from ..common import SYSTEM_CLOCK, Clock
 from ..protocol.records import (NO_PRODUCER_EPOCH, NO_PRODUCER_ID, ControlRecordType, CorruptRecordError, Record,
                                 RecordBatchHeader, build_batch, build_control_batch, decode_records,
                                 read_end_txn_marker)
@@ -66,11 +66,11 @@ class CoordinatorLog:
     """A compacted partition log of coordinator records, with the transactions open in it."""
 
     def __init__(self, data_dir: Path, topic: str, partition: int, config: LogConfig, *,
-                 now_ms: Callable[[], int] = SYSTEM_CLOCK.time_ms) -> None:
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self.topic = topic
         self.partition = partition
         self.name = f"{topic}-{partition}"
-        self.now_ms = now_ms
+        self.clock = clock  # stamps the batches and markers
         self.log = Log(topic, partition, config, Path(data_dir) / self.name)
         # Transactions with data in the log and no marker yet: producer id -> (first offset, producer epoch).
         self.open_txns: dict[int, tuple[int, int]] = {}
@@ -85,7 +85,7 @@ class CoordinatorLog:
         recs = [Record(offset_delta=i, key=k, value=v) for i, (k, v) in enumerate(records)]
         if not recs:
             return -1
-        now = self.now_ms()
+        now = self.clock.time_ms()
         batch = build_batch(recs, producer_id=producer_id, producer_epoch=producer_epoch,
                             is_transactional=transactional, base_timestamp=now)
         info = self.log.append_as_leader([bytearray(batch)], COORDINATOR_LEADER_EPOCH, now)
@@ -100,7 +100,7 @@ class CoordinatorLog:
         txn = self.open_txns.get(producer_id)
         if txn is None:
             return False
-        now = self.now_ms()
+        now = self.clock.time_ms()
         marker = build_control_batch(ControlRecordType.COMMIT if commit else ControlRecordType.ABORT,
                                      producer_id=producer_id, producer_epoch=txn[1], timestamp=now)
         info = self.log.append_as_leader([bytearray(marker)], COORDINATOR_LEADER_EPOCH, now)

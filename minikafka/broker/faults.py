@@ -8,9 +8,9 @@ any API can be faulted.  A :class:`FaultRule` matches on
 
 * ``api`` (name such as ``"Produce"`` or key) and a version range
   (``min_version``/``max_version``), ``client_id`` (a glob), ``broker`` (node id);
-* ``topic`` (a glob) and ``partition``: the request must name one (the topic
-  and partition APIs listed in :data:`PARTITION_LAYOUTS` and
-  :data:`TOPIC_PATHS`; a Fetch (v13+) or Produce (v13) by topic id is matched by the topic's name);
+* ``topic`` (a glob) and ``partition``: the request must name one (wherever its declaration tags a topic
+  name, id or partition: :mod:`minikafka.protocol.entities`; a topic given by id, as in Fetch v13+ or
+  Produce v13, is matched by the topic's name);
 
 and acts by one or more of
 
@@ -35,6 +35,7 @@ are data (JSON over HTTP), not callbacks.
 from __future__ import annotations
 
 import fnmatch
+import functools
 import itertools
 import logging
 import random
@@ -48,58 +49,56 @@ from typing import Any
 import trio
 
 from ..common import SYSTEM_CLOCK, Clock
-from ..protocol.api import APIS, ApiKey
+from ..protocol.api import APIS
+from ..protocol.entities import Entity, TopicEntry, TopicLayout, topic_entries, topic_layouts, values
+from ..protocol.schema import Field, Message, struct_default
 from ..protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
-__all__ = ["FaultRule", "FaultInjector", "FaultPlan", "PARTITION_LAYOUTS", "TOPIC_PATHS",
-           "api_key_for", "error_code_for_name"]
+__all__ = ["FaultRule", "FaultInjector", "FaultPlan", "PER_PARTITION_APIS", "partition_layout",
+           "partition_errors", "api_key_for", "error_code_for_name"]
 
 _API_BY_NAME = {a.name.lower(): k for k, a in APIS.items()}
 
 
 @dataclass(frozen=True, slots=True)
 class PartitionLayout:
-    """Where a request and its response list topics and partitions (the same shape in both)."""
+    """Where a request and its response list topics and partitions, from their declarations' tags: the
+    top-level topic entries of each whose partitions are structs (the response's carrying an error code)."""
 
-    request_topics: str
-    request_topic: str  # the topic's name field (``topic_id`` is tried too, for Fetch v13+ and Produce v13)
-    request_partitions: str
-    request_partition: str
-    response_topics: str
-    response_topic: str
-    response_partitions: str
+    request: TopicLayout
+    response: TopicLayout
 
 
-#: APIs whose responses carry an error per partition: ``per_partition`` errors work on these.
-PARTITION_LAYOUTS: dict[int, PartitionLayout] = {
-    ApiKey.PRODUCE: PartitionLayout("topic_data", "name", "partition_data", "index",
-                                    "responses", "name", "partition_responses"),
-    ApiKey.FETCH: PartitionLayout("topics", "topic", "partitions", "partition", "responses", "topic", "partitions"),
-    ApiKey.LIST_OFFSETS: PartitionLayout("topics", "name", "partitions", "partition_index",
-                                         "topics", "name", "partitions"),
-    ApiKey.OFFSET_COMMIT: PartitionLayout("topics", "name", "partitions", "partition_index",
-                                          "topics", "name", "partitions"),
-    ApiKey.DELETE_RECORDS: PartitionLayout("topics", "name", "partitions", "partition_index",
-                                           "topics", "name", "partitions"),
-    ApiKey.OFFSET_FOR_LEADER_EPOCH: PartitionLayout("topics", "topic", "partitions", "partition",
-                                                    "topics", "topic", "partitions"),
-}
+def _partition_structs(message: Message, version: int | None, error_code: bool) -> TopicLayout | None:
+    for layout in topic_layouts(message, version):
+        if len(layout.path) == 1 and not layout.single and layout.partitions and layout.partition:
+            if not error_code or _has_error_code(message.fields, layout):
+                return layout
+    return None
 
-#: Other APIs naming topics (a rule with ``topic`` matches them; their errors are whole-response).
-TOPIC_PATHS: dict[int, tuple[str, str]] = {
-    ApiKey.METADATA: ("topics", "name"),
-    ApiKey.CREATE_TOPICS: ("topics", "name"),
-    ApiKey.DELETE_TOPICS: ("topics", "name"),  # v6+; older versions list ``topic_names``
-    ApiKey.CREATE_PARTITIONS: ("topics", "name"),
-    ApiKey.OFFSET_FETCH: ("topics", "name"),  # v0-7; v8+ lists groups
-    ApiKey.ADD_PARTITIONS_TO_TXN: ("v3_and_below_topics", "name"),  # the client form (v0-3)
-    ApiKey.TXN_OFFSET_COMMIT: ("topics", "name"),
-    ApiKey.DESCRIBE_PRODUCERS: ("topics", "name"),
-    ApiKey.ALTER_PARTITION_REASSIGNMENTS: ("topics", "name"),
-    ApiKey.LIST_PARTITION_REASSIGNMENTS: ("topics", "name"),  # null: no topic named
-}
+
+def _has_error_code(fields: list[Field], layout: TopicLayout) -> bool:
+    entry = next(fl for fl in fields if fl.name == layout.path[0])
+    parts = next(fl for fl in entry.subfields if fl.name == layout.partitions)
+    return any(fl.name == "error_code" for fl in parts.subfields)
+
+
+@functools.lru_cache(maxsize=None)
+def partition_layout(api_key: int, version: int | None = None) -> PartitionLayout | None:
+    """The layout ``per_partition`` errors use for an api at ``version`` (None: at any version), or None when
+    its responses carry no error per partition."""
+    api = APIS.get(api_key)
+    if api is None:
+        return None
+    request = _partition_structs(api.request, version, False)
+    response = _partition_structs(api.response, version, True)
+    return None if request is None or response is None else PartitionLayout(request, response)
+
+
+#: APIs whose responses carry an error per partition (at some version): ``per_partition`` errors work on these.
+PER_PARTITION_APIS: frozenset[int] = frozenset(k for k in APIS if partition_layout(k) is not None)
 
 
 def api_key_for(api: str | int) -> int:
@@ -186,9 +185,9 @@ class FaultRule:
         if self.per_partition:
             if self.error_code is None:
                 raise ValueError("per_partition needs an error")
-            if self.api_key not in PARTITION_LAYOUTS:
+            if self.api_key not in PER_PARTITION_APIS:
                 raise ValueError("per_partition errors need api one of "
-                                 + ", ".join(APIS[k].name for k in PARTITION_LAYOUTS))
+                                 + ", ".join(APIS[k].name for k in sorted(PER_PARTITION_APIS)))
         if self.partition is not None and self.topic is None:
             raise ValueError("partition needs topic")
         if self.count is not None and self.count < 1:
@@ -287,33 +286,34 @@ def _topic_matches(rule: FaultRule, topic: str | None) -> bool:
 TopicNames = Callable[[uuid.UUID], "str | None"]
 
 
-def request_partitions(api_key: int, body: Any, topic_name: TopicNames | None = None
+def request_partitions(api_key: int, version: int, body: Any, topic_name: TopicNames | None = None
                        ) -> Iterator[tuple[str | None, int | None]]:
-    """(topic, partition) pairs a request names (partition None for topic-level APIs)."""
-    layout = PARTITION_LAYOUTS.get(api_key)
-    if layout is not None:
-        for t in body.get(layout.request_topics) or ():
-            name = topic_of(t, layout.request_topic, topic_name)
-            for p in t.get(layout.request_partitions) or ():
-                yield name, p[layout.request_partition]
+    """(topic, partition) pairs a request names (partition None where it names a topic without partitions):
+    its topic entries, then any other topic names it lists."""
+    api = APIS.get(api_key)
+    if api is None or not api.request.supports(version):
         return
-    path = TOPIC_PATHS.get(api_key)
-    if path is None:
-        return
-    for t in body.get(path[0]) or ():
-        yield t.get(path[1]), None
-    for name in body.get("topic_names") or ():  # DeleteTopics v0-5
-        yield name, None
+    message = api.request
+    entries = topic_layouts(message, version)
+    for entry in topic_entries(body, message, version):
+        name = topic_of(entry, topic_name)
+        if entry.partitions:
+            for partition, _struct in entry.partitions:
+                yield name, partition
+        else:
+            yield name, None
+    in_entries = {lay.path + (lay.name,) for lay in entries if lay.name}
+    for ef, value in values(body, message, version, Entity.TOPIC_NAME):
+        if ef.path not in in_entries:
+            yield value, None
 
 
-def topic_of(entry: dict, name_key: str, topic_name: TopicNames | None) -> str | None:
-    """An entry's topic name, looking up its ``topic_id`` when it has no name (Fetch v13+, Produce v13)."""
-    name = entry.get(name_key)
-    if name:
-        return name
-    topic_id = entry.get("topic_id")
-    if topic_id is not None and topic_name is not None:
-        return topic_name(topic_id)
+def topic_of(entry: TopicEntry, topic_name: TopicNames | None) -> str | None:
+    """An entry's topic name, looking up its topic id when it has no name (Fetch v13+, Produce v13)."""
+    if entry.name:
+        return entry.name
+    if entry.topic_id is not None and topic_name is not None:
+        return topic_name(entry.topic_id)
     return None
 
 
@@ -422,7 +422,7 @@ class FaultInjector:
             return False
         if rule.topic is not None and body is not None:
             if not any(_topic_matches(rule, t) and (rule.partition is None or rule.partition == p)
-                       for t, p in request_partitions(api_key, body, topic_name)):
+                       for t, p in request_partitions(api_key, api_version, body, topic_name)):
                 return False
         elif rule.topic is not None:
             return False
@@ -466,46 +466,83 @@ class BrokerFaults:
         return self.injector.match(self.broker_id, api_key, api_version, client_id, body, self.topic_name)
 
 
-def split_request(api_key: int, body: Any, plan: FaultPlan, topic_name: TopicNames | None
+def _entries(layout: TopicLayout, body: Any, topic_name: TopicNames | None
+             ) -> Iterator[tuple[dict, str | None, list[tuple[int, dict]]]]:
+    """(entry, topic name, [(partition number, partition struct)]) of a body's top-level topic entries."""
+    assert layout.partitions is not None and layout.partition is not None
+    for t in body.get(layout.path[0]) or ():
+        name = t.get(layout.name) if layout.name else None
+        if not name and layout.topic_id and topic_name is not None and t.get(layout.topic_id) is not None:
+            name = topic_name(t[layout.topic_id])
+        yield t, name, [(p[layout.partition], p) for p in t.get(layout.partitions) or ()]
+
+
+def split_request(api_key: int, version: int, body: Any, plan: FaultPlan, topic_name: TopicNames | None
                   ) -> tuple[dict, dict]:
     """(faulted, kept): copies of a partition request's body with the partitions a per-partition
     error applies to, and with the others."""
-    layout = PARTITION_LAYOUTS[api_key]
+    layout = partition_layout(api_key, version)
+    assert layout is not None
+    req = layout.request
+    assert req.partitions is not None
     faulted_topics: list[dict] = []
     kept_topics: list[dict] = []
-    for t in body[layout.request_topics] or ():
-        name = topic_of(t, layout.request_topic, topic_name)
-        hit: list[dict] = []
-        miss: list[dict] = []
-        for p in t[layout.request_partitions]:
-            (hit if plan.partition_faulted(name, p[layout.request_partition]) else miss).append(p)
+    for t, name, parts in _entries(req, body, topic_name):
+        hit = [p for index, p in parts if plan.partition_faulted(name, index)]
+        miss = [p for index, p in parts if not plan.partition_faulted(name, index)]
         if hit:
-            faulted_topics.append({**t, layout.request_partitions: hit})
+            faulted_topics.append({**t, req.partitions: hit})
         if miss:
-            kept_topics.append({**t, layout.request_partitions: miss})
-    return {**body, layout.request_topics: faulted_topics}, {**body, layout.request_topics: kept_topics}
+            kept_topics.append({**t, req.partitions: miss})
+    return {**body, req.path[0]: faulted_topics}, {**body, req.path[0]: kept_topics}
 
 
-def merge_partition_errors(api_key: int, handled: dict, errors: dict, plan: FaultPlan,
+def partition_errors(api_key: int, version: int, faulted: dict, code: int) -> dict:
+    """A response body answering every partition of ``faulted`` (a request body) with ``code``, the other
+    fields at their declared defaults: for an api whose error response (Kafka's ``getErrorResponse``) carries
+    only a top-level error."""
+    layout = partition_layout(api_key, version)
+    assert layout is not None
+    req, resp = layout.request, layout.response
+    assert resp.partitions is not None and resp.partition is not None
+    entry_fields = _subfields(APIS[api_key].response.fields, resp.path[0])
+    part_fields = _subfields(entry_fields, resp.partitions)
+    topics = []
+    for t, _name, parts in _entries(req, faulted, None):
+        entry = struct_default(entry_fields)
+        if resp.name and req.name:
+            entry[resp.name] = t.get(req.name)
+        if resp.topic_id and req.topic_id:
+            entry[resp.topic_id] = t.get(req.topic_id)
+        entry[resp.partitions] = [{**struct_default(part_fields), resp.partition: index, "error_code": code}
+                                  for index, _p in parts]
+        topics.append(entry)
+    return {resp.path[0]: topics}
+
+
+def _subfields(fields: list[Field], name: str) -> list[Field]:
+    return next(fl for fl in fields if fl.name == name).subfields
+
+
+def merge_partition_errors(api_key: int, version: int, handled: dict, errors: dict, plan: FaultPlan,
                            topic_name: TopicNames | None) -> dict:
     """The handler's response with the injected error entries added (and any faulted partition the
     handler answered anyway, e.g. from a fetch session, replaced by its error)."""
-    layout = PARTITION_LAYOUTS[api_key]
-    index = "index" if api_key == ApiKey.PRODUCE else (
-        "partition" if api_key == ApiKey.OFFSET_FOR_LEADER_EPOCH else "partition_index")
+    layout = partition_layout(api_key, version)
+    assert layout is not None
+    resp = layout.response
+    assert resp.partitions is not None
     by_topic: dict[str | None, dict] = {}
     merged = []
-    for t in handled.get(layout.response_topics) or ():
-        name = topic_of(t, layout.response_topic, topic_name)
-        parts = [p for p in t[layout.response_partitions] if not plan.partition_faulted(name, p[index])]
-        if parts:
-            entry = {**t, layout.response_partitions: parts}
+    for t, name, parts in _entries(resp, handled, topic_name):
+        kept = [p for index, p in parts if not plan.partition_faulted(name, index)]
+        if kept:
+            entry = {**t, resp.partitions: kept}
             by_topic[name] = entry
             merged.append(entry)
-    for t in errors.get(layout.response_topics) or ():
-        name = topic_of(t, layout.response_topic, topic_name)
+    for t, name, _parts in _entries(resp, errors, topic_name):
         if name in by_topic:
-            by_topic[name][layout.response_partitions].extend(t[layout.response_partitions])
+            by_topic[name][resp.partitions].extend(t[resp.partitions])
         else:
             merged.append(t)
-    return {**handled, layout.response_topics: merged}
+    return {**handled, resp.path[0]: merged}

@@ -24,12 +24,12 @@ from __future__ import annotations
 import functools
 import logging
 import random
-import time
 import uuid
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable, Concatenate, Iterable, NamedTuple, ParamSpec
 
+from ..common.clock import SYSTEM_CLOCK, Clock
 from ..metrics import Meter, MetricConfig, MetricName, WindowedCount
 from ..protocol.errors import ErrorCode
 
@@ -194,11 +194,10 @@ class FetchSession:
 class FetchSessionCache:
     """The bounded set of incremental fetch sessions on one broker."""
 
-    def __init__(self, max_entries: int = 1000, eviction_ms: int = 120000,
-                 clock_ms: Callable[[], int] = lambda: int(time.monotonic() * 1000)) -> None:
+    def __init__(self, max_entries: int = 1000, eviction_ms: int = 120000, clock: Clock = SYSTEM_CLOCK) -> None:
         self.max_entries = max_entries
         self.eviction_ms = eviction_ms
-        self.clock_ms = clock_ms
+        self.clock = clock
         self.sessions: dict[int, FetchSession] = {}
         self.num_partitions = 0
         # Kafka's IncrementalFetchSessionEvictionsPerSec meter: a rate over the default 2 x 30 s windows.
@@ -219,17 +218,17 @@ class FetchSessionCache:
 
     @property
     def evictions(self) -> int:
-        return int(self.eviction_meter.total.measure(self._eviction_config, self.clock_ms()))
+        return int(self.eviction_meter.total.measure(self._eviction_config, self.clock.time_ms()))
 
     def _mark_eviction(self) -> None:
-        self.eviction_meter.record(self._eviction_config, 1.0, self.clock_ms())
+        self.eviction_meter.record(self._eviction_config, 1.0, self.clock.time_ms())
 
     def metrics(self) -> dict[str, float]:
         return {
             "kafka.server:type=FetchSessionCache,name=NumIncrementalFetchSessions": len(self.sessions),
             "kafka.server:type=FetchSessionCache,name=NumIncrementalFetchPartitionsCached": self.num_partitions,
             "kafka.server:type=FetchSessionCache,name=IncrementalFetchSessionEvictionsPerSec":
-                self.eviction_meter.rate.measure(self._eviction_config, self.clock_ms()),
+                self.eviction_meter.rate.measure(self._eviction_config, self.clock.time_ms()),
             "kafka.server:type=FetchSessionCache,name=IncrementalFetchSessionEvictionsTotal": self.evictions,
         }
 
@@ -379,7 +378,7 @@ class FullFetchContext(FetchContext):
             return cached
 
         self.session_id = self.cache.maybe_create_session(
-            self.cache.clock_ms(), self.privileged, len(data), self.uses_topic_ids, create)
+            self.cache.clock.time_ms(), self.privileged, len(data), self.uses_topic_ids, create)
         return self.session_id, data
 
 
@@ -483,6 +482,6 @@ class FetchManager:
             log.debug("closing fetch session %d: no partitions left", session.id)
             self.cache.remove(session)
             return SessionlessFetchContext(fetch_data=fetch_data)
-        self.cache.touch(session, self.cache.clock_ms())
+        self.cache.touch(session, self.cache.clock.time_ms())
         session.epoch = next_epoch(session.epoch)
         return IncrementalFetchContext(session=session, session_id=session.id)

@@ -60,10 +60,6 @@ _QUOTA_TAGS = re.compile(r"client-id=(.*),user=(.*)")
 Labels = tuple[tuple[str, str], ...]
 
 
-class _Shared(Protocol):
-    clustered: bool
-
-
 class TelemetrySource(Protocol):
     """KIP-714 client metrics: (family, kind, doc, labels, part, value) of every pushed data point."""
 
@@ -75,7 +71,7 @@ class MetricsSource(Protocol):
     attribute ``client_telemetry``, a :class:`TelemetrySource` of what clients pushed)."""
 
     @property
-    def shared(self) -> _Shared: ...
+    def clustered(self) -> bool: ...
 
     def metrics(self) -> dict[str, float]: ...
 
@@ -204,7 +200,7 @@ class KafkaCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         brokers = self.brokers()
-        labelled = len(brokers) > 1 or any(b.shared.clustered for b in brokers.values())
+        labelled = len(brokers) > 1 or any(b.clustered for b in brokers.values())
         families: dict[str, _Family] = {}
         for node_id, broker in sorted(brokers.items()):
             node: Labels = (("broker", str(node_id)),) if labelled else ()

@@ -39,6 +39,7 @@ from ..client.fetch_session import HIGH_WATERMARK_UNKNOWN, FetchRequestData, Fet
 from ..common import Node, TopicMetadata, TopicPartition
 from ..protocol.api import ApiKey
 from ..protocol.errors import ErrorCode
+from ..protocol.exceptions import ProtocolError
 from ..protocol.records import CorruptRecordError
 from .broker_metrics import records_size
 from .config import BrokerConfig
@@ -155,11 +156,11 @@ class ReplicaFetcher:
                             await self.truncate(conn)
                             await self.fetch_once(conn)
                     except (OSError, ConnectionError, trio.BrokenResourceError, trio.ClosedResourceError,
-                            trio.TooSlowError, LookupError) as exc:
+                            trio.TooSlowError, LookupError, ProtocolError) as exc:  # ProtocolError: a bad response
                         log.info("%s (broker %d): error talking to leader %d: %r", self.name, self.node_id,
                                  self.leader_id, exc)
                         await self._recover(exc)
-                    except Exception as exc:  # never take the broker down
+                    except Exception as exc:  # a bug: logged with its traceback, never takes the broker down
                         log.exception("%s (broker %d): unexpected error", self.name, self.node_id)
                         await self._recover(exc)
             finally:

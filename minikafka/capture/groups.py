@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..protocol.errors import ErrorCode
+from ..protocol.exceptions import ProtocolError
 from .format import CaptureRecord
 
 #: Kafka's AcknowledgeType values counted: ACCEPT 1, RELEASE 2, REJECT 3 (GAP 0 and RENEW 4 are not).
@@ -110,7 +111,7 @@ class GroupSummary:
         try:
             _hdr, req = parse_request_frame(r.request)
             resp = None if r.response is None else parse_response_frame(r.response, key, r.api_version)[1]
-        except Exception:  # noqa: BLE001 - a frame that does not parse is counted, not fatal
+        except ProtocolError:  # a frame that does not parse is counted, not fatal
             self.undecodable += 1
             return
         gid = req.get("group_id")

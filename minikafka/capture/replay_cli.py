@@ -11,7 +11,9 @@ import importlib.util
 import json
 import logging
 import os
+from collections.abc import Sized
 from pathlib import Path
+from typing import Protocol
 
 from ..client.security import SASL_MECHANISMS, SECURITY_PROTOCOLS
 from .format import capture_files
@@ -119,26 +121,36 @@ def options_from_args(args: argparse.Namespace) -> ReplayOptions:
                          scale=args.scale)
 
 
-def _use_spark(args: argparse.Namespace) -> bool:
+class SparkReplay(Protocol):
+    """The replay over Spark tasks (:mod:`minikafka.analysis.replay_job`, handed in by the command line:
+    the analysis builds on the capture, never the other way round)."""
+
+    def index_capture(self, paths: list[Path]) -> Sized: ...
+
+    def run_spark_replay(self, paths: list[Path], options: ReplayOptions, *, master: str | None,
+                         partitions: int | None) -> ReplayReport: ...
+
+
+def _use_spark(args: argparse.Namespace, spark: SparkReplay | None) -> bool:
     if args.spark:
         return True
-    if importlib.util.find_spec("pyspark") is None:
+    if spark is None or importlib.util.find_spec("pyspark") is None:
         return False
-    from ..analysis.replay_job import index_capture
-
-    return len(index_capture(args.paths)) > args.spark_threshold
+    return len(spark.index_capture(args.paths)) > args.spark_threshold
 
 
-def run_replay_command(args: argparse.Namespace) -> int:
+def run_replay_command(args: argparse.Namespace, spark: SparkReplay | None = None) -> int:
+    """``minikafka replay``; ``spark``: the Spark replay (``--spark``, or more than ``--spark-threshold``
+    connections with pyspark installed)."""
     options = options_from_args(args)
     if not capture_files(args.paths):
         print("no capture files found")
         return 1
     report: ReplayReport
-    if _use_spark(args):
-        from ..analysis.replay_job import run_spark_replay
-
-        report = run_spark_replay(args.paths, options, master=args.master, partitions=args.partitions)
+    if _use_spark(args, spark):
+        if spark is None:
+            raise SystemExit("minikafka replay: --spark needs the analysis package (minikafka.analysis)")
+        report = spark.run_spark_replay(args.paths, options, master=args.master, partitions=args.partitions)
     else:
         from ..tools.progress import ProgressDisplay, progress_enabled
         from .replay import run_replay

@@ -129,7 +129,7 @@ class CaptureService:
                 if count:
                     self._write(parts, size, count)
                 self.writer.close()
-            except Exception:
+            except Exception:  # I/O at shutdown (disk full, directory gone): logged, the broker stops anyway
                 log.exception("capture: could not write the last block")
             log.log(logging.WARNING if self.dropped else logging.INFO,
                     "capture: %d record(s) written in %d block(s), %d dropped",

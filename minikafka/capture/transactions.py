@@ -21,6 +21,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from ..protocol.exceptions import ProtocolError
 from ..protocol.records import ControlRecordType, decode_control_key, decode_records
 from .format import CaptureRecord
 
@@ -76,7 +77,7 @@ def marker_counts(batch: Any) -> tuple[int, int]:
                 commits += 1
             elif kind == _ABORT:
                 aborts += 1
-    except Exception:  # noqa: BLE001 - a damaged control batch still counts as one, without markers
+    except ProtocolError:  # a damaged control batch still counts as one, without markers
         return 0, 0
     return commits, aborts
 
@@ -162,7 +163,7 @@ class TransactionSummary:
         try:
             _hdr, req = parse_request_frame(r.request)
             resp = None if r.response is None else parse_response_frame(r.response, r.api_key, r.api_version)[1]
-        except Exception:  # noqa: BLE001 - a frame that does not parse is counted, not fatal
+        except ProtocolError:  # a frame that does not parse is counted, not fatal
             self.undecodable += 1
             return
         if r.api_key == _PRODUCE:

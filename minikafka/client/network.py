@@ -27,6 +27,7 @@ import trio
 from ..common import Node, PartitionMetadata, TopicMetadata
 from ..protocol.api import APIS, ApiKey
 from ..protocol.errors import ErrorCode
+from ..protocol.exceptions import ProtocolError
 from ..protocol.throttling import client_throttles_itself
 from .connection import KafkaConnection
 
@@ -164,7 +165,7 @@ class BrokerConnection:
                 api_key, version, send = entry
                 try:
                     _, resp = self.conn.decode_response(api_key, version, frame)
-                except Exception as exc:  # a response we cannot parse fails that request only
+                except ProtocolError as exc:  # a response we cannot parse fails that request only
                     resp = exc
                 send.send_nowait(resp)
         except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError, OSError) as exc:

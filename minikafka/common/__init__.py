@@ -1,6 +1,6 @@
 """Value types and clocks shared by the broker, the clients, capture and analysis (no I/O, no Trio)."""
 
-from .clock import SYSTEM_CLOCK, Clock, ManualClock, SystemClock
+from .clock import SYSTEM_CLOCK, Clock, ManualClock, SecondsClock, SystemClock
 from .types import (
     Node,
     OffsetAndMetadata,
@@ -12,6 +12,6 @@ from .types import (
 )
 
 __all__ = [
-    "SYSTEM_CLOCK", "Clock", "ManualClock", "Node", "OffsetAndMetadata", "PartitionMetadata", "SystemClock", "TopicIdPartition",
-    "TopicMetadata", "TopicPartition", "partitions_by_topic",
+    "SYSTEM_CLOCK", "Clock", "ManualClock", "Node", "OffsetAndMetadata", "PartitionMetadata", "SecondsClock",
+    "SystemClock", "TopicIdPartition", "TopicMetadata", "TopicPartition", "partitions_by_topic",
 ]

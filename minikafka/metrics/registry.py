@@ -1,17 +1,12 @@
-"""The metrics registry (org.apache.kafka.common.metrics.Metrics), driven by an injected ms clock."""
+"""The metrics registry (org.apache.kafka.common.metrics.Metrics), driven by an injected clock."""
 
 from __future__ import annotations
 
-import time
-from typing import Callable, Iterable
+from typing import Iterable
 
+from ..common.clock import SYSTEM_CLOCK, Clock
 from .config import MetricConfig, MetricName
 from .sensor import KafkaMetric, MeasurableOrFn, Sensor, as_measurable
-
-
-def wall_clock_ms() -> int:
-    """Wall-clock time in integer milliseconds (Kafka's ``Time.SYSTEM.milliseconds()``)."""
-    return time.time_ns() // 1_000_000
 
 
 class Metrics:
@@ -22,9 +17,9 @@ class Metrics:
     """
 
     def __init__(self, config: MetricConfig | None = None,
-                 clock_ms: Callable[[], int] = wall_clock_ms) -> None:
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self.config = config if config is not None else MetricConfig()
-        self.clock_ms = clock_ms
+        self.clock = clock
         self.metrics: dict[MetricName, KafkaMetric] = {}
         self.sensors: dict[str, Sensor] = {}
         self._children: dict[str, list[Sensor]] = {}
@@ -74,7 +69,7 @@ class Metrics:
         """Kafka's ExpireSensorTask: remove every sensor inactive for longer than its expiration.
         Returns the names removed (children removed along with a parent included)."""
         if now_ms is None:
-            now_ms = self.clock_ms()
+            now_ms = self.clock.time_ms()
         before = set(self.sensors)
         for name, s in list(self.sensors.items()):
             if self.sensors.get(name) is s and s.has_expired(now_ms):
@@ -94,7 +89,7 @@ class Metrics:
                    config: MetricConfig | None = None) -> KafkaMetric:
         """Expose a measurable, or a gauge function ``f()`` / ``f(config, now_ms)``, not tied to a sensor."""
         m = KafkaMetric(metric_name, as_measurable(measurable_or_fn),
-                        config if config is not None else self.config, self.clock_ms)
+                        config if config is not None else self.config, self.clock)
         self.register_metric(m)
         return m
 
@@ -109,6 +104,6 @@ class Metrics:
     def snapshot(self, now_ms: int | None = None) -> dict[str, float]:
         """Every metric measured at one instant: ``{"group:k=v,.../name": value}``, sorted by key."""
         if now_ms is None:
-            now_ms = self.clock_ms()
+            now_ms = self.clock.time_ms()
         out = {str(n): m.measurable_value(now_ms) for n, m in list(self.metrics.items())}
         return dict(sorted(out.items()))

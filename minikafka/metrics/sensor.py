@@ -6,6 +6,7 @@ import inspect
 import sys
 from typing import Callable, Iterable, Protocol, Union
 
+from ..common.clock import Clock
 from .config import MetricConfig, MetricName, should_record
 from .quota import QuotaViolationError
 from .stats import CompoundStat, Measurable, MeasurableStat, Meter, SampledStat, TokenBucket
@@ -15,8 +16,7 @@ class MetricRegistry(Protocol):
     """What a sensor needs of its registry (:class:`~minikafka.metrics.registry.Metrics`)."""
 
     config: MetricConfig
-
-    def clock_ms(self) -> int: ...
+    clock: Clock
 
     def register_metric(self, metric: "KafkaMetric") -> None: ...
 
@@ -61,7 +61,7 @@ class KafkaMetric:
     __slots__ = ("metric_name", "measurable", "config", "clock")
 
     def __init__(self, metric_name: MetricName, measurable: Measurable, config: MetricConfig,
-                 clock: Callable[[], int]) -> None:
+                 clock: Clock) -> None:
         self.metric_name = metric_name
         self.measurable = measurable
         self.config = config
@@ -72,7 +72,7 @@ class KafkaMetric:
 
     def value(self) -> float:
         """The value measured now (Kafka's deprecated ``value()`` / ``metricValue()``)."""
-        return self.measurable_value(self.clock())
+        return self.measurable_value(self.clock.time_ms())
 
     metric_value = value
 
@@ -99,7 +99,7 @@ class Sensor:
         self.recording_level = recording_level.upper()
         self._stats: list[tuple[object, Callable[[], MetricConfig]]] = []
         self._metrics: dict[MetricName, KafkaMetric] = {}
-        self.last_record_time: int = registry.clock_ms()
+        self.last_record_time: int = registry.clock.time_ms()
         self._check_forest(set())
 
     def _check_forest(self, seen: set[int]) -> None:
@@ -121,7 +121,7 @@ class Sensor:
         if not self.should_record():
             return
         if time_ms is None:
-            time_ms = self.registry.clock_ms()
+            time_ms = self.registry.clock.time_ms()
         self.last_record_time = time_ms
         for stat, config_of in self._stats:
             stat.record(config_of(), value, time_ms)  # type: ignore[attr-defined]
@@ -134,7 +134,7 @@ class Sensor:
         """Raise :class:`QuotaViolationError` for the first metric (in registration order) whose value is
         outside its config's quota (a TokenBucket violates when its credits are below 0)."""
         if time_ms is None:
-            time_ms = self.registry.clock_ms()
+            time_ms = self.registry.clock.time_ms()
         for metric in self._metrics.values():
             config = metric.config
             if config is None or config.quota is None:
@@ -156,7 +156,7 @@ class Sensor:
         if metric_name in self._metrics:
             return True
         metric = KafkaMetric(metric_name, stat, config if config is not None else self.config,
-                             self.registry.clock_ms)
+                             self.registry.clock)
         self.registry.register_metric(metric)
         self._metrics[metric_name] = metric
         self._stats.append((stat, lambda: metric.config))
@@ -170,7 +170,7 @@ class Sensor:
         self._stats.append((stat, lambda: stat_config))
         for named in stat.stats():
             if named.name not in self._metrics:
-                metric = KafkaMetric(named.name, named.stat, stat_config, self.registry.clock_ms)
+                metric = KafkaMetric(named.name, named.stat, stat_config, self.registry.clock)
                 self.registry.register_metric(metric)
                 self._metrics[named.name] = metric
         return True
@@ -184,7 +184,7 @@ class Sensor:
     def has_expired(self, now_ms: int | None = None) -> bool:
         """Inactive for strictly more than the expiration time."""
         if now_ms is None:
-            now_ms = self.registry.clock_ms()
+            now_ms = self.registry.clock.time_ms()
         return now_ms - self.last_record_time > self.inactive_sensor_expiration_ms
 
     def has_metrics(self) -> bool:

@@ -30,6 +30,7 @@ from typing import Union
 import cramjam
 from construct import StreamError
 
+from .exceptions import CompressionError, UnsupportedCodecError
 from .types import uvarint_at
 
 __all__ = [
@@ -65,14 +66,6 @@ XERIAL_HEADER = XERIAL_MAGIC + struct.pack(">ii", 1, 1)
 XERIAL_BLOCK_SIZE = 32 * 1024
 _SNAPPY_FRAMED_MAGIC = b"\xff\x06\x00\x00sNaPpY"
 _INT32 = struct.Struct(">i")
-
-
-class CompressionError(ValueError):
-    """Compressed data could not be decoded (Kafka: ``KafkaException`` from the stream)."""
-
-
-class UnsupportedCodecError(ValueError):
-    """Codec id outside 0-4 (Kafka: ``IllegalArgumentException`` in ``CompressionType.forId``)."""
 
 
 def xerial_snappy_encode(data: Buffer, block_size: int = XERIAL_BLOCK_SIZE) -> bytes:

@@ -29,6 +29,7 @@ import struct
 import uuid
 from typing import Any, NamedTuple, Union
 
+from .exceptions import CoordinatorRecordError, ProtocolError
 from .schema import Message, f
 
 __all__ = [
@@ -44,15 +45,11 @@ _VERSION = struct.Struct(">h")
 _NO_API_KEY = -1  # coordinator records are no API messages
 
 
-class CoordinatorRecordError(ValueError):
-    """A coordinator record whose key or value does not decode (unknown record type or version, short data)."""
-
-
 # -- the schemas (Kafka's record JSON, declared in our schema machinery) -------------------------------------
 _OFFSET_COMMIT_KEY = Message("OffsetCommitKey", _NO_API_KEY, "0-1", None, [
-    f("group", "string", "0-1"),
-    f("topic", "string", "0-1"),
-    f("partition", "int32", "0-1"),
+    f("group", "string", "0-1", entity="groupId"),
+    f("topic", "string", "0-1", entity="topicName"),
+    f("partition", "int32", "0-1", entity="partitionIndex"),
 ])
 _OFFSET_COMMIT_VALUE = Message("OffsetCommitValue", _NO_API_KEY, "0-4", "4+", [
     f("offset", "int64", "0+"),
@@ -62,7 +59,7 @@ _OFFSET_COMMIT_VALUE = Message("OffsetCommitValue", _NO_API_KEY, "0-4", "4+", [
     f("expire_timestamp", "int64", "1", default=-1),
 ])
 _GROUP_METADATA_KEY = Message("GroupMetadataKey", _NO_API_KEY, "2", None, [
-    f("group", "string", "2"),
+    f("group", "string", "2", entity="groupId"),
 ])
 _GROUP_METADATA_VALUE = Message("GroupMetadataValue", _NO_API_KEY, "0-4", "4+", [
     f("protocol_type", "string", "0+"),
@@ -73,7 +70,7 @@ _GROUP_METADATA_VALUE = Message("GroupMetadataValue", _NO_API_KEY, "0-4", "4+", 
     f("members", [
         f("member_id", "string", "0+"),
         f("group_instance_id", "string", "3+", nullable="3+", default=None),
-        f("client_id", "string", "0+"),
+        f("client_id", "string", "0+", entity="clientId"),
         f("client_host", "string", "0+"),
         f("rebalance_timeout", "int32", "1+", default=-1),
         f("session_timeout", "int32", "0+"),
@@ -82,33 +79,33 @@ _GROUP_METADATA_VALUE = Message("GroupMetadataValue", _NO_API_KEY, "0-4", "4+", 
     ], "0+"),
 ])
 _CONSUMER_GROUP_METADATA_KEY = Message("ConsumerGroupMetadataKey", _NO_API_KEY, "3", None, [
-    f("group_id", "string", "3"),
+    f("group_id", "string", "3", entity="groupId"),
 ])
 _CONSUMER_GROUP_METADATA_VALUE = Message("ConsumerGroupMetadataValue", _NO_API_KEY, "0", "0+", [
     f("epoch", "int32", "0+"),
 ])
 _TRANSACTION_LOG_KEY = Message("TransactionLogKey", _NO_API_KEY, "0", None, [
-    f("transactional_id", "string", "0"),
+    f("transactional_id", "string", "0", entity="transactionalId"),
 ])
 _TRANSACTION_LOG_VALUE = Message("TransactionLogValue", _NO_API_KEY, "0-1", "1+", [
-    f("producer_id", "int64", "0+"),
-    f("previous_producer_id", "int64", "1+", tag=0, default=-1),
-    f("next_producer_id", "int64", "1+", tag=1, default=-1),
+    f("producer_id", "int64", "0+", entity="producerId"),
+    f("previous_producer_id", "int64", "1+", tag=0, default=-1, entity="producerId"),
+    f("next_producer_id", "int64", "1+", tag=1, default=-1, entity="producerId"),
     f("producer_epoch", "int16", "0+"),
     f("transaction_timeout_ms", "int32", "0+"),
     f("transaction_status", "int8", "0+"),
     f("transaction_partitions", [
-        f("topic", "string", "0+"),
-        f("partition_ids", "[]int32", "0+"),
+        f("topic", "string", "0+", entity="topicName"),
+        f("partition_ids", "[]int32", "0+", entity="partitionIndex"),
     ], "0+", nullable="0+"),
     f("transaction_last_update_timestamp_ms", "int64", "0+"),
     f("transaction_start_timestamp_ms", "int64", "0+"),
     f("client_transaction_version", "int16", "1+", tag=2, default=0),
 ])
 _SHARE_SNAPSHOT_KEY = Message("ShareSnapshotKey", _NO_API_KEY, "0", None, [
-    f("group_id", "string", "0"),
-    f("topic_id", "uuid", "0"),
-    f("partition", "int32", "0"),
+    f("group_id", "string", "0", entity="groupId"),
+    f("topic_id", "uuid", "0", entity="topicId"),
+    f("partition", "int32", "0", entity="partitionIndex"),
 ])
 _SHARE_SNAPSHOT_VALUE = Message("ShareSnapshotValue", _NO_API_KEY, "0", "0+", [
     f("snapshot_epoch", "uint16", "0"),
@@ -298,7 +295,7 @@ def _parse(message: Message, version: int, body: memoryview, what: str) -> Any:
         raise CoordinatorRecordError(f"unknown {message.name} version {version}")
     try:
         return message.parse(body, version)
-    except Exception as exc:  # whatever the parser raises on bad input, the record does not decode
+    except ProtocolError as exc:  # Message.parse raises only ProtocolError for bytes that do not parse
         raise CoordinatorRecordError(f"could not read {message.name} v{version} from the {what}: {exc}") from exc
 
 

@@ -22,9 +22,10 @@ import struct
 import uuid
 from typing import Any, Callable
 
-from construct import Container, Flag, FormatField, ListContainer, StreamError
+from construct import Container, Flag, FormatField, ListContainer
 
 from . import types as T
+from .exceptions import FastPathError
 
 ParseFn = Callable[[memoryview, int], tuple[Any, int]]
 BuildFn = Callable[[Any, T.SegmentedWriter], None]
@@ -32,13 +33,6 @@ BuildFn = Callable[[Any, T.SegmentedWriter], None]
 _H = struct.Struct(">h")
 _I = struct.Struct(">i")
 _MISSING = object()
-
-
-class FastPathError(StreamError, ValueError):
-    """The input does not match the schema (truncated, or null where not nullable).
-
-    A construct ``StreamError``, like the schema path raises, so callers catch one kind.
-    """
 
 
 def _check(pos: int, n: int, end: int) -> None:

@@ -40,6 +40,8 @@ import struct
 from collections.abc import Callable
 from typing import NamedTuple
 
+from .exceptions import FrameError, FrameTooLarge, InvalidFrameSize, TruncatedFrame
+
 __all__ = [
     "CLOSED", "NEED_DATA", "NEED_MEMORY", "Frame", "FrameDecoder", "FrameError", "FrameTooLarge",
     "InvalidFrameSize", "MemoryPool", "TruncatedFrame", "encode_frame", "frame_size_prefix",
@@ -49,27 +51,6 @@ DEFAULT_READ_SIZE = 256 * 1024
 DEFAULT_CHUNK_SIZE = 1 << 20
 UNBOUNDED = 0x7FFFFFFF
 _SIZE = struct.Struct(">i")
-
-
-class FrameError(ValueError):
-    """The byte stream cannot be framed; Kafka closes such a connection."""
-
-
-class FrameTooLarge(FrameError):
-    """A declared frame size above the configured maximum."""
-
-    def __init__(self, size: int, limit: int) -> None:
-        super().__init__(f"frame of {size} bytes exceeds the maximum of {limit} (socket.request.max.bytes)")
-        self.size = size
-        self.limit = limit
-
-
-class InvalidFrameSize(FrameError):
-    """A negative declared frame size."""
-
-
-class TruncatedFrame(FrameError):
-    """The stream ended in the middle of a frame."""
 
 
 class _Sentinel(enum.Enum):

@@ -16,7 +16,10 @@ from __future__ import annotations
 import struct as _struct
 from typing import Any, NamedTuple
 
-from .api import APIS
+from construct import ConstructError
+
+from .api import APIS, Api
+from .exceptions import MalformedMessage, UnknownApi, UnsupportedVersion
 from .schema import Message, f
 from .types import uvarint_at
 
@@ -32,7 +35,7 @@ RequestHeader = Message("RequestHeader", -1, "0-2", "2+", [
     f("request_api_key", "int16"),
     f("request_api_version", "int16"),
     f("correlation_id", "int32"),
-    f("client_id", "string", "1+", nullable="1+", default=None, flexible="none"),
+    f("client_id", "string", "1+", nullable="1+", default=None, flexible="none", entity="clientId"),
 ])
 
 ResponseHeader = Message("ResponseHeader", -1, "0-1", "1+", [
@@ -102,7 +105,10 @@ def parse_request_header_prefix(frame: bytes | bytearray | memoryview) -> Parsed
     section starts there (:func:`skip_header_tags`; :func:`parse_request_header`
     does both).
     """
-    api_key, api_version, correlation_id, n = _HDR.unpack_from(frame, 0)
+    try:
+        api_key, api_version, correlation_id, n = _HDR.unpack_from(frame, 0)
+    except _struct.error as exc:
+        raise MalformedMessage(f"request header: {len(frame)} bytes are too short for a header") from exc
     off = 10
     client_id = None
     if n >= 0:
@@ -112,16 +118,21 @@ def parse_request_header_prefix(frame: bytes | bytearray | memoryview) -> Parsed
 
 
 def skip_header_tags(frame: bytes | bytearray | memoryview, offset: int) -> int:
-    """Skip a header's tagged-field section starting at ``offset``; return the offset after it."""
-    if frame[offset] == 0:  # no tagged fields: the usual case
-        return offset + 1
-    count, offset = uvarint_at(frame, offset)
-    for _ in range(count):
-        _tag, offset = uvarint_at(frame, offset)
-        size, offset = uvarint_at(frame, offset)
-        offset += size
+    """Skip a header's tagged-field section starting at ``offset``; return the offset after it.
+
+    :class:`MalformedMessage` if the section is truncated or its varints are bad."""
+    try:
+        if frame[offset] == 0:  # no tagged fields: the usual case
+            return offset + 1
+        count, offset = uvarint_at(frame, offset)
+        for _ in range(count):
+            _tag, offset = uvarint_at(frame, offset)
+            size, offset = uvarint_at(frame, offset)
+            offset += size
+    except (IndexError, ConstructError) as exc:
+        raise MalformedMessage(f"truncated or malformed header tagged fields: {exc}") from exc
     if offset > len(frame):
-        raise ValueError("truncated header tagged fields")
+        raise MalformedMessage("truncated header tagged fields")
     return offset
 
 
@@ -138,26 +149,38 @@ def parse_request_header(frame: bytes | bytearray | memoryview) -> ParsedHeader:
 def request_body_offset(frame: bytes | bytearray | memoryview) -> int:
     """``parse_request_header(frame).body_offset`` (same result, same exceptions), without decoding
     the client id."""
-    api_key, api_version, _correlation_id, n = _HDR.unpack_from(frame, 0)
+    try:
+        api_key, api_version, _correlation_id, n = _HDR.unpack_from(frame, 0)
+    except _struct.error as exc:
+        raise MalformedMessage(f"request header: {len(frame)} bytes are too short for a header") from exc
     off = 10 + n if n >= 0 else 10
     tags = _REQUEST_TAGS.get((api_key, api_version))
     if tags is None:
         tags = _header_tags(api_key, api_version)[0]
     if not tags:
         return off
-    return off + 1 if frame[off] == 0 else skip_header_tags(frame, off)
+    return off + 1 if off < len(frame) and frame[off] == 0 else skip_header_tags(frame, off)
+
+
+def _api(api_key: int) -> Api:
+    """The api ``api_key`` names; :class:`UnknownApi` (a ``KeyError``) if minikafka does not know it."""
+    api = APIS.get(api_key)
+    if api is None:
+        raise UnknownApi(api_key)
+    return api
 
 
 def parse_request_frame(frame: bytes | bytearray | memoryview) -> tuple[ParsedHeader, Any]:
     """(header, body) of a request frame; ``records`` fields are memoryviews into ``frame``.
 
-    Raises KeyError for an api key minikafka does not know, ValueError (or a
-    construct error) for a version it does not know or a malformed body.
+    Raises :class:`UnknownApi` (also a ``KeyError``) for an api key minikafka does not know,
+    :class:`UnsupportedVersion` for a version it does not know, :class:`MalformedMessage` for a
+    header or body that does not parse: all :class:`ProtocolError`.
     """
     hdr = parse_request_header(frame)
-    api = APIS[hdr.api_key]
+    api = _api(hdr.api_key)
     if not api.request.supports(hdr.api_version):
-        raise ValueError(f"{api.name} v{hdr.api_version} is not supported")
+        raise UnsupportedVersion(f"{api.name} v{hdr.api_version} is not supported", hdr.api_key, hdr.api_version)
     return hdr, api.request.parse(memoryview(frame)[hdr.body_offset:], hdr.api_version)
 
 
@@ -176,14 +199,15 @@ def response_body_offset(frame: bytes | bytearray | memoryview, api_key: int, ap
         tags = _header_tags(api_key, api_version)[1]
     if not tags:
         return 4
-    return 5 if frame[4] == 0 else skip_header_tags(frame, 4)
+    return 5 if len(frame) > 4 and frame[4] == 0 else skip_header_tags(frame, 4)
 
 
 def parse_response_frame(frame: bytes | bytearray | memoryview, api_key: int,
                          api_version: int) -> tuple[int, Any]:
     """(correlation id, body) of a response frame to a request of ``api_key``/``api_version``;
-    ``records`` fields are memoryviews into ``frame``.  KeyError for an unknown api key."""
-    api = APIS[api_key]
+    ``records`` fields are memoryviews into ``frame``.  :class:`UnknownApi` (a ``KeyError``) for an
+    unknown api key, :class:`MalformedMessage` for a frame that does not parse."""
+    api = _api(api_key)
     off = response_body_offset(frame, api_key, api_version)
     return response_correlation_id(frame), api.response.parse(memoryview(frame)[off:], api_version)
 

@@ -20,6 +20,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .exceptions import UnsupportedVersion
 from .schema import Field, Message
 
 __all__ = ["json_name", "kafka_uuid", "write_json"]
@@ -77,5 +78,5 @@ def write_json(message: Message, data: Mapping[str, Any], version: int) -> dict[
     converter writes; serialise with ``json.dumps(obj, separators=(",", ":"), ensure_ascii=False)`` for
     Jackson's compact text."""
     if not message.supports(version):
-        raise ValueError(f"Can't write version {version} of {message.name}")
+        raise UnsupportedVersion(f"Can't write version {version} of {message.name}", None, version)
     return _struct(message.fields, data, version)

@@ -31,7 +31,6 @@ Nothing here does I/O or imports trio.
 from __future__ import annotations
 
 import struct
-import time
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Iterable, Iterator, NamedTuple, Union
@@ -41,6 +40,7 @@ from crc32c import crc32c
 
 from .compression import CompressionError, UnsupportedCodecError, compress, decompress
 from .errors import ErrorCode
+from .exceptions import CorruptRecordError, InvalidRecordError
 
 __all__ = [
     "AbortedTransactions",
@@ -126,21 +126,6 @@ _ATTRS_AND_LAST_DELTA = struct.Struct(">hi")
 # --------------------------------------------------------------------------
 # Errors
 # --------------------------------------------------------------------------
-
-
-class CorruptRecordError(Exception):
-    """Batch failed its CRC or could not be decompressed (``CorruptRecordException``).
-
-    The broker answers CORRUPT_MESSAGE (2) for this and for its subclass
-    `InvalidRecordError`.
-    """
-
-    error_code = ErrorCode.CORRUPT_MESSAGE
-
-
-class InvalidRecordError(CorruptRecordError):
-    """Structurally invalid batch: bad magic, length, truncation, bad record
-    framing (``InvalidRecordException``)."""
 
 
 # --------------------------------------------------------------------------
@@ -638,17 +623,15 @@ def build_batch(records: Iterable[Record], *, base_offset: int = 0, compression:
                 producer_id: int = NO_PRODUCER_ID, producer_epoch: int = NO_PRODUCER_EPOCH,
                 base_sequence: int = NO_SEQUENCE, is_transactional: bool = False,
                 partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
-                timestamp_type: int = CREATE_TIME, base_timestamp: int | None = None,
+                timestamp_type: int = CREATE_TIME, base_timestamp: int,
                 is_control: bool = False) -> bytes:
     """Build one complete v2 batch with CRC (``MemoryRecordsBuilder`` + ``DefaultRecordBatch.writeHeader``).
 
-    Record timestamps are ``base_timestamp + timestamp_delta``; ``base_timestamp``
-    defaults to now (ms).  lastOffsetDelta is the largest offset_delta (-1 for
+    Record timestamps are ``base_timestamp + timestamp_delta``; the caller gives ``base_timestamp`` (ms, from
+    its clock: the protocol never reads the time).  lastOffsetDelta is the largest offset_delta (-1 for
     an empty batch); maxTimestamp the largest record timestamp.
     """
     records = list(records)
-    if base_timestamp is None:
-        base_timestamp = int(time.time() * 1000)
     if records:
         last_offset_delta = max(r.offset_delta for r in records)
         max_timestamp = base_timestamp + max(r.timestamp_delta for r in records)
@@ -735,7 +718,7 @@ class AbortedTransactions:
 def build_control_batch(control_type: int, *, producer_id: int, producer_epoch: int,
                         coordinator_epoch: int = 0, base_offset: int = 0,
                         partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
-                        timestamp: int | None = None) -> bytes:
+                        timestamp: int) -> bytes:
     """Build a transaction marker batch (``MemoryRecords.withEndTransactionMarker``):
     transactional + control, one record with key (0, type) and value
     ``EndTransactionMarker`` (version 0, coordinator epoch)."""

@@ -26,12 +26,14 @@ go out silently as the default).  Off, the builders are the plain ones.
 from __future__ import annotations
 
 import os
+import struct as _struct
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from construct import Construct
+from construct import Construct, ConstructError
 
 from . import types as T
+from .exceptions import MalformedMessage, ProtocolError, UnknownFieldError, UnsupportedVersion
 
 __all__ = [
     "VersionRange", "Field", "f", "struct", "Message", "UnknownFieldError", "set_strict", "strict_enabled",
@@ -98,6 +100,8 @@ class Field:
     tagged: VersionRange | None = None
     has_default: bool = False
     flexible: VersionRange | None | bool = True  # False: never compact (RequestHeader.ClientId)
+    #: What the field names (Kafka's ``entityType``, plus the project's own kinds): see ``protocol.entities``.
+    entity: str | None = None
 
     @property
     def is_array_of_structs(self) -> bool:
@@ -149,6 +153,11 @@ def _struct_default(fields: list[Field]) -> dict:
     return out
 
 
+def struct_default(fields: list[Field]) -> dict:
+    """A struct of ``fields`` with every field at the value a reader sees when it is absent."""
+    return _struct_default(fields)
+
+
 def struct(*fields: Field) -> _Struct:
     """A single nested struct (not an array), e.g. FetchRequest's ReplicaState."""
     return _Struct(list(fields))
@@ -167,8 +176,10 @@ def f(
     tag: int | None = None,
     tagged: str | None = None,
     flexible: str | None = None,
+    entity: str | None = None,
 ) -> Field:
-    """Declare a field.  ``tag`` makes it a tagged field (from ``tagged`` or ``versions``)."""
+    """Declare a field.  ``tag`` makes it a tagged field (from ``tagged`` or ``versions``); ``entity`` says what
+    it names (an :class:`~minikafka.protocol.entities.Entity` value: ``topicName``, ``groupId``, ...)."""
     if isinstance(type, (list, tuple)):
         type = list(type)
     fl = Field(
@@ -181,6 +192,7 @@ def f(
         tagged=VersionRange.parse(tagged or (versions if tag is not None else None)),
         has_default=default is not _NODEFAULT,
         flexible=False if flexible == "none" else True,
+        entity=entity,
     )
     return fl
 
@@ -255,7 +267,7 @@ class Message:
         c = self._cache.get(version)
         if c is None:
             if not self.supports(version):
-                raise ValueError(f"{self.name} does not support version {version}")
+                raise UnsupportedVersion(f"{self.name} does not support version {version}", self.api_key, version)
             c = _struct_construct(self.fields, version, self.is_flexible(version))
             self._cache[version] = c
         return c
@@ -273,9 +285,16 @@ class Message:
         """Parse one body; ``records`` fields come back as zero-copy memoryviews of ``data``.
 
         Runs the compiled fast path (:mod:`minikafka.protocol.fastpath`); trailing
-        bytes after the body are ignored, as Kafka's generated readers do.
+        bytes after the body are ignored, as Kafka's generated readers do.  Bytes that do not parse raise
+        :class:`MalformedMessage`, a version this message lacks :class:`UnsupportedVersion`.
         """
-        return self._compiled(version)[0](data)
+        parse = self._compiled(version)[0]
+        try:
+            return parse(data)
+        except ProtocolError:
+            raise
+        except _BAD_BYTES as exc:
+            raise MalformedMessage(f"{self.name} v{version}: {exc}") from exc
 
     def build(self, obj: Any, version: int) -> bytes:
         out = T.SegmentedWriter(1 << 62)
@@ -290,13 +309,26 @@ class Message:
 
     def parse_construct(self, data: bytes | bytearray | memoryview, version: int) -> Any:
         """Parse through the construct schema itself (the reference the fast path is tested against)."""
-        return self.construct(version).parse_stream(T.ViewReader(data))
+        node = self.construct(version)
+        try:
+            return node.parse_stream(T.ViewReader(data))
+        except ProtocolError:
+            raise
+        except _BAD_BYTES as exc:
+            raise MalformedMessage(f"{self.name} v{version}: {exc}") from exc
 
     def build_construct(self, obj: Any, version: int) -> bytes:
         return self.construct(version).build(obj)
 
     def parse_stream(self, stream: Any, version: int) -> Any:
-        return self.construct(version).parse_stream(stream)
+        """Parse one body from a file-like ``stream`` (:class:`MalformedMessage` if it does not parse)."""
+        node = self.construct(version)
+        try:
+            return node.parse_stream(stream)
+        except ProtocolError:
+            raise
+        except _BAD_BYTES as exc:
+            raise MalformedMessage(f"{self.name} v{version}: {exc}") from exc
 
     def default(self) -> dict:
         """A dict with every field at its default (any version)."""
@@ -317,14 +349,9 @@ class Message:
         return _PLAIN_BUILD_SEGMENTS(self, obj, version)
 
 
-class UnknownFieldError(ValueError):
-    """Strict mode: a body holds a key that is no field of its struct in any version."""
-
-    def __init__(self, message: str, path: str, key: Any):
-        super().__init__(f"{path}: unknown field {key!r} (no version of {message} declares it here)")
-        self.message_name = message
-        self.path = path
-        self.key = key
+# What the parsers raise on bytes that do not parse (construct's errors, short buffers, bad UTF-8, values out of
+# range): turned into MalformedMessage at the Message boundary.  No TypeError: that is a caller passing a non-buffer.
+_BAD_BYTES = (ConstructError, _struct.error, IndexError, UnicodeDecodeError, ValueError, KeyError, OverflowError)
 
 
 def _check_keys(message: str, fields: list[Field], obj: Any, path: str) -> None:

@@ -34,6 +34,8 @@ from construct import (
     stream_write,
 )
 
+from .exceptions import MalformedMessage
+
 __all__ = [
     "INT8", "INT16", "UINT16", "INT32", "UINT32", "INT64", "FLOAT64", "BOOL",
     "UVarInt", "VarIntZigZag", "KString", "KBytes", "KArray", "KUuid", "KStruct",
@@ -70,7 +72,9 @@ def read_uvarint(stream: Any, path: str = "") -> int:
 
 
 def uvarint_at(buf: Any, pos: int) -> tuple[int, int]:
-    """Read an unsigned varint from ``buf`` at ``pos``: (value, position after it)."""
+    """Read an unsigned varint from ``buf`` at ``pos``: (value, position after it).
+
+    ``IndexError`` if ``buf`` ends inside it, :class:`MalformedMessage` if it is longer than 64 bits."""
     result = shift = 0
     while True:
         b = buf[pos]
@@ -80,7 +84,7 @@ def uvarint_at(buf: Any, pos: int) -> tuple[int, int]:
             return result, pos
         shift += 7
         if shift > 63:
-            raise StreamError("varint too long")
+            raise MalformedMessage("varint too long")
 
 
 def write_uvarint(value: int) -> bytes:

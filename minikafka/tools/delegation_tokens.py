@@ -25,7 +25,7 @@ from __future__ import annotations
 import argparse
 import base64
 import binascii
-import time
+import datetime as dt
 from typing import Any
 
 from .admin import AdminClient
@@ -107,7 +107,7 @@ def decode_hmac(text: str) -> bytes:
 
 def date(ms: int) -> str:
     """Kafka's ``yyyy-MM-dd'T'HH:mm`` in local time."""
-    return time.strftime("%Y-%m-%dT%H:%M", time.localtime(ms / 1000))
+    return dt.datetime.fromtimestamp(ms / 1000).strftime("%Y-%m-%dT%H:%M")
 
 
 def principals(items: list[str]) -> list[tuple[str, str]]:

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import binascii
 import json
 import os
 import struct
@@ -47,6 +48,7 @@ from typing import Any, Callable, Mapping, TextIO
 from ..protocol.compression import CODEC_NAMES
 from ..protocol.coordinator_records import (OFFSETS_TOPIC, RECORD_SCHEMAS, SHARE_GROUP_STATE_TOPIC,
                                             TRANSACTION_STATE_TOPIC)
+from ..protocol.exceptions import MalformedMessage, ProtocolError, UnsupportedVersion
 from ..protocol.json_converter import write_json
 from ..protocol.records import (
     BATCH_HEADER_SIZE,
@@ -134,19 +136,19 @@ class CoordinatorRecordDecoder:
                 return _compact_json(key_json), "<DELETE>"
             value = memoryview(record.value)
             if len(value) < 2:
-                raise ValueError("Could not read version from value's buffer.")
+                raise MalformedMessage("Could not read version from value's buffer.")
             (version,) = _VERSION.unpack_from(value)
             data = self._json(schemas[1], version, value[2:])
             if self.value_json is not None:
                 data = self.value_json(record_type, data)
-        except Exception as exc:  # whatever the parser raises on bad bytes: Kafka prints it and goes on
+        except ProtocolError as exc:  # bytes that do not parse: Kafka prints the error and goes on
             return f"Error at offset {record.offset}, skipping. {exc}", None
         return _compact_json(key_json), _compact_json({"version": str(version), "data": data})
 
     @staticmethod
     def _json(message: Message, version: int, body: memoryview) -> dict[str, Any]:
         if not message.supports(version):
-            raise ValueError(f"Can't read version {version} of {message.name}")
+            raise UnsupportedVersion(f"Can't read version {version} of {message.name}", None, version)
         return write_json(message, message.parse(body, version), version)
 
 
@@ -157,7 +159,7 @@ def _embedded_json(data: Any, message: Message) -> Any:
         raw = base64.b64decode(data, validate=True)
         (version,) = _VERSION.unpack_from(raw)
         return write_json(message, message.parse(memoryview(raw)[2:], version), version)
-    except Exception:
+    except (binascii.Error, struct.error, ProtocolError):  # not base64, no version, or does not parse
         return data
 
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import argparse
 import base64
-import time
 import uuid
 from typing import Any
 
+from ..common.clock import SYSTEM_CLOCK, Clock
 from .admin import AdminClient
 from .common import ToolError, command_security, set_main
 
@@ -55,7 +55,7 @@ def _replica(state: Any, endpoints: list[str]) -> str:
     return text + "}"
 
 
-async def main(args: argparse.Namespace) -> int:
+async def main(args: argparse.Namespace, clock: Clock = SYSTEM_CLOCK) -> int:
     if args.status == args.replication:
         raise ToolError("One of --status or --replication must be specified with describe sub-command"
                         if not args.status else
@@ -73,7 +73,7 @@ async def main(args: argparse.Namespace) -> int:
     if leader is None:
         raise ToolError(f"the quorum's leader {partition.leader_id} is not among its voters")
     if args.replication:
-        now = int(time.time() * 1000)
+        now = clock.time_ms()
 
         def when(ts: int) -> str:
             return "-1" if ts < 0 else f"{max(now - ts, 0)} ms ago" if args.human_readable else str(ts)

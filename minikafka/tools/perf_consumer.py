@@ -8,9 +8,9 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import random
-import time
 from typing import Any
 
+from ..common.clock import SYSTEM_CLOCK, Clock
 from .common import ToolError, client_properties, client_settings, print_table
 from .perf_producer import MB, REFRESH_S
 from .progress import ProgressDisplay, progress_enabled
@@ -54,13 +54,13 @@ def consumer_settings(args: argparse.Namespace) -> dict[str, Any]:
     return client_settings(ConsumerConfig, props, "consumer")
 
 
-async def main(args: argparse.Namespace) -> int:
+async def main(args: argparse.Namespace, clock: Clock = SYSTEM_CLOCK) -> int:
     from ..client.consumer import KafkaConsumer
 
     if args.messages <= 0:
         raise ToolError("--messages must be positive")
-    wall_start = time.time()
-    start = time.perf_counter()
+    wall_start = clock.time()
+    start = clock.monotonic()
     count = nbytes = 0
     join_s: float | None = None
     last_record = start
@@ -72,7 +72,7 @@ async def main(args: argparse.Namespace) -> int:
         with ProgressDisplay("consuming", args.messages, enabled=progress_enabled(args.no_progress)) as bar:
             while count < args.messages:
                 batch = await consumer.poll(timeout_ms=POLL_MS, max_records=args.messages - count)
-                now = time.perf_counter()
+                now = clock.monotonic()
                 if join_s is None and consumer.assignment():
                     join_s = now - start
                 for records in batch.values():
@@ -93,7 +93,7 @@ async def main(args: argparse.Namespace) -> int:
                     last_refresh = now
                     bar.update(completed=count, status=f"{_rate(nbytes / MB, now - start):.2f} MB/s")
         metrics = consumer.metrics()
-    elapsed = time.perf_counter() - start
+    elapsed = clock.monotonic() - start
     if not args.show_detailed_stats:
         print(f"{_when(wall_start)}, {_when(wall_start + elapsed)}, {figures(nbytes, count, elapsed, join_s or 0.0)}")
     if args.print_metrics:

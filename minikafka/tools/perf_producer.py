@@ -9,7 +9,6 @@ import argparse
 import codecs
 import logging
 import random
-import time
 from array import array
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -17,6 +16,7 @@ import trio
 
 if TYPE_CHECKING:
     from ..client.producer import RecordMetadata
+from ..common.clock import SYSTEM_CLOCK, Clock
 from .common import ToolError, client_properties, client_settings, print_table
 from .progress import ProgressDisplay, progress_enabled
 
@@ -39,9 +39,9 @@ def percentile_ms(sorted_ms: list[float] | array, p: float) -> float:
 class ProducerStats:
     """Kafka's ``ProducerPerformance.Stats``: totals, every latency, and the current window."""
 
-    def __init__(self, clock: Callable[[], float] = time.perf_counter) -> None:
+    def __init__(self, clock: Clock = SYSTEM_CLOCK) -> None:
         self.clock = clock
-        self.start = self.window_start = clock()
+        self.start = self.window_start = clock.monotonic()
         self.count = self.bytes = self.errors = 0
         self.latencies = array("d")
         self.max_ms = 0.0
@@ -55,7 +55,7 @@ class ProducerStats:
                 if self.errors == 1:
                     log.error("a record failed: %s", exc)
                 return
-            self.record((self.clock() - sent_at) * 1000, size)
+            self.record((self.clock.monotonic() - sent_at) * 1000, size)
         return done
 
     def record(self, latency_ms: float, size: int) -> None:
@@ -71,7 +71,7 @@ class ProducerStats:
 
     def window_line(self) -> str:
         """Kafka's periodic line for the window since the last one, which starts a new window."""
-        now = self.clock()
+        now = self.clock.monotonic()
         n, size, total, top = self._window
         elapsed = max(now - self.window_start, 1e-9)
         self.window_start, self._window = now, [0, 0, 0.0, 0.0]
@@ -80,7 +80,7 @@ class ProducerStats:
 
     def rates(self) -> tuple[float, float]:
         """(records/s, MB/s) since the start."""
-        elapsed = max(self.clock() - self.start, 1e-9)
+        elapsed = max(self.clock.monotonic() - self.start, 1e-9)
         return self.count / elapsed, self.bytes / elapsed / MB
 
     def summary(self) -> str:
@@ -146,9 +146,9 @@ async def main(args: argparse.Namespace) -> int:
         raise ToolError("--num-records must be positive")
     payloads = Payloads(args.record_size, args.payload_file, args.payload_delimiter)
     settings = producer_settings(args)
-    clock = time.perf_counter
+    clock = SYSTEM_CLOCK.monotonic
     async with KafkaProducer(**settings) as producer:
-        stats = ProducerStats(clock)
+        stats = ProducerStats(SYSTEM_CLOCK)
         with ProgressDisplay("producing", args.num_records, enabled=progress_enabled(args.no_progress)) as bar:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(_report, stats, bar)

@@ -9,6 +9,7 @@ from typing import Any
 
 from minikafka.analysis.decode import PARTITION_COLUMNS, REQUEST_COLUMNS, RecordDecoder
 from minikafka.capture import read_capture
+from waiting import wait_for, wait_for_no_connections
 
 
 def cached_tables(spark: Any, capture: Path) -> Any:
@@ -21,10 +22,7 @@ def cached_tables(spark: Any, capture: Path) -> Any:
 
 
 def wait_until(pred, timeout: float = 20, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not pred():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
+    wait_for(pred, timeout, what)
 
 
 def decoded(cap: Path | list[Path]) -> tuple[Any, Any]:
@@ -88,7 +86,7 @@ def quota_capture(cap: Path) -> dict[str, int]:
                 slow.produce("qt", b"s" * 100, on_delivery=counter("slow"))
             fast.poll(0)
             slow.poll(0)
-            time.sleep(0.1)
+            time.sleep(0.1)  # fixed wait: the workload's pace (200 values per 0.1 s) is what the quota job measures
         assert fast.flush(15) == 0 and slow.flush(15) == 0
         capped = Producer({**conf, "client.id": "capped"})
         for i in range(3000):
@@ -104,13 +102,15 @@ REP_TOPIC = "rep"
 REP_PARTITIONS = 4
 
 
-def replication_capture(cap: Path, seconds: float = 2.0) -> dict[int, int]:
+def replication_capture(cap: Path, fetches: int = 8) -> dict[int, int]:
     """Two brokers, capture on, topic "rep" with 4 partitions and RF 2 (leaders alternate 0, 1, 0, 1);
     a confluent-kafka producer (acks=all) sends 25 + 10 x partition values to each partition, then the
-    followers keep fetching for ``seconds``.  Returns the messages delivered per partition."""
+    followers keep fetching until each has the final high watermarks and each leader handled ``fetches``
+    follower fetches.  Returns the messages delivered per partition."""
     from confluent_kafka import Producer
 
     from minikafka.broker.config import BrokerConfig
+    from minikafka.protocol.api import ApiKey
     from minikafka.testing import ClusterThread
 
     delivered: dict[int, int] = {p: 0 for p in range(REP_PARTITIONS)}
@@ -131,7 +131,14 @@ def replication_capture(cap: Path, seconds: float = 2.0) -> dict[int, int]:
                 p.produce(REP_TOPIC, b"r%03d-" % i + b"x" * 200, partition=part, on_delivery=cb)
         assert p.flush(20) == 0
         del p
-        time.sleep(seconds)
+
+        def replicated() -> bool:
+            c = ct.cluster
+            return all(c.broker(b).request_stats.get(ApiKey.FETCH, [0])[0] >= fetches for b in (0, 1)) and all(
+                c.broker(1 - p % 2).replica_manager.get(REP_TOPIC, p).log.high_watermark == n
+                for p, n in delivered.items())
+
+        wait_for(lambda: ct.call(replicated), 30, "the followers to have the final high watermarks")
     return delivered
 
 
@@ -171,8 +178,8 @@ def lag_capture(cap: Path) -> list[tuple[float, int]]:
                 for records in c.poll(timeout_ms=200, max_records=10).values():
                     now = time.time()
                     seen.extend((now, r.offset) for r in records)
-                time.sleep(0.02)
+                time.sleep(0.02)  # fixed wait: a slow consumer (the lag over time is what the job measures)
         finally:
             c.close()
-        time.sleep(0.1)
+        wait_for_no_connections(bt)
     return seen

@@ -29,6 +29,7 @@ from minikafka.capture.format import CaptureRecord, encode_block, encode_record
 from minikafka.protocol.api import ApiKey as K
 from minikafka.protocol.records import Record, build_batch
 from txn_helpers import _request, _response  # one builder of request/response frames for the synthetic captures
+from minikafka.common.clock import SYSTEM_CLOCK
 
 TOPIC = "sq"
 TOPIC_ID = uuid.UUID("5a5a5a5a-0000-4000-8000-000000000001")
@@ -37,7 +38,8 @@ C1, S1, S2 = "c1-member-uuid", "s1-member-uuid", "s2-member-uuid"
 
 
 def batch(base: int, n: int) -> bytes:
-    return build_batch([Record(offset_delta=i, value=b"v%d" % (base + i)) for i in range(n)], base_offset=base)
+    return build_batch([Record(offset_delta=i, value=b"v%d" % (base + i)) for i in range(n)], base_offset=base,
+                       base_timestamp=SYSTEM_CLOCK.time_ms())
 
 
 P0_BATCHES = [batch(0, 5), batch(5, 5)]

@@ -7,10 +7,11 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from waiting import wait_for
 
 
 def _free_port() -> int:
@@ -33,14 +34,14 @@ def spark_env() -> dict[str, str]:
 
 
 def _wait_for(log: Path, text: str, proc: subprocess.Popen, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def logged() -> bool:
         if log.exists() and text in log.read_text(errors="replace"):
-            return
+            return True
         if proc.poll() is not None:
             raise RuntimeError(f"{log.name} exited: {log.read_text(errors='replace')[-2000:]}")
-        time.sleep(0.2)
-    raise TimeoutError(f"{text!r} not in {log}")
+        return False
+
+    wait_for(logged, timeout, f"{text!r} in {log}", interval=0.2)
 
 
 @contextmanager

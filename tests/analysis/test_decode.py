@@ -15,6 +15,7 @@ from minikafka.analysis import datasource
 from minikafka.analysis.decode import COLUMNS, SCHEMAS, RecordDecoder, _errors, batch_stats, response_errors
 from minikafka.capture import read_capture
 from minikafka.protocol.records import InvalidRecordError, Record, build_batch, iter_batches
+from minikafka.common.clock import SYSTEM_CLOCK
 
 TABLES = ("requests", "partitions", "topics")
 
@@ -159,7 +160,7 @@ def test_batch_stats_matches_iter_batches() -> None:
     batches = []
     for i in range(6):
         b = bytearray(build_batch([Record(value=b"v" * rng.randrange(40)) for _ in range(1 + i)],
-                                  compression=i % 2))
+                                  compression=i % 2, base_timestamp=SYSTEM_CLOCK.time_ms()))
         b[0:8] = (100 * i).to_bytes(8, "big")
         batches.append(bytes(b))
     cases = [None, b"", b"\x00" * 10] + batches + [b"".join(batches[:3]), b"".join(batches)]

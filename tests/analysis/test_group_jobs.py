@@ -27,6 +27,7 @@ from minikafka.analysis.jobs.sessions import (
 )
 from minikafka.capture.format import encode_block, encode_record
 from minikafka.protocol.records import Record, build_batch
+from minikafka.common.clock import SYSTEM_CLOCK
 
 
 def _sessions(cap: Path) -> dict:
@@ -59,7 +60,8 @@ def test_share_session_counterfactual_and_epoch_sequence(tmp_path: Path) -> None
     one; an epoch out of sequence is counted, and so is the broker's INVALID_SHARE_SESSION_EPOCH."""
     recs = [
         share_fetch(0, 1, S1, 0, [(0, []), (1, [])], []),
-        share_fetch(10, 2, S1, 1, [(0, [])], [(0, build_batch([Record(value=b"x")]), [(0, 0, 1)], 0)]),
+        share_fetch(10, 2, S1, 1, [(0, [])],
+                    [(0, build_batch([Record(value=b"x")], base_timestamp=SYSTEM_CLOCK.time_ms()), [(0, 0, 1)], 0)]),
         share_fetch(20, 3, S1, 5, [], [], error=123),  # INVALID_SHARE_SESSION_EPOCH
         share_fetch(30, 4, S1, 2, [], []),
     ]

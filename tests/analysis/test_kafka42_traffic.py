@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import trio
 
+from minikafka.capture.recorder import CAPTURE
 from minikafka.analysis.decode import REQUEST_COLUMNS, RecordDecoder
 from minikafka.broker.broker import serve_broker
 from minikafka.broker.config import BrokerConfig
@@ -22,6 +23,7 @@ from minikafka.protocol.errors import ErrorCode as E
 from minikafka.protocol.records import Record, build_batch
 from minikafka.protocol.types import ZERO_UUID
 from minikafka.testing import BrokerThread
+from minikafka.common.clock import SYSTEM_CLOCK
 
 TOPIC = "k42"
 GROUP = "k42-group"
@@ -48,7 +50,8 @@ async def _exchange(conn: KafkaConnection) -> None:
     md = await call(K.METADATA, {"topics": [{"name": TOPIC}], "allow_auto_topic_creation": False})
     assert md.error_code == E.NONE
     topic_id = md.topics[0].topic_id
-    batch = build_batch([Record(offset_delta=i, value=b"v%d" % i) for i in range(3)])
+    batch = build_batch([Record(offset_delta=i, value=b"v%d" % i) for i in range(3)],
+                        base_timestamp=SYSTEM_CLOCK.time_ms())
     produced = await call(K.PRODUCE, {"transactional_id": None, "acks": -1, "timeout_ms": 5000, "topic_data": [
         {"topic_id": topic_id, "partition_data": [{"index": 0, "records": batch}]}]})
     assert produced.responses[0].partition_responses[0].error_code == E.NONE
@@ -116,7 +119,7 @@ async def _exchange(conn: KafkaConnection) -> None:
 
 
 async def _capture(cap: Path) -> None:
-    async with serve_broker(BrokerConfig(port=0, capture_dir=cap)) as broker:
+    async with serve_broker(BrokerConfig(port=0, capture_dir=cap), captures=CAPTURE) as broker:
         async with await KafkaConnection.connect("127.0.0.1", broker.port, client_id="k42-client") as conn:
             await _exchange(conn)
 

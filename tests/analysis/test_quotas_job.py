@@ -15,6 +15,7 @@ import pytest
 from analysis_helpers import cached_tables, CAPPED_QUOTA, MB, QUOTA_WINDOWS, decoded, quota_capture
 
 from minikafka.analysis.jobs import AnalysisOptions, quotas
+from minikafka.common.clock import ManualClock
 from minikafka.metrics import (
     MetricConfig,
     MetricName,
@@ -66,7 +67,7 @@ def kafka_throttles(rows: list[tuple[int, int]], quota: float, samples: int, win
     """Kafka's produce throttle per request, driving minikafka.metrics directly: a Sensor with a Rate bound
     by the quota; on violation round((rate - quota) / quota * windowSize) ms (QuotaUtils.throttleTime)."""
     cfg = MetricConfig(samples=samples, time_window_ms=window_s * 1000, quota=Quota.upper_bound(quota))
-    sensor = Metrics(clock_ms=lambda: 0).sensor("produce", cfg)
+    sensor = Metrics(clock=ManualClock(0)).sensor("produce", cfg)
     sensor.add(MetricName.of("byte-rate", "Produce"), Rate(), cfg)
     out = []
     for t, nbytes in rows:

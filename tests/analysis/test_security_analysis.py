@@ -19,6 +19,7 @@ from analysis_helpers import QUOTA_WINDOWS, cached_tables, decoded
 from minikafka.analysis.decode import COLUMNS
 from minikafka.analysis.jobs import AnalysisOptions, quotas, traffic
 from minikafka.broker.request import RequestContext
+from minikafka.common.clock import ManualClock
 from minikafka.metrics import MetricConfig, MetricName, Metrics, Quota, QuotaViolationError, Rate
 from security_capture import BATCH, CLIENT_ID, CONSUMER_ID, N, sasl_ssl_capture
 from tls_certs import make_pki
@@ -119,7 +120,7 @@ def _kafka_throttles(rows: list[tuple[int, int, str]], quota: float) -> list[int
     """Kafka's produce throttle per request, from one Sensor with a Rate bounded by ``quota``."""
     samples, window_s = QUOTA_WINDOWS["quota_window_num"], QUOTA_WINDOWS["quota_window_size_seconds"]
     cfg = MetricConfig(samples=samples, time_window_ms=window_s * 1000, quota=Quota.upper_bound(quota))
-    sensor = Metrics(clock_ms=lambda: 0).sensor("produce", cfg)
+    sensor = Metrics(clock=ManualClock(0)).sensor("produce", cfg)
     sensor.add(MetricName.of("byte-rate", "Produce"), Rate(), cfg)
     out = []
     for t, nbytes, _p in rows:

@@ -10,23 +10,24 @@ import pytest
 from minikafka.analysis.jobs import AnalysisOptions, sessions
 from minikafka.analysis.tables import load_tables
 from minikafka.broker.config import BrokerConfig
+from minikafka.protocol.api import ApiKey
 from minikafka.testing import BrokerThread, ClusterThread
+from waiting import wait_for, wait_for_no_connections
 
 FAST = dict(replica_fetch_wait_max_ms=100, replica_fetch_backoff_ms=50, group_initial_rebalance_delay_ms=0)
 
 
 def _wait(pred, timeout: float = 20) -> None:
-    deadline = time.monotonic() + timeout
-    while not pred():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
+    wait_for(pred, timeout)
 
 
-def seed_capture(cap: Path, version: int, seconds: float = 1.5) -> None:
-    """Two brokers, topic `test` with 1000 partitions and RF 2, nothing produced, capture on."""
+def seed_capture(cap: Path, version: int, fetches: int = 8) -> None:
+    """Two brokers, topic `test` with 1000 partitions and RF 2, nothing produced, capture on, until each
+    broker handled ``fetches`` follower fetches."""
     with ClusterThread(2, replica_fetch_request_version=version, capture_dir=cap, **FAST) as ct:
         ct.call(lambda: ct.cluster.broker(0).create_topic("test", 1000, 2))
-        time.sleep(seconds)
+        _wait(lambda: ct.call(lambda: all(ct.cluster.broker(b).request_stats.get(ApiKey.FETCH, [0])[0] >= fetches
+                                          for b in (0, 1))))
 
 
 @pytest.mark.slow
@@ -34,7 +35,7 @@ def test_seed_experiment_from_its_capture(spark, tmp_path: Path) -> None:
     """Follower fetches of the seed: 12043-byte full fetch, 33-byte incremental ones, each of which a
     sessionless fetch would have sent as 12043 bytes: 365x (12043 / 33) per incremental fetch."""
     seed_capture(tmp_path / "v8", 8)
-    seed_capture(tmp_path / "v6", 6, seconds=0.8)
+    seed_capture(tmp_path / "v6", 6, fetches=4)
     res = sessions.run(load_tables(spark, [tmp_path / "v8"]), AnalysisOptions())
     per_fetch = res["per_fetch"].where("replica_id >= 0").toPandas()
     assert set(per_fetch.replica_id) == {0, 1}
@@ -93,7 +94,7 @@ def test_kafka_python_consumer_sessions_reconstructed(spark, tmp_path: Path) -> 
             c.poll(100)
         c.close()
         assert got == n
-        time.sleep(0.2)
+        wait_for_no_connections(bt)
     res = sessions.run(load_tables(spark, [tmp_path / "cap"]), AnalysisOptions())
     f = res["per_fetch"].where("client_id = 'kp-sessions'").toPandas().sort_values("receive_ns")
     assert set(f.api_version) == {12}

@@ -112,10 +112,6 @@ def test_request_rows_sum_their_partitions(rows) -> None:
 
 
 def test_write_txn_markers_requests_count_the_markers_asked_for() -> None:
-    from minikafka.protocol.api import APIS
-
-    if 27 not in APIS:
-        pytest.skip("this protocol layer has no WriteTxnMarkers")
     from txn_helpers import _record
 
     markers = [{"producer_id": 1, "producer_epoch": 0, "transaction_result": True, "coordinator_epoch": 0,

@@ -33,6 +33,7 @@ from minikafka.broker.config import BrokerConfig
 from minikafka.capture import read_capture
 from minikafka.capture.format import CaptureRecord
 from minikafka.testing import BrokerThread
+from waiting import wait_for_no_connections
 
 STATS_INTERVAL_MS = 100
 MAX_WAIT_MS = 200
@@ -127,7 +128,7 @@ def make_client_capture(tmp: Path, n: int = 400, max_wait_ms: int = MAX_WAIT_MS)
             p.produce(TOPICS[i % 2], b"value-%06d-" % i + b"x" * (20 + i % 50))
             if i % 40 == 39:
                 p.flush(10)
-                time.sleep(0.15)
+                time.sleep(0.15)  # fixed wait: the workload's pace (statistics windows over ~1.5 s are measured)
         assert p.flush(10) == 0
         quiesce(prun, lambda: p.poll(0.05))
         prun.close_ns = time.time_ns()
@@ -150,7 +151,7 @@ def make_client_capture(tmp: Path, n: int = 400, max_wait_ms: int = MAX_WAIT_MS)
         quiesce(crun, lambda: c.consume(10, timeout=0.05))
         crun.close_ns = time.time_ns()
         c.close()
-        time.sleep(0.3)
+        wait_for_no_connections(bt)
         broker_stats = bt.call(lambda: {k: list(v) for k, v in bt.broker.request_stats.items()})
     return CaptureRun(cap, broker_stats, {PRODUCER_ID: prun, CONSUMER_ID: crun}, n, got, max_wait_ms)
 

@@ -24,6 +24,7 @@ from minikafka.broker.metadata import ClusterMetadata
 from minikafka.broker.request import RequestContext
 from minikafka.client.consumer.protocol import Subscription, decode_assignment, encode_subscription
 from minikafka.common import TopicPartition
+from minikafka.common.clock import SecondsClock
 from minikafka.protocol.api import APIS, ApiKey
 from minikafka.protocol.errors import ErrorCode as E
 
@@ -43,7 +44,7 @@ class GroupEnv:
         self.config = BrokerConfig(host="127.0.0.1", port=9092, node_id=0, **config)
         self.data_dir = data_dir
         self.coordinator = GroupCoordinator(self.config, data_dir, clock=trio.current_time,
-                                            wall_clock=lambda: WALL0 + trio.current_time())
+                                            wall_clock=SecondsClock(trio.current_time, WALL0))
         if metadata is None:
             metadata = ClusterMetadata([0])
             metadata.broker_started(0, "127.0.0.1", 9092)

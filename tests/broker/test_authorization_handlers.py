@@ -30,10 +30,12 @@ from minikafka.broker.security.acl import (CLUSTER_NAME, AclBinding, AclOperatio
 from minikafka.broker.security.authorizer import BROKER_PRINCIPAL, StandardAuthorizer
 from minikafka.broker.txn import TransactionCoordinator
 from minikafka.common import TopicPartition
+from minikafka.common.clock import ManualClock
 from minikafka.common.types import OffsetAndMetadata
 from minikafka.protocol.api import APIS, ApiKey
 from minikafka.protocol.errors import ErrorCode as E
 from minikafka.protocol.records import Record, build_batch
+from minikafka.common.clock import SYSTEM_CLOCK
 
 K = ApiKey
 O = AclOperation
@@ -78,7 +80,8 @@ class Env(HandlerEnv):
                             authorizer=self.authorizer)
 
     def groups(self) -> GroupCoordinator:
-        return GroupCoordinator(self.config, None, clock=trio.current_time, wall_clock=lambda: 1.7e9)
+        return GroupCoordinator(self.config, None, clock=trio.current_time,
+                                wall_clock=ManualClock(1_700_000_000_000))
 
 
 async def call(handler: Any, key: ApiKey, version: int, fields: dict, principal: str = ALICE,
@@ -153,7 +156,7 @@ async def test_transactional_produce_needs_write_on_the_transactional_id() -> No
     env = Env()
     env.allow(T, "t", ALICE, O.WRITE)
     txn_batch = build_batch([Record(offset_delta=0, value=b"x")], producer_id=7, producer_epoch=0,
-                            base_sequence=0, is_transactional=True)
+                            base_sequence=0, is_transactional=True, base_timestamp=SYSTEM_CLOCK.time_ms())
     r = await call(env.produce(), K.PRODUCE, 9, produce_fields("t", records=txn_batch, transactional_id="app-1"))
     assert produce_errors(r) == {"t": E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
     # A transactional batch without a transactional id in the request is refused the same way.

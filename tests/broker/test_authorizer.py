@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from minikafka.broker.broker import Broker, broker_authorizer, open_acl_store
+from minikafka.broker.broker import Broker, broker_authorizer
+from minikafka.broker.shared import open_acl_store
 from minikafka.broker.config import BrokerConfig, ConfigError, StartupError
 from minikafka.broker.security.acl import (ANY_FILTER, CLUSTER_NAME, AclBinding, AclBindingFilter, AclOperation,
                                            AclPermissionType, PatternType, ResourceType)

@@ -484,12 +484,12 @@ async def test_a_push_over_the_series_cap_keeps_the_cap(clock: ManualClock) -> N
 def test_the_store_forgets_the_clients_that_pushed_least_recently() -> None:
     from minikafka.broker.client_metrics.receiver import ClientIdentity, ClientTelemetryStore
 
-    now = [0]
-    store = ClientTelemetryStore(lambda: now[0], max_clients=3, max_series_per_client=10, max_series=25)
+    clock = ManualClock(time_ms=0)
+    store = ClientTelemetryStore(clock, max_clients=3, max_series_per_client=10, max_series=25)
     clients = [ClientIdentity(uuid.uuid4(), f"c{i}") for i in range(5)]
 
     def export(i: int, series: int) -> None:
-        now[0] += 1
+        clock.sleep(1)
         store.export(clients[i], NONE, gauges(series))
 
     export(0, 12)  # two over the per-client cap
@@ -501,7 +501,7 @@ def test_the_store_forgets_the_clients_that_pushed_least_recently() -> None:
     export(4, 1)  # a fourth client, over 3: c2 goes
     assert [c["client_id"] for c in store.as_json()] == ["c1", "c3", "c4"]
     assert store.total_series == 15 == len(list(store.series())) and store.series_dropped == 2
-    now[0] += 60_001  # nothing pushed for a minute: all expire
+    clock.sleep(60_001)  # nothing pushed for a minute: all expire
     assert store.as_json() == [] and store.total_series == 0
 
 

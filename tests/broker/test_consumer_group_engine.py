@@ -30,6 +30,7 @@ from minikafka.broker.groups.consumer.subscription import (
 from minikafka.broker.groups.metadata import GROUP_TYPE_CONSUMER
 from minikafka.broker.metadata import ClusterMetadata
 from minikafka.common import OffsetAndMetadata, TopicPartition
+from minikafka.common.clock import SecondsClock
 from minikafka.protocol.errors import ErrorCode as E
 
 WALL0 = 1_700_000_000.0
@@ -38,7 +39,7 @@ SESSION_MS = 45000
 
 def make_coordinator(data_dir: Path | None = None, **kw: Any) -> GroupCoordinator:
     cfg = BrokerConfig(host="127.0.0.1", port=9092, node_id=0, **kw)
-    return GroupCoordinator(cfg, data_dir, clock=trio.current_time, wall_clock=lambda: WALL0 + trio.current_time())
+    return GroupCoordinator(cfg, data_dir, clock=trio.current_time, wall_clock=SecondsClock(trio.current_time, WALL0))
 
 
 def make_metadata(**topics: int) -> ClusterMetadata:

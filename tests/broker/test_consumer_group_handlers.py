@@ -10,6 +10,7 @@ from typing import Any
 import trio
 
 from minikafka.broker.config import BrokerConfig
+from minikafka.common.clock import ManualClock
 from minikafka.broker.groups import GroupCoordinator
 from minikafka.broker.groups.group_config import GroupConfigManager
 from minikafka.broker.handlers.consumer_groups import (
@@ -36,7 +37,8 @@ ALICE, BOB = "User:alice", "User:bob"
 class Env:
     def __init__(self, *, authorizer: bool = False, owns: bool = True, **config: Any) -> None:
         self.config = BrokerConfig(port=9092, **config)
-        self.coordinator = GroupCoordinator(self.config, None, clock=trio.current_time, wall_clock=lambda: 1.7e9)
+        self.coordinator = GroupCoordinator(self.config, None, clock=trio.current_time,
+                                            wall_clock=ManualClock(1_700_000_000_000))
         self.metadata = ClusterMetadata([0])
         self.metadata.broker_started(0, "127.0.0.1", 9092)
         self.metadata.create_topic("t", 3, 1)

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from helpers import create, produce, batch
+from helpers import create, produce, batch, wait_until
 from minikafka.broker.config import BrokerConfig
 from minikafka.broker.coordinator_log import CoordinatorLog, compacted_log_config
 from minikafka.broker.groups.offset_log import OffsetLog
@@ -29,7 +29,7 @@ from minikafka.broker.share.partition_state import PersistedShareState, ShareSta
 from minikafka.broker.txn.metadata import TransactionMetadata, TransactionState
 from minikafka.broker.txn.state_log import TransactionStateLog
 from minikafka.client.connection import KafkaConnection
-from minikafka.common import OffsetAndMetadata, TopicPartition
+from minikafka.common import ManualClock, OffsetAndMetadata, TopicPartition
 from minikafka.protocol.api import ApiKey as K
 from minikafka.protocol.coordinator_records import (ConsumerGroupMetadataKey, ConsumerGroupMetadataValue,
                                                     CoordinatorRecordError, GroupMemberMetadata, GroupMetadataKey,
@@ -190,7 +190,7 @@ def om(offset: int, ts: int = 1000) -> OffsetAndMetadata:
 
 def test_offsets_log_replays_commits_tombstones_and_transactions(tmp_path: Path,
                                                                  caplog: pytest.LogCaptureFixture) -> None:
-    offsets = OffsetLog(tmp_path, now_ms=lambda: 5000)
+    offsets = OffsetLog(tmp_path, clock=ManualClock(time_ms=5000))
     assert offsets.load() == {}
     offsets.write_group_metadata("classic", "classic", "consumer", 3)
     offsets.commit_offsets("classic", {TP0: om(10), TP1: om(11)})
@@ -246,7 +246,7 @@ def test_offsets_log_replays_commits_tombstones_and_transactions(tmp_path: Path,
 async def test_cleaned_offsets_log_replays_to_the_same_groups(tmp_path: Path) -> None:
     """The log cleaner compacts ``__consumer_offsets`` through ``cleaner_targets``; replay gives the same state."""
     config = compacted_log_config(2048, {"delete.retention.ms": "0"})
-    offsets = OffsetLog(tmp_path, config=config, now_ms=lambda: 5000)
+    offsets = OffsetLog(tmp_path, config=config, clock=ManualClock(time_ms=5000))
     offsets.load()
     offsets.write_group_metadata("g", "classic", "consumer", 1)
     for i in range(150):
@@ -409,9 +409,11 @@ async def end_txn(c: KafkaConnection, tid: str, pid: int, epoch: int, commit: bo
     r = await c.request(K.END_TXN, 3, {"transactional_id": tid, "producer_id": pid, "producer_epoch": epoch,
                                       "committed": commit})
     assert r.error_code == 0
-    with trio.fail_after(10):
-        while (await txn_state(c, tid)) != done:
-            await trio.sleep(0.01)
+
+    async def reached() -> bool:
+        return await txn_state(c, tid) == done
+
+    await wait_until(reached, what=f"{tid} to reach {done}")
 
 
 async def txn_state(c: KafkaConnection, tid: str) -> str:

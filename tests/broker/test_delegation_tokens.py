@@ -43,30 +43,23 @@ HOUR = 3600 * 1000
 
 
 # -- the manager's rules (Kafka's DelegationTokenControlManager), on a clock the test moves ------------------------
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_700_000_000_000
-
-    def __call__(self) -> int:
-        return self.now
-
-
-def manager(clock: Clock, **kw) -> DelegationTokenManager:
-    return DelegationTokenManager(SECRET, max_lifetime_ms=7 * DAY, expiry_time_ms=DAY, time_ms=clock, **kw)
+def manager(clock: ManualClock, **kw) -> DelegationTokenManager:
+    return DelegationTokenManager(SECRET, max_lifetime_ms=7 * DAY, expiry_time_ms=DAY, clock=clock, **kw)
 
 
 def test_create_caps_lifetimes_and_makes_kafkas_hmac():
-    clock = Clock()
+    clock = ManualClock(time_ms=1_700_000_000_000)
     m = manager(clock)
     r = m.create_token("User:alice", "User:alice", [("User", "bob")], -1)
     assert r.error == E.NONE and r.owner == r.token_requester == "User:alice"
-    assert (r.issue_timestamp, r.expiry_timestamp, r.max_timestamp) == (clock.now, clock.now + DAY, clock.now + 7 * DAY)
+    now = clock.time_ms()
+    assert (r.issue_timestamp, r.expiry_timestamp, r.max_timestamp) == (now, now + DAY, now + 7 * DAY)
     assert r.hmac == hmac.new(SECRET.encode(), r.token_id.encode(), hashlib.sha512).digest()
     assert len(r.token_id) == 22 and not r.token_id.startswith("-")  # Kafka's Uuid.toString()
     short = m.create_token("User:alice", "User:alice", [], 3600_000)  # below the expiry time: both capped
-    assert (short.expiry_timestamp, short.max_timestamp) == (clock.now + 3600_000, clock.now + 3600_000)
+    assert (short.expiry_timestamp, short.max_timestamp) == (now + 3600_000, now + 3600_000)
     long = m.create_token("User:alice", "User:alice", [], 30 * DAY)
-    assert long.max_timestamp == clock.now + 7 * DAY
+    assert long.max_timestamp == now + 7 * DAY
     assert m.create_token("User:alice", "User:alice", [("Group", "g")], -1).error == E.INVALID_PRINCIPAL_TYPE
     # The SCRAM credential of a token is derived from its Base64 HMAC (ScramFormatter.generateCredential).
     cred = m.credential(r.token_id, ScramMechanism.SCRAM_SHA_512)
@@ -78,27 +71,27 @@ def test_create_caps_lifetimes_and_makes_kafkas_hmac():
 
 
 def test_renew_and_expire_follow_kafkas_rules():
-    clock = Clock()
+    clock = ManualClock(time_ms=1_700_000_000_000)
     m = manager(clock)
     r = m.create_token("User:alice", "User:carol", [("User", "bob")], -1)
     assert m.renew_token("User:alice", b"nope", -1) == (E.DELEGATION_TOKEN_NOT_FOUND, 0)
     assert m.renew_token("User:carol", r.hmac, -1) == (E.DELEGATION_TOKEN_OWNER_MISMATCH, 0)  # the requester
-    clock.now += 1000
-    assert m.renew_token("User:bob", r.hmac, 60_000) == (E.NONE, clock.now + 60_000)
-    assert m.renew_token("User:alice", r.hmac, -1) == (E.NONE, clock.now + DAY)
+    clock.sleep(1000)
+    assert m.renew_token("User:bob", r.hmac, 60_000) == (E.NONE, clock.time_ms() + 60_000)
+    assert m.renew_token("User:alice", r.hmac, -1) == (E.NONE, clock.time_ms() + DAY)
     brief = m.create_token("User:alice", "User:alice", [], 7200_000)
-    clock.now = brief.max_timestamp - 10
+    clock.set_time_ms(brief.max_timestamp - 10)
     assert m.renew_token("User:alice", brief.hmac, -1) == (E.NONE, brief.max_timestamp)  # never past the max
-    clock.now += 11
+    clock.sleep(11)
     assert m.renew_token("User:alice", brief.hmac, -1) == (E.DELEGATION_TOKEN_EXPIRED, 0)
-    assert m.expire_token("User:bob", r.hmac, 5) == (E.NONE, clock.now + 5)
-    clock.now += 6
+    assert m.expire_token("User:bob", r.hmac, 5) == (E.NONE, clock.time_ms() + 5)
+    clock.sleep(6)
     assert m.renew_token("User:alice", r.hmac, -1) == (E.DELEGATION_TOKEN_EXPIRED, 0)
     assert m.expire_token("User:alice", r.hmac, 1000) == (E.DELEGATION_TOKEN_EXPIRED, 0)
     assert sorted(m.expire_tokens()) == sorted([r.token_id, brief.token_id]) and m.all_tokens() == []
     again = m.create_token("User:alice", "User:alice", [], -1)
     assert m.expire_token("User:carol", again.hmac, -1) == (E.DELEGATION_TOKEN_OWNER_MISMATCH, 0)
-    assert m.expire_token("User:alice", again.hmac, -1) == (E.NONE, clock.now)  # negative: removed at once
+    assert m.expire_token("User:alice", again.hmac, -1) == (E.NONE, clock.time_ms())  # negative: removed at once
     assert m.token(again.token_id) is None and m.credential(again.token_id, ScramMechanism.SCRAM_SHA_256) is None
 
 
@@ -135,19 +128,19 @@ def test_which_connections_may_ask_for_tokens():
 
 
 def test_tokens_persist_without_hmacs(tmp_path: Path):
-    clock = Clock()
+    clock = ManualClock(time_ms=1_700_000_000_000)
     path = tmp_path / "__scram_credentials" / "delegation_tokens.json"
     r = manager(clock, path=path).create_token("User:alice", "User:alice", [("User", "bob")], -1)
     assert r.token_id in path.read_text() and base64.b64encode(r.hmac).decode() not in path.read_text()
     again = manager(clock, path=path)
     assert again.hmac(r.token_id) == r.hmac and again.owner(r.token_id) == "alice"
     assert again.token(r.token_id) == manager(clock, path=path).token(r.token_id)
-    other_secret = DelegationTokenManager("another", path=path, time_ms=clock)
+    other_secret = DelegationTokenManager("another", path=path, clock=clock)
     assert other_secret.hmac(r.token_id) != r.hmac  # the HMAC is the secret's: a new secret invalidates it
 
 
 def test_token_credentials_are_derived_on_the_first_login_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    clock = Clock()
+    clock = ManualClock(time_ms=1_700_000_000_000)
     path = tmp_path / "__scram_credentials" / "delegation_tokens.json"
     derived: list[str] = []
     real = hashlib.pbkdf2_hmac
@@ -161,7 +154,7 @@ def test_token_credentials_are_derived_on_the_first_login_only(tmp_path: Path, m
     salted = real("sha256", base64.b64encode(r.hmac), cred.salt, 4096)
     assert hashlib.sha256(hmac.new(salted, b"Client Key", "sha256").digest()).digest() == cred.stored_key
     assert loaded.credential(r.token_id, ScramMechanism.SCRAM_SHA_256) is cred and derived == ["sha256"]  # kept
-    assert loaded.expire_token("User:alice", r.hmac, -1) == (E.NONE, clock.now)
+    assert loaded.expire_token("User:alice", r.hmac, -1) == (E.NONE, clock.time_ms())
     assert loaded.credential(r.token_id, ScramMechanism.SCRAM_SHA_256) is None
     assert DelegationTokenManager("", path=path).credential(created[0].token_id, ScramMechanism.SCRAM_SHA_512) is None
 

@@ -11,6 +11,7 @@ import trio
 from prometheus_client.parser import text_string_to_metric_families
 
 from helpers import batch, create, fetch, produce, values, wait_until
+from minikafka.capture.recorder import CAPTURE
 from minikafka.analysis.decode import COLUMNS, RecordDecoder
 from minikafka.broker.broker import Broker, serve_broker
 from minikafka.broker.cluster import serve_cluster
@@ -160,6 +161,27 @@ async def test_per_partition_error_leaves_other_partitions_handled(broker: Broke
     assert got[0][0] == E.OFFSET_NOT_AVAILABLE and got[1] == (0, 0)
 
 
+async def test_per_partition_errors_work_on_any_api_whose_declaration_tags_partitions(
+        broker: Broker, conn: KafkaConnection) -> None:
+    """OffsetDelete was in no hand-kept table: its tagged topic and partition fields are all faults need."""
+    await create(conn, "t", partitions=2)
+    commit = await conn.request(K.OFFSET_COMMIT, 8, {
+        "group_id": "g", "generation_id_or_member_epoch": -1, "member_id": "", "group_instance_id": None,
+        "topics": [{"name": "t", "partitions": [{"partition_index": i, "committed_offset": 5,
+                                                 "committed_leader_epoch": -1, "committed_metadata": None}
+                                                for i in (0, 1)]}]})
+    assert [p.error_code for t in commit.topics for p in t.partitions] == [0, 0]
+    broker.faults.add(api="OffsetDelete", topic="t", partition=1, error="GROUP_SUBSCRIBED_TO_TOPIC",
+                      per_partition=True)
+    resp = await conn.request(K.OFFSET_DELETE, 0, {"group_id": "g", "topics": [
+        {"name": "t", "partitions": [{"partition_index": i} for i in (0, 1)]}]})
+    got = {p.partition_index: p.error_code for t in resp.topics for p in t.partitions}
+    assert got == {0: 0, 1: E.GROUP_SUBSCRIBED_TO_TOPIC}
+    fetched = await conn.request(K.OFFSET_FETCH, 7, {"group_id": "g", "topics": [
+        {"name": "t", "partition_indexes": [0, 1]}], "require_stable": False})
+    assert {p.partition_index: p.committed_offset for t in fetched.topics for p in t.partitions} == {0: -1, 1: 5}
+
+
 async def test_latency_delays_the_response(broker: Broker, conn: KafkaConnection) -> None:
     broker.faults.add(api="Metadata", latency_ms=200)
     start = trio.current_time()
@@ -169,7 +191,8 @@ async def test_latency_delays_the_response(broker: Broker, conn: KafkaConnection
     assert broker.faults.rules()[0].matched == 1  # ApiVersions was not delayed
 
 
-async def test_hold_until_the_rule_is_removed(broker: Broker, conn: KafkaConnection) -> None:
+async def test_hold_until_the_rule_is_removed(broker: Broker, conn: KafkaConnection, autojump_clock: object) -> None:
+    """On Trio's virtual clock (the broker runs in the test's run): 0.2 s pass at once."""
     rule = broker.faults.add(api="Metadata", hold=True)
     answered = trio.Event()
 
@@ -180,7 +203,7 @@ async def test_hold_until_the_rule_is_removed(broker: Broker, conn: KafkaConnect
     async with trio.open_nursery() as nursery:
         nursery.start_soon(ask)
         await wait_until(lambda: rule.matched == 1, what="the request to be held")
-        await trio.sleep(0.2)  # (nothing may happen meanwhile)
+        await trio.sleep(0.2)  # (virtual time: nothing may happen meanwhile)
         assert not answered.is_set()
         broker.faults.remove(rule.id)
         with trio.fail_after(10):
@@ -256,7 +279,7 @@ async def test_injected_faults_are_counted_in_prometheus_metrics(broker: Broker,
 
 async def test_injected_responses_are_captured(tmp_path: Path) -> None:
     cfg = BrokerConfig(port=0, capture_dir=tmp_path / "cap")
-    async with serve_broker(cfg) as broker:
+    async with serve_broker(cfg, captures=CAPTURE) as broker:
         async with await connect(broker) as conn:
             await create(conn, "t", partitions=2)
             rule = broker.faults.add(api="Produce", topic="t", partition=1, error="NOT_LEADER_OR_FOLLOWER",

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-import trio
 
 from minikafka.broker.broker import Broker
 from minikafka.client.connection import KafkaConnection
@@ -24,6 +23,7 @@ from minikafka.protocol.api import ApiKey
 from minikafka.protocol.headers import parse_request_header_prefix
 from minikafka.protocol.messages.fetch import FetchRequest, FetchResponse
 from minikafka.broker.request import ResponseObserver
+from helpers import wait_until
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "fetch_session_seed.py"
 
@@ -83,9 +83,7 @@ def _observe(into: list[Seen]):
 
 async def settled(seen: list, n: int, timeout: float = 5) -> list:
     """Wait until the observer saw ``n`` fetches (it runs after the response is sent)."""
-    with trio.fail_after(timeout):
-        while len(seen) < n:
-            await trio.sleep(0.001)
+    await wait_until(lambda: len(seen) >= n, timeout, f"{n} fetches")
     return seen
 
 

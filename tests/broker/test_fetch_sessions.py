@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
+import trio
 
 from minikafka.broker.broker import serve_broker
 from minikafka.broker.config import BrokerConfig
@@ -12,7 +13,7 @@ from minikafka.client.connection import KafkaConnection
 from minikafka.protocol.api import ApiKey as K
 from minikafka.protocol.errors import ErrorCode
 
-from helpers import batch, create, produce
+from helpers import batch, create, produce, wait_until
 
 
 def part(p: int, offset: int = 0, max_bytes: int = 1 << 20) -> dict:
@@ -141,8 +142,6 @@ async def test_errors_are_always_reported_in_incremental_responses(broker, conn)
 
 
 async def test_incremental_long_poll_woken_by_produce(broker):
-    import trio
-
     async with await KafkaConnection.connect("127.0.0.1", broker.port) as c1, \
             await KafkaConnection.connect("127.0.0.1", broker.port) as c2:
         await create(c1, "lp", 2)
@@ -154,8 +153,10 @@ async def test_incremental_long_poll_woken_by_produce(broker):
 
         async with trio.open_nursery() as n:
             n.start_soon(poll)
-            await trio.sleep(0.2)
-            await produce(c2, "lp", batch([b"wake"]), partition=1)
+            # Watching both partitions of its session (one registration per partition).
+            await wait_until(lambda: broker.delayed_fetch.watched() == 2, what="the fetch to wait in the purgatory")
+            assert not out  # the incremental fetch waits for data ...
+            await produce(c2, "lp", batch([b"wake"]), partition=1)  # ... and this produce wakes it
         assert set(returned(out["r"])) == {("lp", 1)}
 
 
@@ -200,9 +201,9 @@ async def test_stale_sessions_are_evicted_first():
             await create(c, "st", 4)
             big = (await fetch(c, 0, 0, [{"topic": "st", "partitions": [part(i) for i in range(4)]}],
                                replica_id=1)).session_id
-            import trio
-
-            await trio.sleep(0.01)
+            cache = b.fetch_manager.cache
+            used = cache.sessions[big].last_used_ms
+            await wait_until(lambda: cache.clock.time_ms() > used, what="the big session to become stale")
             small = (await fetch(c, 0, 0, [{"topic": "st", "partitions": [part(0)]}])).session_id
             assert big and small and b.fetch_manager.cache.evictions == 1
 

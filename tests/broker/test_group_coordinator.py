@@ -22,6 +22,7 @@ from minikafka.broker.groups import GroupCoordinator, GroupState
 from minikafka.broker.handlers import groups as G
 from minikafka.broker.metadata import ClusterMetadata
 from minikafka.broker.request import RequestContext
+from minikafka.common.clock import SecondsClock
 from minikafka.protocol.api import APIS, ApiKey
 from minikafka.protocol.errors import ErrorCode as E
 
@@ -74,7 +75,7 @@ def make_config(**kw: Any) -> BrokerConfig:
 
 def make_coordinator(config: BrokerConfig, data_dir: Path | None = None) -> GroupCoordinator:
     return GroupCoordinator(config, data_dir, clock=trio.current_time,
-                            wall_clock=lambda: WALL0 + trio.current_time())
+                            wall_clock=SecondsClock(trio.current_time, WALL0))
 
 
 async def call(b: StubBroker, key: ApiKey, version: int, fields: dict, client_id: str = "client",

@@ -20,6 +20,7 @@ import pytest
 import trio
 
 from helpers import api_versions_v0
+import waiting
 from minikafka.broker.broker import Broker, serve_broker
 from minikafka.broker.config import BrokerConfig
 from minikafka.client.connection import KafkaConnection
@@ -73,12 +74,8 @@ def test_forty_declared_100mb_frames_keep_the_broker_small_and_answering(broker_
             s.sendall((100_000_000).to_bytes(4, "big") + b"\x00\x01\x00\x09" + bytes(64 * 1024 - 4))
             hostile.append(s)
         # Measure once every connection's 64 KiB reached the broker's host (nothing left to send).
-        deadline = time.monotonic() + 30
         answered = api_versions_round_trip(port)
-        while time.monotonic() < deadline:
-            if all(_unread(s) == 0 for s in hostile):
-                break
-            time.sleep(0.01)
+        waiting.wait_for(lambda: all(_unread(s) == 0 for s in hostile), 30, "the partial frames to reach the broker")
         rss = proc.memory_info().rss / MiB
         answered = max(answered, api_versions_round_trip(port))
         print(f"\n40 x 100 MB partial frames: broker RSS {rss:.0f} MB, new client's ApiVersions in "
@@ -104,11 +101,7 @@ async def _api_versions(conn: KafkaConnection) -> int:
 
 
 async def wait_for(cond, what: str, timeout: float = 10) -> None:
-    with trio.move_on_after(timeout):
-        while not cond():
-            await trio.sleep(0.005)
-        return
-    raise AssertionError(f"timed out waiting for {what}")
+    await waiting.wait_until(cond, timeout, what)
 
 
 async def test_exhausted_memory_pool_holds_large_requests_until_memory_frees() -> None:

@@ -14,6 +14,7 @@ from minikafka.broker.log.txn_index import AbortedTxn
 from minikafka.common.clock import ManualClock
 from minikafka.protocol.records import (ControlRecordType, Record, build_batch, build_control_batch, decode_records,
                                        iter_batches, read_header)
+from minikafka.common.clock import SYSTEM_CLOCK
 
 COMPACT = frozenset({"compact"})
 
@@ -349,7 +350,8 @@ async def test_broker_compacts_a_topic_made_compacted_by_alter_configs() -> None
         async with await KafkaConnection.connect("127.0.0.1", broker.port) as conn:
             for i in range(200):
                 recs = [Record(j, 0, b"key%d" % ((i * 3 + j) % 7), b"value-%d-%d" % (i, j)) for j in range(3)]
-                assert (await produce(conn, "t", build_batch(recs))).error_code == 0
+                batch = build_batch(recs, base_timestamp=SYSTEM_CLOCK.time_ms())
+                assert (await produce(conn, "t", batch)).error_code == 0
             assert await broker.log_cleaner.clean_until_idle() == 0  # cleanup.policy=delete
             resp = await conn.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [{
                 "resource_type": 2, "resource_name": "t", "configs": [
@@ -417,23 +419,25 @@ async def test_consumer_offsets_log_compacted_and_reloaded(tmp_path: Path) -> No
 def test_throttler_sleeps_to_the_desired_rate() -> None:
     from minikafka.broker.log.cleaner import Throttler
 
-    now = [0]
-    slept: list[float] = []
-
-    def sleep(s: float) -> None:
-        slept.append(s)
-        now[0] += int(s * 1e9)
-
-    t = Throttler(1_000_000, check_interval_ms=300, monotonic_ns=lambda: now[0], sleep=sleep)
-    now[0] += 100_000_000
+    clock = ManualClock(monotonic_ns=0)
+    t = Throttler(1_000_000, check_interval_ms=300, clock=clock)
+    clock.sleep(100)
     t.maybe_throttle(2_000_000)  # within the first interval: no check yet
-    assert slept == []
-    now[0] += 300_000_000  # 4 MB in 0.4 s against 1 MB/s: sleep until 4 s have passed
+    assert t.slept_ms == 0 and clock.monotonic_ns() == 100_000_000
+    clock.sleep(300)  # 4 MB in 0.4 s against 1 MB/s: sleep until 4 s have passed
     t.maybe_throttle(2_000_000)
-    assert slept == [3.6]
-    now[0] += 400_000_000
+    assert t.slept_ms == 3600 and clock.monotonic_ns() == 4_000_000_000
+    clock.sleep(400)
     t.maybe_throttle(100_000)  # 0.25 MB/s: under the rate
-    assert slept == [3.6]
+    assert t.slept_ms == 3600 and clock.monotonic_ns() == 4_400_000_000
+
+
+class _TickingClock(ManualClock):
+    """A manual clock whose every monotonic reading is 1 ms after the previous one: work takes time."""
+
+    def monotonic_ns(self) -> int:
+        self.sleep(1)
+        return super().monotonic_ns()
 
 
 async def test_io_max_bytes_per_second_throttles_a_cleaning() -> None:
@@ -442,12 +446,13 @@ async def test_io_max_bytes_per_second_throttles_a_cleaning() -> None:
     write_random(lg, clock, 300, 20)
     lg.roll()
     cleaner = cleaner_for(lg, clock, io_max_bytes_per_second=1e12)
-    naps: list[float] = []
-    cleaner.throttler._sleep = naps.append
-    cleaner.throttler.desired_rate_per_sec = 1000.0  # far below what it reads: every check naps
-    cleaner.throttler.check_interval_ns = 0
+    th = cleaner.throttler
+    start = th.clock.monotonic_ns()
+    th.clock = _TickingClock(monotonic_ns=start)  # carries on from the real clock; its naps take no time
+    th.desired_rate_per_sec = 1000.0  # far below what it reads: every check naps
+    th.check_interval_ns = 0
     assert await cleaner.clean_until_idle() == 1
-    assert naps and cleaner.throttler.slept_ms > 0
+    assert th.slept_ms > 0 and th.clock.monotonic_ns() - start > th.slept_ms * 1_000_000
 
 
 async def test_compact_and_delete_policy_applies_both() -> None:

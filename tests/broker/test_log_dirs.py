@@ -26,6 +26,7 @@ from minikafka.broker.replica_alter_log_dirs import ReplicaAlterLogDirsManager
 from minikafka.client.connection import KafkaConnection
 from minikafka.protocol.api import ApiKey as K
 from minikafka.protocol.errors import ErrorCode
+from minikafka.common.clock import SYSTEM_CLOCK
 
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 TIMEOUT = 30  # seconds any one condition may take: it only bounds a failure (the tests wait for conditions)
@@ -685,9 +686,10 @@ async def test_a_move_copies_nothing_while_a_cleaning_begun_before_it_is_under_w
     current.config = LogConfig(cleanup_policy=frozenset({"compact"}), min_cleanable_dirty_ratio=0.01)
     for round_ in range(4):  # every key in every segment: cleaning keeps only the last round below the active one
         keyed = [Record(i, i, b"k%d" % i, b"r%d" % round_) for i in range(5)]
-        current.append_as_leader([bytearray(build_batch(keyed))], 0, 0)
+        current.append_as_leader([bytearray(build_batch(keyed, base_timestamp=SYSTEM_CLOCK.time_ms()))], 0, 0)
         current.roll()
-    current.append_as_leader([bytearray(build_batch([Record(0, 0, b"k0", b"last")]))], 0, 0)
+    last = build_batch([Record(0, 0, b"k0", b"last")], base_timestamp=SYSTEM_CLOCK.time_ms())
+    current.append_as_leader([bytearray(last)], 0, 0)
 
     def records(lg) -> list[tuple[bytes | None, bytes | None, int]]:
         return [(r.key, r.value, r.offset) for _, view in lg.iter_batches_from(lg.log_start_offset)

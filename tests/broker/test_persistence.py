@@ -8,7 +8,7 @@ from minikafka.broker.broker import serve_broker
 from minikafka.broker.config import BrokerConfig
 from minikafka.client.connection import KafkaConnection
 from minikafka.protocol.api import ApiKey as K
-from helpers import batch, create, fetch, produce, values
+from helpers import batch, create, fetch, produce, values, wait_until
 
 
 async def _restart(tmp_path: Path):
@@ -89,8 +89,6 @@ async def test_deleted_topic_stays_deleted(tmp_path):
 
 
 async def test_retention_loop_deletes_old_segments(tmp_path):
-    import trio
-
     cfg = BrokerConfig(port=0, data_dir=tmp_path, log_retention_check_interval_ms=50,
                        log_segment_bytes=1024, log_retention_bytes=2048)
     async with serve_broker(cfg) as b:
@@ -101,9 +99,7 @@ async def test_retention_loop_deletes_old_segments(tmp_path):
             lg = b.replica_manager.get("ret", 0).log
             # 20 batches of ~370 bytes: about 7 KiB in 1 KiB segments; the loop (every 50 ms, maybe already
             # during the produces) must bring the log down to the 2 KiB retention plus the active segment.
-            with trio.fail_after(5):
-                while lg.log_start_offset == 0:
-                    await trio.sleep(0.05)
+            await wait_until(lambda: lg.log_start_offset > 0, what="retention to delete segments")
             assert lg.size_in_bytes <= 2048 + 1024
             part = await fetch(c, "ret", lg.log_start_offset)
             assert part.log_start_offset == lg.log_start_offset and values(part.records)[-1].startswith(b"019")

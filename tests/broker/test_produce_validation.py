@@ -19,6 +19,7 @@ from minikafka.broker.log import LogConfig, validator
 from minikafka.protocol.api import ApiKey
 from minikafka.protocol.errors import ErrorCode
 from minikafka.protocol.compression import CODEC_NAMES
+from minikafka.common.clock import SYSTEM_CLOCK
 from minikafka.protocol.records import LOG_APPEND_TIME, Record, build_batch
 from test_handlers import call
 
@@ -41,8 +42,9 @@ def keyed(keys: list[bytes | None], *, base_timestamp: int | None = None, deltas
           **kw: Any) -> bytes:
     """One batch with a record per key (None: keyless), values v0, v1, ..."""
     deltas = deltas or [0] * len(keys)
+    ts = SYSTEM_CLOCK.time_ms() if base_timestamp is None else base_timestamp
     return build_batch([Record(offset_delta=i, timestamp_delta=d, key=k, value=b"v%d" % i)
-                        for i, (k, d) in enumerate(zip(keys, deltas))], base_timestamp=base_timestamp, **kw)
+                        for i, (k, d) in enumerate(zip(keys, deltas))], base_timestamp=ts, **kw)
 
 
 def request(*parts: tuple[str, int, bytes], acks: int = 1) -> dict:

@@ -584,17 +584,18 @@ async def test_request_percentage_throttles_a_busy_client(mock_clock: trio.testi
 
 def test_request_quota_throttle_is_bounded_by_one_window():
     from minikafka.broker.quota import QuotaManagers
+    from minikafka.common.clock import ManualClock
     from minikafka.metrics import Metrics
 
     configs = QuotaConfigs()
     configs.set(ClientQuotaEntity(None, "c"), R, 1.0)
     configs.set(ClientQuotaEntity(None, "c"), P, 1.0)
-    now = [1_000_000]
-    managers = QuotaManagers(configs, Metrics(clock_ms=lambda: now[0]), window_num=11, window_size_s=1)
+    clock = ManualClock(1_000_000)
+    managers = QuotaManagers(configs, Metrics(clock=clock), window_num=11, window_size_s=1, clock=clock)
     # 1 s of handler time over a 10 s padded window = 10% against 1%: unbounded that would be 90 s.
-    assert managers.request.maybe_record_request_time("u", "c", 1_000_000_000, now[0]) == 1000
+    assert managers.request.maybe_record_request_time("u", "c", 1_000_000_000) == 1000
     # Byte-rate throttles are not bounded: 100 bytes over 10 s at 1 B/s -> (10 - 1) / 1 * 10 s.
-    assert managers.produce.maybe_record_and_get_throttle_time_ms("u", "c", 100, now[0]) == 90_000
+    assert managers.produce.maybe_record_and_get_throttle_time_ms("u", "c", 100) == 90_000
 
 
 # -- metrics ------------------------------------------------------------------------------------

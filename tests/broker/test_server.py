@@ -16,7 +16,7 @@ from minikafka.protocol.errors import ErrorCode
 from minikafka.protocol.headers import RequestHeader
 from minikafka.protocol.records import decode_records, iter_batches
 
-from helpers import batch, create, fetch, produce
+from helpers import batch, create, fetch, produce, wait_until
 
 K = ApiKey
 
@@ -117,7 +117,7 @@ async def test_client_vanishing_mid_request(broker):
         {"name": "vanish", "partition_data": [{"index": 0, "records": batch([b"x" * 100000])}]}]}, 1)
     await c2.stream.send_all(struct.pack(">i", len(frame)) + frame[: len(frame) // 2])
     await c2.aclose()
-    await trio.sleep(0.05)
+    await wait_until(lambda: broker.server.open_connections == 0, what="the broker to drop both connections")
     await _still_serving(broker.port)
     assert broker.metadata.get_topic("vanish") is None  # half a request never reached a handler
 
@@ -202,9 +202,10 @@ async def test_fetch_long_poll_woken_by_produce(broker):
 
         async with trio.open_nursery() as n:
             n.start_soon(poller)
-            await trio.sleep(0.3)
+            await wait_until(lambda: broker.delayed_fetch.watched() == 1, what="the fetch to wait in the purgatory")
+            assert not result  # the fetch waits for data (min_bytes 1) ...
             await produce(c2, "poll", batch([b"wake"]))
-        assert 0.25 < result["waited"] < 5
+        assert result["waited"] < 5  # ... and the produce wakes it long before max_wait_ms
         assert result["part"].high_watermark == 1 and len(result["part"].records) > 0
 
 

@@ -30,6 +30,7 @@ from minikafka.broker.share.partition_state import ShareStateStore
 from minikafka.protocol.api import APIS, ApiKey
 from minikafka.protocol.errors import ErrorCode
 from minikafka.protocol.records import Record, build_batch
+from minikafka.common.clock import SYSTEM_CLOCK
 
 _corr = itertools.count(1)
 ACCEPT, RELEASE, REJECT = 1, 2, 3
@@ -290,7 +291,8 @@ async def test_read_committed_skips_aborted_transactions_and_stops_at_the_lso() 
 
     def txn(values_: list[bytes], pid: int) -> None:
         data = build_batch([Record(offset_delta=i, value=v) for i, v in enumerate(values_)], producer_id=pid,
-                           producer_epoch=0, base_sequence=0, is_transactional=True)
+                           producer_epoch=0, base_sequence=0, is_transactional=True,
+                           base_timestamp=SYSTEM_CLOCK.time_ms())
         assert env.log.append_records(part, data, env.clock.time_ms(), 1 << 20).error == 0
 
     txn([b"aborted-1", b"aborted-2"], 7)

@@ -34,6 +34,7 @@ from minikafka.broker.config import BrokerConfig
 from minikafka.capture import read_capture
 from minikafka.capture.frames import api_name
 from minikafka.testing import BrokerThread
+from waiting import wait_for
 
 N = 60  # records per writer
 M = 20  # records written to the partition added in phase 4
@@ -47,12 +48,7 @@ Watermarks = dict[str, dict[int, tuple[int, int]]]
 
 
 def _wait(fn: Callable[[], Any], what: str, timeout: float = TIMEOUT, interval: float = 0.05) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (result := fn()):
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)
-    return result
+    return wait_for(fn, timeout, what, interval)
 
 
 def watermarks(bt: BrokerThread) -> Watermarks:

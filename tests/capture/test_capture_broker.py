@@ -10,6 +10,7 @@ import trio
 from capture_helpers import parse_request, parse_response
 from helpers import batch, create, fetch, produce
 
+from minikafka.capture.recorder import CAPTURE
 from minikafka.broker.broker import serve_broker
 from minikafka.broker.config import BrokerConfig
 from minikafka.capture import ReadStats, read_capture
@@ -22,7 +23,7 @@ from minikafka.testing import BrokerThread
 
 
 async def test_raw_client_requests_captured_exactly(tmp_path: Path) -> None:
-    async with serve_broker(capture_dir=tmp_path) as broker:
+    async with serve_broker(capture_dir=tmp_path, captures=CAPTURE) as broker:
         async with await KafkaConnection.connect("127.0.0.1", broker.port, client_id="cap-test") as conn:
             await conn.negotiate()
             await create(conn, "t")
@@ -101,7 +102,7 @@ def test_confluent_client_capture_matches_broker_and_client(tmp_path: Path) -> N
 
 def test_capture_show_cli(tmp_path: Path, capsys) -> None:
     async def run() -> None:
-        async with serve_broker(capture_dir=tmp_path) as broker:
+        async with serve_broker(capture_dir=tmp_path, captures=CAPTURE) as broker:
             async with await KafkaConnection.connect("127.0.0.1", broker.port) as conn:
                 await conn.negotiate()
                 await conn.request(K.METADATA, 12, {"topics": None})
@@ -115,7 +116,8 @@ def test_capture_show_cli(tmp_path: Path, capsys) -> None:
 async def test_throttled_response_captured_when_it_left_not_after_the_mute(tmp_path: Path) -> None:
     """KIP-219: a throttled response goes out at once and the connection is muted afterwards; the
     capture's send time is when the response left, so its latency does not include the mute."""
-    async with serve_broker(capture_dir=tmp_path, client_quotas=["client-id=<default>:producer_byte_rate=10000"],
+    async with serve_broker(capture_dir=tmp_path, captures=CAPTURE,
+                            client_quotas=["client-id=<default>:producer_byte_rate=10000"],
                             quota_window_num=2) as broker:
         async with await KafkaConnection.connect("127.0.0.1", broker.port, client_id="throttled") as conn:
             await conn.negotiate()

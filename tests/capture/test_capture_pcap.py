@@ -11,6 +11,7 @@ import pytest
 import trio
 from helpers import batch, create, fetch, produce
 
+from minikafka.capture.recorder import CAPTURE
 from minikafka.broker.broker import serve_broker
 from minikafka.capture import read_capture
 from minikafka.cli import main as cli_main
@@ -34,7 +35,7 @@ def tshark() -> str:
 
 async def test_pcap_export_decoded_by_tshark(tmp_path: Path) -> None:
     cap = tmp_path / "cap"
-    async with serve_broker(capture_dir=cap) as broker:
+    async with serve_broker(capture_dir=cap, captures=CAPTURE) as broker:
         port = broker.port
         for client in ("a", "b"):
             async with await KafkaConnection.connect("127.0.0.1", port, client_id=client) as conn:

@@ -206,7 +206,7 @@ async def _paced_session(port: int, pki: Pki) -> None:
         assert session.session_lifetime_ms == 0
         for i in range(PACED_REQUESTS):
             if i:
-                await trio.sleep(PACED_GAP_S)
+                await trio.sleep(PACED_GAP_S)  # fixed wait: the capture's pace (its 1x replay outlives a session)
             resp = await conn.request(K.METADATA, 12, {"topics": [{"name": PACED_TOPIC}],
                                                        "allow_auto_topic_creation": False})
             assert resp.topics[0].error_code == 0

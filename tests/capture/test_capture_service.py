@@ -6,6 +6,8 @@ import logging
 from pathlib import Path
 
 import trio
+import trio.testing
+from helpers import wait_until
 
 from minikafka.broker.request import RequestContext
 from minikafka.capture import read_capture
@@ -26,10 +28,11 @@ async def test_full_channel_drops_and_counts(tmp_path: Path, caplog) -> None:
     assert "dropped" in caplog.text
     async with trio.open_nursery() as nursery:
         nursery.start_soon(svc.run)
-        await trio.sleep(0.05)
+        await trio.testing.wait_all_tasks_blocked()  # the writer task took the three queued records
         for i in range(10, 13):
             svc.record(ctx(i), b"req%d" % i, None)
-        await trio.sleep(0.05)
+        assert svc.dropped == 7  # the queue had room again
+        await trio.testing.wait_all_tasks_blocked()
         nursery.cancel_scope.cancel()
     recs = list(read_capture([tmp_path]))
     assert [r.correlation_id for r in recs] == [0, 1, 2, 10, 11, 12]
@@ -42,8 +45,8 @@ async def test_timer_flushes_a_partial_block(tmp_path: Path) -> None:
     async with trio.open_nursery() as nursery:
         nursery.start_soon(svc.run)
         svc.record(ctx(1), b"x", [b"y"])
-        await trio.sleep(0.3)
-        assert [r.correlation_id for r in read_capture([tmp_path])] == [1]  # written before shutdown
+        await wait_until(lambda: [r.correlation_id for r in read_capture([tmp_path])] == [1],
+                         what="the timer to write the partial block")  # written before shutdown
         nursery.cancel_scope.cancel()
 
 
@@ -82,8 +85,7 @@ async def test_pending_bytes_bound(tmp_path: Path) -> None:
     assert (svc.dropped, svc.pending_bytes) == (4, 600)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(svc.run)
-        await trio.sleep(0.05)
-        assert svc.pending_bytes == 0
+        await wait_until(lambda: svc.pending_bytes == 0, what="the writer to take the pending record")
         svc.record(ctx(9), [b"r" * 300, memoryview(b"s" * 300)], [b"x"])
         nursery.cancel_scope.cancel()
     assert [(r.correlation_id, len(r.request)) for r in read_capture([tmp_path])] == [(0, 600), (9, 600)]

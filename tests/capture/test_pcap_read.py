@@ -23,7 +23,9 @@ from pathlib import Path
 import pytest
 import trio
 from helpers import batch, create, fetch, produce
+from waiting import wait_for, wait_for_no_connections
 
+from minikafka.capture.recorder import CAPTURE
 from minikafka.broker.broker import serve_broker
 from minikafka.broker.config import BrokerConfig
 from minikafka.capture import CaptureRecord, read_capture
@@ -47,7 +49,7 @@ def session(tmp_path_factory) -> tuple[list[CaptureRecord], int, Path]:
     cap = tmp_path_factory.mktemp("cap")
 
     async def run() -> int:
-        async with serve_broker(capture_dir=cap) as broker:
+        async with serve_broker(capture_dir=cap, captures=CAPTURE) as broker:
             async with await KafkaConnection.connect("127.0.0.1", broker.port, client_id="client-a") as a, \
                     await KafkaConnection.connect("127.0.0.1", broker.port, client_id="client-b") as b, \
                     await KafkaConnection.connect("127.0.0.1", broker.port, client_id=None) as c:
@@ -591,7 +593,7 @@ def test_tcpdump_real_client(tmp_path: Path, capsys) -> None:
             c.close()
             del p
             assert got == n
-            time.sleep(0.3)
+            wait_for_no_connections(bt)  # the clients' last packets went out
         finally:
             for proc in dumps.values():
                 if proc is not None:
@@ -613,9 +615,10 @@ def test_tcpdump_real_client(tmp_path: Path, capsys) -> None:
         recs_lo = results["lo"][0]
         answered = Counter(r.api_key for r in recs_lo if r.response is not None or r.api_key == K.PRODUCE)
         sent = Counter(r.api_key for r in recs_lo)
-        deadline = time.time() + 3
-        while time.time() < deadline and not _counts_match(bt.broker.request_stats, answered, sent):
-            time.sleep(0.05)
+        try:
+            wait_for(lambda: _counts_match(bt.broker.request_stats, answered, sent), 3, "the broker's counts")
+        except AssertionError:
+            pass  # the comparisons below say what differs
         broker_stats = {k: list(v) for k, v in bt.broker.request_stats.items()}
     assert set(results) >= {"lo"}
     for name, (recs, stats) in results.items():

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 import trio
+from waiting import wait_for_no_connections
 
+from minikafka.capture.recorder import CAPTURE
 from minikafka.broker.broker import serve_broker
 from minikafka.broker.config import BrokerConfig
 from minikafka.capture import CaptureRecord, read_capture
@@ -29,6 +31,7 @@ from minikafka.protocol.api import ApiKey as K
 from minikafka.protocol.framing import FrameDecoder, encode_frame
 from minikafka.protocol.records import Record, build_batch, iter_batches
 from minikafka.testing import BrokerThread
+from minikafka.common.clock import SYSTEM_CLOCK
 
 N = 200
 TOPIC = "rt"
@@ -68,8 +71,7 @@ def client_capture(tmp_path_factory: pytest.TempPathFactory) -> Path:
         for i in range(N):
             p.produce(TOPIC, b"value-%d" % i)
             if i % 25 == 24:
-                p.poll(0)
-                time.sleep(0.005)
+                assert p.flush(10) == 0  # 25 values a request
         assert p.flush(10) == 0
         c = Consumer({"bootstrap.servers": bt.bootstrap, "group.id": "replay-group", "client.id": "replay-consumer",
                       "auto.offset.reset": "earliest", "enable.auto.commit": True, "auto.commit.interval.ms": 100,
@@ -85,7 +87,7 @@ def client_capture(tmp_path_factory: pytest.TempPathFactory) -> Path:
         assert got == N
         trio.run(_session_fetches, bt.port)
         del p
-        time.sleep(0.1)
+        wait_for_no_connections(bt)
     return cap
 
 
@@ -132,12 +134,12 @@ def test_replay_at_max_speed_answers_the_same(client_capture: Path) -> None:
 
 
 async def _paced_capture(cap: Path) -> None:
-    async with serve_broker(BrokerConfig(port=0, capture_dir=cap)) as broker:
+    async with serve_broker(BrokerConfig(port=0, capture_dir=cap), captures=CAPTURE) as broker:
         async with await KafkaConnection.connect("127.0.0.1", broker.port) as conn:
             await conn.negotiate()
             for i in range(6):
                 if i:
-                    await trio.sleep(0.2)
+                    await trio.sleep(0.2)  # fixed wait: the capture's pace (what the 1x replay must reproduce)
                 await conn.request(K.METADATA, 12, {"topics": None})
 
 
@@ -221,7 +223,8 @@ async def test_acks0_produce_and_unknown_api_keys() -> None:
                 await stream.send_all(encode_frame(frame[4:8] + b"world"))
 
     produce = APIS[K.PRODUCE].request.build({"acks": 0, "timeout_ms": 100, "topic_data": [
-        {"name": "t", "partition_data": [{"index": 0, "records": build_batch([Record(offset_delta=0, value=b"v")])}]}]}, 9)
+        {"name": "t", "partition_data": [{"index": 0, "records": build_batch([Record(offset_delta=0, value=b"v")],
+                                                                          base_timestamp=SYSTEM_CLOCK.time_ms())}]}]}, 9)
     conns = {(0, "c1"): [
         _record("c1", 0, K.PRODUCE, 9, 1, _frame(K.PRODUCE, 9, 1, b"\x00" + produce), None),
         _record("c1", 1, 99, 0, 2, _frame(99, 0, 2, b"hello"), struct.pack(">i", 2) + b"world"),
@@ -252,8 +255,9 @@ def test_cli_replay_writes_json_report(paced_capture: Path, tmp_path: Path, caps
 
 def test_rewrite_producer_ids_recomputes_crc() -> None:
     recs = [Record(offset_delta=0, value=b"a"), Record(offset_delta=1, value=b"b")]
-    data = build_batch(recs, producer_id=7, producer_epoch=0, base_sequence=0) + \
-        build_batch(recs, producer_id=8, producer_epoch=1, base_sequence=0)
+    now = SYSTEM_CLOCK.time_ms()
+    data = build_batch(recs, producer_id=7, producer_epoch=0, base_sequence=0, base_timestamp=now) + \
+        build_batch(recs, producer_id=8, producer_epoch=1, base_sequence=0, base_timestamp=now)
     out = rewrite_producer_ids(data, {(7, 0): (1007, 3)})
     assert out is not None
     hs = [h for h, _ in iter_batches(out)]  # CRCs check

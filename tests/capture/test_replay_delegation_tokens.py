@@ -7,6 +7,7 @@ from pathlib import Path
 
 import trio
 
+from minikafka.capture.recorder import CAPTURE
 from minikafka.broker.broker import serve_broker
 from minikafka.capture.replay import ReplayOptions, run_replay
 from minikafka.capture.replay.options import ReplaySecurity
@@ -19,7 +20,7 @@ from token_helpers import DAY, PASSWORDS, config, create_token, login, renew, sa
 async def _token_capture(cap: Path) -> None:
     cfg = config()
     cfg.capture_dir = cap
-    async with serve_broker(cfg) as broker:
+    async with serve_broker(cfg, captures=CAPTURE) as broker:
         async with await login(sasl_port(broker), "alice") as alice:
             made = await create_token(alice, renewers=("User:bob",))
             assert made.error_code == E.NONE

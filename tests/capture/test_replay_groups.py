@@ -345,7 +345,7 @@ async def test_a_member_request_waits_for_the_heartbeat_that_made_its_member() -
             for i, r in enumerate(rs)}
     join = rids[("c", 1)]
     # It introduces the member, the member epoch it gets, and (no Metadata in this capture) the topic id.
-    assert set(replayer.introduces[join]) == {("member", S), ("mepoch", S, 1), ("topic", TOPIC_ID)}
+    assert set(replayer.dependencies.introduced_by(join)) == {("member", S), ("mepoch", S, 1), ("topic", TOPIC_ID)}
     assert len(recs) == replayer.total
     rec_of = {plan.rid(c, i): r for c, rs in replayer.conns.items() for i, r in enumerate(rs)}
     # The plan orders the ShareFetch after the joining heartbeat (the value it needs), across connections.
@@ -354,7 +354,7 @@ async def test_a_member_request_waits_for_the_heartbeat_that_made_its_member() -
     done: list[str] = []
 
     async def prepare(name: str, rid: int) -> None:
-        await replayer._prepare(rid, rec_of[rid], 99)
+        await replayer.rewriter.prepare(rid, rec_of[rid], 99)
         done.append(name)
 
     async with trio.open_nursery() as nursery:

@@ -3,7 +3,8 @@ lost tasks; one clock."""
 
 from __future__ import annotations
 
-import time
+import logging
+import struct
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -12,13 +13,10 @@ import pytest
 import trio
 import trio.lowlevel
 
-from minikafka.capture.replay.hub import (
-    HubClient,
-    ReplayHub,
-    connect_hub,
-    decode_value,
-    encode_value,
-)
+from minikafka.capture.replay.hub.client import HubClient, connect_hub
+from minikafka.capture.replay.hub.codec import HubMessageError, decode_value, encode_value, frame
+from minikafka.capture.replay.hub.threaded import ReplayHub
+from minikafka.common import ManualClock
 
 
 class _Task:
@@ -85,6 +83,26 @@ def test_wire_encoding_keeps_tuples_uuids_and_bytes() -> None:
     for v in [("pid", 1000), ("session", 0, 123), ("topic", tid), ("member", "rdkafka-1"), ("mepoch", "m", 3),
               ("gen", "group", 1), tid, b"\x00\xff", [1, ("a", (2, b"x"))], {"k": (1, 2)}, None, 1.5, "s"]:
         assert decode_value(json.loads(json.dumps(encode_value(v)))) == v
+
+
+def test_values_no_peer_could_have_encoded_are_hub_message_errors() -> None:
+    for bad in [{"x": 1}, {"u": "zz"}, {"b": "abc"}, {"d": [1]}, {"t": 5}, [{"t": [{"u": 7}]}]]:
+        with pytest.raises(HubMessageError):
+            decode_value(bad)
+
+
+async def test_a_malformed_message_ends_only_its_connection(hub: ReplayHub) -> None:
+    """A task sending what is not a hub message is dropped as lost; the others are told and carry on."""
+    a, b = _Task(), _Task()
+    async with connect_hub(hub.address, task="a", conns=[0], **a.callbacks()) as ca, \
+            connect_hub(hub.address, task="b", conns=[1], **b.callbacks()):
+        stream = await trio.open_tcp_stream(*hub.address)
+        async with stream:
+            await stream.send_all(frame({"op": "hello", "task": "bad", "conns": [5]}) + struct.pack(">I", 3) + b"{{{")
+            await a.until(lambda: a.lost == [("bad", [5])])
+        ca.publish_progress(0, 1)
+        await b.until(lambda: b.progress == {0: 1})
+    assert hub.stats.clients == 3 and hub.stats.clients_lost == 1
 
 
 async def test_values_and_progress_fan_out_in_publication_order(hub: ReplayHub) -> None:
@@ -178,22 +196,30 @@ async def test_late_task_starts_from_a_snapshot_and_lost_task_is_announced(hub: 
 async def test_clock_offset_to_the_hub(hub: ReplayHub) -> None:
     """A task whose clock is an hour behind the hub's converts the hub's base time to its own clock."""
     hour = 3600 * 10**9
-    hub.server.clock = lambda: time.monotonic_ns() + hour
-    async with connect_hub(hub.address, clock=time.monotonic_ns, clock_samples=5) as client:
-        assert isinstance(client, HubClient) and client.rtt_ns is not None
-        error = abs(client.offset_ns - hour)
-        assert error <= client.rtt_ns // 2 + 1, (error, client.rtt_ns)
+    task_clock = ManualClock()
+    hub.server.clock = ManualClock(time_ms=task_clock.time_ms() + hour // 10**6)
+    async with connect_hub(hub.address, clock=task_clock, clock_samples=5) as client:
+        assert isinstance(client, HubClient) and client.rtt_ns == 0  # the manual clocks stand still
+        assert client.offset_ns == hour
         base = hub.now_ns() + 2 * 10**9  # the driver picks a base time in hub time
-        assert abs(client.to_local_ns(base) - (time.monotonic_ns() + 2 * 10**9)) < client.rtt_ns + 50_000_000
-        assert await client.sync_clock(3) == client.offset_ns
+        assert client.to_local_ns(base) == task_clock.time_ns() + 2 * 10**9
+        task_clock.sleep(1000)  # the task's clock moves on, the hub's does not: a new exchange sees it
+        assert await client.sync_clock(3) == client.offset_ns == hour - 10**9
 
 
-async def test_hub_stopping_ends_the_tasks_connections() -> None:
+async def test_hub_stopping_ends_the_tasks_connections(caplog: pytest.LogCaptureFixture) -> None:
     a = _Task()
     hub = ReplayHub(host="127.0.0.1")
     host, port = hub.start()
-    async with connect_hub(f"{host}:{port}", task="a", **a.callbacks()) as ca:
-        await trio.to_thread.run_sync(hub.stop)
-        with trio.fail_after(10):
-            await ca.wait_closed()
-        ca.publish_progress(0, 1)  # the connection is gone: logged, the task carries on
+    with caplog.at_level(logging.WARNING, "minikafka.capture.replay.hub.client"):
+        async with connect_hub(f"{host}:{port}", task="a", **a.callbacks()) as ca:
+            await trio.to_thread.run_sync(hub.stop)
+            with trio.fail_after(10):
+                await ca.wait_closed()
+            # Logged: "replay hub closed the connection" (or "... connection lost: <error>").
+            lost = [r.getMessage() for r in caplog.records if r.name == "minikafka.capture.replay.hub.client"]
+            assert len(lost) == 1 and lost[0].startswith("replay hub c"), lost
+            ca.publish_progress(0, 1)  # the connection is gone: the task carries on ...
+            with trio.fail_after(10):
+                await ca.finish()  # ... and its writer ends without raising (the publication goes nowhere)
+    assert a.progress == {} and a.lost == [] and a.values == {}  # a stopped hub told the task nothing

@@ -22,6 +22,7 @@ from minikafka.protocol.api import ApiKey as K
 from minikafka.protocol.errors import ErrorCode
 from minikafka.protocol.records import Record, build_batch
 from minikafka.testing import ClusterThread
+from minikafka.common.clock import SYSTEM_CLOCK
 
 TOPIC = "routed"
 
@@ -33,7 +34,7 @@ def _parsed(api_key: int, version: int, body: dict) -> Any:
 
 
 def _produce(parts: list[tuple[str, int]]) -> dict:
-    batch = build_batch([Record(value=b"v")])
+    batch = build_batch([Record(value=b"v")], base_timestamp=SYSTEM_CLOCK.time_ms())
     topics: dict[str, list] = {}
     for t, p in parts:
         topics.setdefault(t, []).append({"index": p, "records": batch})

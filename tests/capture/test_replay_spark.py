@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import trio
 
+from minikafka.capture.recorder import CAPTURE
 from minikafka.broker.broker import serve_broker
 from minikafka.broker.config import BrokerConfig
 from minikafka.capture import read_capture
@@ -18,13 +19,14 @@ from minikafka.client.connection import KafkaConnection
 from minikafka.protocol.api import ApiKey as K
 from minikafka.protocol.records import Record, build_batch
 from minikafka.testing import BrokerThread
+from minikafka.common.clock import SYSTEM_CLOCK
 
 TOPIC = "xt"
 PRODUCES = 9
 
 
 async def _capture(cap: Path) -> None:
-    async with serve_broker(BrokerConfig(port=0, capture_dir=cap)) as broker:
+    async with serve_broker(BrokerConfig(port=0, capture_dir=cap), captures=CAPTURE) as broker:
         connect = KafkaConnection.connect
         async with await connect("127.0.0.1", broker.port, client_id="xt-admin") as admin, \
                 await connect("127.0.0.1", broker.port, client_id="xt-producer") as producer, \
@@ -42,7 +44,8 @@ async def _capture(cap: Path) -> None:
             for i in range(PRODUCES):
                 p = i % 3
                 batch = build_batch([Record(offset_delta=j, value=b"v%d-%d" % (i, j)) for j in range(2)],
-                                    producer_id=pid, producer_epoch=epoch, base_sequence=sequences[p])
+                                    producer_id=pid, producer_epoch=epoch, base_sequence=sequences[p],
+                                    base_timestamp=SYSTEM_CLOCK.time_ms())
                 sequences[p] += 2
                 resp = await producer.request(K.PRODUCE, 9, {"transactional_id": None, "acks": -1, "timeout_ms": 5000,
                                                              "topic_data": [{"name": TOPIC, "partition_data": [
@@ -125,7 +128,8 @@ async def test_two_replays_in_one_process_synchronised_by_the_hub(cross_capture:
     """What each Spark task runs, without Spark: two replayers, each with its share and a HubSync."""
     from minikafka.analysis.replay_job import deal_connections
     from minikafka.capture.replay import ReplayReport, replay_records
-    from minikafka.capture.replay.hub import HubSync, ReplayHub, remote_needs
+    from minikafka.capture.replay.hub.sync import HubSync, remote_needs
+    from minikafka.capture.replay.hub.threaded import ReplayHub
 
     conns = group_connections(read_capture([cross_capture]))
     plan = build_plan(conns, max_speed=True)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import trio
 
+from minikafka.capture.recorder import CAPTURE
 from minikafka.broker.broker import serve_broker
 from minikafka.broker.config import BrokerConfig
 from minikafka.capture.replay import ReplayOptions, run_replay
@@ -18,7 +19,7 @@ from minikafka.testing import BrokerThread
 
 
 async def _telemetry_capture(cap: Path) -> None:
-    async with serve_broker(BrokerConfig(port=0, capture_dir=cap)) as broker:
+    async with serve_broker(BrokerConfig(port=0, capture_dir=cap), captures=CAPTURE) as broker:
         async with await KafkaConnection.connect("127.0.0.1", broker.port, client_id="pusher") as conn:
             await conn.negotiate()
             resp = await conn.request(K.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [{

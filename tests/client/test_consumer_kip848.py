@@ -4,7 +4,7 @@ record lost (commit before revocation, revoke before assign), a regex subscripti
 created later, a static member gets its partitions back, and our member shares a group with
 confluent-kafka's ``group.protocol=consumer`` member (librdkafka).
 
-No fixed sleeps: every wait is for a condition, bounded by ``trio.fail_after``.
+No fixed sleeps: every wait is for a condition, bounded by a deadline (``wait_until``).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import AsyncIterator, Iterable
 
 import pytest
 import trio
-from helpers import batch, produce
+from helpers import batch, produce, wait_until
 
 from minikafka.broker.broker import Broker, serve_broker
 from minikafka.broker.config import BrokerConfig
@@ -118,27 +118,21 @@ async def test_three_members_split_then_one_leaves_and_nothing_is_lost(broker: B
         seen = poller.seen
         async with trio.open_nursery() as n:
             n.start_soon(poller.run)
-            with trio.fail_after(20):  # the broker splits six partitions two, two and two
-                while not all(len(parts(c)) == 2 for c in (c0, c1, c2)):
-                    await trio.sleep(0.02)
+            # The broker splits six partitions two, two and two.
+            await wait_until(lambda: all(len(parts(c)) == 2 for c in (c0, c1, c2)), 20, "the split")
             assert parts(c0) | parts(c1) | parts(c2) == set(range(6))
             sent = await put(conn, "kip848-split", 6, 20, "r1")
-            with trio.fail_after(20):
-                while {v for _, _, v in seen} != sent:
-                    await trio.sleep(0.02)
+            await wait_until(lambda: {v for _, _, v in seen} == sent, 20, "every record")
             for i, p, _ in seen:  # each record from the member owning its partition
                 assert p in parts((c0, c1, c2)[i])
             # c2 closes (auto-commit, leave with epoch -1): c0 and c1 take its partitions over.
             c2_parts = parts(c2)
             poller.stop(2)
             await c2.close()
-            with trio.fail_after(20):
-                while parts(c0) | parts(c1) != set(range(6)) or len(parts(c0)) + len(parts(c1)) != 6:
-                    await trio.sleep(0.02)
+            await wait_until(lambda: parts(c0) | parts(c1) == set(range(6)) and len(parts(c0)) + len(parts(c1)) == 6,
+                             20, "c0 and c1 to take c2's partitions over")
             sent2 = await put(conn, "kip848-split", 6, 10, "r2")
-            with trio.fail_after(20):
-                while not sent2 <= {v for _, _, v in seen}:
-                    await trio.sleep(0.02)
+            await wait_until(lambda: sent2 <= {v for _, _, v in seen}, 20, "the second records")
             poller.stop()
     values = [v for _, _, v in seen]
     assert set(values) == sent | sent2  # nothing lost
@@ -309,9 +303,7 @@ async def test_rebalance_listener_with_both_protocols(broker: Broker, conn, prot
             poller = Poller((a, b))  # both poll at once (a classic join waits for every member)
             async with trio.open_nursery() as n:
                 n.start_soon(poller.run)
-                with trio.fail_after(20):
-                    while not (len(a.assignment()) == 2 and len(b.assignment()) == 2):
-                        await trio.sleep(0.02)
+                await wait_until(lambda: len(a.assignment()) == len(b.assignment()) == 2, 20, "two partitions each")
                 poller.stop()
             assert poller.seen == []  # everything was consumed by a and committed before it gave partitions up
             revoked = set().union(*(tps for kind, tps in first.events if kind == "revoked"))

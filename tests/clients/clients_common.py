@@ -22,6 +22,8 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 from minikafka.protocol.records import RecordBatchHeader, iter_batches
 from minikafka.testing import BrokerThread
 
+import waiting
+
 T = TypeVar("T")
 
 KCAT = shutil.which("kcat")
@@ -89,14 +91,7 @@ def by_partition(msgs: Iterable[Msg]) -> dict[int, list[Msg]]:
 
 def wait_for(fn: Callable[[], T], timeout: float = 15, interval: float = 0.05, what: str = "condition") -> T:
     """Call ``fn`` until it returns something truthy; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = fn()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)
+    return waiting.wait_for(fn, timeout, what, interval)
 
 
 def stored_batch_headers(b: BrokerThread, topic: str, partition: int) -> list[RecordBatchHeader]:

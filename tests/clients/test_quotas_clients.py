@@ -50,6 +50,7 @@ from minikafka.client.quotas_cli import alter as cli_alter
 from minikafka.protocol.api import ApiKey
 from minikafka.testing import BrokerThread
 from minikafka.broker.request import ResponseObserver
+from waiting import wait_for
 
 pytestmark = [pytest.mark.clients, pytest.mark.slow]
 
@@ -292,7 +293,7 @@ def confluent_run() -> ConfluentRun:
         producer = CkProducer(b.bootstrap, "ck-producer", "produced")
         consumer = CkConsumer(b.bootstrap, "ck-consumer", "to-consume")
         producer.start()
-        time.sleep(PERIOD / 2)
+        time.sleep(PERIOD / 2)  # fixed wait: staggered starts are the scenario (bursts alternate)
         consumer.start()
         producer.result()
         consumer.result()
@@ -353,7 +354,7 @@ def test_default_quota_and_per_client_quotas_at_the_same_time(caplog):
                    KpProducer(b.bootstrap, "kp-small", "b")]
         for i, w in enumerate(workers):
             if i:
-                time.sleep(PERIOD / 3)
+                time.sleep(PERIOD / 3)  # fixed wait: staggered starts are the scenario (by a third of a quota period)
             w.start()
         for w in workers:
             w.result()
@@ -384,17 +385,14 @@ def byte_rate(b: BrokerThread, client_id: str, window: float = WINDOW_S) -> floa
     readings = []
     for _ in range(20):
         readings.append(b.call(b.broker.metrics)[name])
-        time.sleep(window / 20)
+        time.sleep(window / 20)  # fixed wait: sampling a wall-clock rate over ``window``
     return sum(readings) / len(readings)
 
 
 def first_request_after(log: BrokerLog, client_id: str, since: float, timeout: float = 5) -> tuple[float, int]:
     """(time, throttle_time_ms) of the first Produce from ``client_id`` the broker handled after ``since``."""
-    deadline = time.monotonic() + timeout
-    while not (got := log.throttles(client_id, ApiKey.PRODUCE, since=since)):
-        assert time.monotonic() < deadline, "no produce request after the change"
-        time.sleep(0.01)
-    return got[0]
+    return wait_for(lambda: log.throttles(client_id, ApiKey.PRODUCE, since=since), timeout,
+                    "a produce request after the change", interval=0.01)[0]
 
 
 def test_quota_change_at_run_time_takes_effect_within_one_window():
@@ -419,10 +417,10 @@ def test_quota_change_at_run_time_takes_effect_within_one_window():
         producer.start()
         tl = producer.timeline
         try:
-            while tl.t0 is None:
-                assert producer.is_alive(), producer.error
-                time.sleep(0.05)
-            time.sleep(2.0)  # the initial burst is over, the producer is being throttled
+            wait_for(lambda: tl.t0 is not None or not producer.is_alive(), 30, "the first delivery")
+            assert tl.t0 is not None, producer.error
+            # The initial burst is over: the broker throttles the producer.
+            wait_for(lambda: any(th > 0 for _, th in log.throttles("rt", ApiKey.PRODUCE)), 30, "a throttled produce")
             before = byte_rate(b, "rt")
             print(f"\nbefore: byte-rate metric {before / MiB:.3f} MiB/s under a {low / MiB} MiB/s quota")
             assert abs(before / low - 1) <= 0.15
@@ -430,7 +428,7 @@ def test_quota_change_at_run_time_takes_effect_within_one_window():
             trio.run(cli_alter, b.bootstrap, "client-id=rt", [f"producer_byte_rate={high}"], [], False)
             changed = time.monotonic()
             first, _ = first_request_after(log, "rt", changed)
-            time.sleep(max(0.0, first + WINDOW_S - time.monotonic()) + 0.05)
+            time.sleep(max(0.0, first + WINDOW_S - time.monotonic()) + 0.05)  # fixed wait: the measured quota window
             in_window = tl.total(first - tl.t0, first + WINDOW_S - tl.t0)
             raised = byte_rate(b, "rt")
             print(f"raised to {high / MiB} MiB/s: first request {first - changed:.2f} s after the change; "
@@ -447,7 +445,7 @@ def test_quota_change_at_run_time_takes_effect_within_one_window():
             # Kafka's throttle against the new bound; the window is between N-1 and N windows.
             expect_lo = (rate_at_change / low - 1) * (WINDOW_NUM - 1) * 1000 * 0.8
             expect_hi = (rate_at_change / low - 1) * WINDOW_NUM * 1000 * 1.2
-            time.sleep(max(0.0, first + 3 * WINDOW_S - time.monotonic()))
+            time.sleep(max(0.0, first + 3 * WINDOW_S - time.monotonic()))  # fixed wait: the measured 3 windows
             after = tl.total(first + 0.1 - tl.t0, first + 3 * WINDOW_S - tl.t0)
             print(f"lowered to {low / MiB} MiB/s: first request {first - lowered:.2f} s after the change, "
                   f"throttled {throttle} ms (byte rate {rate_at_change / MiB:.3f} MiB/s against "

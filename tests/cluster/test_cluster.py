@@ -248,10 +248,12 @@ async def test_follower_lag_and_max_lag_while_catching_up():
         resume_fetching(cluster, 1)
         name = "kafka.server:type=ReplicaFetcherManager,name=MaxLag,clientId=Replica"
         lags = []
-        with trio.move_on_after(5):
-            while not lags or lags[-1] != 0 or log_of(cluster, 1, "t").log_end_offset < 30:
-                lags.append(cluster.broker(1).metrics()[name])
-                await trio.sleep(0.001)
+
+        def caught_up() -> bool:  # sampling the lag as it goes
+            lags.append(cluster.broker(1).metrics()[name])
+            return lags[-1] == 0 and log_of(cluster, 1, "t").log_end_offset >= 30
+
+        await wait_until(caught_up, 5, "the follower to catch up", interval=0.001)
         # replica.fetch.max.bytes=1: one batch per fetch, so the follower lags, then catches up.
         assert max(lags) >= 20 and lags[-1] == 0
         per_partition = ("kafka.server:type=FetcherLagMetrics,name=ConsumerLag,"
@@ -341,7 +343,7 @@ async def test_acks_all_completes_when_a_stuck_follower_is_stopped():
 
         async with trio.open_nursery() as nursery:
             nursery.start_soon(produce_all)
-            await trio.sleep(0.2)
+            await wait_until(lambda: cluster.broker(0).delayed_produce.watched() == 1, what="the produce to wait")
             assert not result  # broker 2 is in the ISR and not fetching: the produce waits
             await cluster.stop_broker(2)  # the controller drops it from the ISR
         assert pm.isr == [0, 1] and result[0].error_code == 0 and result[0].base_offset == 0

@@ -5,7 +5,6 @@ unregistered broker gets no new replicas until it starts again."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 import warnings
 from typing import Callable
@@ -23,6 +22,7 @@ from minikafka.client.connection import KafkaConnection
 from minikafka.protocol.api import ApiKey
 from minikafka.protocol.errors import ErrorCode as E
 from minikafka.testing import ClusterThread
+import waiting
 
 K = ApiKey
 FAST = dict(replica_fetch_wait_max_ms=50, replica_fetch_backoff_ms=50, group_initial_rebalance_delay_ms=0)
@@ -35,11 +35,7 @@ async def connect(cluster: Cluster, broker_id: int) -> KafkaConnection:
 
 def wait_for(cond: Callable[[], bool], timeout: float = 20, what: str = "condition") -> None:
     """Poll ``cond`` (from the test thread) until it holds; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.02)
+    waiting.wait_for(cond, timeout, what)
 
 
 def election_results(r) -> dict[tuple[str, int], int]:

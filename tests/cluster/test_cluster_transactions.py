@@ -336,11 +336,7 @@ def coordinator_stopped_mid_commit(ct: ClusterThread) -> None:
     def stopper() -> None:
         assert hold is not None
         try:
-            deadline = time.monotonic() + 60
-            while hold.matched < 1:
-                if time.monotonic() > deadline:
-                    raise TimeoutError("no EndTxn held")
-                time.sleep(0.01)
+            wait_for(lambda: hold.matched >= 1, timeout=60, what="an EndTxn to be held")
             ct.stop_broker(0)
         except BaseException as exc:  # reported below
             stop_error.append(exc)

@@ -16,6 +16,7 @@ import pytest
 import trio
 
 from helpers import PRODUCE_TIMEOUT_MS, batch, wait_until
+from minikafka.capture.recorder import CAPTURE
 from minikafka.analysis.decode import COLUMNS, RecordDecoder
 from minikafka.broker.cluster import Cluster, serve_cluster
 from minikafka.broker.request import ResponseObserver
@@ -248,7 +249,8 @@ async def test_the_producer_follows_a_moved_leader_without_a_metadata_request() 
 async def test_capture_decoding_reads_the_newest_versions(tmp_path: Path) -> None:
     """The analysis decoder on a capture: a v18 follower fetch is a replica fetch (its id is in
     ``replica_state``), a Produce v13's partitions are named from the topic id (learnt from Metadata)."""
-    async with serve_cluster(2, replica_fetch_request_version=18, capture_dir=tmp_path / "cap", **FAST) as cluster:
+    async with serve_cluster(2, replica_fetch_request_version=18, capture_dir=tmp_path / "cap",
+                             captures=CAPTURE, **FAST) as cluster:
         topic, pm, leader, follower = await replicated_topic(cluster)
         conn = await connect(cluster, leader)
         try:

@@ -19,6 +19,7 @@ with warnings.catch_warnings():
 
 from minikafka.testing import ClusterThread
 from cluster_clients_common import AckedProducer, PartitionReader
+import waiting
 
 pytestmark = [pytest.mark.clients]
 
@@ -27,11 +28,7 @@ TIMEOUT = 60.0  # seconds any one condition may take (generous: the tests wait f
 
 
 def wait_for(cond, what: str, timeout: float = TIMEOUT) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
+    waiting.wait_for(cond, timeout, what)
 
 
 def test_replicas_and_leader_move_while_a_producer_and_a_consumer_run(tmp_path: Path) -> None:

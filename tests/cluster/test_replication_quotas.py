@@ -25,6 +25,7 @@ import trio
 from minikafka.broker.cluster import Cluster, serve_cluster
 from minikafka.broker.quota.replication_quota_manager import (
     ALL_REPLICAS, ReplicationQuotaManager, parse_throttled_partitions, validate_throttled_replicas)
+from minikafka.common.clock import ManualClock
 from minikafka.metrics import Metrics
 from minikafka.protocol.api import ApiKey
 from minikafka.protocol.errors import ErrorCode
@@ -55,8 +56,8 @@ def test_parse_throttled_replicas():
 
 
 def test_quota_manager_is_throttled_exceeded_and_record():
-    now = [1_000_000]
-    q = ReplicationQuotaManager("LeaderReplication", Metrics(clock_ms=lambda: now[0]), rate=1000,
+    clock = ManualClock(1_000_000)
+    q = ReplicationQuotaManager("LeaderReplication", Metrics(clock=clock), rate=1000,
                                 window_num=11, window_size_s=1)
     q.update_topic("a", "0:7,2:7,1:8", broker_id=7)
     q.update_topic("b", "*", broker_id=7)
@@ -67,7 +68,7 @@ def test_quota_manager_is_throttled_exceeded_and_record():
     assert not q.is_quota_exceeded()  # 900 bytes over one 1 s window (SimpleRate: no padding)
     q.record(200)  # never raises, even over the bound
     assert q.is_quota_exceeded()
-    now[0] += 1500  # 1100 bytes over 1.5 s
+    clock.sleep(1500)  # 1100 bytes over 1.5 s
     assert not q.is_quota_exceeded()
     assert q.recorded_bytes == 1100 and q.recorded_count == 2
     q.update_quota(None)
@@ -209,7 +210,9 @@ async def test_leader_quota_records_empty_response_size_on_every_follower_fetch(
         conn = await connect(cluster, 0)
         for i in range(3):  # data flows too: an unthrottled partition adds nothing
             assert (await produce(conn, "t", batch([b"x" * 100]), acks=-1)).error_code == 0
-        await trio.sleep(0.5)
+        # At least five follower fetches, and none half-handled (recorded into the quota, not yet counted).
+        await wait_until(lambda: len(seen) >= 5 and leader.leader_quota.recorded_count == len(seen)
+                         == leader.request_stats[K.FETCH][0], what="five follower fetches")
         await conn.aclose()
         fetches = leader.request_stats[K.FETCH][0]  # only the follower fetches from broker 0
         assert len(seen) >= 5 and set(seen) == {size}
@@ -232,12 +235,13 @@ async def _fill(cluster: Cluster, topic: str, partition: int, leader: int, total
 
 async def _sample_sizes(cluster: Cluster, broker_id: int, topic: str, out: list[tuple[float, int]],
                         until: int) -> None:
-    while True:
-        lg = log_of(cluster, broker_id, topic)
-        out.append((time.monotonic(), lg.size_in_bytes))
-        if lg.size_in_bytes >= until:
-            return
-        await trio.sleep(0.02)
+    """Sample (time, log size) every 20 ms until the log holds ``until`` bytes (or the task is cancelled)."""
+    def sample() -> bool:
+        size = log_of(cluster, broker_id, topic).size_in_bytes
+        out.append((time.monotonic(), size))
+        return size >= until
+
+    await wait_until(sample, 120, f"{until} bytes on broker {broker_id}", interval=0.02)
 
 
 def _bytes_at(samples: list[tuple[float, int]], t: float) -> float:
@@ -266,11 +270,10 @@ async def _measure_catch_up(cluster: Cluster, follower: int, topic: str, target:
                                  == leader_log.log_end_offset, timeout=20, what="unthrottled topic")
                 fast_done.append(time.monotonic() - started)
             nursery.start_soon(watch_fast)
-        with trio.fail_after(10):
-            while not samples or samples[-1][1] == 0:
-                await trio.sleep(0.01)
+        await wait_until(lambda: samples and samples[-1][1] > 0, 10, "the first replicated bytes")
         t0 = next(t for t, s in samples if s > 0)
-        await trio.sleep(max(0.0, t0 + 12.2 - time.monotonic()))
+        # The measured period is [t0 + 1, t0 + 12]: wait for a sample past its end.
+        await wait_until(lambda: samples[-1][0] >= t0 + 12.2, 30, "samples over the whole period")
         nursery.cancel_scope.cancel()
     got = _bytes_at(samples, t0 + 12) - _bytes_at(samples, t0 + 1)
     return got / 11, (fast_done[0] if fast_done else None)
@@ -345,9 +348,8 @@ async def test_leader_quota_records_the_throttled_partitions_of_each_response():
         b = batch([b"x" * 500])
         assert (await produce(conn, "u", b, acks=-1)).error_code == 0
         assert (await produce(conn, "t", b, acks=-1)).error_code == 0
-        await trio.sleep(0.3)
+        await wait_until(lambda: 67 + len(b) in seen, what="the fetch that carried the batch")
         await conn.aclose()
-        assert 67 + len(b) in seen  # the fetch that carried the batch
         assert set(seen) <= {18, 67, 67 + len(b)}  # 67: the HW moving, no records
         assert log_of(cluster, 1, "t").log_end_offset == 1
 

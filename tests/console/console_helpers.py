@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
 from typing import Any
+
+import waiting
 
 from minikafka.testing import BrokerThread, ClusterThread
 
@@ -57,10 +58,4 @@ def _decode(raw: bytes) -> Any:
 
 def wait_until(check: Callable[[], Any], what: str, timeout: float = 20) -> Any:
     """Poll ``check`` until it returns something true (returned), failing after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
+    return waiting.wait_for(check, timeout, what)

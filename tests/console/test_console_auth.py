@@ -202,21 +202,22 @@ def test_without_sasl_listeners_an_authorizer_logs_in_with_scram_credentials_and
     from minikafka.broker.console.auth import MAX_SESSIONS, SESSION_IDLE_S, ConsoleAuth
     from minikafka.broker.security.authorizer import StandardAuthorizer
     from minikafka.broker.security.scram import ScramCredentialStore, ScramMechanism
+    from minikafka.common import ManualClock
 
     store = ScramCredentialStore()
     store.set_password("dave", ScramMechanism.SCRAM_SHA_512, "dave-secret")
-    now = [1000.0]
+    clock = ManualClock(monotonic_ns=1000 * 10**9)
     auth = ConsoleAuth(BrokerConfig(authorizer_class_name=STANDARD_AUTHORIZER), StandardAuthorizer(), store,
-                       now=lambda: now[0])
+                       clock=clock)
     assert auth.required and auth.logins == []  # no SASL listener: SCRAM against the credential store
     assert auth.check_password("dave", "dave-secret") == "User:dave"
     assert auth.check_password("dave", "dave-secreT") is None
     assert auth.check_password("eve", "dave-secret") is None
     token = auth._new_session("User:dave")
     assert auth.principal(_request(token)) == "User:dave" and not auth.logged_in(_request("forged"))
-    now[0] += SESSION_IDLE_S - 1  # used: the idle time starts again
+    clock.sleep((SESSION_IDLE_S - 1) * 1000)  # used: the idle time starts again
     assert auth.logged_in(_request(token))
-    now[0] += SESSION_IDLE_S + 1
+    clock.sleep((SESSION_IDLE_S + 1) * 1000)
     assert not auth.logged_in(_request(token)) and auth.session_count == 0
     tokens = [auth._new_session(f"User:u{i}") for i in range(MAX_SESSIONS + 10)]
     assert auth.session_count == MAX_SESSIONS  # bounded: the least recently used go first

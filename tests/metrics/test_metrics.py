@@ -8,18 +8,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from minikafka.common.clock import ManualClock
 from minikafka.metrics import (Avg, CumulativeCount, CumulativeSum, KafkaMetric, Max, Meter, MetricConfig,
                                MetricName, Metrics, Min, Quota, QuotaViolationError, Rate, SimpleRate,
                                TokenBucket, Value, WindowedCount, WindowedSum, bounded_throttle_time_ms,
                                java_round, throttle_time_ms)
-
-
-class Clock:
-    def __init__(self, now: int = 0) -> None:
-        self.now = now
-
-    def __call__(self) -> int:
-        return self.now
 
 
 def name(n: str, **tags: str) -> MetricName:
@@ -32,8 +25,8 @@ def test_spec_example_young_metric_throttles_500ms() -> None:
     # 6 samples x 1 s; 55e6 bytes at t=0.  window_size(0) = 0 elapsed, 0 full windows < 5 = samples-1,
     # so 0 + 5 * 1000 = 5000 ms; rate = 55e6 / 5 s = 11e6 B/s > 10e6 quota.
     # throttle = (11e6 - 10e6) / 10e6 * 5000 = 500 ms.
-    clock = Clock(0)
-    metrics = Metrics(clock_ms=clock)
+    clock = ManualClock(0)
+    metrics = Metrics(clock=clock)
     cfg = MetricConfig(samples=6, time_window_ms=1000, quota=Quota.upper_bound(10e6))
     sensor = metrics.sensor("produce-user1", cfg)
     sensor.add(name("byte-rate", user="u1"), Rate())
@@ -51,8 +44,8 @@ def test_spec_example_over_real_elapsed_5s() -> None:
     # 3 samples x 2.5 s. 30e6 B at t=0 (sample A starts 0), 25e6 B at t=2500 (A complete -> B starts 2500).
     # At t=5000: expire age 7500, A is 5000 old -> kept; elapsed = 5000 - 0 = 5000, full = 2 = samples-1
     # so no padding: window 5000 ms, rate = 55e6 / 5 = 11e6; throttle = 0.1 * 5000 = 500 ms.
-    clock = Clock(0)
-    metrics = Metrics(clock_ms=clock)
+    clock = ManualClock(0)
+    metrics = Metrics(clock=clock)
     cfg = MetricConfig(samples=3, time_window_ms=2500, quota=Quota.upper_bound(10e6))
     sensor = metrics.sensor("s", cfg)
     sensor.add(name("byte-rate"), Rate())
@@ -61,7 +54,7 @@ def test_spec_example_over_real_elapsed_5s() -> None:
     rate = metrics.metric(name("byte-rate"))
     assert rate is not None
     assert rate.measurable.window_size(cfg, 5000) == 5000  # type: ignore[attr-defined]
-    clock.now = 5000
+    clock.set_time_ms(5000)
     assert rate.value() == pytest.approx(11e6)
     with pytest.raises(QuotaViolationError) as ei:
         sensor.check_quotas()
@@ -213,8 +206,8 @@ def test_kafka_quota_defaults_steady_rate() -> None:
 # --------------------------------------------------------------------------- other stats
 
 def test_avg_max_min_count_sum_value() -> None:
-    clock = Clock()
-    m = Metrics(MetricConfig(samples=2, time_window_ms=1000), clock_ms=clock)
+    clock = ManualClock(0)
+    m = Metrics(MetricConfig(samples=2, time_window_ms=1000), clock=clock)
     s = m.sensor("s")
     for n, stat in (("avg", Avg()), ("max", Max()), ("min", Min()), ("count", WindowedCount()),
                     ("wsum", WindowedSum()), ("total", CumulativeSum()), ("n", CumulativeCount()),
@@ -230,12 +223,12 @@ def test_avg_max_min_count_sum_value() -> None:
     s.record(1.0, 0)
     s.record(5.0, 500)
     s.record(3.0, 1000)          # second sample
-    clock.now = 1000
+    clock.set_time_ms(1000)
     assert (v("avg"), v("max"), v("min"), v("count"), v("wsum")) == (3.0, 5.0, 1.0, 3.0, 9.0)
     assert (v("total"), v("n"), v("last")) == (9.0, 3.0, 3.0)
-    clock.now = 2000             # first sample (start 0) is 2000 = 2 * 1000 old: purged
+    clock.set_time_ms(2000)             # first sample (start 0) is 2000 = 2 * 1000 old: purged
     assert (v("avg"), v("max"), v("min"), v("count"), v("wsum")) == (3.0, 3.0, 3.0, 1.0, 3.0)
-    clock.now = 3000             # everything purged
+    clock.set_time_ms(3000)             # everything purged
     assert math.isnan(v("avg")) and math.isnan(v("max")) and math.isnan(v("min"))
     assert (v("count"), v("wsum"), v("total"), v("n"), v("last")) == (0.0, 0.0, 9.0, 3.0, 3.0)
 
@@ -250,8 +243,8 @@ def test_max_of_negative_values_and_min_of_large() -> None:
 
 
 def test_meter_registers_rate_and_total() -> None:
-    clock = Clock()
-    m = Metrics(MetricConfig(samples=2, time_window_ms=1000), clock_ms=clock)
+    clock = ManualClock(0)
+    m = Metrics(MetricConfig(samples=2, time_window_ms=1000), clock=clock)
     s = m.sensor("bytes")
     assert s.add_meter(name("byte-rate"), name("byte-total"))
     c = m.sensor("reqs")
@@ -259,7 +252,7 @@ def test_meter_registers_rate_and_total() -> None:
     for t in (0, 500):
         s.record(300.0, t)
         c.record(300.0, t)
-    clock.now = 500
+    clock.set_time_ms(500)
     snap = m.snapshot()
     # window 500 + 1000 = 1.5 s
     assert snap["test:/byte-rate"] == pytest.approx(600 / 1.5) and snap["test:/byte-total"] == 600.0
@@ -270,8 +263,8 @@ def test_meter_registers_rate_and_total() -> None:
 
 def test_token_bucket_quota() -> None:
     # quota 5/s, 2 samples x 1 s -> burst 10 credits.  Bucket starts empty at t=0.
-    clock = Clock()
-    m = Metrics(clock_ms=clock)
+    clock = ManualClock(0)
+    m = Metrics(clock=clock)
     s = m.sensor("mutations", MetricConfig(samples=2, time_window_ms=1000, quota=Quota.upper_bound(5)))
     s.add(name("tokens"), TokenBucket())
     with pytest.raises(QuotaViolationError) as ei:
@@ -285,8 +278,8 @@ def test_token_bucket_quota() -> None:
 # --------------------------------------------------------------------------- sensors
 
 def test_violation_recorded_then_unrecorded() -> None:
-    clock = Clock()
-    m = Metrics(clock_ms=clock)
+    clock = ManualClock(0)
+    m = Metrics(clock=clock)
     cfg = MetricConfig(samples=2, time_window_ms=1000, quota=Quota.upper_bound(10))
     s = m.sensor("q", cfg)
     s.add(name("rate"), Rate())
@@ -304,8 +297,8 @@ def test_violation_recorded_then_unrecorded() -> None:
 
 
 def test_lower_bound_quota_and_runtime_config_change() -> None:
-    clock = Clock()
-    m = Metrics(clock_ms=clock)
+    clock = ManualClock(0)
+    m = Metrics(clock=clock)
     s = m.sensor("low")
     s.add(name("last"), Value(), MetricConfig(quota=Quota.lower_bound(3)))
     s.record(3.0, 0)
@@ -320,8 +313,8 @@ def test_lower_bound_quota_and_runtime_config_change() -> None:
 
 
 def test_parent_sensors() -> None:
-    clock = Clock()
-    m = Metrics(MetricConfig(samples=2, time_window_ms=1000), clock_ms=clock)
+    clock = ManualClock(0)
+    m = Metrics(MetricConfig(samples=2, time_window_ms=1000), clock=clock)
     parent = m.sensor("parent")
     parent.add(name("p-sum"), WindowedSum(), MetricConfig(samples=2, time_window_ms=1000, quota=Quota.upper_bound(10)))
     child = m.sensor("child", parents=[parent])
@@ -345,12 +338,12 @@ def test_parent_sensors() -> None:
 
 
 def test_recording_level() -> None:
-    m = Metrics(clock_ms=Clock())
+    m = Metrics(clock=ManualClock(0))
     dbg = m.sensor("dbg", recording_level="DEBUG")
     dbg.add(name("n"), CumulativeCount())
     dbg.record(1.0, 0)
     assert m.snapshot(0)["test:/n"] == 0.0
-    m2 = Metrics(MetricConfig(recording_level="DEBUG"), clock_ms=Clock())
+    m2 = Metrics(MetricConfig(recording_level="DEBUG"), clock=ManualClock(0))
     s2 = m2.sensor("dbg", recording_level="DEBUG")
     s2.add(name("n"), CumulativeCount())
     s2.record(1.0, 0)
@@ -358,8 +351,8 @@ def test_recording_level() -> None:
 
 
 def test_expired_sensors_removed_with_children_and_metrics() -> None:
-    clock = Clock(0)
-    m = Metrics(clock_ms=clock)
+    clock = ManualClock(0)
+    m = Metrics(clock=clock)
     parent = m.sensor("parent", inactive_sensor_expiration_ms=1000)
     parent.add(name("p"), CumulativeSum())
     child = m.sensor("child", parents=[parent])            # never expires by itself
@@ -370,7 +363,7 @@ def test_expired_sensors_removed_with_children_and_metrics() -> None:
     assert m.sensor("parent") is parent and not parent.has_expired(1500)   # 1000 > 1000 is false
     assert m.remove_expired_sensors(1500) == []
     assert parent.has_expired(1501)
-    clock.now = 1501
+    clock.set_time_ms(1501)
     assert not parent.add(name("late"), CumulativeSum())                  # expired sensor refuses
     assert m.remove_expired_sensors() == ["child", "parent"]
     assert m.get_sensor("parent") is None and m.get_sensor("child") is None and m.get_sensor("keep") is keep
@@ -379,8 +372,8 @@ def test_expired_sensors_removed_with_children_and_metrics() -> None:
 
 
 def test_registry_metric_names_and_gauges() -> None:
-    clock = Clock(7)
-    m = Metrics(clock_ms=clock)
+    clock = ManualClock(7)
+    m = Metrics(clock=clock)
     a = MetricName("byte-rate", "Produce", (("user", "u"), ("client-id", "c")), "desc")
     b = MetricName("byte-rate", "Produce", (("client-id", "c"), ("user", "u")))
     assert a == b and hash(a) == hash(b) and str(a) == "Produce:user=u,client-id=c/byte-rate"

@@ -9,6 +9,7 @@ from hypothesis import given, strategies as st
 
 from minikafka.protocol import headers as H
 from minikafka.protocol.api import APIS, ApiKey
+from minikafka.protocol.exceptions import MalformedMessage
 from minikafka.protocol.headers import (
     RequestHeader, encode_response_header, is_flexible, parse_request_frame, parse_request_header,
     parse_request_header_prefix, parse_response_frame, request_body_offset, request_header_version,
@@ -88,7 +89,7 @@ def test_response_body_offset_and_header_bytes():
     assert response_body_offset(b"\x00\x00\x00\x01\x00", ApiKey.METADATA, 12) == 5
     with pytest.raises(ValueError):
         response_body_offset(b"\x00\x00\x00\x01\x01\x00\x05ab", ApiKey.METADATA, 12)
-    with pytest.raises(IndexError):
+    with pytest.raises(MalformedMessage):  # was an IndexError before the ProtocolError hierarchy (issue 29)
         response_body_offset(b"\x00\x00\x00\x01", ApiKey.METADATA, 12)
 
 
@@ -111,7 +112,7 @@ def test_skip_header_tags_empty_section_shortcut_matches_the_general_path():
     frame = _request(ApiKey.FETCH, 12)
     start = parse_request_header_prefix(frame).body_offset
     assert skip_header_tags(frame, start) == start + 1
-    with pytest.raises(IndexError):
+    with pytest.raises(MalformedMessage):  # was an IndexError before the ProtocolError hierarchy (issue 29)
         skip_header_tags(frame[:start], start)
 
 

@@ -35,6 +35,7 @@ from minikafka.protocol.records import (
     recover_batches,
     validate_batch,
 )
+from minikafka.common.clock import SYSTEM_CLOCK
 
 CODECS = [0, 1, 2, 3, 4]
 CODEC_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
@@ -221,10 +222,18 @@ def test_crc_catches_flipped_byte(codec):
 
 
 def test_bytes_outside_crc_do_not_invalidate():
-    b = bytearray(build_batch(SAMPLE))
+    b = bytearray(build_batch(SAMPLE, base_timestamp=SYSTEM_CLOCK.time_ms()))
+    original = read_header(b)
     for pos in (0, 7, 12, 15):  # baseOffset / partitionLeaderEpoch
         b[pos] ^= 0xFF
-    validate_batch(b)
+    header = validate_batch(b)  # still valid: the CRC covers the bytes from attributes on
+    base_offset, leader_epoch = struct.unpack_from(">q", b, 0)[0], struct.unpack_from(">i", b, 12)[0]
+    assert base_offset != original.base_offset and leader_epoch != original.partition_leader_epoch
+    assert header == original._replace(base_offset=base_offset, partition_leader_epoch=leader_epoch)
+    records = decode_records(b)
+    assert [r.offset for r in records] == [base_offset + r.offset_delta for r in SAMPLE]
+    assert [(r.key, r.value, r.headers) for r in records] == [(r.key, r.value, r.headers) for r in SAMPLE]
+    assert {r.leader_epoch for r in records} == {leader_epoch}
 
 
 def _with(b: bytes, offset: int, fmt: str, value: int, fix_crc: bool = True) -> bytearray:
@@ -236,7 +245,7 @@ def _with(b: bytes, offset: int, fmt: str, value: int, fix_crc: bool = True) -> 
 
 
 def test_structural_errors():
-    b = build_batch(SAMPLE)
+    b = build_batch(SAMPLE, base_timestamp=SYSTEM_CLOCK.time_ms())
     with pytest.raises(InvalidRecordError, match="magic"):
         validate_batch(_with(b, 16, ">b", 1))
     with pytest.raises(InvalidRecordError, match="magic"):
@@ -264,7 +273,7 @@ def test_structural_errors():
 
 
 def test_undecompressable_payload_is_corrupt():
-    b = build_batch(SAMPLE, compression=4)
+    b = build_batch(SAMPLE, compression=4, base_timestamp=SYSTEM_CLOCK.time_ms())
     bad = bytearray(b[:61]) + bytearray(b"not zstd at all" * 3)
     struct.pack_into(">i", bad, 8, len(bad) - 12)
     _recompute_crc(bad)
@@ -321,7 +330,7 @@ def test_assign_offsets_in_place_through_iter_batches_views():
 
 def test_assign_offsets_needs_writable_buffer():
     with pytest.raises(TypeError):
-        assign_offsets(build_batch(SAMPLE), 0, 0)
+        assign_offsets(build_batch(SAMPLE, base_timestamp=SYSTEM_CLOCK.time_ms()), 0, 0)
 
 
 # ---------------------------------------------------------------- iteration / recovery
@@ -399,17 +408,18 @@ def test_control_batch():
     (rec,) = decode_records(b)
     assert decode_control_key(rec.key) == (0, ControlRecordType.COMMIT)
     assert rec.value == struct.pack(">hi", 0, 9) and rec.timestamp == 123
-    abort = build_control_batch(ControlRecordType.ABORT, producer_id=1, producer_epoch=0)
+    abort = build_control_batch(ControlRecordType.ABORT, producer_id=1, producer_epoch=0,
+                                timestamp=SYSTEM_CLOCK.time_ms())
     assert decode_control_key(decode_records(abort)[0].key)[1] == ControlRecordType.ABORT
     with pytest.raises(InvalidRecordError):
         decode_control_key(b"\x00")
 
 
 def test_control_and_transactional_bits_in_build():
-    h = validate_batch(build_batch([Record()], is_control=True))
+    h = validate_batch(build_batch([Record()], is_control=True, base_timestamp=SYSTEM_CLOCK.time_ms()))
     assert h.is_control and not h.is_transactional
     h = validate_batch(build_batch([Record()], is_transactional=True, producer_id=5,
-                                   producer_epoch=0, base_sequence=0))
+                                   producer_epoch=0, base_sequence=0, base_timestamp=SYSTEM_CLOCK.time_ms()))
     assert h.is_transactional and not h.is_control
 
 
@@ -504,7 +514,8 @@ def test_kafka_python_reads_log_append_time_and_control_batches(kp_records):
     assert batch.validate_crc() and batch.timestamp_type == 1
     assert {r.timestamp for r in batch} == {1_800_000_000_000}
     ctrl = kp_records.DefaultRecordBatch(build_control_batch(
-        ControlRecordType.COMMIT, producer_id=3, producer_epoch=0, coordinator_epoch=2))
+        ControlRecordType.COMMIT, producer_id=3, producer_epoch=0, coordinator_epoch=2,
+        timestamp=SYSTEM_CLOCK.time_ms()))
     assert ctrl.validate_crc() and ctrl.is_control_batch and ctrl.is_transactional
     (marker,) = list(ctrl)
     assert marker.commit and not marker.abort

@@ -8,7 +8,6 @@ import base64
 import io
 import json
 import re
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ from minikafka.protocol.api import ApiKey
 from minikafka.protocol.records import (ATTRIBUTES_OFFSET, CRC_OFFSET, DELETE_HORIZON_MASK, Record, build_batch,
                                         read_header)
 from minikafka.testing import BrokerThread
+from waiting import wait_for
 from minikafka.tools.dump_log import (OFFSET_INDEX_ENTRY, TIME_INDEX_ENTRY, DumpOptions, dump_files,
                                       partition_segments)
 
@@ -56,10 +56,8 @@ def batches_and_records(lines: list[str]) -> list[tuple[dict[str, str], list[dic
 def wait_for_marker(lso: Consumer, end: int) -> None:
     """The coordinator writes a transaction's marker after answering EndTxn: wait until the last stable offset
     (ListOffsets(latest) of a read_committed client) is past it, i.e. the log ends with the marker."""
-    deadline = time.monotonic() + 20
-    while lso.get_watermark_offsets(TopicPartition("events", 0), timeout=10, cached=False)[1] < end:
-        assert time.monotonic() < deadline, f"no transaction marker before offset {end}"
-        time.sleep(0.05)
+    wait_for(lambda: lso.get_watermark_offsets(TopicPartition("events", 0), timeout=10, cached=False)[1] >= end,
+             20, f"a transaction marker before offset {end}")
 
 
 @dataclass
@@ -300,13 +298,8 @@ def decoded(lines: list[str]) -> list[tuple[Any, Any]]:
 def wait_for_txn_state(bootstrap: str, transactional_id: str, state: str) -> None:
     """The coordinator completes a transaction (CompleteCommit) after answering EndTxn: wait until
     DescribeTransactions shows ``state``."""
-    deadline = time.monotonic() + 20
-    while True:
-        resp = request(bootstrap, ApiKey.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [transactional_id]})
-        if resp.transaction_states[0].transaction_state == state:
-            return
-        assert time.monotonic() < deadline, f"{transactional_id} never reached {state}"
-        time.sleep(0.05)
+    wait_for(lambda: request(bootstrap, ApiKey.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [transactional_id]})
+             .transaction_states[0].transaction_state == state, 20, f"{transactional_id} to reach {state}")
 
 
 @pytest.mark.clients

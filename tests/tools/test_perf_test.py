@@ -7,6 +7,7 @@ import re
 from tools_helpers import consume, create_topic, produce, run_cli
 
 from minikafka.testing import BrokerThread
+from minikafka.common.clock import ManualClock
 from minikafka.tools.perf_producer import ProducerStats, percentile_ms
 
 SUMMARY = re.compile(
@@ -86,11 +87,11 @@ def test_stats_percentiles() -> None:
     assert percentile_ms([], 0.99) == 0.0
     ordered = [float(i) for i in range(1, 1001)]
     assert [percentile_ms(ordered, p) for p in (0.5, 0.95, 0.99, 0.999)] == [501.0, 951.0, 991.0, 1000.0]
-    now = [0.0]
-    stats = ProducerStats(clock=lambda: now[0])
+    clock = ManualClock(monotonic_ns=0)
+    stats = ProducerStats(clock=clock)
     for ms in (1.0, 2.0, 3.0, 10.0):
         stats.record(ms, 1024)
-    now[0] = 2.0
+    clock.sleep(2000)
     assert stats.window_line() == ("4 records sent, 2.0 records/sec (0.00 MB/sec), 4.0 ms avg latency, "
                                    "10.0 ms max latency.")
     assert stats.summary().startswith("4 records sent, 2.0 records/sec (0.00 MB/sec), 4.00 ms avg latency, "

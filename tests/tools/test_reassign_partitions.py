@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import random
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import pytest
 from minikafka.testing import ClusterThread
 from minikafka.tools.reassign_partitions import assign_replicas_to_brokers
 from tools_helpers import consume, produce, run_cli, topic_configs, topic_metadata
+import waiting
 
 FAST = dict(replica_fetch_wait_max_ms=50, replica_fetch_backoff_ms=50, group_initial_rebalance_delay_ms=0)
 RATES = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
@@ -34,10 +34,7 @@ def stuck_follower(ct: ClusterThread, broker_id: int) -> int:
 
 
 def wait_for(cond, what: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.02)
+    waiting.wait_for(cond, timeout, what)
 
 
 def reassigning(ct: ClusterThread) -> bool:

@@ -5,12 +5,12 @@ a broker and a 3-broker cluster; effects checked over the wire."""
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
 from tools_helpers import commit, committed, create_topic, request, run_cli, table
+import waiting
 
 from minikafka.client.consumer.protocol import Subscription, encode_subscription
 from minikafka.client.network import BrokerConnection, KafkaClientError
@@ -27,11 +27,7 @@ def cluster() -> Iterator[ClusterThread]:
 
 
 def wait_for(cond: Any, timeout: float = 20, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.02)
+    waiting.wait_for(cond, timeout, what)
 
 
 # -- topics --describe -------------------------------------------------------------------------------

@@ -204,17 +204,18 @@ def replay_client(rows: Any, settings: dict[str, Any]) -> Any:
         PRODUCER_BYTE_RATE,
         REQUEST_PERCENTAGE,
     )
+    from ...common.clock import ManualClock
     from ...metrics import Metrics
 
     if rows.empty:
         return pd.DataFrame({c: [] for c in _REPLAY_COLUMNS})
     rows = rows.sort_values(["record_ms", "receive_ms"], kind="stable")
-    clock = [0]
-    metrics = Metrics(clock_ms=lambda: clock[0])
+    clock = ManualClock(0)  # each request's time, as recorded
+    metrics = Metrics(clock=clock)
     configs = quota_configs(settings)
     # The broker's own managers, measuring only: no reaper, nothing is muted here.
     qm = QuotaManagers(configs, metrics, window_num=settings["window_num"],
-                       window_size_s=settings["window_size_s"], clock_ms=lambda: clock[0])
+                       window_size_s=settings["window_size_s"], clock=clock)
     unrecord = settings["unrecord_throttled_fetch"]
     users: dict[str, str] = {}
     bounds: dict[tuple[str, str], tuple] = {}
@@ -231,7 +232,7 @@ def replay_client(rows: Any, settings: dict[str, Any]) -> Any:
             b = bounds[(user, cid)] = tuple(configs.resolve(k, user, cid).bound
                                             for k in (PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE))
         t = int(r.record_ms)
-        clock[0] = t
+        clock.set_time_ms(t)
         recv = int(r.receive_ms)
         api = int(r.api_key)
         req_ns = None if r.request_ns is None or math.isnan(r.request_ns) else int(r.request_ns)

@@ -13,7 +13,7 @@ partitions, plus 4 (Kafka's ``KafkaApis.sizeOfThrottledPartitions`` =
 ``FetchResponse.sizeOf``).  With no throttled partition in the response that
 is still an empty response: 12 bytes at Fetch v4-v6, 18 at v7-v11, 16 at
 v12-v13.  The sizes here come from the broker's own function
-(:func:`minikafka.broker.handlers.fetch.size_of_throttled_partitions`, with
+(:func:`minikafka.broker.fetch_response.size_of_throttled_partitions`, with
 the leader's ``ReplicationQuotaManager`` configured from
 ``AnalysisOptions.leader_throttled_replicas``), applied to the partitions each
 captured response held.  ``recorded_bytes`` is what the leader records;
@@ -118,12 +118,13 @@ def _leader_quota(broker_id: int, configs: dict[str, str]) -> Any:
         LEADER_REPLICATION,
         ReplicationQuotaManager,
     )
+    from ...common.clock import ManualClock
     from ...metrics import Metrics
 
     key = (broker_id, tuple(sorted(configs.items())))
     quota = _leaders.get(key)
     if quota is None:
-        quota = ReplicationQuotaManager(LEADER_REPLICATION, Metrics(clock_ms=lambda: 0))
+        quota = ReplicationQuotaManager(LEADER_REPLICATION, Metrics(clock=ManualClock(0)))
         for topic, value in configs.items():
             quota.update_topic(topic, value, broker_id)
         _leaders[key] = quota
@@ -148,7 +149,7 @@ def throttled_size(broker_id: int, version: int, parts: list[Any], configs: dict
     """What the leader ``broker_id`` records into its leader quota for one follower fetch response of
     ``version`` holding ``parts`` (rows with topic, topic_id, partition, record_bytes)."""
     from ...broker.fetch_session import FetchPartitionData, PartitionKey
-    from ...broker.handlers.fetch import size_of_throttled_partitions
+    from ...broker.fetch_response import size_of_throttled_partitions
 
     names: dict[uuid.UUID, str] = {}
     selected: OrderedDict = OrderedDict()

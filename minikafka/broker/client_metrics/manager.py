@@ -36,11 +36,11 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import crc32c
 
+from ...common import Clock
 from ...protocol.compression import CODEC_NAMES
 from ...protocol.errors import ErrorCode
 from ...protocol.types import ZERO_UUID
@@ -139,12 +139,12 @@ class ClientMetricsManager:
     """One broker's client metrics instances, answering GetTelemetrySubscriptions and PushTelemetry."""
 
     def __init__(self, subscriptions: ClientMetricsConfigStore, receiver: ClientTelemetryStore,
-                 telemetry_max_bytes: int, now_ms: Callable[[], int],
+                 telemetry_max_bytes: int, clock: Clock,
                  cache_size: int = CLIENT_METRICS_INSTANCE_CACHE_SIZE) -> None:
         self.subscriptions = subscriptions
         self.receiver = receiver
         self.telemetry_max_bytes = telemetry_max_bytes
-        self.now_ms = now_ms
+        self.clock = clock
         self.instances: ExpiringLruCache[uuid.UUID, ClientMetricsInstance] = ExpiringLruCache(
             cache_size, self._forget_connections)
         self.subscription_version = 0
@@ -250,7 +250,7 @@ class ClientMetricsManager:
                                     ) -> tuple[uuid.UUID, ClientMetricsInstance]:
         """Kafka's ``processGetTelemetrySubscriptionRequest``: the (possibly new) instance id and its
         instance; TelemetryError THROTTLING_QUOTA_EXCEEDED when asked too soon."""
-        now = self.now_ms()
+        now = self.clock.time_ms()
         instance_id = client_instance_id if client_instance_id != ZERO_UUID else self._new_instance_id()
         instance = self._instance(instance_id, ctx, now)
         if (not instance.maybe_update_get_request_timestamp(now)
@@ -272,7 +272,7 @@ class ClientMetricsManager:
             raise TelemetryError(ErrorCode.INVALID_REQUEST,
                                  f"Invalid request from the client [{kafka_uuid_str(client_instance_id)}], invalid "
                                  "client instance id")
-        now = self.now_ms()
+        now = self.clock.time_ms()
         instance = self._instance(client_instance_id, ctx, now)
         try:
             self._validate_push(instance, subscription_id, terminating, compression_type, metrics, now)

@@ -47,10 +47,11 @@ import itertools
 import logging
 import re
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...common import SYSTEM_CLOCK, Clock
 from ...protocol.compression import CompressionError, UnsupportedCodecError, decompress_bounded
 from .cache import ExpiringLruCache
 
@@ -211,9 +212,9 @@ class ClientTelemetryStore:
     """The metrics each client instance pushed (the broker's built-in ``ClientTelemetryReceiver``), within the
     caps the module describes."""
 
-    def __init__(self, now_ms: Callable[[], int], *, max_clients: int = MAX_CLIENTS,
+    def __init__(self, clock: Clock = SYSTEM_CLOCK, *, max_clients: int = MAX_CLIENTS,
                  max_series_per_client: int = MAX_SERIES_PER_CLIENT, max_series: int = MAX_SERIES) -> None:
-        self.now_ms = now_ms
+        self.clock = clock
         self.max_series_per_client = max_series_per_client
         self.max_series = max_series
         self.clients: ExpiringLruCache[uuid.UUID, ClientTelemetry] = ExpiringLruCache(max_clients, self._forgotten)
@@ -235,7 +236,7 @@ class ClientTelemetryStore:
         except TelemetryDecodeError:
             self.errors += 1
             raise
-        now = self.now_ms()
+        now = self.clock.time_ms()
         self.clients.expire(now)
         key = identity.client_instance_id
         expiry_ms = max(CACHE_EXPIRY_MS, 3 * push_interval_ms)
@@ -325,7 +326,7 @@ class ClientTelemetryStore:
     # -- reading ------------------------------------------------------------------------------------
     def expire(self) -> None:
         """Forget the clients that have pushed nothing for their expiry time."""
-        self.clients.expire(self.now_ms())
+        self.clients.expire(self.clock.time_ms())
 
     def series(self) -> Iterator[tuple[str, str, str, Labels, str, float]]:
         """(family, kind, doc, labels, part, value) of every data point of every client, for Prometheus:

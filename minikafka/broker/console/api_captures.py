@@ -1,6 +1,8 @@
 """Console API: traffic captures (:mod:`minikafka.capture`), their pcap export and their analysis.
 
-A capture is the broker's :class:`~minikafka.capture.service.CaptureService` behind a request observer
+A capture is the broker's :class:`~minikafka.broker.recording.TrafficRecorder` (the
+:class:`~minikafka.capture.service.CaptureService` behind a request observer, given to the broker as its
+:class:`~minikafka.broker.recording.CaptureSupport`)
 (what ``serve --capture-dir`` starts with the broker), started and stopped here at run time
 (:meth:`Broker.start_capture <minikafka.broker.broker.Broker.start_capture>`) on every running broker,
 into the configured ``capture.dir`` (else ``<data_dir>/captures``, else a temporary directory).
@@ -26,8 +28,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -37,8 +38,8 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
-from ...capture.format import FILE_RE
 from ..admin_target import AdminTarget
+from ..recording import CaptureSupport
 from ..security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from .context import ConsoleContext, ConsoleError, api
 from .httpio import has_body, read_json
@@ -58,8 +59,8 @@ class AnalysisRun:
     """One ``minikafka analyze`` subprocess: its state, output and report."""
 
     out_dir: Path
+    started: float  # epoch seconds (the target's clock)
     state: str = "running"  # running, done, failed
-    started: float = field(default_factory=time.time)
     finished: float | None = None
     returncode: int | None = None
     output: str = ""
@@ -79,12 +80,19 @@ class CaptureControl:
         self.analysis: AnalysisRun | None = None
         self._exporting = trio.Semaphore(1)  # one pcap export at a time (each reads whole capture files)
 
+    def support(self) -> CaptureSupport | None:
+        """The brokers' capture (None: they were given none)."""
+        cluster = self.target.cluster
+        if cluster is not None:
+            return cluster.captures
+        return next((b.captures for b in self.target.brokers().values() if b.captures is not None), None)
+
     def directory(self, create: bool = False) -> Path | None:
         """Where captures go: a broker's ``capture.dir``, else ``<data_dir>/captures``, else a temporary
         directory (made by the first capture: None before, unless ``create``)."""
         for broker in self.target.brokers().values():
             if broker.capture is not None:
-                return broker.capture.writer.dir
+                return broker.capture.directory
         for broker in self.target.brokers().values():
             if broker.config.capture_dir is not None:
                 return Path(broker.config.capture_dir)
@@ -99,12 +107,13 @@ class CaptureControl:
 
     def files(self) -> list[dict[str, Any]]:
         directory = self.directory()
-        writing = {b.capture.writer.files[-1].name for b in self.target.brokers().values()
-                   if b.capture is not None and b.capture.writer.files}
+        writing = {b.capture.current_file for b in self.target.brokers().values()
+                   if b.capture is not None and b.capture.current_file is not None}
+        support = self.support()
         out = []
-        if directory is not None and directory.is_dir():
+        if directory is not None and directory.is_dir() and support is not None:
             for path in sorted(directory.iterdir()):
-                m = FILE_RE.search(path.name)
+                m = support.file_pattern.search(path.name)
                 if m is None or not path.is_file():
                     continue
                 st = path.stat()
@@ -146,13 +155,14 @@ class CaptureControl:
 
     def path_of(self, name: str) -> list[Path]:
         """The capture file called ``name`` (``all``: every one), 404 when there is none."""
-        directory = self.directory()
-        if directory is None:
+        directory, support = self.directory(), self.support()
+        if directory is None or support is None:
             paths = []
         elif name == "all":
             paths = [directory / f["name"] for f in self.files()]
         else:
-            paths = [directory / name] if FILE_RE.fullmatch(name) and (directory / name).is_file() else []
+            known = support.file_pattern.fullmatch(name) is not None
+            paths = [directory / name] if known and (directory / name).is_file() else []
         if not paths:
             raise ConsoleError(404, "UNKNOWN_CAPTURE", f"no capture file {name!r}")
         return paths
@@ -162,12 +172,14 @@ class CaptureControl:
         as soon as it is open (nothing is left behind, whether the download ends or is dropped), then sent
         a chunk at a time, read in a worker thread.  One export at a time (409 EXPORT_RUNNING)."""
         paths = self.path_of(name)
+        support = self.support()
+        assert support is not None  # path_of found files
         try:
             self._exporting.acquire_nowait()
         except trio.WouldBlock:
             raise ConsoleError(409, "EXPORT_RUNNING", "a pcap export is running: try again when it is done") from None
         try:
-            handle = await trio.to_thread.run_sync(_export_to_unlinked_file, paths)
+            handle = await trio.to_thread.run_sync(_export_to_unlinked_file, support, paths)
         except BaseException:
             self._exporting.release()
             raise
@@ -198,7 +210,8 @@ class CaptureControl:
         if self.analysis is not None:  # the previous report goes (in a worker thread: it may be large)
             trio.lowlevel.spawn_system_task(trio.to_thread.run_sync, partial(
                 shutil.rmtree, self.analysis.out_dir, ignore_errors=True), name="console-analysis-cleanup")
-        run = self.analysis = AnalysisRun(Path(tempfile.mkdtemp(prefix="minikafka-analysis-")))
+        run = self.analysis = AnalysisRun(Path(tempfile.mkdtemp(prefix="minikafka-analysis-")),
+                                          self.target.clock.time())
         command = [sys.executable, "-m", "minikafka", "analyze", str(self.directory()), "--out", str(run.out_dir),
                    "--no-progress", *(["--jobs", ",".join(jobs)] if jobs else [])]
         trio.lowlevel.spawn_system_task(self._run, run, command, name="console-analysis")
@@ -215,7 +228,7 @@ class CaptureControl:
             if not isinstance(exc, Exception):
                 raise
         finally:
-            run.finished = time.time()
+            run.finished = self.target.clock.time()
 
     @staticmethod
     async def _process(command: list[str], run: AnalysisRun) -> int:
@@ -242,14 +255,12 @@ class CaptureControl:
             "Content-Security-Policy": "sandbox allow-scripts", "X-Content-Type-Options": "nosniff"})
 
 
-def _export_to_unlinked_file(paths: list[Path]) -> Any:
+def _export_to_unlinked_file(support: CaptureSupport, paths: list[Path]) -> Any:
     """``paths`` exported as one pcap to a temporary file, returned open for reading and already unlinked."""
-    from ...capture.pcap import export_pcap
-
     fd, tmp = tempfile.mkstemp(prefix="minikafka-", suffix=".pcap")
     os.close(fd)
     try:
-        export_pcap(paths, tmp)
+        support.export_pcap(paths, tmp)
         return open(tmp, "rb")  # noqa: SIM115 - closed by the response's stream
     finally:
         os.unlink(tmp)

@@ -35,7 +35,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.routing import BaseRoute, Route
 
-from ...client.producer.partitioner import partition_for_key
+from ...common.hashing import murmur2_partition
 from ...protocol.api import ApiKey
 from ...protocol.records import AbortedTransactions, CorruptRecordError, Record, build_batch, decode_records
 from ...protocol.types import ZERO_UUID
@@ -247,7 +247,7 @@ def routes(ctx: ConsoleContext) -> list[BaseRoute]:
         n = topic.num_partitions
         index = field(data, "partition", int, None, low=0, high=max(n - 1, 0))
         if index is None:
-            index = partition_for_key(key_bytes, n) if key_bytes is not None else next(_round_robin) % n
+            index = murmur2_partition(key_bytes, n) if key_bytes is not None else next(_round_robin) % n
         batch = build_batch([Record(key=key_bytes, value=value_bytes, headers=headers)],
                             base_timestamp=ctx.target.clock.time_ms())
         broker = leader_broker(ctx.target, name, index)

@@ -17,7 +17,6 @@ import logging
 import secrets
 import socket
 from collections import OrderedDict
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import scramp
@@ -26,7 +25,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from ...common import SYSTEM_CLOCK
+from ...common import SYSTEM_CLOCK, Clock
 from ..admin_target import AdminTarget
 from ..config import BrokerConfig
 from ..security.acl import AclOperation, ResourceType
@@ -82,13 +81,13 @@ class ConsoleAuth:
 
     def __init__(self, config: BrokerConfig | None = None, authorizer: StandardAuthorizer | None = None,
                  credentials: ScramCredentialStore | None = None, target: AdminTarget | None = None,
-                 now: Callable[[], float] | None = None) -> None:
+                 clock: Clock | None = None) -> None:
         self.config = config
         self.authorizer = authorizer
         self.credentials = credentials
         self.target = target
-        self.clock = clock = target.clock if target is not None else SYSTEM_CLOCK
-        self.now = now if now is not None else (lambda: clock.monotonic_ns() / 1e9)  # seconds
+        # Session and login-failure times are monotonic seconds on the broker's clock (default: the target's).
+        self.clock = clock if clock is not None else target.clock if target is not None else SYSTEM_CLOCK
         self.logins = sasl_logins(config) if config is not None else []
         self.required = authorizer is not None or bool(self.logins)
         self._sessions: OrderedDict[str, Session] = OrderedDict()
@@ -136,7 +135,7 @@ class ConsoleAuth:
         """:meth:`check_password` in a worker thread, refused with 429 while the caller's address has failed
         too often (:data:`MAX_FAILURES` in :data:`FAILURE_WINDOW_S`); a failure counts against it."""
         address = request.client.host if request.client else ""
-        now = self.now()
+        now = self.clock.monotonic()
         recent = [t for t in self._failures.get(address, []) if t > now - FAILURE_WINDOW_S]
         if len(recent) >= MAX_FAILURES:
             raise ConsoleError(429, "TOO_MANY_LOGIN_FAILURES",
@@ -144,7 +143,7 @@ class ConsoleAuth:
         principal = await trio.to_thread.run_sync(self.check_password, username, password,
                                                   limiter=self._password_limiter)
         if principal is None:
-            self._failures[address] = [*recent, self.now()]
+            self._failures[address] = [*recent, self.clock.monotonic()]
             self._failures.move_to_end(address)
             while len(self._failures) > MAX_TRACKED_ADDRESSES:
                 self._failures.popitem(last=False)
@@ -212,7 +211,7 @@ class ConsoleAuth:
         if not token:
             return None
         session = self._sessions.get(token)
-        now = self.now()
+        now = self.clock.monotonic()
         if session is None or session.expires < now:
             self._sessions.pop(token, None)
             return None
@@ -221,7 +220,7 @@ class ConsoleAuth:
         return session
 
     def _new_session(self, principal: str) -> str:
-        now = self.now()
+        now = self.clock.monotonic()
         for token in [t for t, s in self._sessions.items() if s.expires < now]:
             del self._sessions[token]
         while len(self._sessions) >= MAX_SESSIONS:

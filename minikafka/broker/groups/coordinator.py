@@ -58,6 +58,6 @@ class GroupCoordinator(TimerLoopMixin, JoinGroupMixin, MembershipMixin, OffsetsM
 
     ``clock`` gives seconds for timers (session, rebalance and join-delay
     timeouts) and must advance with trio's clock (``trio.current_time`` under
-    a ``MockClock``); ``wall_clock`` gives the epoch seconds stamped on offset
-    commits and used for offset retention.
+    a ``MockClock``); ``wall_clock``, a :class:`~minikafka.common.clock.Clock`, gives the epoch
+    milliseconds stamped on offset commits and used for offset retention.
     """

@@ -12,11 +12,10 @@ composes them.
 from __future__ import annotations
 
 import logging
-import time
 from pathlib import Path
 from typing import Callable
 
-
+from ...common.clock import SYSTEM_CLOCK, Clock
 from ...protocol.errors import ErrorCode
 from ..config import BrokerConfig
 from ..deadline_loop import DeadlineLoop
@@ -51,9 +50,9 @@ class CoordinatorCore:
         self,
         config: BrokerConfig,
         data_dir: Path | None,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = SYSTEM_CLOCK.monotonic,
         *,
-        wall_clock: Callable[[], float] = time.time,
+        wall_clock: Clock = SYSTEM_CLOCK,
         retention_check_interval_s: float = DEFAULT_RETENTION_CHECK_INTERVAL_S,
     ) -> None:
         self.config = config
@@ -69,7 +68,7 @@ class CoordinatorCore:
         self._log: OffsetLog | None = None
         if data_dir is not None:
             log_config = compacted_log_config(config.offsets_topic_segment_bytes, config.topic_defaults())
-            self._log = OffsetLog(Path(data_dir), now_ms=self._now_ms, config=log_config)
+            self._log = OffsetLog(Path(data_dir), clock=wall_clock, config=log_config)
         # (group type, generation or group epoch) last written for each group by _persist_group_metadata.
         self._persisted_meta: dict[str, tuple[str, int]] = {}
         if self._log is not None:
@@ -78,7 +77,7 @@ class CoordinatorCore:
     # ------------------------------------------------------------------ infra
 
     def _now_ms(self) -> int:
-        return int(self.wall_clock() * 1000)
+        return self.wall_clock.time_ms()
 
     def _deadline(self, timeout_ms: int) -> float:
         return self.clock() + timeout_ms / 1000.0

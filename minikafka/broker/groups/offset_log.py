@@ -32,12 +32,12 @@ of the KIP-848 records only the group epoch is written.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ...common import SYSTEM_CLOCK, OffsetAndMetadata, TopicPartition
+from ...common import SYSTEM_CLOCK, Clock, OffsetAndMetadata, TopicPartition
 from ...protocol.coordinator_records import (ConsumerGroupMetadataKey, ConsumerGroupMetadataValue,
                                              GroupMetadataKey, GroupMetadataValue, GroupRecordValue,
                                              OffsetCommitKey, OffsetCommitValue, decode_group_record, encode_record)
@@ -87,11 +87,11 @@ class OffsetLog(CoordinatorLogStore):
     """One ``__consumer_offsets`` partition of a broker: the records of its groups."""
 
     def __init__(self, data_dir: Path, *, partition: int = 0, config: LogConfig | None = None,
-                 now_ms: Callable[[], int] = SYSTEM_CLOCK.time_ms) -> None:
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self.data_dir = Path(data_dir)
         self.partition = partition
         self.config = config or compacted_log_config(OFFSETS_TOPIC_SEGMENT_BYTES)
-        self.now_ms = now_ms
+        self.clock = clock
         self.dir = self.data_dir / f"{OFFSETS_TOPIC}-{partition}"
         self.legacy_path = self.data_dir / LEGACY_DIR_NAME / LEGACY_FILE_NAME
         self._log: CoordinatorLog | None = None
@@ -100,7 +100,7 @@ class OffsetLog(CoordinatorLogStore):
 
     def load(self) -> dict[str, LoadedGroup]:
         """Open the partition log (migrating an old JSON-lines file into it) and replay it."""
-        self._log = CoordinatorLog(self.data_dir, OFFSETS_TOPIC, self.partition, self.config, now_ms=self.now_ms)
+        self._log = CoordinatorLog(self.data_dir, OFFSETS_TOPIC, self.partition, self.config, clock=self.clock)
         if self.legacy_path.exists():
             self._migrate()
         replay = _Replay(self._meta_types)

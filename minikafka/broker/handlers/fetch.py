@@ -12,7 +12,7 @@ Follower fetches (replica_id >= 0) go through the leader replication quota
 (Kafka's ``ReplicationQuotaManager``): a throttled partition of an out-of-ISR
 follower is answered without records while the quota is exceeded, and every
 follower fetch records ``sizeOfThrottledPartitions`` (see
-:func:`size_of_throttled_partitions`) into the quota.
+:func:`~minikafka.broker.fetch_response.size_of_throttled_partitions`) into the quota.
 
 Versions (Kafka 4.2's): a follower names itself in ``replica_state`` from v15 (KIP-903), with its broker
 epoch, which the leader keeps with the follower's fetch state: a follower fetching with a broker epoch
@@ -41,10 +41,10 @@ import trio
 from ...common import Clock, TopicPartition
 from ...protocol import bodies as B
 from ...protocol.errors import ErrorCode
-from ...protocol.messages.fetch import FetchResponse, fetch_replica_epoch, fetch_replica_id
-from ...protocol.types import ZERO_UUID
+from ...protocol.messages.fetch import fetch_replica_epoch, fetch_replica_id
 from ..config import BrokerConfig
 from ..fetch_session import FetchContext, FetchPartitionData, PartitionKey, PartitionRequest
+from ..fetch_response import group_by_topic, key_name, response_size, size_of_throttled_partitions
 from ..log import OffsetOutOfRangeError
 from ..partition import Partition
 from ..request import FetchTrace, RequestContext
@@ -54,8 +54,6 @@ from .authorization import AclOperation, ResourceType, authorize, filter_authori
 from .common import check_leader, check_leader_epoch, current_leader, node_endpoints
 
 log = logging.getLogger(__name__)
-
-TopicName = Callable[[uuid.UUID], str | None]
 
 #: The first Fetch version with KIP-951 leader discovery (``node_endpoints``).
 LEADER_DISCOVERY_VERSION = 16
@@ -83,53 +81,6 @@ def request_partitions(req: B.FetchRequestBody, version: int
             else:
                 to_forget.append(PartitionKey(None, f["topic"], index))
     return fetch_data, to_forget
-
-
-def key_name(key: PartitionKey, version: int, topic_name: TopicName) -> str | None:
-    """The topic name a fetch key refers to (v13+ keys carry only the topic id)."""
-    if version >= 13:
-        return topic_name(key.topic_id) if key.topic_id is not None else None
-    return key.topic
-
-
-def group_by_topic(version: int, data: OrderedDict[PartitionKey, FetchPartitionData]) -> list[B.FetchResponseResponses]:
-    """Consecutive partitions of one topic share a topic entry (as Kafka's FetchResponse.of builds it)."""
-    responses: list[B.FetchResponseResponses] = []
-    prev = None
-    partitions: list[B.FetchResponseResponsesPartitions] = []
-    for key, entry in data.items():
-        ident = key.topic_id if version >= 13 else key.topic
-        if prev is None or ident != prev:
-            partitions = []
-            responses.append({"topic": key.topic or "", "topic_id": key.topic_id or ZERO_UUID,
-                              "partitions": partitions})
-            prev = ident
-        partitions.append(entry.to_response())  # type: ignore[arg-type]
-    return responses
-
-
-def response_size(version: int, body: B.FetchResponseBody) -> int:
-    """Kafka's ``FetchResponse.sizeOf``: 4 + the size of the response body (records included)."""
-    segments = FetchResponse.build_segments(body, version)
-    return 4 + sum(s.nbytes if isinstance(s, memoryview) else len(s) for s in segments)
-
-
-def size_of_throttled_partitions(quota: LeaderReplicationQuota, topic_name: TopicName, version: int,
-                                 selected: OrderedDict[PartitionKey, FetchPartitionData]) -> int:
-    """Kafka's ``KafkaApis.sizeOfThrottledPartitions``: ``FetchResponse.sizeOf`` (4 + the body) of a
-    response of the request's version holding only the response's partitions the leader quota
-    throttles (``SelectingIterator``).  With none that is the empty response: 18 bytes at v7-v11,
-    12 at v4-v6, 16 at v12+ (compact array and tagged fields)."""
-    throttled: OrderedDict[PartitionKey, FetchPartitionData] = OrderedDict()
-    if quota.throttled_partitions:
-        for key, entry in selected.items():
-            name = key_name(key, version, topic_name)
-            if name is not None and quota.is_throttled(name, key.partition):
-                throttled[key] = entry
-    # throttle_time_ms and session_id are fixed-size: any value gives the same size (Kafka uses 0 / INVALID).
-    body: B.FetchResponseBody = {"throttle_time_ms": 0, "error_code": 0, "session_id": 0,
-                                 "responses": group_by_topic(version, throttled)}
-    return response_size(version, body)
 
 
 class FetchHandler:

@@ -28,12 +28,12 @@ import heapq
 import logging
 import math
 import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, TypeVar
 
+from minikafka.common.clock import SYSTEM_CLOCK, Clock
 from minikafka.protocol.record_filter import RecordSpan, build_empty_batch, build_filtered_batch, scan_records
 from minikafka.protocol.records import (ControlRecordType, CorruptRecordError, RecordBatchHeader, read_end_txn_marker,
                                        read_header, records_payload)
@@ -51,17 +51,15 @@ _WRITE_RUN_BYTES = 1 << 20
 class Throttler:
     """Sleeps the cleaner to hold its I/O to ``log.cleaner.io.max.bytes.per.second`` (Kafka's ``Throttler``:
     every ``check_interval_ms`` of work, nap long enough to bring the observed rate down to the desired one).
-    Shared by the cleaner threads; ``sleep`` and ``monotonic_ns`` can be injected."""
+    Shared by the cleaner threads, which it blocks with ``clock.sleep`` (a ``ManualClock`` in tests)."""
 
     def __init__(self, desired_rate_per_sec: float, check_interval_ms: int = 300,
-                 monotonic_ns: Callable[[], int] = time.monotonic_ns,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self.desired_rate_per_sec = desired_rate_per_sec
         self.check_interval_ns = check_interval_ms * 1_000_000
-        self._monotonic_ns = monotonic_ns
-        self._sleep = sleep
+        self.clock = clock
         self._lock = threading.Lock()
-        self._period_start_ns = monotonic_ns()
+        self._period_start_ns = clock.monotonic_ns()
         self._observed = 0.0
         self.slept_ms = 0
 
@@ -71,16 +69,16 @@ class Throttler:
             return
         with self._lock:
             self._observed += observed
-            now = self._monotonic_ns()
+            now = self.clock.monotonic_ns()
             elapsed_ns = now - self._period_start_ns
             if elapsed_ns <= self.check_interval_ns or self._observed <= 0:
                 return
             if self._observed * 1e9 / elapsed_ns > rate:
                 sleep_ms = round(self._observed / (rate / 1000) - elapsed_ns // 1_000_000)
                 if sleep_ms > 0:
-                    self._sleep(sleep_ms / 1000)
+                    self.clock.sleep(sleep_ms)
                     self.slept_ms += sleep_ms
-            self._period_start_ns = self._monotonic_ns()
+            self._period_start_ns = self.clock.monotonic_ns()
             self._observed = 0.0
 
 
@@ -140,13 +138,13 @@ class CleanerStats:
     map_messages_read: int = 0
     invalid_messages: int = 0
     buffer_utilization: float = 0.0
-    start: float = field(default_factory=time.monotonic)
+    start: float = field(default_factory=SYSTEM_CLOCK.monotonic)  # the real time the work took
     map_done: float = 0.0
     end: float = 0.0
 
     @property
     def elapsed_secs(self) -> float:
-        return max((self.end or time.monotonic()) - self.start, 1e-9)
+        return max((self.end or SYSTEM_CLOCK.monotonic()) - self.start, 1e-9)
 
 
 @dataclass
@@ -329,7 +327,7 @@ class Cleaner:
                 break
             omap.update_latest_offset(next_start - 1)
         stats.buffer_utilization = omap.utilization
-        stats.map_done = time.monotonic()
+        stats.map_done = SYSTEM_CLOCK.monotonic()
         return omap.latest_offset + 1
 
     def _map_segment(self, seg: StoredSegment, start: int, end: int, txns: CleanedTransactionMetadata,
@@ -544,5 +542,5 @@ def run_cleaning_job(job: CleaningJob) -> CleaningOutcome:
                                      stats)
         result.cleaned.close()
         groups.append((result.cleaned.base_offset, result.cleaned.next_offset, [s.base_offset for s in group]))
-    stats.end = time.monotonic()
+    stats.end = SYSTEM_CLOCK.monotonic()
     return CleaningOutcome(end, stats, groups, txns.retained_aborts)

@@ -25,7 +25,6 @@ import logging
 import math
 import os
 import threading
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -375,7 +374,7 @@ class LogCleaner:
             if not lg.replace_segments(result.cleaned, group, truncations):
                 raise LogCleaningAbortedError(f"{ltc.name} changed while it was cleaned")
             cleaned_upto = result.cleaned.next_offset
-        stats.end = time.monotonic()
+        stats.end = SYSTEM_CLOCK.monotonic()
         return end, stats, {t.last_offset for t in txns.retained_aborts}, cleaned_upto
 
     async def _clean_in_process(self, process: CleaningProcess, lg: Log, segments: list[Segment], ltc: LogToClean,

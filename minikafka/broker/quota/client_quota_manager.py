@@ -19,9 +19,8 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Callable
 
-from ...common import SYSTEM_CLOCK
+from ...common.clock import SYSTEM_CLOCK, Clock
 from ...metrics import (
     Avg,
     CumulativeSum,
@@ -66,7 +65,7 @@ class ClientQuotaManager:
         *,
         window_num: int = 11,
         window_size_s: int = 1,
-        clock_ms: Callable[[], int] | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.quota_type = quota_type
         self.configs = configs
@@ -74,7 +73,7 @@ class ClientQuotaManager:
         self.reaper = reaper
         self.window_num = window_num
         self.window_size_s = window_size_s
-        self.clock_ms = clock_ms or SYSTEM_CLOCK.time_ms
+        self.clock = clock
         self._sensors: dict[tuple[str, str], ClientSensors] = {}
         queue = metrics.sensor(f"{quota_type}-delayQueue")
         queue.add(MetricName.of("queue-size", quota_type), CumulativeSum())
@@ -128,7 +127,7 @@ class ClientQuotaManager:
         """Record ``value`` against the entity's quota; the throttle time in ms (0 if within quota)."""
         if not self.quotas_enabled:
             return 0
-        now = self.clock_ms() if time_ms is None else time_ms
+        now = self.clock.time_ms() if time_ms is None else time_ms
         cs = self.sensors(user, client_id)
         try:
             cs.quota_sensor.record(value, now, True)
@@ -147,7 +146,7 @@ class ClientQuotaManager:
         """Take back a recorded value (a throttled fetch returns nothing, so its bytes do not count)."""
         if not self.quotas_enabled:
             return
-        now = self.clock_ms() if time_ms is None else time_ms
+        now = self.clock.time_ms() if time_ms is None else time_ms
         self.sensors(user, client_id).quota_sensor.record(-value, now, False)
 
     def get_max_value_in_quota_window(self, user: str, client_id: str) -> float:
@@ -161,8 +160,8 @@ class ClientQuotaManager:
 
     def record_throttle(self, user: str, client_id: str, throttle_ms: int) -> None:
         """Account a throttle that is being applied (throttle-time and queue-size metrics)."""
-        self.sensors(user, client_id).throttle_sensor.record(throttle_ms, self.clock_ms(), False)
-        self._queue_sensor.record(1, self.clock_ms(), False)
+        self.sensors(user, client_id).throttle_sensor.record(throttle_ms, self.clock.time_ms(), False)
+        self._queue_sensor.record(1, self.clock.time_ms(), False)
 
     def throttle(self, user: str, client_id: str, callback: ThrottleCallback, throttle_ms: int) -> None:
         """Kafka's ``ClientQuotaManager.throttle``: account the throttle and mute the channel for
@@ -175,12 +174,12 @@ class ClientQuotaManager:
         self.reaper.add(callback, self.quota_type, throttle_ms, self.on_unmuted)
 
     def on_unmuted(self) -> None:
-        self._queue_sensor.record(-1, self.clock_ms(), False)
+        self._queue_sensor.record(-1, self.clock.time_ms(), False)
 
     def entity_snapshot(self, now_ms: int | None = None) -> list[tuple[str, str, float, float | None, float]]:
         """(user tag, client-id tag, measured rate, quota bound or None, average throttle time in ms) of every
         entity with sensors, measured now (Kafka's per-entity ``byte-rate`` and ``throttle-time``)."""
-        now = self.clock_ms() if now_ms is None else now_ms
+        now = self.clock.time_ms() if now_ms is None else now_ms
         out = []
         for tags, cs in list(self._sensors.items()):
             rate = self.metrics.metric(self._metric_name(self.rate_metric, tags))
@@ -225,16 +224,16 @@ class QuotaManagers:
 
     def __init__(self, configs: QuotaConfigs, metrics: Metrics, *, window_num: int = 11,
                  window_size_s: int = 1, reaper: ThrottledChannelReaper | None = None,
-                 clock_ms: Callable[[], int] | None = None) -> None:
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self.configs = configs
         self.metrics = metrics
         self.reaper = reaper
         self.produce = ClientQuotaManager("Produce", configs, metrics, reaper, window_num=window_num,
-                                          window_size_s=window_size_s, clock_ms=clock_ms)
+                                          window_size_s=window_size_s, clock=clock)
         self.fetch = FetchQuotaManager("Fetch", configs, metrics, reaper, window_num=window_num,
-                                       window_size_s=window_size_s, clock_ms=clock_ms)
+                                       window_size_s=window_size_s, clock=clock)
         self.request = ClientRequestQuotaManager("Request", configs, metrics, reaper, window_num=window_num,
-                                                 window_size_s=window_size_s, clock_ms=clock_ms)
+                                                 window_size_s=window_size_s, clock=clock)
 
     def by_type(self, quota_type: str) -> ClientQuotaManager:
         return {"Produce": self.produce, "Fetch": self.fetch, "Request": self.request}[quota_type]

@@ -30,6 +30,7 @@ import logging
 import sys
 from typing import Callable, Iterable
 
+from ...common.clock import Clock
 from ...metrics import (CumulativeCount, CumulativeSum, MetricConfig, MetricName, Metrics, Quota,
                         QuotaViolationError, SimpleRate, Sensor)
 
@@ -100,12 +101,12 @@ class ReplicationQuotaManager:
 
     def __init__(self, replication_type: str, metrics: Metrics, *, rate: float = UNLIMITED,
                  window_num: int = 11, window_size_s: int = 1,
-                 clock_ms: Callable[[], int] | None = None) -> None:
+                 clock: Clock | None = None) -> None:
         self.replication_type = replication_type
         self.metrics = metrics
         self.window_num = window_num
         self.window_size_s = window_size_s
-        self.clock_ms = clock_ms or metrics.clock_ms
+        self.clock = clock or metrics.clock
         self.quota = Quota.upper_bound(rate_of(rate))
         self.throttled_partitions: dict[str, list[int] | AllReplicas] = {}
         self.rate_metric_name = MetricName.of("byte-rate", replication_type)

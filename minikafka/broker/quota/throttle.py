@@ -16,11 +16,11 @@ from __future__ import annotations
 import heapq
 import itertools
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from ...common.clock import SYSTEM_CLOCK
 from ...protocol.throttling import client_throttles_itself
 
 __all__ = ["ThrottleCallback", "ThrottledChannel", "ThrottledChannelReaper", "client_throttles_itself"]
@@ -59,13 +59,13 @@ class ThrottledChannel:
 class ThrottledChannelReaper:
     """The delay queue that unmutes throttled channels when their time is up.
 
-    ``clock`` gives seconds (the broker passes Trio's clock, so tests under a
-    ``MockClock`` see throttles pass in virtual time); ``on_schedule`` is
-    called when a channel was added, so a driver sleeping until the next due
-    time can look again.
+    ``clock`` gives seconds: a delay queue is for waiting, so the broker passes Trio's clock (tests under a
+    ``MockClock`` see throttles pass in virtual time); the default is the system clock's monotonic reading.
+    ``on_schedule`` is called when a channel was added, so a driver sleeping until the next due time can look
+    again.
     """
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, clock: Callable[[], float] = SYSTEM_CLOCK.monotonic) -> None:
         self.clock = clock
         self._queue: list[ThrottledChannel] = []
         self._seq = itertools.count()

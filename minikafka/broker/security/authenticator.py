@@ -45,6 +45,7 @@ from typing import Any, Protocol
 from ...common import Clock
 from ...protocol.api import APIS, ApiKey
 from ...protocol.errors import ErrorCode
+from ...protocol.exceptions import ProtocolError
 from ...protocol.headers import encode_response_header, parse_request_header, response_header_version
 from ..error_responses import error_response
 
@@ -202,20 +203,27 @@ class SaslServerAuthenticator:
 
     def _kafka_request(self, frame: bytes | bytearray) -> AuthAction:
         initial = self.state is SaslState.INITIAL_REQUEST
+
+        def failed(reason: object) -> _Failed:
+            return _Failed(f"{WRONG_PROTOCOL} ({reason})" if initial else str(reason))
+
         try:
             hdr = parse_request_header(frame)
-            api_key = hdr.api_key
-            if api_key not in (ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE):
-                raise ValueError(f"Unexpected Kafka request of type {_api_name(api_key)} during SASL handshake.")
-            api = APIS[api_key]
-            supported = api.request.supports(hdr.api_version)
-            body = None
-            if api_key == ApiKey.SASL_HANDSHAKE:
-                if not supported:
-                    raise ValueError(f"Version {hdr.api_version} is not supported for apiKey SASL_HANDSHAKE")
+        except ProtocolError as exc:
+            raise failed(exc) from None
+        api_key = hdr.api_key
+        if api_key not in (ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE):
+            raise failed(f"Unexpected Kafka request of type {_api_name(api_key)} during SASL handshake.")
+        api = APIS[api_key]
+        supported = api.request.supports(hdr.api_version)
+        body = None
+        if api_key == ApiKey.SASL_HANDSHAKE:
+            if not supported:
+                raise failed(f"Version {hdr.api_version} is not supported for apiKey SASL_HANDSHAKE")
+            try:
                 body = api.request.parse(memoryview(frame)[hdr.body_offset:], hdr.api_version)
-        except Exception as exc:
-            raise _Failed(f"{WRONG_PROTOCOL} ({exc})" if initial else str(exc)) from None
+            except ProtocolError as exc:
+                raise failed(exc) from None
         if initial:
             self.state = SaslState.HANDSHAKE_OR_VERSIONS_REQUEST
         if api_key == ApiKey.API_VERSIONS:
@@ -260,12 +268,12 @@ class SaslServerAuthenticator:
                 challenge = mech.evaluate(bytes(frame))
                 if mech.complete:
                     self._completed(mech)
-            except Exception as exc:
+            except Exception as exc:  # the mechanism refused the token (or failed): authentication fails, as Kafka
                 raise _Failed(self._failure(exc)[1]) from None
             return AuthAction([challenge] if challenge is not None else None)
         try:
             hdr = parse_request_header(frame)
-        except Exception as exc:
+        except ProtocolError as exc:
             raise _Failed(f"malformed request header during SASL {self._text} ({exc})") from None
         api_key, version = hdr.api_key, hdr.api_version
         api = APIS.get(api_key)
@@ -278,7 +286,7 @@ class SaslServerAuthenticator:
             raise _Failed(f"Version {version} is not supported for apiKey SASL_AUTHENTICATE")
         try:
             body = api.request.parse(memoryview(frame)[hdr.body_offset:], version)
-        except Exception as exc:
+        except ProtocolError as exc:
             raise _Failed(f"malformed SaslAuthenticate v{version} request: {exc}") from None
         if version > 0:
             self.client_supports_reauthentication = True
@@ -288,7 +296,7 @@ class SaslServerAuthenticator:
             if mech.complete:
                 self._completed(mech)
                 lifetime = self.session_lifetime_ms
-        except Exception as exc:
+        except Exception as exc:  # the mechanism refused the token (or failed): SASL_AUTHENTICATION_FAILED, as Kafka
             message, reason = self._failure(exc)
             raise _Failed(reason, self._respond(ApiKey.SASL_AUTHENTICATE, version, hdr.correlation_id, {
                 "error_code": ErrorCode.SASL_AUTHENTICATION_FAILED, "error_message": message,
@@ -354,7 +362,7 @@ class SaslServerAuthenticator:
             return None
         try:
             request = api.request.parse(memoryview(frame)[body_offset:], version)
-            body = error_response(api_key, version, request, ErrorCode.ILLEGAL_SASL_STATE)
-            return self._respond(api_key, version, correlation_id, body)
-        except Exception:
+        except ProtocolError:
             return None
+        body = error_response(api_key, version, request, ErrorCode.ILLEGAL_SASL_STATE)
+        return self._respond(api_key, version, correlation_id, body)

@@ -42,7 +42,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ...common import SYSTEM_CLOCK
+from ...common import SYSTEM_CLOCK, Clock
 from ...protocol.errors import ErrorCode
 from ..config import BrokerConfig
 from .scram import (DIR_NAME, MIN_ITERATIONS, ScramCredential, ScramMechanism, generate_credential,
@@ -161,17 +161,17 @@ class DelegationTokenManager:
     """The cluster's delegation tokens (see the module docstring).
 
     ``secret_key`` empty disables them (every request answers DELEGATION_TOKEN_AUTH_DISABLED, no token logs
-    in).  ``path`` None keeps them in memory only.  ``time_ms`` is the wall clock.  Not thread-safe (Trio).
+    in).  ``path`` None keeps them in memory only.  ``clock`` gives the wall-clock times.  Not thread-safe (Trio).
     """
 
     def __init__(self, secret_key: str = "", *, max_lifetime_ms: int = 7 * 24 * 3600 * 1000,
                  expiry_time_ms: int = 24 * 3600 * 1000, path: Path | None = None,
-                 time_ms: Callable[[], int] = SYSTEM_CLOCK.time_ms) -> None:
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self.secret_key = secret_key
         self.max_lifetime_ms = max_lifetime_ms
         self.expiry_time_ms = expiry_time_ms
         self.path = path
-        self.time_ms = time_ms
+        self.clock = clock
         self._tokens: dict[str, TokenInformation] = {}
         self._hmacs: dict[str, bytes] = {}  # token id -> HMAC
         self._by_hmac: dict[bytes, str] = {}  # HMAC -> token id
@@ -182,11 +182,11 @@ class DelegationTokenManager:
 
     @classmethod
     def from_config(cls, config: BrokerConfig, data_dir: Path | None, *,
-                    time_ms: Callable[[], int] = SYSTEM_CLOCK.time_ms) -> DelegationTokenManager:
+                    clock: Clock = SYSTEM_CLOCK) -> DelegationTokenManager:
         """The manager of a broker or cluster: ``delegation.token.*`` settings, tokens in ``data_dir``."""
         path = None if data_dir is None else Path(data_dir) / DIR_NAME / TOKENS_FILE_NAME
         return cls(config.delegation_token_secret_key, max_lifetime_ms=config.delegation_token_max_lifetime_ms,
-                   expiry_time_ms=config.delegation_token_expiry_time_ms, path=path, time_ms=time_ms)
+                   expiry_time_ms=config.delegation_token_expiry_time_ms, path=path, clock=clock)
 
     @property
     def enabled(self) -> bool:
@@ -265,7 +265,7 @@ class DelegationTokenManager:
                      max_lifetime_ms: int) -> CreateTokenResult:
         """A new token for ``owner`` (``"User:alice"``) requested by ``requester``; ``renewers`` as
         (principal type, name); ``max_lifetime_ms`` <= 0: ``delegation.token.max.lifetime.ms``."""
-        now = self.time_ms()
+        now = self.clock.time_ms()
         if not self.enabled:
             return CreateTokenResult(ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED, owner, requester)
         max_life = self.max_lifetime_ms
@@ -290,7 +290,7 @@ class DelegationTokenManager:
 
     def renew_token(self, principal: str, mac: bytes, renew_period_ms: int) -> tuple[ErrorCode, int]:
         """(error, new expiry timestamp); ``renew_period_ms`` <= 0: ``delegation.token.expiry.time.ms``."""
-        now = self.time_ms()
+        now = self.clock.time_ms()
         error, info = self._token_for_request(mac)
         if info is None:
             return error, 0
@@ -309,7 +309,7 @@ class DelegationTokenManager:
 
     def expire_token(self, principal: str, mac: bytes, expiry_period_ms: int) -> tuple[ErrorCode, int]:
         """(error, new expiry timestamp); a negative period removes the token now."""
-        now = self.time_ms()
+        now = self.clock.time_ms()
         error, info = self._token_for_request(mac)
         if info is None:
             return error, 0
@@ -331,7 +331,7 @@ class DelegationTokenManager:
     def expire_tokens(self) -> list[str]:
         """Remove every token past its expiry or max timestamp (Kafka's ``sweepExpiredDelegationTokens``);
         the ids removed."""
-        now = self.time_ms()
+        now = self.clock.time_ms()
         removed = [info for info in self._tokens.values() if info.expired(now)]
         for info in removed:
             log.info("Delegation token expired for token: %s for owner: %s", info.token_id, info.owner)

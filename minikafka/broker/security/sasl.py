@@ -358,7 +358,7 @@ class ScramSaslServer(_Exchange):
     def _done(self, user: str) -> None:
         if self._token_expiry_ms is not None and self._tokens is not None:
             # Kafka's CREDENTIAL_LIFETIME_MS negotiated property: the token's expiry bounds the session.
-            self._session_lifetime_ms = max(0, self._token_expiry_ms - self._tokens.time_ms())
+            self._session_lifetime_ms = max(0, self._token_expiry_ms - self._tokens.clock.time_ms())
         super()._done(user)
 
     def _client_final(self, response: bytes) -> bytes:

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import logging
 import math
-import time
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -46,6 +45,7 @@ from typing import Protocol
 
 
 from ...common import TopicMetadata
+from ...common.clock import SYSTEM_CLOCK
 from ...protocol.errors import ErrorCode
 from ..config import BrokerConfig
 from ..deadline_loop import DeadlineLoop
@@ -135,7 +135,7 @@ class ShareGroupCoordinator:
     """
 
     def __init__(self, config: BrokerConfig, topics: TopicsView, group_configs: GroupConfigSource, *,
-                 clock: Callable[[], float] = time.monotonic,
+                 clock: Callable[[], float] = SYSTEM_CLOCK.monotonic,
                  other_group_exists: Callable[[str], bool] = lambda group_id: False) -> None:
         self.config = config
         self.topics = topics

@@ -13,7 +13,7 @@ id no longer exists (a deleted topic) is ignored.  Logs of earlier versions
 (``<data_dir>/__share_group_state/state.log``, JSON lines) are migrated into the new log on load and removed.
 
 Deliberate differences: no share coordinator; a :class:`ShareStateStore` is one object shared by the brokers
-of a cluster (``SharedState``) so a new partition leader reads what the old one wrote; only snapshots are
+of a cluster (``SharedServices``) so a new partition leader reads what the old one wrote; only snapshots are
 written (Kafka writes ``ShareUpdate`` records between snapshots); no leader epochs (written as -1); no fsync.
 """
 
@@ -21,11 +21,10 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
-from ...common import SYSTEM_CLOCK, TopicMetadata
+from ...common import SYSTEM_CLOCK, Clock, TopicMetadata
 from ...protocol.coordinator_records import (ShareSnapshotKey, ShareSnapshotValue, ShareStateBatch,
                                              decode_share_record, encode_record)
 from ...protocol.records import RecordBatchHeader
@@ -73,7 +72,7 @@ class ShareStateStore(CoordinatorLogStore):
     data dir (``topics`` then resolves topic names to the ids the records carry)."""
 
     def __init__(self, data_dir: Path | None = None, topics: TopicIds | None = None, *, partition: int = 0,
-                 config: LogConfig | None = None, now_ms: Callable[[], int] = SYSTEM_CLOCK.time_ms) -> None:
+                 config: LogConfig | None = None, clock: Clock = SYSTEM_CLOCK) -> None:
         self._states: dict[ShareStateKey, PersistedShareState] = {}
         self._snapshot_epochs: dict[ShareStateKey, int] = {}
         self._topic_ids: dict[ShareStateKey, uuid.UUID] = {}  # the id each key's records were written under
@@ -86,7 +85,7 @@ class ShareStateStore(CoordinatorLogStore):
                 raise ValueError("a share state store with a data dir needs the topic ids")
             self.dir = Path(data_dir) / f"{SHARE_GROUP_STATE_TOPIC}-{partition}"
             self._log = CoordinatorLog(Path(data_dir), SHARE_GROUP_STATE_TOPIC, partition,
-                                       config or compacted_log_config(SHARE_GROUP_STATE_SEGMENT_BYTES), now_ms=now_ms)
+                                       config or compacted_log_config(SHARE_GROUP_STATE_SEGMENT_BYTES), clock=clock)
             legacy = Path(data_dir) / LEGACY_DIR_NAME / LEGACY_FILE_NAME
             if legacy.exists():
                 self._migrate(legacy)

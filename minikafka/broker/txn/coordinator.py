@@ -112,7 +112,7 @@ class TransactionCoordinator:
         self.group_offsets = group_offsets
         self.coordinator_epoch = 0
         self.state_log = TransactionStateLog(
-            data_dir, now_ms=clock.time_ms, offsets_topic_partitions=config.offsets_topic_num_partitions,
+            data_dir, clock=clock, offsets_topic_partitions=config.offsets_topic_num_partitions,
             config=compacted_log_config(config.transaction_state_log_segment_bytes, config.topic_defaults()))
         self.txns: dict[str, TransactionMetadata] = self.state_log.load()
         if self.txns:

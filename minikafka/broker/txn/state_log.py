@@ -19,11 +19,10 @@ process) and no fsync per change.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ...common import SYSTEM_CLOCK, TopicPartition
+from ...common import SYSTEM_CLOCK, Clock, TopicPartition
 from ...common.hashing import partition_for_key
 from ...protocol.coordinator_records import (TransactionLogKey, TransactionLogValue, TransactionPartitions,
                                              decode_transaction_record, encode_record)
@@ -97,12 +96,12 @@ class TransactionStateLog(CoordinatorLogStore):
     """Appends and replays transaction metadata; a no-op without a data dir."""
 
     def __init__(self, data_dir: Path | None, *, partition: int = 0, config: LogConfig | None = None,
-                 now_ms: Callable[[], int] = SYSTEM_CLOCK.time_ms, offsets_topic_partitions: int = 50) -> None:
+                 clock: Clock = SYSTEM_CLOCK, offsets_topic_partitions: int = 50) -> None:
         self.offsets_topic_partitions = offsets_topic_partitions  # to place migrated groups
         self.data_dir = Path(data_dir) if data_dir is not None else None
         self.partition = partition
         self.config = config or compacted_log_config(TRANSACTION_STATE_SEGMENT_BYTES)
-        self.now_ms = now_ms
+        self.clock = clock
         self.dir = self.data_dir / f"{TRANSACTION_STATE_TOPIC}-{partition}" if self.data_dir is not None else None
         self.legacy_path = self.data_dir / LEGACY_DIR_NAME / LEGACY_FILE_NAME if self.data_dir is not None else None
         self._log: CoordinatorLog | None = None
@@ -113,7 +112,7 @@ class TransactionStateLog(CoordinatorLogStore):
         if self.data_dir is None:
             return out
         self._log = CoordinatorLog(self.data_dir, TRANSACTION_STATE_TOPIC, self.partition, self.config,
-                                   now_ms=self.now_ms)
+                                   clock=self.clock)
         if self.legacy_path is not None and self.legacy_path.exists():
             self._migrate(self.legacy_path)
 

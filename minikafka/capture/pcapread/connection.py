@@ -7,6 +7,7 @@ from collections import deque
 from typing import Any, Protocol
 
 from ...protocol.api import APIS
+from ...protocol.exceptions import ProtocolError
 from ...protocol.headers import parse_request_header_prefix, request_body_offset
 from ...protocol.types import uvarint_at
 from ..format import CaptureRecord
@@ -42,7 +43,7 @@ def _produce_acks(frame: bytes, version: int) -> int | None:
                 (n,) = struct.unpack_from(">h", frame, off)
                 off += 2 + max(n, 0)
         return struct.unpack_from(">h", frame, off)[0]
-    except Exception:  # noqa: BLE001 - a malformed request simply is not known to be acks=0
+    except (ProtocolError, struct.error, IndexError):  # short or garbled: not known to be acks=0
         return None
 
 
@@ -105,7 +106,7 @@ class _Conn:
         try:
             hdr = parse_request_header_prefix(frame)
             api_key, version, corr, client_id = hdr.api_key, hdr.api_version, hdr.correlation_id, hdr.client_id
-        except (struct.error, IndexError):
+        except ProtocolError:  # too short for the client id length: the fixed part only
             api_key, version, corr = struct.unpack_from(">hhi", frame)
             client_id = None
         if api_key not in APIS:

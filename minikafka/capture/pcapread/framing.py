@@ -17,6 +17,7 @@ from itertools import islice
 from typing import Any, Protocol
 
 from ...protocol.api import APIS
+from ...protocol.exceptions import ProtocolError
 from ...protocol.framing import Frame, FrameDecoder
 from ..frames import parse_request_frame, parse_response_frame
 from ..tcp import TcpStream
@@ -323,7 +324,7 @@ class _RequestFramer(_Framer):
     def _verify(self, frame: bytes) -> bool:
         try:
             parse_request_frame(frame)
-        except Exception:  # noqa: BLE001 - any failure means "not a request frame"
+        except ProtocolError:  # does not parse: not a request frame
             return False
         return True
 
@@ -364,7 +365,7 @@ class _ResponseFramer(_Framer):
                     return True
                 try:
                     parse_response_frame(frame, p.api_key, p.api_version)
-                except Exception:  # noqa: BLE001 - any failure means "not this response"
+                except ProtocolError:  # does not parse: not this response
                     return False
                 return True
         return False

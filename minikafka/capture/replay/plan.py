@@ -61,9 +61,14 @@ import logging
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from ...protocol.api import APIS, ApiKey
+from ...protocol.entities import Entity, TopicEntry, entity_fields, structs, topic_entries, topic_layouts, values
+from ...protocol.errors import ErrorCode
+from ...protocol.exceptions import ProtocolError
+from ...protocol.schema import Message
 from ...protocol.types import ZERO_UUID
 from ..format import CaptureRecord
 from ..frames import api_name, parse_request_frame, parse_response_frame
@@ -75,7 +80,7 @@ log = logging.getLogger(__name__)
 #: Requests never re-sent as captured: their tokens are single-use (a replayed connection authenticates afresh).
 SASL_API_KEYS = frozenset({int(ApiKey.SASL_HANDSHAKE), int(ApiKey.SASL_AUTHENTICATE)})
 #: ConsumerGroupHeartbeat and ShareGroupHeartbeat: members with member epochs (KIP-848, KIP-932).
-HEARTBEAT_KEYS = frozenset({68, 76})
+HEARTBEAT_KEYS = frozenset({ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.SHARE_GROUP_HEARTBEAT})
 
 #: A request that waits for another connection's request to be sent leaves the target the time the capture shows
 #: between the two (both were received before either was answered: their order is the broker's reading order),
@@ -84,30 +89,32 @@ MAX_SENT_GAP_US = 2000
 
 _LOG_LIKE = frozenset({"topic", "topics", "data", "config", "acls", "quotas", "scram"})
 
-_DATA_WRITE = frozenset({0, 21})  # Produce, DeleteRecords
-_DATA_READ = frozenset({1, 2, 23, 61, 78})  # Fetch, ListOffsets, OffsetForLeaderEpoch, DescribeProducers, ShareFetch
-_TOPIC_WRITE = frozenset({19, 20, 37, 43, 45})  # Create/DeleteTopics, CreatePartitions, ElectLeaders, reassignments
-_TOPIC_LIST_WRITE = frozenset({19, 20})
-_GROUP_WRITE = frozenset({8, 11, 12, 13, 14, 28, 42, 47, 68, 76})
-_GROUP_READ = frozenset({9, 15, 69, 77})
-_GROUP_LIST_WRITE = frozenset({8, 11, 28, 42, 68, 76})
-_LIST_GROUPS = 16
-_JOIN_GROUP = 11
-_SHARE_WRITE = frozenset({78, 79, 91, 92})
-_SHARE_READ = frozenset({90})
-_TXN_WRITE = frozenset({22, 24, 25, 26})
-_TXN_READ = frozenset({28, 65})
-_CONFIG_READ, _CONFIG_WRITE = frozenset({32}), frozenset({33, 44})
-_RESOURCE_TOPIC, _RESOURCE_GROUP = 2, 32
-_ACL_WRITE, _ACL_READ = frozenset({30, 31}), frozenset({29})
-_QUOTA_WRITE, _QUOTA_READ = frozenset({49}), frozenset({48})
-_SCRAM_WRITE, _SCRAM_READ = frozenset({51}), frozenset({50})
-
-_FETCH = int(ApiKey.FETCH)
-_METADATA = int(ApiKey.METADATA)
-_LEADER_NOT_AVAILABLE = 5
-_TOPIC_NAME_FIELDS = ("name", "topic", "topic_name")
-_PARTITION_FIELDS = ("partition", "partition_index", "index")
+# Which APIs read or write which resources (see the module docstring).  Where a request names its topics,
+# partitions, groups and transactional ids is read from its declaration (:mod:`minikafka.protocol.entities`).
+K = ApiKey
+_DATA_WRITE = frozenset({K.PRODUCE, K.DELETE_RECORDS})
+_DATA_READ = frozenset({K.FETCH, K.LIST_OFFSETS, K.OFFSET_FOR_LEADER_EPOCH, K.DESCRIBE_PRODUCERS, K.SHARE_FETCH})
+_TOPIC_LIST_WRITE = frozenset({K.CREATE_TOPICS, K.DELETE_TOPICS})
+_TOPIC_WRITE = _TOPIC_LIST_WRITE | {K.CREATE_PARTITIONS, K.ELECT_LEADERS, K.ALTER_PARTITION_REASSIGNMENTS}
+_GROUP_LIST_WRITE = frozenset({K.OFFSET_COMMIT, K.JOIN_GROUP, K.TXN_OFFSET_COMMIT, K.DELETE_GROUPS,
+                               K.CONSUMER_GROUP_HEARTBEAT, K.SHARE_GROUP_HEARTBEAT})
+_GROUP_WRITE = _GROUP_LIST_WRITE | {K.HEARTBEAT, K.LEAVE_GROUP, K.SYNC_GROUP, K.OFFSET_DELETE}
+_GROUP_READ = frozenset({K.OFFSET_FETCH, K.DESCRIBE_GROUPS, K.CONSUMER_GROUP_DESCRIBE, K.SHARE_GROUP_DESCRIBE})
+_SHARE_WRITE = frozenset({K.SHARE_FETCH, K.SHARE_ACKNOWLEDGE, K.ALTER_SHARE_GROUP_OFFSETS,
+                          K.DELETE_SHARE_GROUP_OFFSETS})
+_SHARE_READ = frozenset({K.DESCRIBE_SHARE_GROUP_OFFSETS})
+_TXN_WRITE = frozenset({K.INIT_PRODUCER_ID, K.ADD_PARTITIONS_TO_TXN, K.ADD_OFFSETS_TO_TXN, K.END_TXN})
+_TXN_READ = frozenset({K.TXN_OFFSET_COMMIT, K.DESCRIBE_TRANSACTIONS})
+_CONFIG_READ, _CONFIG_WRITE = frozenset({K.DESCRIBE_CONFIGS}), frozenset({K.ALTER_CONFIGS, K.INCREMENTAL_ALTER_CONFIGS})
+_RESOURCE_TOPIC, _RESOURCE_GROUP = 2, 32  # ConfigResource.Type
+_ACL_WRITE, _ACL_READ = frozenset({K.CREATE_ACLS, K.DELETE_ACLS}), frozenset({K.DESCRIBE_ACLS})
+_QUOTA_WRITE, _QUOTA_READ = frozenset({K.ALTER_CLIENT_QUOTAS}), frozenset({K.DESCRIBE_CLIENT_QUOTAS})
+_SCRAM_WRITE = frozenset({K.ALTER_USER_SCRAM_CREDENTIALS})
+_SCRAM_READ = frozenset({K.DESCRIBE_USER_SCRAM_CREDENTIALS})
+#: Answers that tell topic ids with their names.
+_TOPIC_ID_ANSWERS = frozenset({K.CREATE_TOPICS, K.METADATA, K.DESCRIBE_TOPIC_PARTITIONS})
+#: The field of a partition's answer telling the offset it saw: a Produce's base offset, a Fetch's high watermark.
+_SEEN_OFFSET: dict[int, str] = {K.PRODUCE: "base_offset", K.FETCH: "high_watermark"}
 
 
 @dataclass
@@ -263,19 +270,21 @@ class _Planner:
                         members = {body.get("member_id")}
                         if r.response is not None:
                             members.add(parse_response_frame(r.response, r.api_key, r.api_version)[1].get("member_id"))
-                    except Exception:  # noqa: BLE001, S112 - replayed as is
+                    except ProtocolError:  # noqa: S112 - replayed as is
                         continue
+                    group = next((g for _, g in values(body, APIS[r.api_key].request, r.api_version,
+                                                       Entity.GROUP_ID)), None)
                     for m in members:
                         if isinstance(m, str) and m:
                             self.plan.epoch_members.add(m)
-                            by_group[body.get("group_id")].add(m)
-                elif r.api_key in (19, _METADATA, 75) and r.response is not None:
+                            by_group[group].add(m)
+                elif r.api_key in _TOPIC_ID_ANSWERS and r.response is not None:
                     try:
                         _, resp = parse_response_frame(r.response, r.api_key, r.api_version)
-                    except Exception:  # noqa: BLE001, S112
+                    except ProtocolError:  # noqa: S112 - the capture's answer does not parse: no names from it
                         continue
-                    for t in resp.get("topics") or ():
-                        tid, name = t.get("topic_id"), t.get("name")
+                    for e in topic_entries(resp, APIS[r.api_key].response, r.api_version):
+                        tid, name = e.topic_id, e.name
                         if tid is not None and name:
                             self.topic_names[tid] = name
         self.plan.shared_groups.update(g for g, ms in by_group.items() if len(ms) > 1)
@@ -287,7 +296,7 @@ class _Planner:
         order = sorted(((r.receive_ns, c, pos) for c, recs in enumerate(self.records) for pos, r in enumerate(recs)))
         has_acl_writes = any(r.api_key in _ACL_WRITE for recs in self.records for r in recs)
         has_quota_writes = any(r.api_key in _QUOTA_WRITE for recs in self.records for r in recs)
-        self.lists_groups = any(r.api_key == _LIST_GROUPS for recs in self.records for r in recs)
+        self.lists_groups = any(r.api_key == ApiKey.LIST_GROUPS for recs in self.records for r in recs)
         seen: set[tuple] = set()
         introducer: dict[tuple, int] = {}
         for _, c, pos in order:
@@ -297,15 +306,16 @@ class _Planner:
             if r.api_key in APIS:
                 try:
                     _, body = parse_request_frame(r.request)
-                except Exception as exc:  # sent as captured; compared as raw bytes
+                except ProtocolError as exc:  # sent as captured; compared as raw bytes
                     log.debug("capture record %s v%d does not parse: %s", api_name(r.api_key), r.api_version, exc)
             if body is not None:
                 ctx = _Ctx(r.broker_id, body.get("group_id") or None, self.plan.epoch_members, r.api_key,
                            body.get("member_id") if isinstance(body.get("member_id"), str) else None)
-                keys = _request_keys(r.api_key, body, ctx)
+                named = self._named(APIS[r.api_key].request, r.api_version, body)
+                keys = _request_keys(r.api_key, body, ctx, named)
                 if r.api_key == ApiKey.PRODUCE:
-                    for td in body.get("topic_data") or ():
-                        for pd in td.get("partition_data") or ():
+                    for entry in named.listed:
+                        for _, pd in entry.partitions:
                             for p, e in _batch_producers(pd.get("records")):
                                 keys += [("pid", p), ("epoch", p, e)]
                 if keys:
@@ -325,26 +335,26 @@ class _Planner:
                 if r.response is not None:
                     try:
                         _, resp = parse_response_frame(r.response, r.api_key, r.api_version)
-                    except Exception as exc:  # noqa: BLE001
+                    except ProtocolError as exc:
                         log.debug("captured %s response does not parse: %s", api_name(r.api_key), exc)
                 if resp is not None:
-                    for k in _response_keys(r.api_key, resp, ctx):
+                    for k in _response_keys(r.api_key, r.api_version, resp, ctx):
                         if k not in seen:
                             seen.add(k)
                             introducer[k] = rid
                             self.plan.introduces.setdefault(rid, []).append(k)
-                if self.max_speed and r.api_key == _FETCH and resp is not None and body.get("max_wait_ms"):
+                if self.max_speed and r.api_key == ApiKey.FETCH and resp is not None and body.get("max_wait_ms"):
                     recs = self.records[c]
                     if pos + 1 == len(recs) or recs[pos + 1].receive_ns >= r.send_ns:
                         self.plan.long_poll[rid] = 1  # nothing pipelined behind it: answer it at once, later
                 if self.causality == "global":
-                    self._offsets = self._data_offsets(r.api_key, resp) if resp is not None else {}
+                    self._offsets = self._data_offsets(r.api_key, r.api_version, resp) if resp is not None else {}
                     self._generation = -1
-                    if r.api_key == _JOIN_GROUP and resp is not None and not resp.get("error_code"):
+                    if r.api_key == ApiKey.JOIN_GROUP and resp is not None and not resp.get("error_code"):
                         self._generation = resp.get("generation_id", -1)
-                    if r.api_key == _FETCH:
-                        self._fetch_session(c, body)
-                    for res, write in self._resources(r, body, resp):
+                    if r.api_key == ApiKey.FETCH:
+                        self._fetch_session(c, body, named)
+                    for res, write in self._resources(r, body, resp, named):
                         self._op(res, c, pos, r, write)
             if self.causality == "global":
                 if has_acl_writes and r.api_key not in _ACL_WRITE:
@@ -363,16 +373,14 @@ class _Planner:
             offset = self._generation if res[0] == "group" else -1
         self.ops[res].append(_Op(c, pos, r.receive_ns, comp, write, comp if late else r.receive_ns, offset))
 
-    def _fetch_session(self, c: int, body: Any) -> None:
+    def _fetch_session(self, c: int, body: Any, named: _Named) -> None:
         """The partitions a Fetch reads (KIP-227: an incremental fetch reads its whole session, not only the
         partitions it lists) and, for those its answer left out (unchanged), the high watermark last seen."""
         epoch = body.get("session_epoch", -1)
-        listed = set(self._partitions(body.get("topics") or ()))
-        if epoch is None or epoch <= 0:
-            parts = listed
-        else:
-            parts = self._sessions.get(c, set()) | listed
-            parts -= set(self._partitions(body.get("forgotten_topics_data") or ()))
+        parts = set(self._partitions(named.listed))
+        if epoch is not None and epoch > 0:
+            parts |= self._sessions.get(c, set())
+            parts -= set(self._partitions(named.others))  # its forgotten topics
         self._sessions[c] = parts
         self._session_partitions = parts
         last = self._last_hw
@@ -382,80 +390,92 @@ class _Planner:
             elif (c, *tp) in last:
                 self._offsets[tp] = last[(c, *tp)]
 
-    def _data_offsets(self, api_key: int, resp: Any) -> dict[tuple[str, int], int]:
+    def _data_offsets(self, api_key: int, version: int, resp: Any) -> dict[tuple[str, int], int]:
         """Produce: each partition's base offset; Fetch: each partition's high watermark (what it saw)."""
         out: dict[tuple[str, int], int] = {}
-        if api_key == ApiKey.PRODUCE:
-            for t in resp.get("responses") or ():
-                name = self._topic(t)
-                for p in t.get("partition_responses") or ():
-                    if name and not p.get("error_code"):
-                        out[(name, p.get("index"))] = p.get("base_offset", -1)
-        elif api_key == _FETCH:
-            for t in resp.get("responses") or ():
-                name = self._topic(t)
-                for p in t.get("partitions") or ():
-                    if name and not p.get("error_code"):
-                        out[(name, p.get("partition_index"))] = p.get("high_watermark", -1)
+        field = _SEEN_OFFSET.get(api_key)
+        if field is None:
+            return out
+        for e in topic_entries(resp, APIS[api_key].response, version):
+            name = self._topic(e)
+            for index, p in e.partitions:
+                if name and p is not None and not p.get("error_code"):
+                    out[(name, index)] = p.get(field, -1)
         return out
 
-    def _topic(self, t: Any) -> str | None:
-        name = None
-        for f in _TOPIC_NAME_FIELDS:
-            v = t.get(f)
-            if isinstance(v, str) and v:
-                name = v
-                break
-        if name is None:
-            tid = t.get("topic_id")
-            name = self.topic_names.get(tid) if tid is not None else None
-        return name
+    def _topic(self, e: TopicEntry) -> str | None:
+        """A topic entry's name: its name field, else the name of its topic id."""
+        if isinstance(e.name, str) and e.name:
+            return e.name
+        return self.topic_names.get(e.topic_id) if e.topic_id is not None else None
 
-    def _partitions(self, topics: Iterable[Any], list_fields: tuple[str, ...] = ("partitions",)
-                    ) -> Iterator[tuple[str, int]]:
-        for t in topics or ():
-            name = self._topic(t)
+    def _partitions(self, entries: Iterable[TopicEntry]) -> Iterator[tuple[str, int]]:
+        for e in entries:
+            name = self._topic(e)
             if name is None:
                 continue
-            for lf in (*list_fields, "partition_data", "partition_indexes"):
-                for p in t.get(lf) or ():
-                    if isinstance(p, int):
-                        yield name, p
-                    else:
-                        idx = next((p.get(f) for f in _PARTITION_FIELDS if p.get(f) is not None), None)
-                        if idx is not None:
-                            yield name, idx
+            for index, _ in e.partitions:
+                if index is not None:
+                    yield name, index
 
-    def _resources(self, r: CaptureRecord, body: Any, resp: Any) -> Iterator[tuple[tuple, bool]]:
+    def _named(self, message: Message, version: int, body: Any) -> _Named:
+        """What a request names (one walk over its tagged fields)."""
+        entries = list(topic_entries(body, message, version))
+        first = next(iter(topic_layouts(message, version)), None)
+        named = _Named([e for e in entries if e.layout is first], [e for e in entries if e.layout is not first],
+                       {n for e in entries for n in [self._topic(e)] if n}, [], [])
+        if not _names_beside_entries(message, version):
+            return named
+        for ef, x in values(body, message, version, _NAMED_KINDS):
+            if not isinstance(x, str) or not x:
+                continue
+            if ef.entity == Entity.GROUP_ID:
+                named.groups.append(x)
+            elif ef.entity == Entity.TRANSACTIONAL_ID:
+                named.tids.append(x)
+            elif ef.many:  # lists of topic names (the others are in topic entries)
+                named.topics.add(x)
+        return named
+
+    def _txn_partitions(self, message: Message, version: int, body: Any, tid: str) -> Iterator[tuple[str, int]]:
+        """The partitions a request lists with transactional id ``tid``: those of the struct naming it
+        (AddPartitionsToTxn v0-3: the body; v4+: each of its transactions)."""
+        for ef in entity_fields(message, version):
+            if ef.entity != Entity.TRANSACTIONAL_ID:
+                continue
+            scope = ef.path[:-1]
+            for struct in structs(body, scope):
+                if struct.get(ef.path[-1]) == tid:
+                    yield from self._partitions(topic_entries(_within(struct, scope), message, version))
+
+    def _resources(self, r: CaptureRecord, body: Any, resp: Any, named: _Named) -> Iterator[tuple[tuple, bool]]:
         """(resource, written?) of one request; see the module docstring."""
-        k = r.api_key
-        topics = _topic_lists(k, body)
-        names = {n for t in topics for n in [self._topic(t)] if n}
-        if k == 20 and body.get("topic_names"):
-            names.update(body.get("topic_names"))
-        if k == 0:
-            for name, p in self._partitions(topics):
+        k, v = r.api_key, r.api_version
+        message = APIS[k].request
+        names, groups, tids, listed = named.topics, named.groups, named.tids, named.listed
+        if k == ApiKey.PRODUCE:
+            for name, p in self._partitions(listed):
                 yield ("data", name, p), True
-            tid = body.get("transactional_id")
-            if tid:
+            for tid in tids:
                 yield ("txn", tid), False
             for name in names:
                 yield ("topic", name), False
             return
-        if k == _FETCH:
+        if k == ApiKey.FETCH:
             for name, p in self._session_partitions:
                 yield ("data", name, p), False
         elif k in _DATA_READ or k in _DATA_WRITE:
-            for name, p in self._partitions(topics):
+            for name, p in self._partitions(listed):
                 yield ("data", name, p), k in _DATA_WRITE
-        if k == _METADATA:
-            listed = body.get("topics")
-            if listed is None:
+        if k == ApiKey.METADATA:
+            if body.get(topic_layouts(message, v)[0].path[0]) is None:  # a null topic list: all topics
                 yield ("topics",), False
-            auto = r.api_version < 4 or bool(body.get("allow_auto_topic_creation"))
-            answered = {t.get("name"): t.get("error_code") for t in (resp.get("topics") or ())} if resp else {}
+            auto = v < 4 or bool(body.get("allow_auto_topic_creation"))
+            answered = {e.name: e.entry.get("error_code") for e in topic_entries(resp, APIS[k].response, v)} \
+                if resp else {}
             for name in names:
-                creates = auto and name not in self.existing and answered.get(name) in (0, _LEADER_NOT_AVAILABLE)
+                creates = auto and name not in self.existing and \
+                    answered.get(name) in (ErrorCode.NONE, ErrorCode.LEADER_NOT_AVAILABLE)
                 yield ("topic", name), creates
                 if creates:
                     yield ("topics",), True
@@ -465,13 +485,12 @@ class _Planner:
             yield ("topic", name), k in _TOPIC_WRITE
         if k in _TOPIC_LIST_WRITE:
             yield ("topics",), True
-            if k == 19:
+            if k == ApiKey.CREATE_TOPICS:
                 self.existing.update(names)
             else:
                 self.existing.difference_update(names)
         if k in HEARTBEAT_KEYS:
             yield ("topics",), False
-        groups = _groups(body)
         for g in groups:
             if k in _GROUP_WRITE or k in _GROUP_READ:
                 yield ("group", g), k in _GROUP_WRITE
@@ -479,16 +498,16 @@ class _Planner:
                 yield ("share", g), k in _SHARE_WRITE
             if k in _GROUP_LIST_WRITE and self.lists_groups:
                 yield ("groups",), True
-        if k == _LIST_GROUPS:
+        if k == ApiKey.LIST_GROUPS:
             yield ("groups",), False
-        for tid in _transactional_ids(body):
+        for tid in tids:
             if k in _TXN_WRITE or k in _TXN_READ:
                 yield ("txn", tid), k in _TXN_WRITE
-            if k == 24:
-                self.txn_partitions[tid].update(self._partitions(_add_partitions_topics(body, tid)))
-            elif k == 25 and body.get("group_id"):
-                self.txn_groups[tid].add(body.get("group_id"))
-            elif k == 26:
+            if k == ApiKey.ADD_PARTITIONS_TO_TXN:
+                self.txn_partitions[tid].update(self._txn_partitions(message, v, body, tid))
+            elif k == ApiKey.ADD_OFFSETS_TO_TXN:
+                self.txn_groups[tid].update(groups)
+            elif k == ApiKey.END_TXN:
                 for name, p in self.txn_partitions.pop(tid, ()):
                     yield ("data", name, p), True
                 for g in self.txn_groups.pop(tid, ()):
@@ -663,29 +682,27 @@ def _resource_deps(ops: list[_Op], log_like: bool, deps: list[dict[int, int]], s
                     d[j.conn] = j.pos + 1
 
 
-def _request_keys(api_key: int, body: Any, ctx: _Ctx) -> list[tuple]:
+def _request_keys(api_key: int, body: Any, ctx: _Ctx, named: _Named) -> list[tuple]:
     """The mapped keys a request carries (the hot APIs without walking every field: a Produce's are in its record
-    batches, a Fetch's are its session id and topic ids)."""
-    if api_key == ApiKey.PRODUCE and not any(t.get("topic_id") for t in body.get("topic_data") or ()):
-        return []
-    if api_key == _FETCH:
+    batches (and its topic ids), a Fetch's are its session id and topic ids)."""
+    if api_key == ApiKey.PRODUCE or api_key == ApiKey.FETCH:
         out: list[tuple] = []
-        sid = body.get("session_id")
+        sid = body.get("session_id") if api_key == ApiKey.FETCH else None
         if sid:
             out.append(("session", ctx.broker, sid))
-        for t in (*(body.get("topics") or ()), *(body.get("forgotten_topics_data") or ())):
-            tid = t.get("topic_id")
-            if tid is not None and tid != ZERO_UUID:
-                out.append(("topic", tid))
-        return out
+        for e in (*named.listed, *named.others):
+            if e.topic_id is not None and e.topic_id != ZERO_UUID:
+                out.append(("topic", e.topic_id))
+        if api_key == ApiKey.FETCH or not out:
+            return out
     return [k for _, _, k in _mapped_fields(body, ctx, _REQUEST_KINDS)]
 
 
-def _response_keys(api_key: int, resp: Any, ctx: _Ctx) -> list[tuple]:
+def _response_keys(api_key: int, version: int, resp: Any, ctx: _Ctx) -> list[tuple]:
     """The mapped keys an answer shows (a Produce's none that a request carries; a Fetch's its session id)."""
     if api_key == ApiKey.PRODUCE:
         return []
-    if api_key == _FETCH:
+    if api_key == ApiKey.FETCH:
         sid = resp.get("session_id")
         return [("session", ctx.broker, sid)] if sid else []
     return [k for _, _, k in _mapped_fields(resp, ctx, _REQUEST_KINDS)]
@@ -720,54 +737,34 @@ def _acyclic(plan: ReplayPlan, deps: list[tuple[int, ...]]) -> bool:
     return seen == n
 
 
-def _topic_lists(api_key: int, body: Any) -> list[Any]:
-    """The topic structs of a request body, whatever the API calls them."""
-    out: list[Any] = []
-    for f in ("topics", "topic_data"):
-        v = body.get(f)
-        if isinstance(v, list):
-            out += [t for t in v if isinstance(t, dict)]
-    if api_key == 24:
-        out += list(body.get("v3_and_below_topics") or ())
-        for t in body.get("transactions") or ():
-            out += list(t.get("topics") or ())
-    elif api_key == 9:
-        for g in body.get("groups") or ():
-            out += list(g.get("topics") or ())
-    return out
+@dataclass
+class _Named:
+    """What a request names: the topic entries it lists first (Fetch's and ShareFetch's forgotten topics come
+    after theirs), every topic (by name, or by a captured topic id), its group and transactional ids."""
+
+    listed: list[TopicEntry]
+    others: list[TopicEntry]
+    topics: set[str]
+    groups: list[str]
+    tids: list[str]
 
 
-def _add_partitions_topics(body: Any, tid: str) -> list[Any]:
-    if body.get("v3_and_below_transactional_id") == tid:
-        return list(body.get("v3_and_below_topics") or ())
-    return [t for tx in body.get("transactions") or () if tx.get("transactional_id") == tid for t in tx.get("topics") or ()]
+_NAMED_KINDS = frozenset({Entity.TOPIC_NAME, Entity.GROUP_ID, Entity.TRANSACTIONAL_ID})
 
 
-def _groups(body: Any) -> list[str]:
-    out = []
-    g = body.get("group_id")
-    if isinstance(g, str) and g:
-        out.append(g)
-    for f in ("groups", "groups_names", "group_ids"):
-        for x in body.get(f) or ():
-            if isinstance(x, str):
-                out.append(x)
-            elif isinstance(x, dict) and isinstance(gid := x.get("group_id"), str):
-                out.append(gid)
-    return out
+@lru_cache(maxsize=None)
+def _names_beside_entries(message: Message, version: int) -> bool:
+    """Whether ``message`` names groups, transactional ids or lists of topic names (what :class:`_Named` holds
+    besides topic entries): most requests (Fetch...) do not, and need no second walk."""
+    return any(ef.entity in _NAMED_KINDS and (ef.many or ef.entity != Entity.TOPIC_NAME)
+               for ef in entity_fields(message, version))
 
 
-def _transactional_ids(body: Any) -> list[str]:
-    out = []
-    for f in ("transactional_id", "v3_and_below_transactional_id"):
-        v = body.get(f)
-        if isinstance(v, str) and v:
-            out.append(v)
-    for tx in body.get("transactions") or ():
-        if isinstance(tx, dict) and isinstance(tid := tx.get("transactional_id"), str) and tid:
-            out.append(tid)
-    out += [t for t in body.get("transactional_ids") or () if isinstance(t, str)]
-    return out
+def _within(struct: Any, path: tuple[str, ...]) -> Any:
+    """A body holding only ``struct`` at ``path`` (to read the topic entries under it)."""
+    for name in reversed(path):
+        struct = {name: [struct]}
+    return struct
 
 
 def build_plan(conns: dict[ConnKey, list[CaptureRecord]], causality: str = "global",

@@ -18,9 +18,10 @@ replicated topics with ``<source cluster>.``); the naming follows it:
 * **never renamed**: names starting with ``__`` (``__consumer_offsets``, ``__transaction_state``: internal
   topics), empty or null names, the wildcard ``*`` of ACLs, user principals and config names.
 
-:func:`rename_request` renames a parsed request body in place (topic names of every api that carries them,
-group ids, transactional ids, ACL resource names of TOPIC, GROUP and TRANSACTIONAL_ID resources, config
-resources of type TOPIC and GROUP, FindCoordinator keys, client-id quota entities), and
+:func:`rename_request` renames a parsed request body in place (every field its declaration tags as a topic
+name, group id, transactional id, client id or topic regex, see :mod:`minikafka.protocol.entities`; and, where
+the kind of a name depends on another field, ACL resource names of TOPIC, GROUP and TRANSACTIONAL_ID resources,
+config resources of type TOPIC and GROUP, FindCoordinator keys, client-id quota entities), and
 :func:`rename_client_id` the client id of a request frame's header.  :func:`unrename_response` undoes the
 renaming in a replayed response body (and in its error messages), and drops what belongs to *other* copies
 from listings (Metadata of all topics, ListGroups, ListTransactions, DescribeAcls, DescribeClientQuotas), so
@@ -35,13 +36,15 @@ from __future__ import annotations
 
 import re
 import struct
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from functools import cache
 from typing import Any
 
 from ...common.hashing import partition_for_key
-from ...protocol.api import APIS
+from ...protocol.api import APIS, ApiKey
+from ...protocol.entities import Entity, entity_fields, rewrite, structs
 from ...protocol.headers import parse_request_header
+from ...protocol.schema import Message
 
 #: Partitions of ``__consumer_offsets`` and ``__transaction_state`` (Kafka's defaults).
 COORDINATOR_PARTITIONS = 50
@@ -182,33 +185,45 @@ class CopyNames:
 
 
 # -- walking parsed bodies ---------------------------------------------------------------------------
+#
+# Where a message names topics, groups, transactional ids, client ids and topic regexes is read from its
+# declaration (the fields tagged ``entity=``, :mod:`minikafka.protocol.entities`): a new API version is renamed
+# as soon as it is declared.  The names whose kind depends on another field of the body (ACL and config
+# resources, FindCoordinator keys, client-quota entities) are the special cases below, named by api.
 
-_Rename = Callable[[CopyNames, Any], Any]
 _Path = tuple[str, ...]
+_Change = Mapping[Entity, Callable[[CopyNames, Any], Any]]
 
+#: What each kind of tagged name becomes in a copy's request, and back in its response.
+_FORWARD: _Change = {
+    Entity.TOPIC_NAME: CopyNames.topic, Entity.GROUP_ID: CopyNames.group,
+    Entity.TRANSACTIONAL_ID: CopyNames.transactional_id, Entity.CLIENT_ID: CopyNames.client_id,
+    Entity.TOPIC_REGEX: CopyNames.topic_regex,
+}
+_BACKWARD: _Change = {
+    Entity.TOPIC_NAME: CopyNames.original, Entity.GROUP_ID: CopyNames.original,
+    Entity.TRANSACTIONAL_ID: CopyNames.original, Entity.CLIENT_ID: CopyNames.original,
+    Entity.TOPIC_REGEX: CopyNames.original_regex,
+}
 
-def _structs(obj: Any, path: _Path) -> Iterator[Any]:
-    """The structs at ``path`` (every element of each array on the way); missing or null parts yield nothing."""
-    if obj is None:
-        return
-    if not path:
-        if isinstance(obj, list):
-            yield from (o for o in obj if o is not None)
-        else:
-            yield obj
-        return
-    if isinstance(obj, list):
-        for o in obj:
-            yield from _structs(o, path)
-        return
-    yield from _structs(obj.get(path[0]) if hasattr(obj, "get") else None, path[1:])
+#: Responses listing every topic, group or transaction of the target (not only those the request named):
+#: the entries of other copies are dropped.  ACL listings are special cases (their names are not tagged).
+_LISTINGS: dict[int, Entity] = {
+    ApiKey.METADATA: Entity.TOPIC_NAME, ApiKey.DESCRIBE_TOPIC_PARTITIONS: Entity.TOPIC_NAME,
+    ApiKey.DESCRIBE_LOG_DIRS: Entity.TOPIC_NAME, ApiKey.LIST_GROUPS: Entity.GROUP_ID,
+    ApiKey.LIST_TRANSACTIONS: Entity.TRANSACTIONAL_ID,
+}
+_ACL_LISTINGS: dict[int, tuple[_Path, _Path]] = {
+    ApiKey.DESCRIBE_ACLS: (("resources",), ("resource_name",)),
+    ApiKey.DELETE_ACLS: (("filter_results", "matching_acls"), ("resource_name",)),
+}
 
 
 def _apply(body: Any, path: _Path, fn: Callable[[Any], Any]) -> bool:
     """Replace the string (or each string of the list) at ``path`` by ``fn`` of it; whether anything changed."""
     changed = False
     *parents, name = path
-    for s in _structs(body, tuple(parents)):
+    for s in structs(body, tuple(parents)):
         value = s.get(name)
         if value is None:
             continue
@@ -225,134 +240,41 @@ def _apply(body: Any, path: _Path, fn: Callable[[Any], Any]) -> bool:
     return changed
 
 
-def _p(spec: str) -> _Path:
-    return tuple(spec.split("."))
+def _rename_tagged(message: Message, version: int | None, body: Any, names: CopyNames, change: _Change) -> bool:
+    """Rename every tagged name of ``body`` (a ``message`` at ``version``, None: any) per ``change``; whether any
+    name changed."""
+    changed = False
+
+    def renamer(fn: Callable[[CopyNames, Any], Any]) -> Callable[[Any], Any]:
+        def rename(value: Any) -> Any:
+            nonlocal changed
+            new = fn(names, value)
+            changed = changed or new != value
+            return new
+        return rename
+
+    rewrite(body, message, version, {kind: renamer(fn) for kind, fn in change.items()})
+    return changed
 
 
-_T, _G, _X, _C, _R = "topic", "group", "txn", "client", "regex"
-_FORWARD: dict[str, Callable[[CopyNames, Any], Any]] = {
-    _T: CopyNames.topic, _G: CopyNames.group, _X: CopyNames.transactional_id, _C: CopyNames.client_id,
-    _R: CopyNames.topic_regex,
-}
-_BACKWARD: dict[str, Callable[[CopyNames, Any], Any]] = {
-    _T: CopyNames.original, _G: CopyNames.original, _X: CopyNames.original, _C: CopyNames.original,
-    _R: CopyNames.original_regex,
-}
-
-#: api key -> (field path, kind) of the names in its requests.
-REQUEST_NAMES: dict[int, list[tuple[_Path, str]]] = {k: [(_p(p), kind) for p, kind in v] for k, v in {
-    0: [("transactional_id", _X), ("topic_data.name", _T)],
-    1: [("topics.topic", _T), ("forgotten_topics_data.topic", _T)],
-    2: [("topics.name", _T)],
-    3: [("topics.name", _T)],
-    8: [("group_id", _G), ("topics.name", _T)],
-    9: [("group_id", _G), ("topics.name", _T), ("groups.group_id", _G), ("groups.topics.name", _T)],
-    11: [("group_id", _G)],
-    12: [("group_id", _G)],
-    13: [("group_id", _G)],
-    14: [("group_id", _G)],
-    15: [("groups", _G)],
-    19: [("topics.name", _T)],
-    20: [("topics.name", _T), ("topic_names", _T)],
-    21: [("topics.name", _T)],
-    22: [("transactional_id", _X)],
-    23: [("topics.topic", _T)],
-    24: [("transactions.transactional_id", _X), ("transactions.topics.name", _T),
-         ("v3_and_below_transactional_id", _X), ("v3_and_below_topics.name", _T)],
-    25: [("transactional_id", _X), ("group_id", _G)],
-    26: [("transactional_id", _X)],
-    27: [("markers.topics.name", _T)],
-    28: [("transactional_id", _X), ("group_id", _G), ("topics.name", _T)],
-    34: [("dirs.topics.name", _T)],
-    35: [("topics.topic", _T)],
-    37: [("topics.name", _T)],
-    42: [("groups_names", _G)],
-    43: [("topic_partitions.topic", _T)],
-    47: [("group_id", _G), ("topics.name", _T)],
-    61: [("topics.name", _T)],
-    65: [("transactional_ids", _X)],
-    68: [("group_id", _G), ("subscribed_topic_names", _T), ("subscribed_topic_regex", _R)],
-    69: [("group_ids", _G)],
-    75: [("topics.name", _T), ("cursor.topic_name", _T)],
-    76: [("group_id", _G), ("subscribed_topic_names", _T)],
-    77: [("group_ids", _G)],
-    78: [("group_id", _G)],
-    79: [("group_id", _G)],
-    90: [("groups.group_id", _G), ("groups.topics.topic_name", _T)],
-    91: [("group_id", _G), ("topics.topic_name", _T)],
-    92: [("group_id", _G), ("topics.topic_name", _T)],
-}.items()}
-
-_DESCRIBE_MEMBERS = [("groups.group_id", _G), ("groups.members.client_id", _C),
-                     ("groups.members.subscribed_topic_names", _T), ("groups.members.subscribed_topic_regex", _R),
-                     ("groups.members.assignment.topic_partitions.topic_name", _T),
-                     ("groups.members.target_assignment.topic_partitions.topic_name", _T)]
-
-#: api key -> (field path, kind) of the names in its responses.
-RESPONSE_NAMES: dict[int, list[tuple[_Path, str]]] = {k: [(_p(p), kind) for p, kind in v] for k, v in {
-    0: [("responses.name", _T)],
-    1: [("responses.topic", _T)],
-    2: [("topics.name", _T)],
-    3: [("topics.name", _T)],
-    8: [("topics.name", _T)],
-    9: [("topics.name", _T), ("groups.group_id", _G), ("groups.topics.name", _T)],
-    15: [("groups.group_id", _G), ("groups.members.client_id", _C)],
-    16: [("groups.group_id", _G)],
-    19: [("topics.name", _T)],
-    20: [("responses.name", _T)],
-    21: [("topics.name", _T)],
-    23: [("topics.topic", _T)],
-    24: [("results_by_transaction.transactional_id", _X), ("results_by_transaction.topic_results.name", _T),
-         ("results_by_topic_v3_and_below.name", _T)],
-    27: [("markers.topics.name", _T)],
-    28: [("topics.name", _T)],
-    34: [("results.topic_name", _T)],
-    35: [("results.topics.name", _T)],
-    37: [("results.name", _T)],
-    42: [("results.group_id", _G)],
-    43: [("replica_election_results.topic", _T)],
-    47: [("topics.name", _T)],
-    61: [("topics.name", _T)],
-    65: [("transaction_states.transactional_id", _X), ("transaction_states.topics.topic", _T)],
-    66: [("transaction_states.transactional_id", _X)],
-    69: _DESCRIBE_MEMBERS,
-    75: [("topics.name", _T), ("next_cursor.topic_name", _T)],
-    77: [(path, kind) for path, kind in _DESCRIBE_MEMBERS if kind != _R and "target_assignment" not in path],
-    90: [("groups.group_id", _G), ("groups.topics.topic_name", _T)],
-    91: [("responses.topic_name", _T)],
-    92: [("responses.topic_name", _T)],
-}.items()}
-
-#: api key -> (path of a listing array, path of the name in an element): other copies' elements are dropped.
-_LISTINGS: dict[int, list[tuple[_Path, _Path]]] = {
-    3: [(("topics",), ("name",))],
-    16: [(("groups",), ("group_id",))],
-    75: [(("topics",), ("name",))],
-    66: [(("transaction_states",), ("transactional_id",))],
-    29: [(("resources",), ("resource_name",))],
-    35: [(("results", "topics"), ("name",))],
-    31: [(("filter_results", "matching_acls"), ("resource_name",))],
-}
-
-
-def _acl_kind(resource_type: int) -> str | None:
+def _acl_kind(resource_type: int) -> Entity | None:
     if resource_type in (_TOPIC_RESOURCE, _ANY_RESOURCE):
-        return _T
+        return Entity.TOPIC_NAME
     if resource_type == _GROUP_RESOURCE:
-        return _G
+        return Entity.GROUP_ID
     if resource_type == _TXN_RESOURCE:
-        return _X
+        return Entity.TRANSACTIONAL_ID
     return None
 
 
-def _acl_name(names: CopyNames, kind: str | None, name: str | None, forward: bool) -> str | None:
+def _acl_name(names: CopyNames, kind: Entity | None, name: str | None, forward: bool) -> str | None:
     if kind is None or name is None or name == _WILDCARD:
         return name
     return (_FORWARD if forward else _BACKWARD)[kind](names, name)
 
 
 def _resources(names: CopyNames, structs: Iterator[Any], type_field: str, name_field: str,
-               kind_of: Callable[[int], str | None], forward: bool) -> bool:
+               kind_of: Callable[[int], Entity | None], forward: bool) -> bool:
     changed = False
     for s in structs:
         new = _acl_name(names, kind_of(s.get(type_field, 0)), s.get(name_field), forward)
@@ -362,38 +284,39 @@ def _resources(names: CopyNames, structs: Iterator[Any], type_field: str, name_f
     return changed
 
 
-def _config_kind(resource_type: int) -> str | None:
-    return _T if resource_type == _CONFIG_TOPIC else _G if resource_type == _CONFIG_GROUP else None
+def _config_kind(resource_type: int) -> Entity | None:
+    return Entity.TOPIC_NAME if resource_type == _CONFIG_TOPIC else \
+        Entity.GROUP_ID if resource_type == _CONFIG_GROUP else None
 
 
 def _special_request(api_key: int, body: Any, names: CopyNames) -> bool:
     """The names whose kind depends on another field (resource types, coordinator key types, quota entities)."""
     changed = False
-    if api_key == 10:  # FindCoordinator: key_type 0 group, 1 transaction, 2 share partition
+    if api_key == ApiKey.FIND_COORDINATOR:  # key_type 0 group, 1 transaction, 2 share partition
         key_type = body.get("key_type", 0)
         fn: Callable[[Any], Any] = (names.group if key_type == 0 else names.transactional_id if key_type == 1
                                     else names.share_key)
         changed |= _apply(body, ("key",), fn)
         changed |= _apply(body, ("coordinator_keys",), fn)
-    elif api_key == 29:
+    elif api_key == ApiKey.DESCRIBE_ACLS:
         changed |= _resources(names, iter([body]), "resource_type_filter", "resource_name_filter", _acl_kind, True)
-    elif api_key == 30:
-        changed |= _resources(names, _structs(body, ("creations",)), "resource_type", "resource_name", _acl_kind, True)
-    elif api_key == 31:
-        changed |= _resources(names, _structs(body, ("filters",)), "resource_type_filter", "resource_name_filter",
+    elif api_key == ApiKey.CREATE_ACLS:
+        changed |= _resources(names, structs(body, ("creations",)), "resource_type", "resource_name", _acl_kind, True)
+    elif api_key == ApiKey.DELETE_ACLS:
+        changed |= _resources(names, structs(body, ("filters",)), "resource_type_filter", "resource_name_filter",
                               _acl_kind, True)
-    elif api_key in (32, 33, 44):
-        changed |= _resources(names, _structs(body, ("resources",)), "resource_type", "resource_name",
+    elif api_key in (ApiKey.DESCRIBE_CONFIGS, ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS):
+        changed |= _resources(names, structs(body, ("resources",)), "resource_type", "resource_name",
                               _config_kind, True)
-    elif api_key == 48:
-        for c in _structs(body, ("components",)):
+    elif api_key == ApiKey.DESCRIBE_CLIENT_QUOTAS:
+        for c in structs(body, ("components",)):
             if c.get("entity_type") == _CLIENT_ID_ENTITY and c.get("match_type") == 0 and c.get("match"):
                 new = names.client_id(c["match"])
                 if new != c["match"]:
                     c["match"] = new
                     changed = True
-    elif api_key == 49:
-        changed |= _quota_entities(names, _structs(body, ("entries", "entity")), True)
+    elif api_key == ApiKey.ALTER_CLIENT_QUOTAS:
+        changed |= _quota_entities(names, structs(body, ("entries", "entity")), True)
     return changed
 
 
@@ -408,24 +331,20 @@ def _quota_entities(names: CopyNames, entities: Iterator[Any], forward: bool) ->
     return changed
 
 
-def _bound(fn: Callable[[CopyNames, Any], Any], names: CopyNames) -> Callable[[Any], Any]:
-    return lambda v: fn(names, v)
-
-
-def rename_request(api_key: int, body: Any, names: CopyNames) -> bool:
-    """Rename the names in a parsed request body of ``api_key`` in place for ``names``' copy; whether any changed."""
-    changed = False
-    for path, kind in REQUEST_NAMES.get(api_key, ()):
-        changed |= _apply(body, path, _bound(_FORWARD[kind], names))
+def rename_request(api_key: int, body: Any, names: CopyNames, version: int | None = None) -> bool:
+    """Rename the names in a parsed request body of ``api_key`` (at ``version``; None: whichever fields it holds)
+    in place for ``names``' copy; whether any changed."""
+    api = APIS.get(api_key)
+    changed = api is not None and _rename_tagged(api.request, version, body, names, _FORWARD)
     return _special_request(api_key, body, names) or changed
 
 
 def _drop_foreign(body: Any, listing: _Path, name_path: _Path, names: CopyNames) -> None:
     *parents, field = listing
-    for s in _structs(body, tuple(parents)):
+    for s in structs(body, tuple(parents)):
         items = s.get(field)
         if not isinstance(items, list):
-            continue
+            continue  # a struct (DescribeTopicPartitions' cursor), not a listing
         kept = [e for e in items if not names.foreign(_get(e, name_path))]
         if len(kept) != len(items):
             s[field] = kept
@@ -458,26 +377,39 @@ def _error_message_paths(api_key: int) -> tuple[_Path, ...]:
     return tuple(out)
 
 
-def unrename_response(api_key: int, body: Any, names: CopyNames) -> None:
-    """Undo the renaming in a parsed response body of ``api_key`` in place: this copy's names back to the
-    captured ones, error messages too, and other copies' entries dropped from listings."""
-    for listing, name_path in _LISTINGS.get(api_key, ()):
-        _drop_foreign(body, listing, name_path, names)
-    for path, kind in RESPONSE_NAMES.get(api_key, ()):
-        _apply(body, path, _bound(_BACKWARD[kind], names))
-    if api_key == 10:
+def _listings(message: Message, version: int | None, kind: Entity) -> Iterator[tuple[_Path, _Path]]:
+    """(path of a listing, path of the name in an element) for the tagged names of ``kind`` in ``message``."""
+    for ef in entity_fields(message, version):
+        if ef.entity == kind and not ef.many and len(ef.path) > 1:
+            yield ef.path[:-1], ef.path[-1:]
+
+
+def unrename_response(api_key: int, body: Any, names: CopyNames, version: int | None = None) -> None:
+    """Undo the renaming in a parsed response body of ``api_key`` (at ``version``; None: whichever fields it
+    holds) in place: this copy's names back to the captured ones, error messages too, and other copies' entries
+    dropped from listings."""
+    api = APIS.get(api_key)
+    listed = _LISTINGS.get(api_key)
+    if api is not None and listed is not None:
+        for listing, name_path in _listings(api.response, version, listed):
+            _drop_foreign(body, listing, name_path, names)
+    if api_key in _ACL_LISTINGS:
+        _drop_foreign(body, *_ACL_LISTINGS[api_key], names)
+    if api is not None:
+        _rename_tagged(api.response, version, body, names, _BACKWARD)
+    if api_key == ApiKey.FIND_COORDINATOR:
         _apply(body, ("coordinators", "key"), names.original_share_key)
-    elif api_key == 29:
-        _resources(names, _structs(body, ("resources",)), "resource_type", "resource_name", _acl_kind, False)
-    elif api_key == 31:
-        _resources(names, _structs(body, ("filter_results", "matching_acls")), "resource_type", "resource_name",
+    elif api_key == ApiKey.DESCRIBE_ACLS:
+        _resources(names, structs(body, ("resources",)), "resource_type", "resource_name", _acl_kind, False)
+    elif api_key == ApiKey.DELETE_ACLS:
+        _resources(names, structs(body, ("filter_results", "matching_acls")), "resource_type", "resource_name",
                    _acl_kind, False)
-    elif api_key == 32:
-        _resources(names, _structs(body, ("results",)), "resource_type", "resource_name", _config_kind, False)
-    elif api_key in (33, 44):
-        _resources(names, _structs(body, ("responses",)), "resource_type", "resource_name", _config_kind, False)
-    elif api_key in (48, 49):
-        if api_key == 48:
+    elif api_key == ApiKey.DESCRIBE_CONFIGS:
+        _resources(names, structs(body, ("results",)), "resource_type", "resource_name", _config_kind, False)
+    elif api_key in (ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS):
+        _resources(names, structs(body, ("responses",)), "resource_type", "resource_name", _config_kind, False)
+    elif api_key in (ApiKey.DESCRIBE_CLIENT_QUOTAS, ApiKey.ALTER_CLIENT_QUOTAS):
+        if api_key == ApiKey.DESCRIBE_CLIENT_QUOTAS:
             entries = body.get("entries")
             if isinstance(entries, list):
                 kept = [e for e in entries if not any(
@@ -485,7 +417,7 @@ def unrename_response(api_key: int, body: Any, names: CopyNames) -> None:
                     for x in e.get("entity") or ())]
                 if len(kept) != len(entries):
                     body["entries"] = kept
-        _quota_entities(names, _structs(body, ("entries", "entity")), False)
+        _quota_entities(names, structs(body, ("entries", "entity")), False)
     for path in _error_message_paths(api_key):
         _apply(body, path, names.original_message)
 
@@ -518,6 +450,6 @@ def rename_request_frame(frame: bytes | bytearray | memoryview, names: CopyNames
     if not api.request.supports(hdr.api_version):
         raise ValueError(f"{api.name} v{hdr.api_version} is not supported")
     body = api.request.parse(memoryview(frame)[hdr.body_offset:], hdr.api_version)
-    if rename_request(hdr.api_key, body, names):
+    if rename_request(hdr.api_key, body, names, hdr.api_version):
         frame = bytes(frame[:hdr.body_offset]) + api.request.build(body, hdr.api_version)
     return rename_client_id(frame, names)

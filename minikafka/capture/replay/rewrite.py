@@ -37,6 +37,7 @@ from typing import Any
 import trio
 from crc32c import crc32c
 
+from ...protocol.exceptions import ProtocolError
 from ...protocol.records import iter_batches
 from ...protocol.types import ZERO_UUID
 
@@ -231,7 +232,7 @@ def _batch_producers(records: Any) -> Iterator[tuple[int, int]]:
         for h, _ in iter_batches(records, check_crc=False):
             if h.producer_id >= 0:
                 yield h.producer_id, h.producer_epoch
-    except Exception:  # a malformed batch is sent as captured; the target will say so
+    except ProtocolError:  # a malformed batch is sent as captured; the target will say so
         return
 
 

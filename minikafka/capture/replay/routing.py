@@ -45,7 +45,9 @@ import trio
 
 from ...client.connection import KafkaConnection
 from ...protocol.api import APIS, ApiKey
+from ...protocol.entities import Entity, TopicEntry, topic_entries, topic_layouts, values
 from ...protocol.errors import ErrorCode
+from ...protocol.schema import Message
 from ...protocol.types import ZERO_UUID
 
 log = logging.getLogger(__name__)
@@ -60,45 +62,29 @@ Connector = Callable[[str, int], Awaitable[trio.abc.Stream]]
 
 GROUP, TRANSACTION = 0, 1  # FindCoordinator key types
 
-#: Partitioned APIs: (request topics field, request partitions field, partition index field or None for a
-#: list of ints, response topics field, response partitions field, response partition index field).
-_LAYOUT: dict[int, tuple[str, str, str | None, str, str, str]] = {
-    ApiKey.PRODUCE: ("topic_data", "partition_data", "index", "responses", "partition_responses", "index"),
-    ApiKey.FETCH: ("topics", "partitions", "partition", "responses", "partitions", "partition_index"),
-    ApiKey.LIST_OFFSETS: ("topics", "partitions", "partition_index", "topics", "partitions", "partition_index"),
-    ApiKey.OFFSET_FOR_LEADER_EPOCH: ("topics", "partitions", "partition", "topics", "partitions", "partition"),
-    ApiKey.DELETE_RECORDS: ("topics", "partitions", "partition_index", "topics", "partitions",
-                            "partition_index"),
-    ApiKey.DESCRIBE_PRODUCERS: ("topics", "partition_indexes", None, "topics", "partitions", "partition_index"),
-    ApiKey.SHARE_FETCH: ("topics", "partitions", "partition_index", "responses", "partitions", "partition_index"),
-    ApiKey.SHARE_ACKNOWLEDGE: ("topics", "partitions", "partition_index", "responses", "partitions",
-                               "partition_index"),
-}
+#: APIs sent to the leaders of their partitions; where a request and its answer list topics and partitions is
+#: read from their declarations (the first topic entries they tag, see :func:`_listed`).
+_PARTITIONED = frozenset({ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.LIST_OFFSETS, ApiKey.OFFSET_FOR_LEADER_EPOCH,
+                          ApiKey.DELETE_RECORDS, ApiKey.DESCRIBE_PRODUCERS, ApiKey.SHARE_FETCH,
+                          ApiKey.SHARE_ACKNOWLEDGE})
 #: Partitioned APIs whose requests hold no state between requests: split per leader when they span leaders.
 _SPLITTABLE = frozenset({ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.LIST_OFFSETS, ApiKey.OFFSET_FOR_LEADER_EPOCH,
                          ApiKey.DELETE_RECORDS, ApiKey.DESCRIBE_PRODUCERS})
 #: APIs with sessions on the broker (fetch sessions, KIP-227; share sessions, KIP-932).
 _SESSION_APIS = frozenset({ApiKey.FETCH, ApiKey.SHARE_FETCH, ApiKey.SHARE_ACKNOWLEDGE})
-#: Group APIs -> where their group id(s) are: a field name, or (list field, item field or None for strings).
-_GROUP_APIS: dict[int, tuple[str, str | None]] = {
-    ApiKey.JOIN_GROUP: ("group_id", None), ApiKey.SYNC_GROUP: ("group_id", None),
-    ApiKey.HEARTBEAT: ("group_id", None), ApiKey.LEAVE_GROUP: ("group_id", None),
-    ApiKey.OFFSET_COMMIT: ("group_id", None), ApiKey.TXN_OFFSET_COMMIT: ("group_id", None),
-    ApiKey.OFFSET_FETCH: ("groups", "group_id"),  # v8+; v0-7 have group_id (tried first)
-    ApiKey.DESCRIBE_GROUPS: ("groups", None), ApiKey.DELETE_GROUPS: ("groups_names", None),
-    ApiKey.CONSUMER_GROUP_HEARTBEAT: ("group_id", None), ApiKey.CONSUMER_GROUP_DESCRIBE: ("group_ids", None),
-    ApiKey.SHARE_GROUP_HEARTBEAT: ("group_id", None), ApiKey.SHARE_GROUP_DESCRIBE: ("group_ids", None),
-    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: ("groups", "group_id"),
-    ApiKey.ALTER_SHARE_GROUP_OFFSETS: ("group_id", None), ApiKey.DELETE_SHARE_GROUP_OFFSETS: ("group_id", None),
-    ApiKey.OFFSET_DELETE: ("group_id", None),
+#: APIs sent to the coordinator of the ids their declarations tag with the kind (groups, transactions).
+_COORDINATED: dict[int, Entity] = {
+    **dict.fromkeys((ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP, ApiKey.HEARTBEAT, ApiKey.LEAVE_GROUP,
+                     ApiKey.OFFSET_COMMIT, ApiKey.TXN_OFFSET_COMMIT, ApiKey.OFFSET_FETCH, ApiKey.DESCRIBE_GROUPS,
+                     ApiKey.DELETE_GROUPS, ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE,
+                     ApiKey.SHARE_GROUP_HEARTBEAT, ApiKey.SHARE_GROUP_DESCRIBE, ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS,
+                     ApiKey.ALTER_SHARE_GROUP_OFFSETS, ApiKey.DELETE_SHARE_GROUP_OFFSETS, ApiKey.OFFSET_DELETE),
+                    Entity.GROUP_ID),
+    **dict.fromkeys((ApiKey.INIT_PRODUCER_ID, ApiKey.ADD_PARTITIONS_TO_TXN, ApiKey.ADD_OFFSETS_TO_TXN,
+                     ApiKey.END_TXN, ApiKey.DESCRIBE_TRANSACTIONS), Entity.TRANSACTIONAL_ID),
 }
-#: Transaction APIs -> where their transactional id(s) are (as :data:`_GROUP_APIS`).
-_TXN_APIS: dict[int, tuple[str, str | None]] = {
-    ApiKey.INIT_PRODUCER_ID: ("transactional_id", None),
-    ApiKey.ADD_PARTITIONS_TO_TXN: ("transactions", "transactional_id"),  # v4+; v0-3: v3_and_below_...
-    ApiKey.ADD_OFFSETS_TO_TXN: ("transactional_id", None), ApiKey.END_TXN: ("transactional_id", None),
-    ApiKey.DESCRIBE_TRANSACTIONS: ("transactional_ids", None),
-}
+#: FindCoordinator's key type of each kind of coordinated id.
+_KEY_TYPES = {Entity.GROUP_ID: GROUP, Entity.TRANSACTIONAL_ID: TRANSACTION}
 #: Answers after which the client's metadata (or coordinator) is stale.
 _STALE_METADATA = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                              ErrorCode.UNKNOWN_TOPIC_ID, ErrorCode.LEADER_NOT_AVAILABLE,
@@ -129,29 +115,36 @@ class Route:
 # -- splitting and merging (pure) -------------------------------------------------------------------
 
 
-def topic_key(topic: Mapping[str, Any]) -> TopicKey:
+def _version(version: int | None) -> int | None:
+    """A request's version, None when the caller does not know it (the fields of every version are looked at)."""
+    return None if version is None or version < 0 else version
+
+
+def _listed(message: Message, version: int | None, body: Mapping[str, Any]) -> Iterator[TopicEntry]:
+    """The topic entries a partitioned request or answer lists: those of the first place its declaration tags
+    (Fetch's and ShareFetch's forgotten topics come after theirs)."""
+    layouts = topic_layouts(message, version)
+    for e in topic_entries(body, message, version):
+        if e.layout is layouts[0]:
+            yield e
+
+
+def topic_key(entry: TopicEntry) -> TopicKey:
     """A request or response topic's key: its id when it carries one (not the zero UUID), else its name."""
-    tid = topic.get("topic_id")
+    tid = entry.topic_id
     if isinstance(tid, UUID) and tid != ZERO_UUID:
         return tid
-    name = topic.get("name")
-    if name is None:
-        name = topic.get("topic")
-    if name is None:
-        name = topic.get("topic_name")
-    return name if name is not None else ""
+    return entry.name if entry.name is not None else ""
 
 
-def request_partitions(api_key: int, body: Mapping[str, Any]) -> Iterator[PartitionKey]:
+def request_partitions(api_key: int, body: Mapping[str, Any], version: int | None = None) -> Iterator[PartitionKey]:
     """The (topic, partition) pairs a partitioned request names, in its order."""
-    layout = _LAYOUT.get(api_key)
-    if layout is None:
+    if api_key not in _PARTITIONED:
         return
-    topics_f, parts_f, index_f = layout[:3]
-    for t in body.get(topics_f) or ():
-        key = topic_key(t)
-        for p in t.get(parts_f) or ():
-            yield key, (p if index_f is None else p[index_f])
+    for e in _listed(APIS[api_key].request, _version(version), body):
+        key = topic_key(e)
+        for index, _ in e.partitions:
+            yield key, index
 
 
 def fetch_in_session(version: int, body: Mapping[str, Any]) -> bool:
@@ -168,22 +161,24 @@ def split_request(api_key: int, version: int, body: Mapping[str, Any],
     """A partitioned request cut per leader: node -> a copy of ``body`` holding only that node's partitions
     (topics and partitions in the captured order; other fields copied).  A partition missing from
     ``leaders`` goes with the first partition's node.  Nodes are in the order their first partition comes."""
-    topics_f, parts_f, index_f = _LAYOUT[api_key][:3]
+    message = APIS[api_key].request
+    layout = topic_layouts(message, _version(version))[0]
+    topics_f, parts_f = layout.path[-1], layout.partitions
     default: int | None = None
     out: dict[int, Any] = {}
-    for t in body.get(topics_f) or ():
-        key = topic_key(t)
+    for e in _listed(message, _version(version), body):
+        key = topic_key(e)
         per_node: dict[int, list] = {}
-        for p in t.get(parts_f) or ():
-            node = leaders.get((key, p if index_f is None else p[index_f]))
+        for index, p in e.partitions:
+            node = leaders.get((key, index))
             if default is None:
                 default = node if node is not None else -1
-            per_node.setdefault(node if node is not None else default, []).append(p)
+            per_node.setdefault(node if node is not None else default, []).append(index if p is None else p)
         for node, parts in per_node.items():
             if node not in out:
                 out[node] = _shallow(body)
                 out[node][topics_f] = []
-            topic = _shallow(t)
+            topic = _shallow(e.entry)
             topic[parts_f] = parts
             out[node][topics_f].append(topic)
     if not out:
@@ -205,33 +200,36 @@ def merge_responses(api_key: int, version: int, parts: Mapping[int, Any] | list[
     bodies = list(parts.values()) if isinstance(parts, Mapping) else list(parts)
     if len(bodies) == 1:
         return bodies[0]
-    topics_f, parts_f, index_f = _LAYOUT[api_key][3:]
+    message = APIS[api_key].response
+    layout = topic_layouts(message, _version(version))[0]
+    topics_f, parts_f = layout.path[-1], layout.partitions
     merged = _shallow(bodies[0])
     topic_structs: dict[TopicKey, Any] = {}
     found: dict[PartitionKey, Any] = {}
     topic_order: list[TopicKey] = []
     for b in bodies:
-        for t in b.get(topics_f) or ():
-            key = topic_key(t)
+        for e in _listed(message, _version(version), b):
+            key = topic_key(e)
             if key not in topic_structs:
-                topic_structs[key] = t
+                topic_structs[key] = e
                 topic_order.append(key)
-            for p in t.get(parts_f) or ():
-                found.setdefault((key, p[index_f]), p)
+            for index, p in e.partitions:
+                found.setdefault((key, index), p)
     if request is not None:
-        order = list(request_partitions(api_key, request))
+        order = list(request_partitions(api_key, request, version))
         listed = set(order)
         order += [k for k in found if k not in listed]  # answered but not asked (should not happen)
     else:
         order = [(k, i) for tk in topic_order for (k, i) in found if k == tk]
     topics: list[Any] = []
     current: Any = None
+    current_key: TopicKey | None = None
     for pk in order:
         p = found.get(pk)
         if p is None:
             continue
-        if current is None or topic_key(current) != pk[0]:
-            current = _shallow(topic_structs[pk[0]])
+        if current is None or current_key != pk[0]:
+            current, current_key = _shallow(topic_structs[pk[0]].entry), pk[0]
             current[parts_f] = []
             topics.append(current)
         current[parts_f].append(p)
@@ -259,18 +257,11 @@ def _shallow(obj: Mapping[str, Any]) -> Any:
     return copy() if copy is not None else dict(obj)
 
 
-def _ids(body: Mapping[str, Any], where: tuple[str, str | None]) -> list[str]:
-    """The group or transactional ids a request names, in order (empty strings and nulls left out)."""
-    name, item = where
-    value = body.get(name)
-    if isinstance(value, str):
-        return [value] if value else []
-    out: list[str] = []
-    for v in value or ():
-        x = v if item is None else v.get(item)
-        if isinstance(x, str) and x:
-            out.append(x)
-    return out
+def _ids(api_key: int, body: Mapping[str, Any], version: int | None = None) -> list[str]:
+    """The group or transactional ids a coordinated request names (:data:`_COORDINATED`), in order (empty
+    strings and nulls left out)."""
+    return [v for _, v in values(body, APIS[api_key].request, _version(version), _COORDINATED[api_key])
+            if isinstance(v, str) and v]
 
 
 def _error_codes(obj: Any) -> Iterator[int]:
@@ -571,15 +562,11 @@ class TargetCluster:
 
         ``conn``: the caller's key of the replayed connection; a fetch or share session started on it stays
         on the node it started on.  Counts nothing: call :meth:`count` for what is sent."""
-        if api_key in _LAYOUT:
+        if api_key in _PARTITIONED:
             return await self._plan_partitioned(api_key, version, body, conn)
-        if api_key in _GROUP_APIS or api_key in _TXN_APIS:
-            key_type, where = (GROUP, _GROUP_APIS[api_key]) if api_key in _GROUP_APIS else \
-                (TRANSACTION, _TXN_APIS[api_key])
-            ids = _ids(body, ("group_id", None)) if api_key == ApiKey.OFFSET_FETCH else []
-            if api_key == ApiKey.ADD_PARTITIONS_TO_TXN:
-                ids = _ids(body, ("v3_and_below_transactional_id", None))
-            ids = ids or _ids(body, where)
+        if api_key in _COORDINATED:
+            key_type = _KEY_TYPES[_COORDINATED[api_key]]
+            ids = _ids(api_key, body, version)
             if not ids:
                 return Route(None)  # e.g. InitProducerId of an idempotent producer: any node
             nodes = [await self.coordinator(key_type, ids[0])]
@@ -589,7 +576,7 @@ class TargetCluster:
         return Route(None)
 
     async def _plan_partitioned(self, api_key: int, version: int, body: Mapping[str, Any], conn: Any) -> Route:
-        keys = list(dict.fromkeys(request_partitions(api_key, body)))
+        keys = list(dict.fromkeys(request_partitions(api_key, body, version)))
         leaders: dict[PartitionKey, int] = {}
         for k in keys:
             node = await self.leader(*k)
@@ -614,12 +601,11 @@ class TargetCluster:
 
     def _stale_partition(self, api_key: int, response: Any, node: int | None) -> bool:
         """Whether an answer shows a stale-metadata error for a partition sent to its leader (per metadata)."""
-        topics_f, parts_f, index_f = _LAYOUT[api_key][3:]
-        for t in response.get(topics_f) or ():
-            key = topic_key(t)
-            for p in t.get(parts_f) or ():
-                if p.get("error_code") in _STALE_METADATA:
-                    known = self.leaders.get((key, p[index_f]))
+        for e in _listed(APIS[api_key].response, None, response):
+            key = topic_key(e)
+            for index, p in e.partitions:
+                if p is not None and p.get("error_code") in _STALE_METADATA:
+                    known = self.leaders.get((key, index))
                     if node is None or (known is not None and known.leader == node):
                         return True
         return False
@@ -645,20 +631,16 @@ class TargetCluster:
             self.invalidate()
             self._missing.clear()
             return
-        if api_key not in _LAYOUT and api_key not in _GROUP_APIS and api_key not in _TXN_APIS:
+        if api_key not in ROUTED_APIS:
             return
         codes = set(_error_codes(response))
         if not codes:
             return
-        if api_key in _LAYOUT and codes & _STALE_METADATA and self._stale_partition(api_key, response, node):
+        if api_key in _PARTITIONED and codes & _STALE_METADATA and self._stale_partition(api_key, response, node):
             self.invalidate()
-        if request is not None and codes & _STALE_COORDINATOR:
-            if api_key in _GROUP_APIS:
-                for g in _ids(request, _GROUP_APIS[api_key]) + _ids(request, ("group_id", None)):
-                    self.forget_coordinator(GROUP, g)
-            if api_key in _TXN_APIS:
-                for t in _ids(request, _TXN_APIS[api_key]) + _ids(request, ("v3_and_below_transactional_id", None)):
-                    self.forget_coordinator(TRANSACTION, t)
+        if request is not None and codes & _STALE_COORDINATOR and api_key in _COORDINATED:
+            for key in _ids(api_key, request):
+                self.forget_coordinator(_KEY_TYPES[_COORDINATED[api_key]], key)
 
 
 def _error_name(code: int) -> str:
@@ -670,5 +652,5 @@ def _error_name(code: int) -> str:
 
 #: The APIs :meth:`TargetCluster.plan` routes (others go to any node), and those :meth:`TargetCluster.observe`
 #: learns from.
-ROUTED_APIS = frozenset(_LAYOUT) | frozenset(_GROUP_APIS) | frozenset(_TXN_APIS)
+ROUTED_APIS = _PARTITIONED | frozenset(_COORDINATED)
 OBSERVED_APIS = ROUTED_APIS | _TOPIC_CHANGES

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from ...common.clock import SYSTEM_CLOCK, Clock
 from ...metrics import Avg, Max, MetricConfig, MetricName, Metrics, Value, WindowedCount
 from ..fetch_session import TopicPartition
 
@@ -32,9 +33,9 @@ class ConsumerMetrics:
     """The consumer's metrics registry and the sensors its parts record into."""
 
     def __init__(self, client_id: str, *, samples: int = 2, window_ms: int = 30000,
-                 clock_ms: Callable[[], int] | None = None) -> None:
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         config = MetricConfig(samples=samples, time_window_ms=window_ms, tags={"client-id": client_id})
-        self.registry = Metrics(config, clock_ms) if clock_ms else Metrics(config)
+        self.registry = Metrics(config, clock)
         self.client_id = client_id
         r = self.registry
 
@@ -120,5 +121,5 @@ class ConsumerMetrics:
         return None if m is None else m.value()
 
     def snapshot(self) -> dict[MetricName, float]:
-        now = self.registry.clock_ms()
+        now = self.registry.clock.time_ms()
         return {n: m.measurable_value(now) for n, m in list(self.registry.metrics.items())}

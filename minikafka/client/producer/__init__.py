@@ -2,7 +2,8 @@
 
 Modules: :mod:`.config` (ProducerConfig), :mod:`.partitioner` (murmur2, sticky partitioner),
 :mod:`.buffer_pool` (BufferPool), :mod:`.batch` (ProducerBatch, futures), :mod:`.accumulator`
-(RecordAccumulator), :mod:`.transaction_manager` (idempotence and transactions), :mod:`.sender` (Sender),
+(RecordAccumulator), :mod:`.transaction_manager` (idempotence and transactions; its requests in
+:mod:`.txn_handlers`, its states in :mod:`.txn_state`), :mod:`.sender` (Sender),
 :mod:`.metrics` (Java metric names), :mod:`.producer` (KafkaProducer).
 """
 
@@ -14,7 +15,7 @@ from .errors import (BufferExhaustedError, IllegalStateError, KafkaProducerError
                      TransactionalIdAuthorizationError)
 from .partitioner import BuiltInPartitioner, murmur2, partition_for_key, to_positive
 from .producer import KafkaProducer
-from .transaction_manager import TxnState
+from .txn_state import TxnState
 
 __all__ = [
     "KafkaProducer", "ProducerConfig", "RecordMetadata", "FutureRecordMetadata", "BufferPool",

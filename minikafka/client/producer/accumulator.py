@@ -19,6 +19,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable
 
+from ...common.clock import Clock
 from .batch import BATCH_HEADER_SIZE, Callback, FutureRecordMetadata, ProducerBatch
 from .buffer_pool import BufferPool
 from .errors import ProducerClosedError
@@ -42,7 +43,7 @@ class RecordAccumulator:
 
     def __init__(self, batch_size: int, compression: int, linger_ms: float, retry_backoff_ms: float,
                  delivery_timeout_ms: float, pool: BufferPool, txn: TransactionManager | None,
-                 clock_ms: Callable[[], float]) -> None:
+                 clock: Clock) -> None:
         self.batch_size = batch_size
         self.compression = compression
         self.linger_ms = linger_ms
@@ -50,7 +51,7 @@ class RecordAccumulator:
         self.delivery_timeout_ms = delivery_timeout_ms
         self.pool = pool
         self.txn = txn
-        self.clock_ms = clock_ms
+        self.clock = clock  # the producer's Trio clock: batch creation times are linger deadlines' origins
         self.batches: dict[tuple[str, int], deque[ProducerBatch]] = {}  # by (topic, partition)
         self.incomplete: set[ProducerBatch] = set()  # IncompleteBatches
         self.muted: set[tuple[str, int]] = set()
@@ -74,7 +75,7 @@ class RecordAccumulator:
             self.pool.deallocate(buffer, capacity)
             raise ProducerClosedError("Producer closed while send in progress")
         batch = ProducerBatch(tp[0], tp[1], buffer, capacity, max(self.batch_size, capacity), self.compression,
-                              int(self.clock_ms()))
+                              int(self.clock.monotonic() * 1000))
         dq = self.batches.get(tp)
         if dq is None:
             dq = self.batches[tp] = deque()

@@ -197,7 +197,7 @@ class ProducerBatch:
         self.write_limit = write_limit  # batch.size
         self.compression = compression
         self.created_ms = now_ms
-        self.last_attempt_ms: float = now_ms  # the Sender's clock_ms() (float) once drained or retried
+        self.last_attempt_ms: float = now_ms  # the Sender's _now_ms() (float) once drained or retried
         self.drained_ms: float = now_ms
         self.attempts = 0
         self.record_count = 0

@@ -7,7 +7,8 @@ Deliberate differences from the Java client:
   the old behaviour.
 * ``retries`` defaults to 2**31-1 (Integer.MAX_VALUE) as in Java; delivery.timeout.ms bounds it.
 * ``clock`` (seconds, default ``trio.current_time``) is injectable so tests can run on trio's
-  MockClock.  Record timestamps use ``wall_clock_ms`` (Java's ``System.currentTimeMillis``).
+  MockClock; the producer's metrics and deadlines follow it.  Record timestamps come from ``wall_clock``, a
+  :class:`~minikafka.common.clock.Clock` (Java's ``System.currentTimeMillis``).
 * Java's dotted names are accepted too: ``ProducerConfig.from_dict({"linger.ms": 10})``.
 * ``transactional_id`` implies idempotence (as Java's ``postProcessAndValidateIdempotenceConfigs``):
   left at None, ``enable_idempotence`` becomes True; explicitly False is an error.
@@ -15,19 +16,16 @@ Deliberate differences from the Java client:
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable
 
 import trio
 
+from ...common.clock import SYSTEM_CLOCK, Clock
+
 INT_MAX = 2**31 - 1
 
 COMPRESSION_CODECS = {"none": 0, None: 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
-
-
-def _wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 @dataclass
@@ -59,7 +57,7 @@ class ProducerConfig:
     transactional_id: str | None = None  # set: a transactional producer (implies idempotence)
     transaction_timeout_ms: int = 60000
     clock: Callable[[], float] = field(default=trio.current_time, repr=False)
-    wall_clock_ms: Callable[[], int] = field(default=_wall_clock_ms, repr=False)
+    wall_clock: Clock = field(default=SYSTEM_CLOCK, repr=False)
 
     def __post_init__(self) -> None:
         if isinstance(self.acks, str):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from ...common.clock import Clock
 from ...metrics import Avg, CumulativeSum, Max, MetricConfig, Metrics, Rate, Sensor, Value, WindowedCount
 
 GROUP = "producer-metrics"
@@ -18,11 +19,11 @@ GROUP = "producer-metrics"
 class ProducerMetrics:
     """Sensors the Sender, accumulator and producer record into."""
 
-    def __init__(self, client_id: str, clock_ms: Callable[[], int], sample_window_ms: int = 30000,
+    def __init__(self, client_id: str, clock: Clock, sample_window_ms: int = 30000,
                  num_samples: int = 2) -> None:
         config = MetricConfig(samples=num_samples, time_window_ms=sample_window_ms,
                               tags={"client-id": client_id})
-        self.registry = Metrics(config, clock_ms=clock_ms)
+        self.registry = Metrics(config, clock=clock)
         m = self.registry
 
         def name(n: str, desc: str = ""):  # noqa: ANN202
@@ -87,6 +88,6 @@ class ProducerMetrics:
 
     def snapshot(self) -> dict[str, float]:
         """``{metric name: value}`` for the producer-metrics group (Java's ``producer.metrics()``)."""
-        now = self.registry.clock_ms()
+        now = self.registry.clock.time_ms()
         return {n.name: mt.measurable_value(now) for n, mt in sorted(self.registry.metrics.items(),
                                                                      key=lambda kv: kv[0].name)}

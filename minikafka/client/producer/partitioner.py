@@ -8,48 +8,16 @@ Keyed records land where the Java client (and librdkafka's ``murmur2_random``) p
 from __future__ import annotations
 
 import random
-import struct
 from typing import Callable
 
-_M = 0x5BD1E995
-_SEED = 0x9747B28C
-_MASK = 0xFFFFFFFF
+from ...common.hashing import murmur2, murmur2_partition, to_positive
 
-
-def murmur2(data: bytes) -> int:
-    """Java's ``Utils.murmur2`` (32-bit MurmurHash2, seed 0x9747b28c), as a signed int32."""
-    length = len(data)
-    h = (_SEED ^ length) & _MASK
-    n4 = length >> 2
-    if n4:
-        for k in struct.unpack_from(f"<{n4}I", data):
-            k = (k * _M) & _MASK
-            k ^= k >> 24
-            k = (k * _M) & _MASK
-            h = ((h * _M) & _MASK) ^ k
-    extra = length & 3
-    if extra:
-        i = length & ~3
-        if extra >= 3:
-            h ^= data[i + 2] << 16
-        if extra >= 2:
-            h ^= data[i + 1] << 8
-        h ^= data[i]
-        h = (h * _M) & _MASK
-    h ^= h >> 13
-    h = (h * _M) & _MASK
-    h ^= h >> 15
-    return h - 0x100000000 if h & 0x80000000 else h
-
-
-def to_positive(n: int) -> int:
-    """Java's ``Utils.toPositive``: clear the sign bit (not abs)."""
-    return n & 0x7FFFFFFF
+__all__ = ["BuiltInPartitioner", "murmur2", "partition_for_key", "to_positive"]
 
 
 def partition_for_key(key: bytes, num_partitions: int) -> int:
     """``BuiltInPartitioner.partitionForKey``."""
-    return (murmur2(key) & 0x7FFFFFFF) % num_partitions
+    return murmur2_partition(key, num_partitions)
 
 
 class BuiltInPartitioner:

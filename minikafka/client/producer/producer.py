@@ -33,11 +33,11 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import trio
 
-from ...common import OffsetAndMetadata, TopicPartition
+from ...common import OffsetAndMetadata, SecondsClock, TopicPartition
 from ...protocol.errors import ErrorCode
 from ..consumer.group_metadata import ConsumerGroupMetadata
 from ..network import KafkaClientError, NetworkClient
@@ -49,7 +49,8 @@ from .errors import IllegalStateError, KafkaProducerError, KafkaTimeoutError, Pr
 from .metrics import ProducerMetrics
 from .partitioner import BuiltInPartitioner, partition_for_key
 from .sender import Sender
-from .transaction_manager import TransactionalRequestResult, TransactionManager
+from .transaction_manager import TransactionManager
+from .txn_handlers import TransactionalRequestResult
 
 if TYPE_CHECKING:
     from ...metrics import Sensor
@@ -85,8 +86,8 @@ class KafkaProducer:
             config.client_id = f"producer-{next(_client_ids)}"
         self.config = config
         clock = config.clock
-        self._clock_ms: Callable[[], float] = lambda: clock() * 1000
-        self.metrics_registry = ProducerMetrics(config.client_id, lambda: int(clock() * 1000),
+        self.clock = SecondsClock(clock)  # Trio's: metric windows and linger move with a MockClock
+        self.metrics_registry = ProducerMetrics(config.client_id, self.clock,
                                                 config.metrics_sample_window_ms, config.metrics_num_samples)
         m = self.metrics_registry
         self.pool = BufferPool(config.buffer_memory, config.batch_size, clock,
@@ -95,13 +96,13 @@ class KafkaProducer:
                     if config.enable_idempotence else None)
         self.accumulator = RecordAccumulator(config.batch_size, config.compression_codec, config.linger_ms,
                                              config.retry_backoff_ms, config.delivery_timeout_ms, self.pool,
-                                             self.txn, self._clock_ms)
+                                             self.txn, self.clock)
         m.gauge("buffer-total-bytes", lambda: self.pool.total_memory, "The maximum amount of buffer memory.")
         m.gauge("buffer-available-bytes", lambda: self.pool.available_memory,
                 "The total amount of buffer memory that is not being used.")
         m.gauge("waiting-threads", lambda: self.pool.queued, "Senders blocked waiting for buffer memory.")
         m.gauge("requests-in-flight", lambda: self._sender.total_in_flight if self._sender else 0)
-        m.gauge("metadata-age", lambda: (self._clock_ms() - self._sender._last_refresh_ms) / 1000
+        m.gauge("metadata-age", lambda: (self._now_ms() - self._sender._last_refresh_ms) / 1000
                 if self._sender and self._sender._last_refresh_ms > -math.inf else 0)
         self._partitioners: dict[str, BuiltInPartitioner] = {}
         self._available: dict[str, tuple[int, list[int]]] = {}
@@ -112,6 +113,10 @@ class KafkaProducer:
         self._closed = False
         self._key_ser = config.key_serializer or _to_bytes
         self._value_ser = config.value_serializer or _to_bytes
+
+    def _now_ms(self) -> float:
+        """Milliseconds on the producer's Trio clock (max.block.ms deadlines)."""
+        return self.clock.monotonic() * 1000
 
     # -- lifecycle -------------------------------------------------------------------------------
     async def __aenter__(self) -> "KafkaProducer":
@@ -125,7 +130,7 @@ class KafkaProducer:
         except BaseException:
             await self._nc.__aexit__(None, None, None)
             raise
-        self._sender = Sender(self._nc, self.accumulator, c, self.metrics_registry, self.txn, self._clock_ms,
+        self._sender = Sender(self._nc, self.accumulator, c, self.metrics_registry, self.txn, self.clock,
                               self._nursery)
         self._nursery.start_soon(self._sender.run)
         return self
@@ -183,7 +188,7 @@ class KafkaProducer:
         start = None
         info = nc.metadata.topics.get(topic)
         if info is None or not info.partitions or (partition is not None and info.partition(partition) is None):
-            start = self._clock_ms()
+            start = self._now_ms()
             info = await self._wait_on_metadata(topic, partition, config.max_block_ms)
         nparts = len(info.partitions)
         hb = encode_headers(headers) if headers else _NO_HEADERS
@@ -193,7 +198,7 @@ class KafkaProducer:
                                       f"max.request.size ({config.max_request_size}) or buffer.memory "
                                       f"({config.buffer_memory})")
         if timestamp_ms is None:
-            timestamp_ms = config.wall_clock_ms()
+            timestamp_ms = config.wall_clock.time_ms()
         sticky = None
         if partition is None:
             if config.partitioner is not None:
@@ -218,7 +223,7 @@ class KafkaProducer:
             pool = self.pool
             buf = pool.try_allocate(size)
             if buf is None:
-                remaining = config.max_block_ms - (self._clock_ms() - start if start is not None else 0)
+                remaining = config.max_block_ms - (self._now_ms() - start if start is not None else 0)
                 try:
                     buf = await pool.allocate(size, max(remaining, 0))
                 except KafkaTimeoutError:
@@ -272,7 +277,7 @@ class KafkaProducer:
         """``waitOnMetadata``: refresh until the topic (and partition) is known, at most max.block.ms."""
         nc = self._nc
         assert nc is not None
-        deadline = self._clock_ms() + max_wait_ms
+        deadline = self._now_ms() + max_wait_ms
         first = True
         while True:
             info = nc.metadata.topics.get(topic)
@@ -282,12 +287,12 @@ class KafkaProducer:
                 raise KafkaProducerError(f"Invalid partition given with record: {partition} is not in the range "
                                          f"[0...{len(info.partitions)}).", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             if not first:
-                left = deadline - self._clock_ms()
+                left = deadline - self._now_ms()
                 if left <= 0:
                     raise KafkaTimeoutError(f"Topic {topic} not present in metadata after {max_wait_ms:.0f} ms.")
                 await trio.sleep(min(self.config.retry_backoff_ms, left) / 1000)
             first = False
-            left = deadline - self._clock_ms()
+            left = deadline - self._now_ms()
             try:
                 with trio.move_on_after(max(left, 0) / 1000):
                     await nc.refresh_metadata([topic], force=True)

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import trio
 
 from ...common import Node
+from ...common.clock import Clock
 from ...protocol.api import ApiKey
 from ...protocol.errors import ErrorCode
 from ...protocol.types import ZERO_UUID
@@ -44,7 +45,8 @@ from .batch import ProducerBatch
 from .errors import (KafkaProducerError, KafkaTimeoutError, ProducerClosedError, TransactionAbortedError,
                      TransactionalIdAuthorizationError)
 from .metrics import ProducerMetrics
-from .transaction_manager import TransactionManager, TxnRequestHandler
+from .transaction_manager import TransactionManager
+from .txn_handlers import TxnRequestHandler
 
 if TYPE_CHECKING:
     from .config import ProducerConfig
@@ -68,14 +70,14 @@ class Sender:
     """Drains the accumulator to the partition leaders and handles the responses."""
 
     def __init__(self, nc: NetworkClient, accumulator: RecordAccumulator, config: "ProducerConfig",
-                 metrics: ProducerMetrics, txn: TransactionManager | None, clock_ms: Callable[[], float],
+                 metrics: ProducerMetrics, txn: TransactionManager | None, clock: Clock,
                  nursery: trio.Nursery) -> None:
         self.nc = nc
         self.acc = accumulator
         self.config = config
         self.metrics = metrics
         self.txn = txn
-        self.clock_ms = clock_ms
+        self.clock = clock
         self.nursery = nursery
         self.acks = int(config.acks)
         self.guarantee_order = config.max_in_flight_requests_per_connection == 1
@@ -91,6 +93,10 @@ class Sender:
         self._metadata_wanted = False
         self._txn_flushing = False  # began an accumulator flush for a commit or abort
         self._txn_scope: trio.CancelScope | None = None  # around a transactional request (force_close)
+
+    def _now_ms(self) -> float:
+        """Milliseconds on the producer's Trio clock (linger, backoff and delivery deadlines)."""
+        return self.clock.monotonic() * 1000
 
     # -- control ---------------------------------------------------------------------------------
     def wakeup(self) -> None:
@@ -128,7 +134,7 @@ class Sender:
                     await self.run_once()
                 except trio.Cancelled:
                     raise
-                except Exception:
+                except Exception:  # a bug must not kill the Sender (Java's Sender.run catches and logs too)
                     log.exception("uncaught error in the producer's sender loop")
                     await trio.sleep(self.config.retry_backoff_ms / 1000)
         finally:
@@ -143,18 +149,18 @@ class Sender:
             log.debug("sender stopped")
 
     async def run_once(self) -> None:
-        now = self.clock_ms()
+        now = self._now_ms()
         txn = self.txn
         if txn is not None and txn.is_transactional:
             if await self._run_transactional():
                 return
-            now = self.clock_ms()
+            now = self._now_ms()
         elif txn is not None and (not txn.has_producer_id
                                   or (txn.epoch_bump_required and not self.in_flight_batches)):
             if not await self._init_producer_id():
                 await self._poll(self.config.retry_backoff_ms)
                 return
-            now = self.clock_ms()
+            now = self._now_ms()
         leader_for = self.nc.metadata.leader_for
         res = self.acc.ready(leader_for, now)
         poll_ms = res.next_ready_check_delay_ms
@@ -364,7 +370,7 @@ class Sender:
             log.info("metadata refresh failed: %s", exc)
         finally:
             self._refreshing = False
-            self._last_refresh_ms = self.clock_ms()
+            self._last_refresh_ms = self._now_ms()
             self.wakeup()
 
     async def _init_producer_id(self) -> bool:
@@ -436,7 +442,7 @@ class Sender:
             log.info("produce request to broker %d failed: %s", node, exc)
             self.nc.invalidate(node)
             for b in batches:
-                self._complete_batch(b, ErrorCode.NETWORK_EXCEPTION, -1, -1, str(exc), self.clock_ms())
+                self._complete_batch(b, ErrorCode.NETWORK_EXCEPTION, -1, -1, str(exc), self._now_ms())
             return
         m.requests.record(1, now_i, False)
         m.outgoing_bytes.record(size, now_i, False)
@@ -470,7 +476,7 @@ class Sender:
         finally:
             self.in_flight[node] -= 1
             self.in_flight_batches.difference_update(batches)
-        now = self.clock_ms()
+        now = self._now_ms()
         now_i = int(now)
         m = self.metrics
         m.request_time.record(now - sent_ms, now_i, False)

@@ -10,10 +10,11 @@ AlterPartitionReassignmentsRequest = Message('AlterPartitionReassignmentsRequest
     f('timeout_ms', 'int32', default=60000),
     f('allow_replication_factor_change', 'bool', '1+', default=True),
     f('topics', [
-        f('name', 'string'),
+        f('name', 'string', entity='topicName'),
         f('partitions', [
-            f('partition_index', 'int32'),
-            f('replicas', '[]int32', nullable='0+', default=None),  # null: cancel the ongoing reassignment
+            f('partition_index', 'int32', entity='partitionIndex'),
+            f('replicas', '[]int32', nullable='0+', default=None,
+              entity='brokerId'),  # null: cancel the ongoing reassignment
         ]),
     ]),
 ])
@@ -24,9 +25,9 @@ AlterPartitionReassignmentsResponse = Message('AlterPartitionReassignmentsRespon
     f('error_code', 'int16'),
     f('error_message', 'string', nullable='0+', default=None),
     f('responses', [
-        f('name', 'string'),
+        f('name', 'string', entity='topicName'),
         f('partitions', [
-            f('partition_index', 'int32'),
+            f('partition_index', 'int32', entity='partitionIndex'),
             f('error_code', 'int16'),
             f('error_message', 'string', nullable='0+', default=None),
         ]),

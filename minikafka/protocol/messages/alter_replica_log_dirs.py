@@ -6,8 +6,8 @@ AlterReplicaLogDirsRequest = Message('AlterReplicaLogDirsRequest', 34, "0-2", '2
     f('dirs', [
         f('path', 'string'),
         f('topics', [
-            f('name', 'string'),
-            f('partitions', '[]int32'),
+            f('name', 'string', entity='topicName'),
+            f('partitions', '[]int32', entity='partitionIndex'),
         ]),
     ]),
 ])
@@ -15,9 +15,9 @@ AlterReplicaLogDirsRequest = Message('AlterReplicaLogDirsRequest', 34, "0-2", '2
 AlterReplicaLogDirsResponse = Message('AlterReplicaLogDirsResponse', 34, "0-2", '2+', [
     f('throttle_time_ms', 'int32'),
     f('results', [
-        f('topic_name', 'string'),
+        f('topic_name', 'string', entity='topicName'),
         f('partitions', [
-            f('partition_index', 'int32'),
+            f('partition_index', 'int32', entity='partitionIndex'),
             f('error_code', 'int16'),
         ]),
     ]),

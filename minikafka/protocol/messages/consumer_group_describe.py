@@ -9,15 +9,15 @@ from ..schema import Message, f, struct
 def _assignment():  # Kafka's common struct Assignment: a member's topic-partitions
     return struct(
         f('topic_partitions', [
-            f('topic_id', 'uuid'),
-            f('topic_name', 'string'),
-            f('partitions', '[]int32'),
+            f('topic_id', 'uuid', entity='topicId'),
+            f('topic_name', 'string', entity='topicName'),
+            f('partitions', '[]int32', entity='partitionIndex'),
         ]),
     )
 
 
 ConsumerGroupDescribeRequest = Message('ConsumerGroupDescribeRequest', 69, "0-1", '0+', [
-    f('group_ids', '[]string'),
+    f('group_ids', '[]string', entity='groupId'),
     f('include_authorized_operations', 'bool'),
 ])
 
@@ -26,7 +26,7 @@ ConsumerGroupDescribeResponse = Message('ConsumerGroupDescribeResponse', 69, "0-
     f('groups', [
         f('error_code', 'int16'),
         f('error_message', 'string', nullable='0+', default=None),
-        f('group_id', 'string'),
+        f('group_id', 'string', entity='groupId'),
         f('group_state', 'string'),
         f('group_epoch', 'int32'),
         f('assignment_epoch', 'int32'),
@@ -36,10 +36,10 @@ ConsumerGroupDescribeResponse = Message('ConsumerGroupDescribeResponse', 69, "0-
             f('instance_id', 'string', nullable='0+', default=None),
             f('rack_id', 'string', nullable='0+', default=None),
             f('member_epoch', 'int32'),
-            f('client_id', 'string'),
+            f('client_id', 'string', entity='clientId'),
             f('client_host', 'string'),
-            f('subscribed_topic_names', '[]string'),
-            f('subscribed_topic_regex', 'string', nullable='0+', default=None),
+            f('subscribed_topic_names', '[]string', entity='topicName'),
+            f('subscribed_topic_regex', 'string', nullable='0+', default=None, entity='topicRegex'),
             f('assignment', _assignment()),
             f('target_assignment', _assignment()),
             f('member_type', 'int8', '1+', default=-1),

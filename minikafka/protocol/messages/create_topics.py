@@ -4,12 +4,12 @@ from ..schema import Message, f
 
 CreateTopicsRequest = Message('CreateTopicsRequest', 19, "0-7", '5+', [
     f('topics', [
-        f('name', 'string'),
+        f('name', 'string', entity='topicName'),
         f('num_partitions', 'int32'),
         f('replication_factor', 'int16'),
         f('assignments', [
-            f('partition_index', 'int32'),
-            f('broker_ids', '[]int32'),
+            f('partition_index', 'int32', entity='partitionIndex'),
+            f('broker_ids', '[]int32', entity='brokerId'),
         ]),
         f('configs', [
             f('name', 'string'),
@@ -23,8 +23,8 @@ CreateTopicsRequest = Message('CreateTopicsRequest', 19, "0-7", '5+', [
 CreateTopicsResponse = Message('CreateTopicsResponse', 19, "0-7", '5+', [
     f('throttle_time_ms', 'int32', '2+'),
     f('topics', [
-        f('name', 'string'),
-        f('topic_id', 'uuid', '7+'),
+        f('name', 'string', entity='topicName'),
+        f('topic_id', 'uuid', '7+', entity='topicId'),
         f('error_code', 'int16'),
         f('error_message', 'string', '1+', nullable='0+'),
         f('topic_config_error_code', 'int16', '5+', tag=0),

@@ -4,9 +4,9 @@ from ..schema import Message, f
 
 DeleteRecordsRequest = Message('DeleteRecordsRequest', 21, "0-2", '2+', [
     f('topics', [
-        f('name', 'string'),
+        f('name', 'string', entity='topicName'),
         f('partitions', [
-            f('partition_index', 'int32'),
+            f('partition_index', 'int32', entity='partitionIndex'),
             f('offset', 'int64'),
         ]),
     ]),
@@ -16,9 +16,9 @@ DeleteRecordsRequest = Message('DeleteRecordsRequest', 21, "0-2", '2+', [
 DeleteRecordsResponse = Message('DeleteRecordsResponse', 21, "0-2", '2+', [
     f('throttle_time_ms', 'int32'),
     f('topics', [
-        f('name', 'string'),
+        f('name', 'string', entity='topicName'),
         f('partitions', [
-            f('partition_index', 'int32'),
+            f('partition_index', 'int32', entity='partitionIndex'),
             f('low_watermark', 'int64'),
             f('error_code', 'int16'),
         ]),

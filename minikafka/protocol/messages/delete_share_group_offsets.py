@@ -3,9 +3,9 @@
 from ..schema import Message, f
 
 DeleteShareGroupOffsetsRequest = Message('DeleteShareGroupOffsetsRequest', 92, "0", '0+', [
-    f('group_id', 'string'),
+    f('group_id', 'string', entity='groupId'),
     f('topics', [
-        f('topic_name', 'string'),
+        f('topic_name', 'string', entity='topicName'),
     ]),
 ])
 
@@ -14,8 +14,8 @@ DeleteShareGroupOffsetsResponse = Message('DeleteShareGroupOffsetsResponse', 92,
     f('error_code', 'int16'),
     f('error_message', 'string', nullable='0+', default=None),
     f('responses', [
-        f('topic_name', 'string'),
-        f('topic_id', 'uuid'),
+        f('topic_name', 'string', entity='topicName'),
+        f('topic_id', 'uuid', entity='topicId'),
         f('error_code', 'int16'),
         f('error_message', 'string', nullable='0+', default=None),
     ]),

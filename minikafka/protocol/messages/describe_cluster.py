@@ -18,9 +18,9 @@ DescribeClusterResponse = Message('DescribeClusterResponse', 60, "0-2", '0+', [
     f('error_message', 'string', nullable='0+', default=None),
     f('endpoint_type', 'int8', '1+', default=1),
     f('cluster_id', 'string'),
-    f('controller_id', 'int32', default=-1),
+    f('controller_id', 'int32', default=-1, entity='brokerId'),
     f('brokers', [
-        f('broker_id', 'int32'),
+        f('broker_id', 'int32', entity='brokerId'),
         f('host', 'string'),
         f('port', 'int32'),
         f('rack', 'string', nullable='0+', default=None),

@@ -7,7 +7,7 @@ unknown group (Dead and empty before).
 from ..schema import Message, f
 
 DescribeGroupsRequest = Message('DescribeGroupsRequest', 15, "0-6", '5+', [
-    f('groups', '[]string'),
+    f('groups', '[]string', entity='groupId'),
     f('include_authorized_operations', 'bool', '3+'),
 ])
 
@@ -16,14 +16,14 @@ DescribeGroupsResponse = Message('DescribeGroupsResponse', 15, "0-6", '5+', [
     f('groups', [
         f('error_code', 'int16'),
         f('error_message', 'string', '6+', nullable='6+', default=None),
-        f('group_id', 'string'),
+        f('group_id', 'string', entity='groupId'),
         f('group_state', 'string'),
         f('protocol_type', 'string'),
         f('protocol_data', 'string'),
         f('members', [
             f('member_id', 'string'),
             f('group_instance_id', 'string', '4+', nullable='4+', default=None),
-            f('client_id', 'string'),
+            f('client_id', 'string', entity='clientId'),
             f('client_host', 'string'),
             f('member_metadata', 'bytes'),
             f('member_assignment', 'bytes'),

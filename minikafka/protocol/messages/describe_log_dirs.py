@@ -5,8 +5,8 @@ from ..schema import Message, f
 
 DescribeLogDirsRequest = Message('DescribeLogDirsRequest', 35, "0-4", '2+', [
     f('topics', [
-        f('topic', 'string'),
-        f('partitions', '[]int32'),
+        f('topic', 'string', entity='topicName'),
+        f('partitions', '[]int32', entity='partitionIndex'),
     ], nullable='0+'),
 ])
 
@@ -17,9 +17,9 @@ DescribeLogDirsResponse = Message('DescribeLogDirsResponse', 35, "0-4", '2+', [
         f('error_code', 'int16'),
         f('log_dir', 'string'),
         f('topics', [
-            f('name', 'string'),
+            f('name', 'string', entity='topicName'),
             f('partitions', [
-                f('partition_index', 'int32'),
+                f('partition_index', 'int32', entity='partitionIndex'),
                 f('partition_size', 'int64'),
                 f('offset_lag', 'int64'),
                 f('is_future_key', 'bool'),

@@ -10,7 +10,7 @@ from ..schema import Message, f
 
 def _replica_state():  # Kafka's common struct ReplicaState
     return [
-        f('replica_id', 'int32'),
+        f('replica_id', 'int32', entity='brokerId'),
         f('replica_directory_id', 'uuid', '2+'),
         f('log_end_offset', 'int64'),
         f('last_fetch_timestamp', 'int64', '1+', default=-1),
@@ -20,9 +20,9 @@ def _replica_state():  # Kafka's common struct ReplicaState
 
 DescribeQuorumRequest = Message('DescribeQuorumRequest', 55, "0-2", '0+', [
     f('topics', [
-        f('topic_name', 'string'),
+        f('topic_name', 'string', entity='topicName'),
         f('partitions', [
-            f('partition_index', 'int32'),
+            f('partition_index', 'int32', entity='partitionIndex'),
         ]),
     ]),
 ])
@@ -31,12 +31,12 @@ DescribeQuorumResponse = Message('DescribeQuorumResponse', 55, "0-2", '0+', [
     f('error_code', 'int16'),
     f('error_message', 'string', '2+', nullable='2+', default=None),
     f('topics', [
-        f('topic_name', 'string'),
+        f('topic_name', 'string', entity='topicName'),
         f('partitions', [
-            f('partition_index', 'int32'),
+            f('partition_index', 'int32', entity='partitionIndex'),
             f('error_code', 'int16'),
             f('error_message', 'string', '2+', nullable='2+', default=None),
-            f('leader_id', 'int32'),
+            f('leader_id', 'int32', entity='brokerId'),
             f('leader_epoch', 'int32'),
             f('high_watermark', 'int64'),
             f('current_voters', _replica_state()),
@@ -44,7 +44,7 @@ DescribeQuorumResponse = Message('DescribeQuorumResponse', 55, "0-2", '0+', [
         ]),
     ]),
     f('nodes', [
-        f('node_id', 'int32', '2+'),
+        f('node_id', 'int32', '2+', entity='brokerId'),
         f('listeners', [
             f('name', 'string', '2+'),
             f('host', 'string', '2+'),

@@ -7,10 +7,10 @@ from ..schema import Message, f
 
 DescribeShareGroupOffsetsRequest = Message('DescribeShareGroupOffsetsRequest', 90, "0-1", '0+', [
     f('groups', [
-        f('group_id', 'string'),
+        f('group_id', 'string', entity='groupId'),
         f('topics', [
-            f('topic_name', 'string'),
-            f('partitions', '[]int32'),
+            f('topic_name', 'string', entity='topicName'),
+            f('partitions', '[]int32', entity='partitionIndex'),
         ], nullable='0+'),
     ]),
 ])
@@ -18,12 +18,12 @@ DescribeShareGroupOffsetsRequest = Message('DescribeShareGroupOffsetsRequest', 9
 DescribeShareGroupOffsetsResponse = Message('DescribeShareGroupOffsetsResponse', 90, "0-1", '0+', [
     f('throttle_time_ms', 'int32'),
     f('groups', [
-        f('group_id', 'string'),
+        f('group_id', 'string', entity='groupId'),
         f('topics', [
-            f('topic_name', 'string'),
-            f('topic_id', 'uuid'),
+            f('topic_name', 'string', entity='topicName'),
+            f('topic_id', 'uuid', entity='topicId'),
             f('partitions', [
-                f('partition_index', 'int32'),
+                f('partition_index', 'int32', entity='partitionIndex'),
                 f('start_offset', 'int64'),
                 f('leader_epoch', 'int32'),
                 f('lag', 'int64', '1+', default=-1),

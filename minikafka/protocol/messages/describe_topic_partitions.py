@@ -10,14 +10,14 @@ from ..schema import Message, f, struct
 
 def _cursor():  # Kafka's Cursor: a topic name and the partition index to start at
     return struct(
-        f('topic_name', 'string'),
-        f('partition_index', 'int32'),
+        f('topic_name', 'string', entity='topicName'),
+        f('partition_index', 'int32', entity='partitionIndex'),
     )
 
 
 DescribeTopicPartitionsRequest = Message('DescribeTopicPartitionsRequest', 75, "0", '0+', [
     f('topics', [
-        f('name', 'string'),
+        f('name', 'string', entity='topicName'),
     ]),
     f('response_partition_limit', 'int32', default=2000),
     f('cursor', _cursor(), nullable='0+', default=None),
@@ -27,19 +27,19 @@ DescribeTopicPartitionsResponse = Message('DescribeTopicPartitionsResponse', 75,
     f('throttle_time_ms', 'int32'),
     f('topics', [
         f('error_code', 'int16'),
-        f('name', 'string', nullable='0+'),
-        f('topic_id', 'uuid'),
+        f('name', 'string', nullable='0+', entity='topicName'),
+        f('topic_id', 'uuid', entity='topicId'),
         f('is_internal', 'bool', default=False),
         f('partitions', [
             f('error_code', 'int16'),
-            f('partition_index', 'int32'),
-            f('leader_id', 'int32'),
+            f('partition_index', 'int32', entity='partitionIndex'),
+            f('leader_id', 'int32', entity='brokerId'),
             f('leader_epoch', 'int32', default=-1),
-            f('replica_nodes', '[]int32'),
-            f('isr_nodes', '[]int32'),
-            f('eligible_leader_replicas', '[]int32', nullable='0+', default=None),
-            f('last_known_elr', '[]int32', nullable='0+', default=None),
-            f('offline_replicas', '[]int32'),
+            f('replica_nodes', '[]int32', entity='brokerId'),
+            f('isr_nodes', '[]int32', entity='brokerId'),
+            f('eligible_leader_replicas', '[]int32', nullable='0+', default=None, entity='brokerId'),
+            f('last_known_elr', '[]int32', nullable='0+', default=None, entity='brokerId'),
+            f('offline_replicas', '[]int32', entity='brokerId'),
         ]),
         f('topic_authorized_operations', 'int32', default=-2147483648),
     ]),

@@ -9,8 +9,8 @@ from ..schema import Message, f
 ElectLeadersRequest = Message('ElectLeadersRequest', 43, "0-2", '2+', [
     f('election_type', 'int8', '1+'),
     f('topic_partitions', [
-        f('topic', 'string'),
-        f('partitions', '[]int32'),
+        f('topic', 'string', entity='topicName'),
+        f('partitions', '[]int32', entity='partitionIndex'),
     ], nullable='0+'),
     f('timeout_ms', 'int32', default=60000),
 ])
@@ -19,9 +19,9 @@ ElectLeadersResponse = Message('ElectLeadersResponse', 43, "0-2", '2+', [
     f('throttle_time_ms', 'int32'),
     f('error_code', 'int16', '1+'),
     f('replica_election_results', [
-        f('topic', 'string'),
+        f('topic', 'string', entity='topicName'),
         f('partition_result', [
-            f('partition_id', 'int32'),
+            f('partition_id', 'int32', entity='partitionIndex'),
             f('error_code', 'int16'),
             f('error_message', 'string', nullable='0+', default=None),
         ]),

@@ -17,9 +17,9 @@ from ..schema import Message, f, struct
 
 FetchRequest = Message("FetchRequest", 1, "4-18", "12+", [
     f("cluster_id", "string", "12+", nullable="12+", default=None, tag=0),
-    f("replica_id", "int32", "0-14", default=-1),
+    f("replica_id", "int32", "0-14", default=-1, entity="brokerId"),
     f("replica_state", struct(
-        f("replica_id", "int32", "15+", default=-1),
+        f("replica_id", "int32", "15+", default=-1, entity="brokerId"),
         f("replica_epoch", "int64", "15+", default=-1),
     ), "15+", tag=1),
     f("max_wait_ms", "int32"),
@@ -29,10 +29,10 @@ FetchRequest = Message("FetchRequest", 1, "4-18", "12+", [
     f("session_id", "int32", "7+", default=0),
     f("session_epoch", "int32", "7+", default=-1),
     f("topics", [
-        f("topic", "string", "0-12"),
-        f("topic_id", "uuid", "13+"),
+        f("topic", "string", "0-12", entity="topicName"),
+        f("topic_id", "uuid", "13+", entity="topicId"),
         f("partitions", [
-            f("partition", "int32"),
+            f("partition", "int32", entity="partitionIndex"),
             f("current_leader_epoch", "int32", "9+", default=-1),
             f("fetch_offset", "int64"),
             f("last_fetched_epoch", "int32", "12+", default=-1),
@@ -43,9 +43,9 @@ FetchRequest = Message("FetchRequest", 1, "4-18", "12+", [
         ]),
     ]),
     f("forgotten_topics_data", [
-        f("topic", "string", "7-12"),
-        f("topic_id", "uuid", "13+"),
-        f("partitions", "[]int32", "7+"),
+        f("topic", "string", "7-12", entity="topicName"),
+        f("topic_id", "uuid", "13+", entity="topicId"),
+        f("partitions", "[]int32", "7+", entity="partitionIndex"),
     ], "7+"),
     f("rack_id", "string", "11+", default=""),
 ])
@@ -55,10 +55,10 @@ FetchResponse = Message("FetchResponse", 1, "4-18", "12+", [
     f("error_code", "int16", "7+"),
     f("session_id", "int32", "7+", default=0),
     f("responses", [
-        f("topic", "string", "0-12"),
-        f("topic_id", "uuid", "13+"),
+        f("topic", "string", "0-12", entity="topicName"),
+        f("topic_id", "uuid", "13+", entity="topicId"),
         f("partitions", [
-            f("partition_index", "int32"),
+            f("partition_index", "int32", entity="partitionIndex"),
             f("error_code", "int16"),
             f("high_watermark", "int64"),
             f("last_stable_offset", "int64", "4+", default=-1),
@@ -68,7 +68,7 @@ FetchResponse = Message("FetchResponse", 1, "4-18", "12+", [
                 f("end_offset", "int64", "12+", default=-1),
             ), "12+", tag=0),
             f("current_leader", struct(
-                f("leader_id", "int32", "12+", default=-1),
+                f("leader_id", "int32", "12+", default=-1, entity="brokerId"),
                 f("leader_epoch", "int32", "12+", default=-1),
             ), "12+", tag=1),
             f("snapshot_id", struct(
@@ -76,15 +76,15 @@ FetchResponse = Message("FetchResponse", 1, "4-18", "12+", [
                 f("epoch", "int32", "0+", default=-1),
             ), "12+", tag=2),
             f("aborted_transactions", [
-                f("producer_id", "int64", "4+"),
+                f("producer_id", "int64", "4+", entity="producerId"),
                 f("first_offset", "int64", "4+"),
             ], "4+", nullable="4+"),
-            f("preferred_read_replica", "int32", "11+", default=-1),
+            f("preferred_read_replica", "int32", "11+", default=-1, entity="brokerId"),
             f("records", "records", nullable="0+"),
         ]),
     ]),
     f("node_endpoints", [
-        f("node_id", "int32", "16+"),
+        f("node_id", "int32", "16+", entity="brokerId"),
         f("host", "string", "16+"),
         f("port", "int32", "16+"),
         f("rack", "string", "16+", nullable="16+", default=None),

@@ -3,7 +3,7 @@
 from ..schema import Message, f
 
 HeartbeatRequest = Message('HeartbeatRequest', 12, "0-4", '4+', [
-    f('group_id', 'string'),
+    f('group_id', 'string', entity='groupId'),
     f('generation_id', 'int32'),
     f('member_id', 'string'),
     f('group_instance_id', 'string', '3+', nullable='3+', default=None),

@@ -3,7 +3,7 @@
 from ..schema import Message, f
 
 JoinGroupRequest = Message('JoinGroupRequest', 11, "0-9", '6+', [
-    f('group_id', 'string'),
+    f('group_id', 'string', entity='groupId'),
     f('session_timeout_ms', 'int32'),
     f('rebalance_timeout_ms', 'int32', '1+', default=-1),
     f('member_id', 'string'),

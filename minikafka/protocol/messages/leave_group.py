@@ -3,7 +3,7 @@
 from ..schema import Message, f
 
 LeaveGroupRequest = Message('LeaveGroupRequest', 13, "0-5", '4+', [
-    f('group_id', 'string'),
+    f('group_id', 'string', entity='groupId'),
     f('member_id', 'string', '0-2'),
     f('members', [
         f('member_id', 'string', '3+'),

@@ -14,7 +14,7 @@ ListGroupsResponse = Message('ListGroupsResponse', 16, "0-5", '3+', [
     f('throttle_time_ms', 'int32', '1+'),
     f('error_code', 'int16'),
     f('groups', [
-        f('group_id', 'string'),
+        f('group_id', 'string', entity='groupId'),
         f('protocol_type', 'string'),
         f('group_state', 'string', '4+'),
         f('group_type', 'string', '5+'),

@@ -11,12 +11,12 @@ timestamp sent at a version older than its own is answered UNSUPPORTED_VERSION.
 from ..schema import Message, f
 
 ListOffsetsRequest = Message('ListOffsetsRequest', 2, "0-11", '6+', [
-    f('replica_id', 'int32'),
+    f('replica_id', 'int32', entity='brokerId'),
     f('isolation_level', 'int8', '2+'),
     f('topics', [
-        f('name', 'string'),
+        f('name', 'string', entity='topicName'),
         f('partitions', [
-            f('partition_index', 'int32'),
+            f('partition_index', 'int32', entity='partitionIndex'),
             f('current_leader_epoch', 'int32', '4+', default=-1),
             f('timestamp', 'int64'),
             f('max_num_offsets', 'int32', '0', default=1),
@@ -28,9 +28,9 @@ ListOffsetsRequest = Message('ListOffsetsRequest', 2, "0-11", '6+', [
 ListOffsetsResponse = Message('ListOffsetsResponse', 2, "0-11", '6+', [
     f('throttle_time_ms', 'int32', '2+'),
     f('topics', [
-        f('name', 'string'),
+        f('name', 'string', entity='topicName'),
         f('partitions', [
-            f('partition_index', 'int32'),
+            f('partition_index', 'int32', entity='partitionIndex'),
             f('error_code', 'int16'),
             f('old_style_offsets', '[]int64', '0'),
             f('timestamp', 'int64', '1+', default=-1),

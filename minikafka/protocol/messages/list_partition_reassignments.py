@@ -5,8 +5,8 @@ from ..schema import Message, f
 ListPartitionReassignmentsRequest = Message('ListPartitionReassignmentsRequest', 46, "0", '0+', [
     f('timeout_ms', 'int32', default=60000),
     f('topics', [  # null: every ongoing reassignment
-        f('name', 'string'),
-        f('partition_indexes', '[]int32'),
+        f('name', 'string', entity='topicName'),
+        f('partition_indexes', '[]int32', entity='partitionIndex'),
     ], nullable='0+', default=None),
 ])
 
@@ -15,12 +15,12 @@ ListPartitionReassignmentsResponse = Message('ListPartitionReassignmentsResponse
     f('error_code', 'int16'),
     f('error_message', 'string', nullable='0+', default=None),
     f('topics', [
-        f('name', 'string'),
+        f('name', 'string', entity='topicName'),
         f('partitions', [
-            f('partition_index', 'int32'),
-            f('replicas', '[]int32'),
-            f('adding_replicas', '[]int32'),
-            f('removing_replicas', '[]int32'),
+            f('partition_index', 'int32', entity='partitionIndex'),
+            f('replicas', '[]int32', entity='brokerId'),
+            f('adding_replicas', '[]int32', entity='brokerId'),
+            f('removing_replicas', '[]int32', entity='brokerId'),
         ]),
     ]),
 ])

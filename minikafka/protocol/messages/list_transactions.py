@@ -8,7 +8,7 @@ from ..schema import Message, f
 
 ListTransactionsRequest = Message('ListTransactionsRequest', 66, "0-2", '0+', [
     f('state_filters', '[]string'),
-    f('producer_id_filters', '[]int64'),
+    f('producer_id_filters', '[]int64', entity='producerId'),
     f('duration_filter', 'int64', '1+', default=-1),
     f('transactional_id_pattern', 'string', '2+', nullable='2+', default=None),
 ])
@@ -18,8 +18,8 @@ ListTransactionsResponse = Message('ListTransactionsResponse', 66, "0-2", '0+', 
     f('error_code', 'int16'),
     f('unknown_state_filters', '[]string'),
     f('transaction_states', [
-        f('transactional_id', 'string'),
-        f('producer_id', 'int64'),
+        f('transactional_id', 'string', entity='transactionalId'),
+        f('producer_id', 'int64', entity='producerId'),
         f('transaction_state', 'string'),
     ]),
 ])

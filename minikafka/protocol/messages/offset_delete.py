@@ -6,11 +6,11 @@ Deletes a group's committed offsets for the partitions named; the group coordina
 from ..schema import Message, f
 
 OffsetDeleteRequest = Message('OffsetDeleteRequest', 47, "0", None, [
-    f('group_id', 'string'),
+    f('group_id', 'string', entity='groupId'),
     f('topics', [
-        f('name', 'string'),
+        f('name', 'string', entity='topicName'),
         f('partitions', [
-            f('partition_index', 'int32'),
+            f('partition_index', 'int32', entity='partitionIndex'),
         ]),
     ]),
 ])
@@ -19,9 +19,9 @@ OffsetDeleteResponse = Message('OffsetDeleteResponse', 47, "0", None, [
     f('error_code', 'int16'),
     f('throttle_time_ms', 'int32'),
     f('topics', [
-        f('name', 'string'),
+        f('name', 'string', entity='topicName'),
         f('partitions', [
-            f('partition_index', 'int32'),
+            f('partition_index', 'int32', entity='partitionIndex'),
             f('error_code', 'int16'),
         ]),
     ]),

@@ -12,14 +12,14 @@ UNKNOWN_TOPIC_ID.
 from ..schema import Message, f, struct
 
 ProduceRequest = Message('ProduceRequest', 0, "3-13", '9+', [
-    f('transactional_id', 'string', '3+', nullable='3+', default=None),
+    f('transactional_id', 'string', '3+', nullable='3+', default=None, entity='transactionalId'),
     f('acks', 'int16'),
     f('timeout_ms', 'int32'),
     f('topic_data', [
-        f('name', 'string', '0-12'),
-        f('topic_id', 'uuid', '13+'),
+        f('name', 'string', '0-12', entity='topicName'),
+        f('topic_id', 'uuid', '13+', entity='topicId'),
         f('partition_data', [
-            f('index', 'int32'),
+            f('index', 'int32', entity='partitionIndex'),
             f('records', 'records', nullable='0+'),
         ]),
     ]),
@@ -27,10 +27,10 @@ ProduceRequest = Message('ProduceRequest', 0, "3-13", '9+', [
 
 ProduceResponse = Message('ProduceResponse', 0, "3-13", '9+', [
     f('responses', [
-        f('name', 'string', '0-12'),
-        f('topic_id', 'uuid', '13+'),
+        f('name', 'string', '0-12', entity='topicName'),
+        f('topic_id', 'uuid', '13+', entity='topicId'),
         f('partition_responses', [
-            f('index', 'int32'),
+            f('index', 'int32', entity='partitionIndex'),
             f('error_code', 'int16'),
             f('base_offset', 'int64'),
             f('log_append_time_ms', 'int64', '2+', default=-1),
@@ -41,14 +41,14 @@ ProduceResponse = Message('ProduceResponse', 0, "3-13", '9+', [
             ], '8+'),
             f('error_message', 'string', '8+', nullable='8+', default=None),
             f('current_leader', struct(
-                f('leader_id', 'int32', '10+', default=-1),
+                f('leader_id', 'int32', '10+', default=-1, entity='brokerId'),
                 f('leader_epoch', 'int32', '10+', default=-1),
             ), '10+', tag=0),
         ]),
     ]),
     f('throttle_time_ms', 'int32', '1+', default=0),
     f('node_endpoints', [
-        f('node_id', 'int32', '10+'),
+        f('node_id', 'int32', '10+', entity='brokerId'),
         f('host', 'string', '10+'),
         f('port', 'int32', '10+'),
         f('rack', 'string', '10+', nullable='10+', default=None),

@@ -9,7 +9,7 @@ from ..schema import Message, f, struct
 
 
 ShareFetchRequest = Message('ShareFetchRequest', 78, "1-2", '0+', [
-    f('group_id', 'string', nullable='0+', default=None),
+    f('group_id', 'string', nullable='0+', default=None, entity='groupId'),
     f('member_id', 'string', nullable='0+'),
     f('share_session_epoch', 'int32'),
     f('max_wait_ms', 'int32'),
@@ -20,9 +20,9 @@ ShareFetchRequest = Message('ShareFetchRequest', 78, "1-2", '0+', [
     f('share_acquire_mode', 'int8', '2+', default=0),
     f('is_renew_ack', 'bool', '2+', default=False),
     f('topics', [
-        f('topic_id', 'uuid'),
+        f('topic_id', 'uuid', entity='topicId'),
         f('partitions', [
-            f('partition_index', 'int32'),
+            f('partition_index', 'int32', entity='partitionIndex'),
             f('acknowledgement_batches', [
                 f('first_offset', 'int64'),
                 f('last_offset', 'int64'),
@@ -31,8 +31,8 @@ ShareFetchRequest = Message('ShareFetchRequest', 78, "1-2", '0+', [
         ]),
     ]),
     f('forgotten_topics_data', [
-        f('topic_id', 'uuid'),
-        f('partitions', '[]int32'),
+        f('topic_id', 'uuid', entity='topicId'),
+        f('partitions', '[]int32', entity='partitionIndex'),
     ]),
 ])
 
@@ -42,15 +42,15 @@ ShareFetchResponse = Message('ShareFetchResponse', 78, "1-2", '0+', [
     f('error_message', 'string', nullable='0+', default=None),
     f('acquisition_lock_timeout_ms', 'int32'),
     f('responses', [
-        f('topic_id', 'uuid'),
+        f('topic_id', 'uuid', entity='topicId'),
         f('partitions', [
-            f('partition_index', 'int32'),
+            f('partition_index', 'int32', entity='partitionIndex'),
             f('error_code', 'int16'),
             f('error_message', 'string', nullable='0+', default=None),
             f('acknowledge_error_code', 'int16'),
             f('acknowledge_error_message', 'string', nullable='0+', default=None),
             f('current_leader', struct(
-                f('leader_id', 'int32'),
+                f('leader_id', 'int32', entity='brokerId'),
                 f('leader_epoch', 'int32'),
             )),
             f('records', 'records', nullable='0+'),
@@ -62,7 +62,7 @@ ShareFetchResponse = Message('ShareFetchResponse', 78, "1-2", '0+', [
         ]),
     ]),
     f('node_endpoints', [  # the leaders of the partitions answered NOT_LEADER_OR_FOLLOWER
-        f('node_id', 'int32'),
+        f('node_id', 'int32', entity='brokerId'),
         f('host', 'string'),
         f('port', 'int32'),
         f('rack', 'string', nullable='0+', default=None),

@@ -6,11 +6,11 @@ Version 0 was Kafka 4.0's early access and is gone from Kafka 4.1 on: not declar
 from ..schema import Message, f, struct
 
 ShareGroupHeartbeatRequest = Message('ShareGroupHeartbeatRequest', 76, "1", '0+', [
-    f('group_id', 'string'),
+    f('group_id', 'string', entity='groupId'),
     f('member_id', 'string'),
     f('member_epoch', 'int32'),
     f('rack_id', 'string', nullable='0+', default=None),
-    f('subscribed_topic_names', '[]string', nullable='0+', default=None),
+    f('subscribed_topic_names', '[]string', nullable='0+', default=None, entity='topicName'),
 ])
 
 ShareGroupHeartbeatResponse = Message('ShareGroupHeartbeatResponse', 76, "1", '0+', [
@@ -22,8 +22,8 @@ ShareGroupHeartbeatResponse = Message('ShareGroupHeartbeatResponse', 76, "1", '0
     f('heartbeat_interval_ms', 'int32'),
     f('assignment', struct(
         f('topic_partitions', [
-            f('topic_id', 'uuid'),
-            f('partitions', '[]int32'),
+            f('topic_id', 'uuid', entity='topicId'),
+            f('partitions', '[]int32', entity='partitionIndex'),
         ]),
     ), nullable='0+', default=None),
 ])

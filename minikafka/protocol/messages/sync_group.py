@@ -3,7 +3,7 @@
 from ..schema import Message, f
 
 SyncGroupRequest = Message('SyncGroupRequest', 14, "0-5", '4+', [
-    f('group_id', 'string'),
+    f('group_id', 'string', entity='groupId'),
     f('generation_id', 'int32'),
     f('member_id', 'string'),
     f('group_instance_id', 'string', '3+', nullable='3+', default=None),

@@ -6,7 +6,7 @@ An administrator removes a broker's registration from the cluster (``kafka-clust
 from ..schema import Message, f
 
 UnregisterBrokerRequest = Message('UnregisterBrokerRequest', 64, "0", '0+', [
-    f('broker_id', 'int32'),
+    f('broker_id', 'int32', entity='brokerId'),
 ])
 
 UnregisterBrokerResponse = Message('UnregisterBrokerResponse', 64, "0", '0+', [

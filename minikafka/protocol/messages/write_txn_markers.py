@@ -11,12 +11,12 @@ from ..schema import Message, f
 
 WriteTxnMarkersRequest = Message('WriteTxnMarkersRequest', 27, "1-2", '1+', [
     f('markers', [
-        f('producer_id', 'int64'),
+        f('producer_id', 'int64', entity='producerId'),
         f('producer_epoch', 'int16'),
         f('transaction_result', 'bool'),
         f('topics', [
-            f('name', 'string'),
-            f('partition_indexes', '[]int32'),
+            f('name', 'string', entity='topicName'),
+            f('partition_indexes', '[]int32', entity='partitionIndex'),
         ]),
         f('coordinator_epoch', 'int32'),
         f('transaction_version', 'int8', '2+', default=0),
@@ -25,11 +25,11 @@ WriteTxnMarkersRequest = Message('WriteTxnMarkersRequest', 27, "1-2", '1+', [
 
 WriteTxnMarkersResponse = Message('WriteTxnMarkersResponse', 27, "1-2", '1+', [
     f('markers', [
-        f('producer_id', 'int64'),
+        f('producer_id', 'int64', entity='producerId'),
         f('topics', [
-            f('name', 'string'),
+            f('name', 'string', entity='topicName'),
             f('partitions', [
-                f('partition_index', 'int32'),
+                f('partition_index', 'int32', entity='partitionIndex'),
                 f('error_code', 'int16'),
             ]),
         ]),

@@ -5,7 +5,8 @@ backlog."""
 from __future__ import annotations
 
 import trio
-from helpers import batch, produce
+import trio.testing
+from helpers import batch, produce, wait_until
 
 from minikafka.broker.broker import Broker
 from minikafka.client.consumer import KafkaConsumer, TopicPartition
@@ -44,7 +45,8 @@ async def test_incremental_fetch_sessions_are_used(broker: Broker, conn) -> None
             with trio.fail_after(10):
                 while total < 5 * (rnd + 1):
                     total += sum(len(v) for v in (await c.poll(200)).values())
-            await trio.sleep(0.2)  # idle: empty incremental fetches naming no partition
+            idle_from = len(seen)  # idle: an empty incremental fetch naming no partition
+            await wait_until(lambda: any(s[1] > 0 and s[2] == 0 for s in seen[idle_from:]), what="an idle fetch")
         assert broker.fetch_manager.cache.num_incremental_fetch_sessions >= 1
         assert c.fetcher.incremental_fetches_sent >= 3
     full = [s for s in seen if s[1] == 0]
@@ -66,12 +68,14 @@ async def test_bounded_queue_back_pressures_fetching(broker: Broker, conn) -> No
                              max_partition_fetch_bytes=1200, queued_max_chunks=3, fetch_max_wait_ms=50) as c:
         c.assign([TopicPartition("bp", p) for p in range(4)])
         await c.poll(0)  # resolves the positions; the fetcher starts
-        await trio.sleep(1.0)  # the application does not poll
+        # The application does not poll: the fetcher fills the queue and blocks putting the next chunk in.
+        queue = c.fetcher._recv
+        await wait_until(lambda: queue.statistics().tasks_waiting_send == 1, what="the fetcher to block")
         stalled = len(seen)
         assert 1 <= stalled <= 2  # one fetch filled the queue (4 chunks > 3): the fetcher is blocked
         assert c.fetcher.queued_chunks == 3
-        await trio.sleep(0.3)
-        assert len(seen) == stalled  # still blocked, no more fetch requests
+        await trio.testing.wait_all_tasks_blocked()  # everything else settles ...
+        assert len(seen) == stalled and queue.statistics().tasks_waiting_send == 1  # ... still blocked, no fetch
         n = 0
         with trio.fail_after(15):
             while n < 800:

@@ -18,13 +18,16 @@ class Clock:
     def __call__(self) -> float:
         return self.ms
 
+    def monotonic(self) -> float:  # what the accumulator reads of a Clock
+        return self.ms / 1000
+
 
 def make(linger_ms: float = 10, batch_size: int = 1024, txn: TransactionManager | None = None,
          memory: int = 64 * 1024) -> tuple[RecordAccumulator, Clock]:
     clock = Clock()
     pool = BufferPool(memory, batch_size, clock=lambda: clock.ms / 1000)
     acc = RecordAccumulator(batch_size, 0, linger_ms, retry_backoff_ms=100, delivery_timeout_ms=5000, pool=pool,
-                            txn=txn, clock_ms=clock)
+                            txn=txn, clock=clock)
     return acc, clock
 
 

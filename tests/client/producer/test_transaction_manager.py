@@ -15,10 +15,11 @@ from minikafka.client.producer import (IllegalStateError, KafkaProducer, KafkaPr
                                        ProducerConfig, ProducerFencedError, TransactionalIdAuthorizationError,
                                        TxnState)
 from minikafka.client.producer.batch import ProducerBatch
-from minikafka.client.producer.transaction_manager import (VALID_SOURCES, AddOffsetsToTxnHandler,
-                                                           AddPartitionsToTxnHandler, CoordinatorType, EndTxnHandler,
-                                                           FindCoordinatorHandler, InitProducerIdHandler,
-                                                           TransactionManager, TxnOffsetCommitHandler)
+from minikafka.client.producer.transaction_manager import TransactionManager
+from minikafka.client.producer.txn_handlers import (AddOffsetsToTxnHandler, AddPartitionsToTxnHandler, CoordinatorType,
+                                                    EndTxnHandler, FindCoordinatorHandler, InitProducerIdHandler,
+                                                    TxnOffsetCommitHandler)
+from minikafka.client.producer.txn_state import VALID_SOURCES
 from minikafka.common import OffsetAndMetadata
 from minikafka.protocol.api import APIS
 from minikafka.protocol.errors import ErrorCode

@@ -15,7 +15,7 @@ from helpers import stored_batches
 from minikafka.client.consumer import KafkaConsumer, TopicPartition
 from minikafka.client.producer import (KafkaProducer, KafkaProducerError, ProducerFencedError, TransactionAbortedError,
                                        TxnState)
-from minikafka.client.producer.transaction_manager import EndTxnHandler
+from minikafka.client.producer.txn_handlers import EndTxnHandler
 from minikafka.protocol.api import ApiKey
 from minikafka.protocol.errors import ErrorCode
 from minikafka.protocol.records import ControlRecordType, decode_control_key

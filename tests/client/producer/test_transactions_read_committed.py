@@ -9,6 +9,7 @@ import pytest
 from minikafka.client.consumer import ConsumerError, ConsumerGroupMetadata, KafkaConsumer, TopicPartition
 from minikafka.client.consumer.fetcher import CompletedFetch
 from minikafka.protocol.records import ControlRecordType, Record, build_batch, build_control_batch
+from minikafka.common.clock import SYSTEM_CLOCK
 
 ABORTER, COMMITTER, PLAIN = 1, 2, -1
 
@@ -16,11 +17,12 @@ ABORTER, COMMITTER, PLAIN = 1, 2, -1
 def data(base: int, pid: int, *values: bytes) -> bytes:
     return build_batch([Record(i, 0, None, v) for i, v in enumerate(values)], base_offset=base, producer_id=pid,
                        producer_epoch=0 if pid >= 0 else -1, base_sequence=0 if pid >= 0 else -1,
-                       is_transactional=pid >= 0)
+                       is_transactional=pid >= 0, base_timestamp=SYSTEM_CLOCK.time_ms())
 
 
 def marker(base: int, pid: int, kind: ControlRecordType) -> bytes:
-    return build_control_batch(kind, producer_id=pid, producer_epoch=0, base_offset=base)
+    return build_control_batch(kind, producer_id=pid, producer_epoch=0, base_offset=base,
+                               timestamp=SYSTEM_CLOCK.time_ms())
 
 
 # offsets: 0-1 aborter, 2-3 committer, 4 plain, 5 aborter, 6 ABORT(aborter), 7 COMMIT(committer),

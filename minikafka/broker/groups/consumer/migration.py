@@ -28,12 +28,14 @@ from __future__ import annotations
 import logging
 import struct
 import uuid
+from dataclasses import dataclass
 from collections.abc import Callable, Iterable
 
-from ....client.consumer.protocol import Assignment as ProtocolAssignment
-from ....client.consumer.protocol import Subscription, decode_assignment, decode_subscription, encode_assignment
 from ....common import TopicPartition
+from ....protocol.consumer_protocol import (MAX_VERSION, build_assignment, parse_assignment, parse_subscription,
+                                            topic_partitions)
 from ....protocol.errors import ErrorCode
+from ....protocol.exceptions import ProtocolError
 from ..metadata import (
     CONSUMER_PROTOCOL_TYPE,
     GROUP_TYPE_CLASSIC,
@@ -62,27 +64,39 @@ log = logging.getLogger("minikafka.broker.groups.coordinator")
 E = ErrorCode
 S = GroupState
 
-_MAX_ASSIGNMENT_VERSION = 3  # the ConsumerProtocolAssignment versions the encoder knows
+_MAX_ASSIGNMENT_VERSION = MAX_VERSION  # the ConsumerProtocolAssignment versions the encoder knows
 
 
 def _migration_policy(config_value: str) -> str:
     return config_value.strip().lower()
 
 
-def read_subscription(metadata: bytes) -> Subscription | None:
+@dataclass(frozen=True, slots=True)
+class ClassicSubscription:
+    """What the coordinator reads of a classic member's ConsumerProtocolSubscription."""
+
+    topics: list[str]
+    owned_partitions: list[TopicPartition]
+    rack_id: str | None
+
+
+def read_subscription(metadata: bytes) -> ClassicSubscription | None:
     """A JoinGroup protocol's ConsumerProtocolSubscription, or None when it cannot be read."""
     try:
-        return decode_subscription(metadata)
-    except Exception:  # noqa: BLE001 - any malformed client bytes: refuse them, never fail the broker
+        m = parse_subscription(metadata)
+        return ClassicSubscription(list(m.topics), [TopicPartition(t, p) for t, p in topic_partitions(
+            m.owned_partitions)], m.rack_id)
+    except ProtocolError:  # malformed client bytes: refuse them, never fail the broker
         return None
 
 
 def read_assignment(data: bytes) -> list[TopicPartition] | None:
     """A classic member's ConsumerProtocolAssignment as partitions, or None when it cannot be read."""
     try:
-        return list(decode_assignment(data).partitions)
-    except Exception:  # noqa: BLE001 - any malformed client bytes
+        m = parse_assignment(data)
+    except ProtocolError:  # malformed client bytes
         return None
+    return [] if m is None else [TopicPartition(t, p) for t, p in topic_partitions(m.assigned_partitions)]
 
 
 def to_topic_ids(partitions: Iterable[TopicPartition], topics: TopicsImage | None) -> Assignment:
@@ -133,7 +147,7 @@ class MigrationMixin(ConsumerGroupMixin, RebalanceMixin):
             (version,) = struct.unpack_from(">h", subscription, 0)
         except struct.error:
             version = 0
-        return encode_assignment(ProtocolAssignment(tps), max(0, min(version, _MAX_ASSIGNMENT_VERSION)))
+        return build_assignment(tps, None, max(0, min(version, _MAX_ASSIGNMENT_VERSION)))
 
     def _refresh_classic_session(self, member: ConsumerGroupMember) -> None:
         assert member.classic_protocols is not None
