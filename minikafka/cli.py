@@ -235,12 +235,15 @@ def package_version() -> str:
         return "unknown"
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The ``minikafka`` parser with every command (the documentation's CLI reference is made from it)."""
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The ``minikafka`` parser with every command (the documentation's CLI reference is made from it); for
+    ``command`` "serve" only that one, so that starting a broker imports no other command's modules."""
     parser = argparse.ArgumentParser(prog="minikafka", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"minikafka {package_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     _serve_parser(sub)
+    if command == "serve":
+        return parser
     _quotas_parser(sub)
     from .capture.cli import add_parser as _capture_parser
 
@@ -254,15 +257,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _command(argv: list[str]) -> str | None:
+    """The command ``argv`` names: its first argument that is no option (the top level has no option taking a
+    value)."""
+    return next((a for a in argv if not a.startswith("-")), None)
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(_command(argv))
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=getattr(logging, str(getattr(args, "log_level", "WARNING")).upper(), logging.INFO),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     if args.command == "serve":
-        from .tools.common import find_error, run_reporting
+        from .common.reporting import find_error, run_reporting
 
         def serve() -> int:
             cfg = build_config(args)

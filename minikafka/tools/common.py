@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, Sequence
 
 import trio
 
+from ..common.reporting import find_error, run_reporting
 from ..protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -148,17 +149,6 @@ def client_settings(config_class: type, props: dict[str, str], what: str) -> dic
 
 
 # -- running ----------------------------------------------------------------------------------------
-def find_error(exc: BaseException, types: tuple[type[BaseException], ...]) -> BaseException | None:
-    """``exc`` if it is one of ``types``, or the first such error inside a Trio exception group."""
-    if isinstance(exc, BaseExceptionGroup):
-        for inner in exc.exceptions:
-            found = find_error(inner, types)
-            if found is not None:
-                return found
-        return None
-    return exc if isinstance(exc, types) else None
-
-
 def reported_error(exc: BaseException) -> BaseException | None:
     """The error to report for ``exc`` (the first such one inside a Trio exception group), or None:
     ours, the clients' and the OS's, and ValueError (the clients' configs refuse bad values with it)."""
@@ -166,22 +156,6 @@ def reported_error(exc: BaseException) -> BaseException | None:
     from ..client.producer.errors import KafkaProducerError
 
     return find_error(exc, (ToolError, KafkaClientError, KafkaProducerError, OSError, ValueError))
-
-
-def run_reporting(work: Callable[[], int], reported: Callable[[BaseException], BaseException | None]) -> int:
-    """``work()``'s exit status; the failures ``reported`` picks print one line
-    (``minikafka: error: ...``) and give status 1, Ctrl-C gives 130, anything else propagates."""
-    try:
-        return work()
-    except KeyboardInterrupt:
-        return 130
-    except BaseException as exc:
-        err = reported(exc)
-        if err is None:
-            raise
-        log.debug("command failed", exc_info=exc)
-        print(f"minikafka: error: {err}", file=sys.stderr)
-        return 1
 
 
 def set_main(p: argparse.ArgumentParser, main: Callable[[argparse.Namespace], Awaitable[int]]) -> None:

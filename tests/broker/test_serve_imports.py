@@ -1,0 +1,65 @@
+"""``minikafka serve`` imports what its configuration uses and nothing more (issue 27's start-up rule): a plain
+broker loads no other command (analysis, replay, the Kafka-style tools), no HTTP stack, console or Spark.
+
+The test runs the real command in a subprocess, waits until it accepts a connection, stops it with Ctrl-C
+(SIGINT) and reads the modules it had loaded."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+from waiting import wait_for
+
+# Loaded only by other commands or configurations (``--http-port``, ``analyze``, ``replay``, the tools...).
+NOT_FOR_A_PLAIN_BROKER = (
+    "minikafka.analysis", "minikafka.capture.replay", "minikafka.capture.replay_cli", "minikafka.tools",
+    "minikafka.broker.console", "minikafka.broker.admin_http", "minikafka.web",
+    "pyspark", "pandas", "pyarrow", "matplotlib", "starlette", "hypercorn",
+)
+
+RUN = """
+import atexit, runpy, sys
+out = sys.argv[1]
+atexit.register(lambda: open(out, "w").write("\\n".join(sorted(sys.modules))))
+sys.argv = ["minikafka", "serve", "--port", sys.argv[2]]
+runpy.run_module("minikafka", run_name="__main__", alter_sys=True)
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _accepts(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    except OSError:
+        return False
+    return True
+
+
+def test_a_plain_broker_imports_no_other_command(tmp_path: Path) -> None:
+    out = tmp_path / "modules.txt"
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-c", RUN, str(out), str(port)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: proc.poll() is not None or _accepts(port), timeout=60, what="the broker to listen")
+        assert proc.poll() is None, "the broker ended before it listened"
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    modules = out.read_text().split()
+    assert "minikafka.broker.broker" in modules  # the list is the broker's
+    loaded = [m for m in modules if m.startswith(NOT_FOR_A_PLAIN_BROKER) and
+              (m in NOT_FOR_A_PLAIN_BROKER or m.startswith(tuple(p + "." for p in NOT_FOR_A_PLAIN_BROKER)))]
+    assert not loaded, f"minikafka serve imported modules it does not use: {loaded}"
