@@ -296,7 +296,7 @@ class Broker:
                                    on_closed=self._connection_closed)
         self.capture: TrafficRecorder | None = None  # while capturing (config.capture_dir, or start_capture)
         self._capture_running: tuple[RequestObserver, trio.CancelScope, trio.Event] | None = None
-        self._nursery: trio.Nursery | None = None  # run()'s, for what starts while running (a capture)
+        self._nursery: trio.Nursery | None = None  # run()'s, for the captures it starts while running
         self._serving = False
 
     def _connection_closed(self, connection_id: str) -> None:
@@ -420,23 +420,33 @@ class Broker:
         if instrument is not None:
             trio.lowlevel.add_instrument(instrument)
         try:
-            async with trio.open_nursery() as nursery:
-                if self.owns_shared:
-                    await self.shared.start(nursery, self.config)
-                nursery.start_soon(run_reaper, self.reaper)
-                nursery.start_soon(self.share_partitions.run)
-                nursery.start_soon(self._retention_loop)
-                nursery.start_soon(self.log_dirs.run)
-                await nursery.start(self.log_cleaner.run)
-                self._nursery = nursery
-                if self.config.capture_dir is not None:
-                    self._start_capture(nursery, self.config.capture_dir)
-                port = await nursery.start(self.server.serve)
-                if self.capture is not None:
-                    self.capture.set_server(f"{self.config.host}:{port}")
-                self._join(nursery)
-                self._serving = True
-                task_status.started(port)
+            # Capture writers run beside the broker, shielded, and stop only once its server has stopped: the
+            # responses its connections finish while it shuts down are still written.
+            async with trio.open_nursery() as captures:
+                self._nursery = captures
+                try:
+                    async with trio.open_nursery() as nursery:
+                        if self.owns_shared:
+                            await self.shared.start(nursery, self.config)
+                        nursery.start_soon(run_reaper, self.reaper)
+                        nursery.start_soon(self.share_partitions.run)
+                        nursery.start_soon(self._retention_loop)
+                        nursery.start_soon(self.log_dirs.run)
+                        await nursery.start(self.log_cleaner.run)
+                        if self.config.capture_dir is not None:
+                            self._start_capture(captures, self.config.capture_dir)
+                        port = await nursery.start(self.server.serve)
+                        if self.capture is not None:
+                            self.capture.set_server(f"{self.config.host}:{port}")
+                        self._join(nursery)
+                        self._serving = True
+                        task_status.started(port)
+                finally:
+                    if self._capture_running is not None:
+                        _observer, scope, done = self._capture_running
+                        scope.cancel()  # the cancelled writer writes what is left, then closes its file
+                        with trio.CancelScope(shield=True):
+                            await done.wait()
         finally:
             self._nursery = None
             self._leave()
@@ -455,7 +465,8 @@ class Broker:
             raise RuntimeError(f"broker {self.node_id} was given no capture")
         capture = self.capture = self.captures.recorder(directory, self.node_id, self.clock)
         observer = capture.observer
-        scope, done = trio.CancelScope(), trio.Event()
+        # Shielded: the broker's shutdown cancels it only after the server stopped (see run), stop_capture at once.
+        scope, done = trio.CancelScope(shield=True), trio.Event()
 
         async def write() -> None:
             try:

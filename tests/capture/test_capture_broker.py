@@ -8,7 +8,7 @@ from pathlib import Path
 
 import trio
 from capture_helpers import parse_request, parse_response
-from helpers import batch, create, fetch, produce
+from helpers import batch, create, fetch, produce, wait_until
 
 from minikafka.capture.recorder import CAPTURE
 from minikafka.broker.broker import serve_broker
@@ -134,3 +134,23 @@ async def test_throttled_response_captured_when_it_left_not_after_the_mute(tmp_p
     t_idx = next(i for i, t in enumerate(throttles) if t >= 500)
     if t_idx + 1 < len(recs):
         assert (recs[t_idx + 1].receive_ns - recs[t_idx].send_ns) / 1e6 >= throttles[t_idx] * 0.9
+
+
+async def test_a_response_still_leaving_when_the_broker_stops_is_captured(tmp_path: Path) -> None:
+    """The capture writer stops only after the server: a Fetch answered but still being sent to a client that
+    does not read (its response larger than the socket buffers) is in the capture once the broker stopped."""
+    value = b"x" * 900_000
+    async with serve_broker(capture_dir=tmp_path, captures=CAPTURE) as broker:
+        conn = await KafkaConnection.connect("127.0.0.1", broker.port, client_id="slow-reader")
+        await create(conn, "big")
+        for _ in range(24):
+            await produce(conn, "big", batch([value]))
+        await conn.send(K.FETCH, 12, {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 64 << 20,
+                                      "topics": [{"topic": "big", "partitions": [
+                                          {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 64 << 20}]}]})
+        # Answered (counted as its response is made) and not read: the broker is stuck sending it.
+        await wait_until(lambda: broker.request_stats.get(K.FETCH, [0])[0] == 1, what="the fetch to be answered")
+        # serve_broker's exit stops the broker while the client is still connected and the response leaving.
+    await conn.aclose()
+    fetches = [r for r in read_capture([tmp_path]) if r.api_key == K.FETCH]
+    assert [r.client_id for r in fetches] == ["slow-reader"]
