@@ -147,11 +147,13 @@ class KafkaApis:
         ctx = request.context
         await plan.delay()
         rule = plan.error
+        # Per-partition errors where this version lists partitions in request and response, else whole.
+        layout = partition_layout(ctx.api_key, ctx.api_version) if rule is not None and rule.per_partition else None
         if plan.drop_before:
             response = Response(request, None, close_connection=True)
         elif rule is None:
             response = await self._run_handler(request)
-        elif not rule.per_partition or partition_layout(ctx.api_key, ctx.api_version) is None:
+        elif layout is None:
             assert rule.error_code is not None
             no_response = ctx.api_key == ApiKey.PRODUCE and request.body["acks"] == 0
             body = None if no_response else error_response(ctx.api_key, ctx.api_version, request.body,
@@ -164,8 +166,7 @@ class KafkaApis:
             body, error = await self._call_handler(ctx, kept)
             if body is not None:
                 errors = error_response(ctx.api_key, ctx.api_version, faulted, rule.error_code)
-                layout = partition_layout(ctx.api_key, ctx.api_version)
-                if layout is not None and not errors.get(layout.response.path[0]):
+                if not errors.get(layout.response.path[0]):
                     # Its error response has a top-level error only: each faulted partition answers the error.
                     errors = partition_errors(ctx.api_key, ctx.api_version, faulted, rule.error_code)
                 body = merge_partition_errors(ctx.api_key, ctx.api_version, body, errors, plan, names)

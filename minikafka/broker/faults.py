@@ -466,15 +466,12 @@ class BrokerFaults:
         return self.injector.match(self.broker_id, api_key, api_version, client_id, body, self.topic_name)
 
 
-def _entries(layout: TopicLayout, body: Any, topic_name: TopicNames | None
+def _entries(message: Message, version: int, layout: TopicLayout, body: Any, topic_name: TopicNames | None
              ) -> Iterator[tuple[dict, str | None, list[tuple[int, dict]]]]:
-    """(entry, topic name, [(partition number, partition struct)]) of a body's top-level topic entries."""
-    assert layout.partitions is not None and layout.partition is not None
-    for t in body.get(layout.path[0]) or ():
-        name = t.get(layout.name) if layout.name else None
-        if not name and layout.topic_id and topic_name is not None and t.get(layout.topic_id) is not None:
-            name = topic_name(t[layout.topic_id])
-        yield t, name, [(p[layout.partition], p) for p in t.get(layout.partitions) or ()]
+    """(entry, topic name, [(partition number, partition struct)]) of a body's topic entries at ``layout``."""
+    for e in topic_entries(body, message, version):
+        if e.layout == layout:
+            yield e.entry, topic_of(e, topic_name), list(e.partitions)
 
 
 def split_request(api_key: int, version: int, body: Any, plan: FaultPlan, topic_name: TopicNames | None
@@ -487,7 +484,7 @@ def split_request(api_key: int, version: int, body: Any, plan: FaultPlan, topic_
     assert req.partitions is not None
     faulted_topics: list[dict] = []
     kept_topics: list[dict] = []
-    for t, name, parts in _entries(req, body, topic_name):
+    for t, name, parts in _entries(APIS[api_key].request, version, req, body, topic_name):
         hit = [p for index, p in parts if plan.partition_faulted(name, index)]
         miss = [p for index, p in parts if not plan.partition_faulted(name, index)]
         if hit:
@@ -508,7 +505,7 @@ def partition_errors(api_key: int, version: int, faulted: dict, code: int) -> di
     entry_fields = _subfields(APIS[api_key].response.fields, resp.path[0])
     part_fields = _subfields(entry_fields, resp.partitions)
     topics = []
-    for t, _name, parts in _entries(req, faulted, None):
+    for t, _name, parts in _entries(APIS[api_key].request, version, req, faulted, None):
         entry = struct_default(entry_fields)
         if resp.name and req.name:
             entry[resp.name] = t.get(req.name)
@@ -534,13 +531,13 @@ def merge_partition_errors(api_key: int, version: int, handled: dict, errors: di
     assert resp.partitions is not None
     by_topic: dict[str | None, dict] = {}
     merged = []
-    for t, name, parts in _entries(resp, handled, topic_name):
+    for t, name, parts in _entries(APIS[api_key].response, version, resp, handled, topic_name):
         kept = [p for index, p in parts if not plan.partition_faulted(name, index)]
         if kept:
             entry = {**t, resp.partitions: kept}
             by_topic[name] = entry
             merged.append(entry)
-    for t, name, _parts in _entries(resp, errors, topic_name):
+    for t, name, _parts in _entries(APIS[api_key].response, version, resp, errors, topic_name):
         if name in by_topic:
             by_topic[name][resp.partitions].extend(t[resp.partitions])
         else:
