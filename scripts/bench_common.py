@@ -79,10 +79,16 @@ def start_broker(port: int, *extra_args: str, profile_to: str | None = None, tre
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL,
                             **_tree_popen_args(None if tree is None else Path(tree).resolve()))
+    return proc, wait_accepting(proc, port, t0, timeout)
+
+
+def wait_accepting(proc: subprocess.Popen, port: int, t0: float, timeout: float = 30) -> float:
+    """Seconds from ``t0`` (a ``time.perf_counter()``) until a broker process listening on ``port`` accepted
+    a connection; exits if it stopped or took longer than ``timeout``."""
     while True:
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.05).close()
-            return proc, time.perf_counter() - t0
+            return time.perf_counter() - t0
         except OSError:
             if proc.poll() is not None or time.perf_counter() - t0 > timeout:
                 raise SystemExit("broker did not start")

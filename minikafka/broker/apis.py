@@ -16,26 +16,37 @@ the error response with that code, logged at debug level only.  Quota throttles 
 through the quota managers with the connection's throttle callback (Kafka's
 ``sendResponseMaybeThrottle``); observers (capture, metrics) are told of each
 request and response.  It never touches a socket.
+
+The per-request path is kept short, as Kafka's generated code keeps it: each (api key, version) met is
+looked up once into an :class:`ApiVersionEntry` (its compiled body parser and response builder, its header
+layouts), the body is parsed in place after the header, the response header is written into the response's
+first buffer, and each observer hook is called only on the observers that implement it (the hook lists
+are rebuilt when :attr:`KafkaApis.observers` changes), so an unused hook costs nothing.  Request quota
+time is charged only while some entity has a request quota (Kafka records nothing otherwise either).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
-from typing import Any
+import struct
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, SupportsIndex
 
 from ..common import Clock
 from ..protocol.api import APIS, ApiKey
 from ..protocol.errors import ErrorCode
 from ..protocol.exceptions import ProtocolError
-from ..protocol.headers import encode_response_header, parse_request_header, response_header_version
+from ..protocol.fastpath import PARSE_ERRORS, BuildFn, ParseFn3, builder_at, parser_at
+from ..protocol.headers import (encode_response_header, parse_request_header, request_header_version,
+                                response_header_version, skip_header_tags)
 from ..protocol.throttling import client_throttles_itself
+from ..protocol.types import SegmentedWriter
 from .error_responses import KafkaError, error_code_for, error_response
 from .faults import (BrokerFaults, FaultPlan, merge_partition_errors, partition_errors, partition_layout,
                      split_request)
 from .handlers.registry import Handler, supported_api_versions
 from .quota import QuotaManagers, ThrottleCallback
-from .request import Request, RequestContext, RequestObserver, Response
+from .request import ObserverBase, Request, RequestContext, RequestObserver, Response
 from .services import HandlerTimer
 
 log = logging.getLogger(__name__)
@@ -43,6 +54,81 @@ log = logging.getLogger(__name__)
 
 class CloseConnection(Exception):
     """The request cannot be answered; Kafka would close the connection."""
+
+
+_HEADER = struct.Struct(">hhih")  # api key, api version, correlation id, client id length
+_CORRELATION = struct.Struct(">i")
+
+
+class ApiVersionEntry:
+    """One (api key, version) as the request path uses it: compiled body parser and response builder, and
+    whether its request header (v2) and response header (v1) carry a tag section."""
+
+    __slots__ = ("api", "name", "version", "parse", "build", "request_tags", "response_tags")
+
+    def __init__(self, key: int, version: int) -> None:
+        api = self.api = APIS[key]
+        self.name = api.name
+        self.version = version
+        flexible = api.is_flexible(version)
+        self.parse: ParseFn3 = parser_at(api.request.construct(version))
+        self.build: BuildFn = builder_at(api.response.construct(version))
+        self.request_tags = request_header_version(key, flexible) >= 2
+        self.response_tags = response_header_version(key, flexible) >= 1
+
+
+def _overrides(observer: object, hook: str) -> bool:
+    """Whether ``observer`` does something on ``hook`` (not :class:`ObserverBase`'s no-op)."""
+    impl = getattr(type(observer), hook, None)
+    return hasattr(observer, hook) if impl is None else impl is not getattr(ObserverBase, hook)
+
+
+class ObserverList(list[RequestObserver]):
+    """:attr:`KafkaApis.observers`: a list of :class:`RequestObserver` that tells its owner when it changes."""
+
+    __slots__ = ("_changed",)
+
+    def __init__(self, items: Iterable[RequestObserver], changed: Callable[[], None]) -> None:
+        super().__init__(items)
+        self._changed = changed
+
+    def append(self, item: Any) -> None:
+        super().append(item)
+        self._changed()
+
+    def extend(self, items: Iterable[Any]) -> None:
+        super().extend(items)
+        self._changed()
+
+    def insert(self, index: SupportsIndex, item: Any) -> None:
+        super().insert(index, item)
+        self._changed()
+
+    def remove(self, item: Any) -> None:
+        super().remove(item)
+        self._changed()
+
+    def pop(self, index: SupportsIndex = -1) -> Any:
+        item = super().pop(index)
+        self._changed()
+        return item
+
+    def clear(self) -> None:
+        super().clear()
+        self._changed()
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        super().__setitem__(index, value)
+        self._changed()
+
+    def __delitem__(self, index: Any) -> None:
+        super().__delitem__(index)
+        self._changed()
+
+    def __iadd__(self, items: Iterable[Any]) -> ObserverList:  # type: ignore[override,misc]
+        super().extend(items)
+        self._changed()
+        return self
 
 
 class KafkaApis:
@@ -54,12 +140,81 @@ class KafkaApis:
         self.quotas = quotas
         self.timer = timer
         self.clock = clock
-        self.observers: list[RequestObserver] = list(observers)
         self.faults = faults
+        self._entries: dict[int, ApiVersionEntry] = {}  # (api key << 16 | version) -> entry, as met
+        self._on_request: tuple[Callable[[Request], None], ...] = ()
+        self._on_response: tuple[Callable[[Response], None], ...] = ()
+        self._on_response_sent: tuple[Callable[[Response], None], ...] = ()
+        self._observers = ObserverList(observers, self._observers_changed)
+        self._observers_changed()
+
+    @property
+    def observers(self) -> list[RequestObserver]:
+        """The request observers (capture, metrics, tests), told of each request in this order."""
+        return self._observers
+
+    @observers.setter
+    def observers(self, observers: Iterable[RequestObserver]) -> None:
+        self._observers = ObserverList(observers, self._observers_changed)
+        self._observers_changed()
+
+    def _observers_changed(self) -> None:
+        observers = list(self._observers)
+        self._on_request = tuple(o.on_request for o in observers if _overrides(o, "on_request"))
+        self._on_response = tuple(o.on_response for o in observers if _overrides(o, "on_response"))
+        self._on_response_sent = tuple(o.on_response_sent for o in observers if _overrides(o, "on_response_sent"))
+
+    def _entry(self, api_key: int, version: int) -> ApiVersionEntry | None:
+        """The entry of a version this broker declares (None for an unknown api or version)."""
+        slot = (api_key << 16) | (version & 0xFFFF)
+        entry = self._entries.get(slot)
+        if entry is None:
+            api = APIS.get(api_key)
+            if api is None or not api.request.supports(version):
+                return None
+            entry = self._entries[slot] = ApiVersionEntry(api_key, version)
+        return entry
 
     # -- parsing -------------------------------------------------------------------------------
     def parse(self, frame: bytearray, connection_id: str, peer: str = "") -> Request:
         """Parse header and body; raise CloseConnection or return the request."""
+        try:
+            api_key, version, correlation_id, n = _HEADER.unpack_from(frame, 0)
+            entry = self._entries.get((api_key << 16) | (version & 0xFFFF))
+            if entry is not None:
+                if n >= 0:
+                    offset = 10 + n
+                    client_id: str | None = str(frame[10:offset], "utf-8", "replace")
+                else:
+                    offset, client_id = 10, None
+                if entry.request_tags:
+                    if frame[offset] == 0:  # no header tags: the usual case
+                        offset += 1
+                    else:
+                        offset = skip_header_tags(frame, offset)
+        except (struct.error, IndexError, ProtocolError):  # a header that does not parse: the reference path says why
+            entry = None
+        if entry is None:  # that, or the first of its version, an unknown api or version: the reference path
+            return self._parse(frame, connection_id, peer)
+        if api_key not in self.handlers:
+            raise CloseConnection(f"unknown api key {api_key}")
+        size = len(frame)
+        ctx = RequestContext(api_key, version, correlation_id, client_id, connection_id, peer,
+                             received_ns=self.clock.monotonic_ns(), request_size=size, body_size=size - offset)
+        try:
+            body = entry.parse(memoryview(frame), offset, size)[0]
+        except PARSE_ERRORS:  # the reference parser raises the same failure as a ProtocolError
+            body = self._parse_body(entry, frame, offset)
+        return Request(ctx, body, frame)
+
+    def _parse_body(self, entry: ApiVersionEntry, frame: bytearray, offset: int) -> Any:
+        try:
+            return entry.api.request.parse(memoryview(frame)[offset:], entry.version)
+        except ProtocolError as exc:
+            raise CloseConnection(f"malformed {entry.name} v{entry.version} request: {exc}") from None
+
+    def _parse(self, frame: bytearray, connection_id: str, peer: str) -> Request:
+        """The reference parse (the first request of each version, and every failure)."""
         try:
             hdr = parse_request_header(frame)
         except ProtocolError as exc:  # too short for a header, or truncated header tags
@@ -83,34 +238,37 @@ class KafkaApis:
             body = api.request.parse(memoryview(frame)[hdr.body_offset:], version)
         except ProtocolError as exc:
             raise CloseConnection(f"malformed {api.name} v{version} request: {exc}") from None
+        self._entry(hdr.api_key, version)  # the next request of this version takes the short path
         return Request(ctx, body, frame)
 
     # -- handling ------------------------------------------------------------------------------
     async def handle(self, request: Request, channel: ThrottleCallback) -> Response:
         """Run the handler and encode its response; a throttle mutes ``channel`` through the quota."""
-        for observer in self.observers:
-            observer.on_request(request)
+        for on_request in self._on_request:
+            on_request(request)
         ctx = request.context
+        faults = self.faults
         if request.body is None:
             response = self._unsupported_api_versions(request)
-        elif self.faults is not None and (plan := self.faults.match(ctx.api_key, ctx.api_version, ctx.client_id,
-                                                                    request.body)) is not None:
+        elif faults is not None and (plan := faults.match(ctx.api_key, ctx.api_version, ctx.client_id,
+                                                          request.body)) is not None:
             response = await self._run_faulted(request, plan)
         else:
-            response = await self._run_handler(request)
+            body, error = await self._call_handler(ctx, request.body)
+            response = self._encode(request, body, error)
         if ctx.throttle_time_ms:
             self.quotas.by_type(ctx.throttle_quota).throttle(ctx.user, ctx.quota_client_id, channel,
                                                              ctx.throttle_time_ms)
             response.hold_until_unmuted = (response.segments is not None
                                            and not client_throttles_itself(ctx.api_key, ctx.api_version))
-        for observer in self.observers:
-            observer.on_response(response)
+        for on_response in self._on_response:
+            on_response(response)
         return response
 
     def response_sent(self, response: Response) -> None:
         """The server sent the response (or, without one, finished the request)."""
-        for observer in self.observers:
-            observer.on_response_sent(response)
+        for on_response_sent in self._on_response_sent:
+            on_response_sent(response)
 
     def _unsupported_api_versions(self, request: Request) -> Response:
         """An ApiVersions version the broker does not know: error 35 in a v0 body (KIP-511)."""
@@ -124,7 +282,8 @@ class KafkaApis:
 
     async def _call_handler(self, ctx: RequestContext, request_body: Any) -> tuple[Any, int]:
         """The handler's response body (None: no response is due) and the error code if it failed."""
-        started_ns = ctx.handler_started_ns = self.timer.task_ns()
+        timer = self.timer
+        started_ns = ctx.handler_started_ns = timer.task_ns()
         error = 0
         try:
             body = await self.handlers[ctx.api_key](ctx, request_body)
@@ -138,7 +297,12 @@ class KafkaApis:
                           APIS[ctx.api_key].name, ctx.api_version, ctx.correlation_id, ctx.client_id,
                           ctx.connection_id, ErrorCode(error).name)
             body = error_response(ctx.api_key, ctx.api_version, request_body, error)
-        self._apply_request_quota(ctx, self.timer.task_ns() - started_ns)
+        # Charge the handler's run time to the request quota (while any entity has one); keep the longest throttle.
+        if not ctx.exempt_request_quota and not ctx.request_quota_recorded:
+            request_quota = self.quotas.request
+            if request_quota.quotas_enabled:
+                ctx.throttle("Request", request_quota.maybe_record_request_time(
+                    ctx.user, ctx.quota_client_id, timer.task_ns() - started_ns))
         return body, error
 
     async def _run_faulted(self, request: Request, plan: FaultPlan) -> Response:
@@ -182,18 +346,24 @@ class KafkaApis:
         return response
 
     def _encode(self, request: Request, body: Any, error: int) -> Response:
-        """The response frame's buffers for a response body (None: no response)."""
-        ctx = request.context
-        api = APIS[ctx.api_key]
+        """The response frame's buffers for a response body (None: no response): the header written into the
+        first buffer, then the body through the version's compiled builder."""
         if body is None:
             return Response(request, None)
+        ctx = request.context
         if ctx.throttle_time_ms and "throttle_time_ms" in body:
             body["throttle_time_ms"] = max(body["throttle_time_ms"], ctx.throttle_time_ms)
-        header = encode_response_header(ctx.correlation_id,
-                                        response_header_version(ctx.api_key, api.is_flexible(ctx.api_version)))
+        entry = self._entry(ctx.api_key, ctx.api_version)
+        assert entry is not None  # a parsed request's version is declared
+        writer = SegmentedWriter()
+        writer.buf += _CORRELATION.pack(ctx.correlation_id)
+        if entry.response_tags:
+            writer.buf.append(0)
         try:
-            segments = api.response.build_segments(body, ctx.api_version)
+            entry.build(body, writer)
+            segments = writer.getsegments()
         except Exception:  # a response that does not encode is a broker bug: answer with the error
+            api = entry.api
             error = ErrorCode.UNKNOWN_SERVER_ERROR
             log.exception("could not encode the %s v%d response to correlation id %d; answering %s",
                           api.name, ctx.api_version, ctx.correlation_id, ErrorCode(error).name)
@@ -204,11 +374,5 @@ class KafkaApis:
             except Exception as exc:  # a bug in the error response too: the connection closes (logged above)
                 raise CloseConnection(f"cannot encode even an error response to {api.name} "
                                       f"v{ctx.api_version}: {exc}") from exc
-        segments.insert(0, header)
+            segments.insert(0, encode_response_header(ctx.correlation_id, 1 if entry.response_tags else 0))
         return Response(request, segments, error=error, body=body)
-
-    def _apply_request_quota(self, ctx: RequestContext, handler_ns: int) -> None:
-        """Charge the handler's run time to the request quota; remember the longest throttle."""
-        if not ctx.exempt_request_quota and not ctx.request_quota_recorded:
-            ctx.throttle("Request", self.quotas.request.maybe_record_request_time(
-                ctx.user, ctx.quota_client_id, handler_ns))

@@ -35,6 +35,7 @@ from ..protocol.api import APIS, ApiKey
 from ..protocol.errors import ErrorCode
 from ..protocol.messages.fetch import fetch_replica_id
 from ..protocol.records import count_records
+from ..protocol.schema import Field
 from .log.validator import NO_KEY_COMPACTED_MESSAGE
 from .request import ObserverBase, Response
 
@@ -240,6 +241,43 @@ def count_errors(body: Any, errors: dict[int, int]) -> None:
                 count_errors(item, errors)
 
 
+#: Where a response's error codes are: whether a struct may carry ``error_code``, and its arrays of structs
+#: that may (at any depth), by field name, from the response schema (all versions).
+ErrorPlan = tuple[bool, tuple[tuple[str, "ErrorPlan"], ...]]
+
+
+def _error_plan(fields: list[Field]) -> ErrorPlan | None:
+    nested = tuple((f.name, plan) for f in fields if f.is_array_of_structs
+                   and (plan := _error_plan(f.subfields)) is not None)
+    has = any(f.name == "error_code" for f in fields)
+    return (has, nested) if has or nested else None
+
+
+_ERROR_PLANS: dict[int, ErrorPlan] = {}
+
+
+def count_response_errors(api_key: int, body: Any, errors: dict[int, int]) -> None:
+    """:func:`count_errors` guided by the api's response schema: only the arrays of structs that can hold an
+    ``error_code`` are walked (the same counts for bodies shaped as the schema says, without visiting every value)."""
+    try:
+        plan = _ERROR_PLANS[api_key]
+    except KeyError:
+        api = APIS.get(api_key)
+        plan = _ERROR_PLANS[api_key] = (_error_plan(api.response.fields) if api is not None else None) or (True, ())
+    _count_planned(plan, body, errors)
+
+
+def _count_planned(plan: ErrorPlan, body: Any, errors: dict[int, int]) -> None:
+    code = body.get("error_code")
+    if code is not None:
+        errors[code] = errors.get(code, 0) + 1
+    for name, sub in plan[1]:
+        items = body.get(name)
+        if items and isinstance(items[0], dict):
+            for item in items:
+                _count_planned(sub, item, errors)
+
+
 class BrokerMetricsObserver(ObserverBase):
     """Counts Kafka's ``BrokerTopicMetrics`` and ``RequestMetrics`` from each request and its response.
 
@@ -252,6 +290,7 @@ class BrokerMetricsObserver(ObserverBase):
         self.directory = topics
         self.topic_stats = BrokerTopicStats()
         self.requests: dict[str, RequestMetrics] = {}
+        self._by_key: dict[int, RequestMetrics] = {}  # api key -> its request name's metrics (one look-up)
         self._malformed: set[int] = set()  # api keys whose bodies could not be counted (logged once)
 
     def request_metrics(self, name: str) -> RequestMetrics:
@@ -260,58 +299,78 @@ class BrokerMetricsObserver(ObserverBase):
             metrics = self.requests[name] = RequestMetrics()
         return metrics
 
+    def _metrics_of(self, key: int) -> RequestMetrics:
+        metrics = self._by_key.get(key)
+        if metrics is None:
+            metrics = self._by_key[key] = self.request_metrics(api_name(key))
+        return metrics
+
     def on_response(self, response: Response) -> None:
         request = response.request
         key = request.context.api_key
-        errors = self.request_metrics(api_name(key)).errors
+        errors = self._metrics_of(key).errors
+        body = response.body
         try:
             if key == ApiKey.PRODUCE:
-                self._produce(request.body, response.body, errors)
-            elif key == ApiKey.FETCH and response.body is not None:
-                self._fetch(request.context.api_version, fetch_replica_id(request.body) >= 0, response.body, errors)
-            elif response.body is not None:
-                count_errors(response.body, errors)
+                self._produce(request.body, body, errors)
+            elif body is None:
+                pass
+            elif key == ApiKey.FETCH:
+                self._fetch(request.context.api_version, fetch_replica_id(request.body) >= 0, body, errors)
+            else:
+                count_response_errors(key, body, errors)
         except (KeyError, IndexError, TypeError, AttributeError):  # a body not shaped as its api's: never fail
             if key not in self._malformed:  # the request over metrics
                 self._malformed.add(key)
                 log.exception("cannot count the metrics of a %s response (logged once per api)", api_name(key))
 
     def on_response_sent(self, response: Response) -> None:
-        ctx = response.request.context
         if not response.sent_ns:
             return
+        ctx = response.request.context
         ms = (response.sent_ns - ctx.received_ns) / 1e6
-        self.request_metrics(api_name(ctx.api_key)).total_time_ms.update(ms)
-        if ctx.api_key == ApiKey.FETCH and response.request.body is not None:
+        key = ctx.api_key
+        self._metrics_of(key).total_time_ms.update(ms)
+        if key == ApiKey.FETCH and response.request.body is not None:
             name = "FetchFollower" if fetch_replica_id(response.request.body) >= 0 else "FetchConsumer"
             self.request_metrics(name).total_time_ms.update(ms)
 
     def _produce(self, request: Any, body: Any, errors: dict[int, int]) -> None:
         """Per partition: appended (a base offset was assigned, or acks=0) -> bytes and messages in."""
         responses = body["responses"] if body is not None else None
+        n_responses = len(responses) if responses is not None else 0
+        topics = self.topic_stats.topics
         for i, td in enumerate(request["topic_data"]):
-            parts = responses[i]["partition_responses"] if responses is not None and i < len(responses) else ()
+            parts = responses[i]["partition_responses"] if responses is not None and i < n_responses else ()
             meters: TopicMeters | None = None
             for j, pd in enumerate(td["partition_data"]):
                 if responses is None:  # acks=0: no response, no error to tell
                     code, appended = 0, True
                 else:
                     entry = parts[j] if j < len(parts) else None
-                    code = entry["error_code"] if entry is not None else E.UNKNOWN_SERVER_ERROR
-                    appended = entry is not None and entry.get("base_offset", -1) >= 0
+                    if entry is None:
+                        code, appended = E.UNKNOWN_SERVER_ERROR, False
+                    else:
+                        code = entry["error_code"]
+                        appended = entry.get("base_offset", -1) >= 0
                     errors[code] = errors.get(code, 0) + 1
                     if code == E.INVALID_RECORD and entry is not None:
                         self.topic_stats.no_key_compacted_records += sum(
                             1 for e in entry.get("record_errors") or ()
                             if (e.get("batch_index_error_message") or "").startswith(NO_KEY_COMPACTED_MESSAGE))
-                if code in UNKNOWN_TOPIC_ERRORS:
-                    continue
+                    if code and code in UNKNOWN_TOPIC_ERRORS:
+                        continue
                 if meters is None:
-                    meters = self.topic_stats.topic(td["name"])
+                    meters = topics.get(td["name"]) or self.topic_stats.topic(td["name"])
                 meters.total_produce += 1
                 if appended:
-                    meters.bytes_in += records_size(pd["records"])
-                    meters.messages_in += records_count(pd["records"])
+                    records = pd["records"]
+                    if records is not None and not isinstance(records, list):  # one buffer: the usual case
+                        meters.bytes_in += len(records)
+                        meters.messages_in += count_records(records)
+                    else:
+                        meters.bytes_in += records_size(records)
+                        meters.messages_in += records_count(records)
                 elif code in REJECTED_PRODUCE_ERRORS:
                     meters.bytes_rejected += records_size(pd["records"])
                 if not appended and code not in EXPECTED_PRODUCE_ERRORS:

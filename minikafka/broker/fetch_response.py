@@ -9,12 +9,15 @@ from __future__ import annotations
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from ..protocol import bodies as B
 from ..protocol.messages.fetch import FetchResponse
 from ..protocol.types import ZERO_UUID
 from .fetch_session import FetchPartitionData, PartitionKey
 from .services import LeaderReplicationQuota
+
+if TYPE_CHECKING:
+    from ..protocol import bodies as B
 
 TopicName = Callable[[uuid.UUID], str | None]
 

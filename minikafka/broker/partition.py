@@ -42,9 +42,15 @@ class Partition:
     replicas: list[int] = field(default_factory=list)
     remote: dict[int, ReplicaState] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        self._tp = TopicPartition(self.topic, self.index)  # asked for on every append (fetch purgatory key)
+
     @property
     def tp(self) -> TopicPartition:
-        return TopicPartition(self.topic, self.index)
+        tp = self._tp
+        if tp.topic != self.topic or tp.partition != self.index:  # a partition is never renamed; if it were
+            tp = self._tp = TopicPartition(self.topic, self.index)
+        return tp
 
     @property
     def is_leader(self) -> bool:

@@ -23,14 +23,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from ..common import SYSTEM_CLOCK, Clock, TopicMetadata, TopicPartition
 from ..common.types import PartitionMetadata
-from ..protocol.bodies import Records
 from ..protocol.errors import ErrorCode
-from ..protocol.records import (ControlRecordType, CorruptRecordError, RecordBatchHeader, build_control_batch,
-                                iter_batches, read_end_txn_marker)
+from ..protocol.records import (CONTROL_MASK, LOG_OVERHEAD, TRANSACTIONAL_MASK, ControlRecordType,
+                                CorruptRecordError, RecordBatchHeader, build_control_batch, iter_batches,
+                                read_batches, read_end_txn_marker)
 from .config import BrokerConfig
 from .log import LogConfig, LogManager
 from .log.manager import LogDir
@@ -40,6 +40,9 @@ from .log.validator import INT64_MAX, needs_record_validation, validate_records
 from .partition import Partition, ProduceResult, ReplicaState
 from .producer_state import BatchMetadata, CompletedTxn, ProducerStateManager
 from .purgatory import DelayedOperationPurgatory
+
+if TYPE_CHECKING:
+    from ..protocol.bodies import Records
 
 __all__ = ["Partition", "ProduceResult", "ReplicaManager", "ReplicaState", "log_config_for"]
 
@@ -230,7 +233,7 @@ class ReplicaManager:
         return max((pid for part in self.partitions.values() for pid in part.producers.producers), default=-1)
 
     def get(self, topic: str, index: int) -> Partition | None:
-        return self.partitions.get(TopicPartition(topic, index))
+        return self.partitions.get((topic, index))  # type: ignore[call-overload]  # == TopicPartition(topic, index)
 
     # -- append ------------------------------------------------------------
     def append_records(self, part: Partition, records: Records, now_ms: int, max_message_bytes: int
@@ -246,17 +249,15 @@ class ReplicaManager:
             records = b"".join(records)
         writable = isinstance(records, memoryview) and not records.readonly
         buf = records if writable else bytearray(records)
-        batches: list[tuple[RecordBatchHeader, memoryview]] = []
-        try:
-            for header, view in iter_batches(buf, produce=True):
-                if header.size > max_message_bytes:
-                    return ProduceResult(
-                        ErrorCode.MESSAGE_TOO_LARGE,
-                        message=f"batch of {header.size} bytes exceeds max.message.bytes={max_message_bytes}",
-                    )
-                batches.append((header, view))
-        except CorruptRecordError as exc:  # bad CRC or structure (InvalidRecordError is a subclass)
-            return ProduceResult(ErrorCode.CORRUPT_MESSAGE, message=str(exc))
+        batches, corrupt = read_batches(buf, produce=True)
+        for header, _view in batches:
+            if header.batch_length + LOG_OVERHEAD > max_message_bytes:
+                return ProduceResult(
+                    ErrorCode.MESSAGE_TOO_LARGE,
+                    message=f"batch of {header.size} bytes exceeds max.message.bytes={max_message_bytes}",
+                )
+        if corrupt is not None:  # bad CRC or structure (InvalidRecordError is a subclass)
+            return ProduceResult(ErrorCode.CORRUPT_MESSAGE, message=str(corrupt))
         if not batches:
             return ProduceResult(ErrorCode.CORRUPT_MESSAGE, message="no complete record batch")
         lg = part.log
@@ -272,20 +273,26 @@ class ReplicaManager:
                                      record_errors=failure.record_errors)
         # Idempotence: every batch of an idempotent producer must be in sequence; transactional batches
         # must come from a producer id, and a producer with a transaction open here sends only those.
-        to_append: list[tuple[RecordBatchHeader, memoryview]] = []
-        for header, view in batches:
-            if header.is_control:
+        producers = part.producers
+        idempotent = False
+        for header, _view in batches:
+            attributes = header.attributes
+            if attributes & CONTROL_MASK:
                 return ProduceResult(ErrorCode.INVALID_RECORD, message="clients may not produce control batches")
-            if header.producer_id >= 0:
-                err = part.producers.check_transactional(header.producer_id, header.producer_epoch,
-                                                         header.is_transactional)
-                if err:
-                    return ProduceResult(err, message=err.name)
-            elif header.is_transactional:
-                return ProduceResult(ErrorCode.INVALID_RECORD, message="transactional batch without a producer id")
-            if header.producer_id >= 0 and header.base_sequence >= 0:
+            producer_id = header.producer_id
+            if producer_id < 0:
+                if attributes & TRANSACTIONAL_MASK:
+                    return ProduceResult(ErrorCode.INVALID_RECORD,
+                                         message="transactional batch without a producer id")
+                continue
+            err = producers.check_transactional(producer_id, header.producer_epoch,
+                                                bool(attributes & TRANSACTIONAL_MASK))
+            if err:
+                return ProduceResult(err, message=err.name)
+            if header.base_sequence >= 0:
+                idempotent = True
                 last_seq = header.base_sequence + header.last_offset_delta
-                check = part.producers.check(header.producer_id, header.producer_epoch, header.base_sequence, last_seq)
+                check = producers.check(producer_id, header.producer_epoch, header.base_sequence, last_seq)
                 if check.error:
                     return ProduceResult(check.error, message=check.error.name)
                 if check.duplicate is not None:
@@ -294,20 +301,24 @@ class ReplicaManager:
                         return ProduceResult(ErrorCode.NONE, d.first_offset, -1, lg.log_start_offset,
                                              last_offset=d.last_offset)
                     return ProduceResult(ErrorCode.DUPLICATE_SEQUENCE_NUMBER)
-            to_append.append((header, view))
-        info = lg.append_as_leader([v for _, v in to_append], part.leader_epoch, now_ms)
-        offset = info.first_offset
-        for header, _ in to_append:
-            if header.producer_id >= 0 and header.base_sequence >= 0:
-                last = offset + header.last_offset_delta
-                part.producers.update(
-                    header.producer_id,
-                    header.producer_epoch,
-                    BatchMetadata(header.base_sequence, header.base_sequence + header.last_offset_delta,
-                                  offset, last, header.max_timestamp),
-                    header.is_transactional,
-                )
-            offset += header.last_offset_delta + 1
+        if len(batches) == 1:
+            header, view = batches[0]
+            info = lg.append_as_leader((view,), part.leader_epoch, now_ms, (header,))
+        else:
+            info = lg.append_as_leader([v for _, v in batches], part.leader_epoch, now_ms, [h for h, _ in batches])
+        if idempotent:
+            offset = info.first_offset
+            for header, _ in batches:
+                if header.producer_id >= 0 and header.base_sequence >= 0:
+                    last = offset + header.last_offset_delta
+                    producers.update(
+                        header.producer_id,
+                        header.producer_epoch,
+                        BatchMetadata(header.base_sequence, header.base_sequence + header.last_offset_delta,
+                                      offset, last, header.max_timestamp),
+                        header.is_transactional,
+                    )
+                offset += header.last_offset_delta + 1
         if not lg.auto_advance_hw:
             self.maybe_increment_hw(part)
         self.delayed_fetch.check_and_complete(part.tp)

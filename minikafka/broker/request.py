@@ -106,9 +106,13 @@ class Response:
     @property
     def size(self) -> int:
         """Bytes on the wire, size prefix included (0 without a response)."""
-        if self.segments is None:
+        segments = self.segments
+        if segments is None:
             return 0
-        return 4 + sum(s.nbytes if isinstance(s, memoryview) else len(s) for s in self.segments)
+        size = 4
+        for s in segments:
+            size += s.nbytes if type(s) is memoryview else len(s)
+        return size
 
 
 class RequestObserver(Protocol):

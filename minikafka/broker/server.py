@@ -1,21 +1,31 @@
 """The Trio TCP front end (Kafka's ``SocketServer``: Acceptor + Processor).
 
 One task per connection feeds the socket's bytes to a sans-I/O
-:class:`~minikafka.protocol.framing.FrameDecoder`, hands each frame to
-:class:`~minikafka.broker.apis.KafkaApis` and sends the
-:class:`~minikafka.broker.request.Response` it returns before it reads the
-next request, as Kafka does by muting a channel while a request is in flight;
-pipelined requests wait in the decoder, so responses go out in request order.
-The server knows nothing of capture, quotas or Produce: a quota that throttles
-the request mutes the connection through its :class:`Channel` (the quota's
-``ThrottleCallback``), and the server reads nothing more until it is unmuted.
+:class:`~minikafka.protocol.framing.FrameDecoder` and hands each frame to
+:class:`~minikafka.broker.apis.KafkaApis`, one request at a time and in order,
+as Kafka does by muting a channel while a request is in flight; responses go
+out in request order.  Requests a client pipelined and that were read in one go
+are handled one after the other, and their responses leave together, with one
+write, once nothing more is buffered (Kafka's processor sends every response
+that is ready): a :class:`ResponseQueue` per connection.  A response is never
+held behind a request that waits: whatever is queued is written before the
+handling of a request first gives up the CPU (a long-polling Fetch, an acks=all
+Produce, a JoinGroup, an injected delay), before the connection waits for
+memory or a throttle, and before it reads.  On a plaintext socket writes are
+made without waiting (``writev`` on the non-blocking socket; the scheduler is
+involved only when the socket's buffer is full), so a request costs one trip
+through the scheduler per read, not two.  The server knows nothing of capture,
+quotas or Produce: a quota that throttles the request mutes the connection
+through its :class:`Channel` (the quota's ``ThrottleCallback``), and the server
+reads nothing more until it is unmuted.  Observers are told of each response
+(``sent_ns``) once it left, in request order, also when the client is gone.
 
 Listeners (Kafka's ``listeners``): every configured endpoint is bound; each
 connection knows its listener and security protocol, and every request's
 :class:`~minikafka.broker.request.RequestContext` carries the listener name and
 the connection's principal.  PLAINTEXT and SASL_PLAINTEXT connections read the
 socket directly (``recv_into`` the frame being filled, scatter-gather
-``sendmsg``); SSL and SASL_SSL connections go through a ``trio.SSLStream``
+``writev``); SSL and SASL_SSL connections go through a ``trio.SSLStream``
 (:class:`TlsTransport`) after the TLS handshake, where a client certificate's
 subject, mapped by ``ssl.principal.mapping.rules``, is the principal of an SSL
 listener.  On SASL listeners a connection authenticates first
@@ -36,15 +46,17 @@ that connection with one log line; other connections carry on.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
 import itertools
 import logging
+import os
 import ssl
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine, Generator
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import trio
 
@@ -55,7 +67,7 @@ from ..protocol.framing import NEED_DATA, NEED_MEMORY, Frame, FrameDecoder, Fram
 from .apis import CloseConnection, KafkaApis
 from .config import BrokerConfig, StartupError
 from .quota import ThrottledChannelReaper
-from .request import ClientInformation, Request
+from .request import ClientInformation, Request, Response
 from .security.authenticator import AuthAction, SaslServerAuthenticator, SaslServerMechanism
 from .security.listeners import EndPoint
 from .security.ssl import ANONYMOUS, NoMatchingRule, SslPrincipalMapper, principal_mapper, server_context, ssl_principal
@@ -64,9 +76,11 @@ log = logging.getLogger(__name__)
 
 _ids = itertools.count(1)
 _COALESCE = 64 * 1024
+_MAX_QUEUED = 16  # responses a connection queues before it writes them (ResponseQueue)
 # Kafka's Acceptor and trio's serve_listeners back off on these instead of failing.
 ACCEPT_CAPACITY_ERRNOS = {errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS}
 ACCEPT_BACKOFF_S = 0.1
+_TRANSPORT_ERRORS = (OSError, trio.BrokenResourceError, trio.ClosedResourceError)
 
 
 async def send_frame(sock: trio.socket.SocketType, segments: list) -> None:
@@ -86,20 +100,31 @@ async def send_frame(sock: trio.socket.SocketType, segments: list) -> None:
 
 
 class SocketTransport:
-    """A plaintext connection's socket: reads straight into the frame being filled, sends scatter-gather
-    (the socket's own methods and :func:`send_frame`, bound once: no extra call per request)."""
+    """A plaintext connection's socket: reads straight into the frame being filled (the socket's own methods,
+    bound once); writes without waiting (``writev`` on the non-blocking socket, so a response that fits in the
+    socket's buffer costs no trip through the scheduler) and waits for room only when the buffer is full."""
 
-    __slots__ = ("sock", "recv_into", "recv", "send_frame")
+    __slots__ = ("sock", "recv_into", "recv", "send_frame", "_fd")
 
     def __init__(self, sock: trio.socket.SocketType) -> None:
         self.sock = sock
         self.recv_into = sock.recv_into
         self.recv = sock.recv
         self.send_frame: Callable[[list], Awaitable[None]] = functools.partial(send_frame, sock)
+        self._fd = sock.fileno()
+
+    def write_nowait(self, views: list[memoryview]) -> int:
+        """Write what the socket takes now of (at most ``IOV_MAX`` of) ``views``; raises ``BlockingIOError`` when
+        it takes nothing."""
+        return os.writev(self._fd, views)
+
+    async def wait_writable(self) -> None:
+        await trio.lowlevel.wait_writable(self.sock)
 
 
 class TlsTransport:
-    """A TLS connection (SSL, SASL_SSL listeners): the same reads and sends through a ``trio.SSLStream``."""
+    """A TLS connection (SSL, SASL_SSL listeners): the same reads and sends through a ``trio.SSLStream``
+    (each response sent as it is ready: a TLS stream cannot be written without waiting)."""
 
     __slots__ = ("stream",)
 
@@ -138,6 +163,192 @@ class TlsTransport:
 
 
 Transport = SocketTransport | TlsTransport
+
+
+class ResponseQueue:
+    """One connection's responses that are ready to leave, in request order (Kafka's Processor sends every
+    response that is ready; the channel's queued sends).
+
+    On a plaintext socket the responses to the requests read in one go are written together (one ``writev``)
+    when the connection has nothing more to handle, when ``_MAX_QUEUED`` responses or ``_COALESCE`` bytes are
+    queued, and before anything waits: the request loop flushes before it reads, waits for memory or for a
+    throttle, and :meth:`before_park` writes what is queued when a request's handling is about to wait (a
+    long-polling Fetch, an acks=all Produce, a JoinGroup ...), so a ready response is never held behind a
+    waiting request.  Should the socket's buffer be full just then, a task of the server's ``nursery``
+    finishes the write.  On TLS (or without a nursery) each response is sent as it is ready.
+
+    ``sent(response)`` is told of every response, in request order, once its bytes left (``sent_ns`` set:
+    one clock read per write) or, by :meth:`abandon`, when the connection ends before they could.
+    """
+
+    __slots__ = ("transport", "coalesces", "_socket", "_now", "_sent", "_nursery", "_responses", "_segments",
+                 "_nbytes", "_views", "_next", "_writer", "_failure")
+
+    def __init__(self, transport: Transport, now_ns: Callable[[], int], sent: Callable[[Response], None],
+                 nursery: trio.Nursery | None = None) -> None:
+        self.transport = transport
+        # written without waiting: a plaintext socket, with a nursery for a write to finish in (before_park)
+        self._socket = transport if isinstance(transport, SocketTransport) and nursery is not None else None
+        self.coalesces = self._socket is not None
+        self._now = now_ns
+        self._sent = sent
+        self._nursery = nursery
+        self._responses: list[Response] = []  # queued and not yet told (all their bytes are in _segments/_views)
+        self._segments: list = []  # frames (size prefix, then the response's buffers) not yet in _views
+        self._nbytes = 0  # bytes in _segments
+        self._views: list[memoryview] = []  # bytes being written: _views[_next:] still to go
+        self._next = 0
+        self._writer: trio.Event | None = None  # set when a background write (see before_park) ends
+        self._failure: BaseException | None = None  # the write error a background write or before_park met
+
+    def __len__(self) -> int:
+        return len(self._responses)
+
+    def add(self, response: Response) -> None:
+        """Queue a response (one without a frame, e.g. acks=0, is only told, in its turn)."""
+        self._responses.append(response)
+        segments = response.segments
+        if segments is not None:
+            total = 0
+            for s in segments:
+                total += s.nbytes if isinstance(s, memoryview) else len(s)
+            self._segments.append(total.to_bytes(4, "big"))
+            self._segments += segments
+            self._nbytes += total + 4
+
+    @property
+    def full(self) -> bool:
+        """Enough is queued to write it now rather than wait for more."""
+        return not self.coalesces or len(self._responses) >= _MAX_QUEUED or self._nbytes >= _COALESCE
+
+    def before_park(self) -> None:
+        """The request being handled is about to wait: what is queued leaves now.  Never raises (it runs while
+        the handling's wait is being set up): an error is raised by the next :meth:`flush`."""
+        if not self._responses or self._writer is not None or self._failure is not None:
+            return
+        try:
+            if self._write():
+                return
+        except Exception as exc:  # the client went away (or an observer failed: logged)
+            if not isinstance(exc, OSError):
+                log.exception("writing responses failed")
+            self._failure = exc
+            return
+        assert self._nursery is not None
+        self._writer = trio.Event()
+        self._nursery.start_soon(self._write_in_background, self._writer)
+
+    async def flush(self) -> None:
+        """Send everything queued, waiting for the socket as needed."""
+        if self._writer is not None:
+            await self._writer.wait()
+        if self._failure is not None:
+            raise self._failure
+        if not self._responses:
+            return
+        if not self.coalesces:
+            await self._send_each()
+            return
+        assert self._socket is not None
+        while not self._write():
+            await self._socket.wait_writable()
+
+    def abandon(self) -> None:
+        """The connection ended: tell of every response still queued (their ``sent_ns`` now)."""
+        self._segments, self._views, self._nbytes, self._next = [], [], 0, 0
+        self._told()
+
+    def _write(self) -> bool:
+        """Write what the socket takes now; True (every queued response told) when nothing is left."""
+        if self._segments:
+            if self._nbytes <= _COALESCE and not self._views:
+                self._views = [memoryview(b"".join(self._segments))]
+            else:
+                self._views += byte_views(self._segments)
+            self._segments, self._nbytes = [], 0
+        views, i = self._views, self._next
+        assert self._socket is not None
+        write = self._socket.write_nowait
+        while i < len(views):
+            try:
+                i = advance(views, i, write(views[i:i + IOV_MAX]))
+            except BlockingIOError:
+                self._next = i
+                return False
+        self._views, self._next = [], 0
+        self._told()
+        return True
+
+    def _told(self) -> None:
+        responses = self._responses
+        if responses:
+            self._responses = []
+            now = self._now()
+            for response in responses:
+                response.sent_ns = now
+                self._sent(response)
+
+    async def _send_each(self) -> None:
+        """TLS: each response sent on its own (told as it leaves)."""
+        self._segments, self._nbytes = [], 0
+        while self._responses:
+            response = self._responses[0]
+            if response.segments is not None:
+                await self.transport.send_frame(response.segments)
+            del self._responses[0]
+            response.sent_ns = self._now()
+            self._sent(response)
+
+    async def _write_in_background(self, done: trio.Event) -> None:
+        """Finish a write the socket's buffer could not take while the connection's request waits (ends at
+        the latest when the connection closes its socket)."""
+        assert self._socket is not None
+        try:
+            while self._responses and not self._write():
+                await self._socket.wait_writable()
+        except _TRANSPORT_ERRORS as exc:
+            self._failure = exc
+        except Exception as exc:  # a bug must cost one connection, never the broker
+            log.exception("writing responses failed")
+            self._failure = exc
+        finally:
+            self._writer = None
+            done.set()
+
+
+class _Parking:
+    """Awaits a request's handling and calls ``on_park`` the first time the handling gives up the CPU (it is
+    about to wait), before it does; handling that completes at once costs one generator and no call."""
+
+    __slots__ = ("_coro", "_on_park")
+
+    def __init__(self, coro: Coroutine[Any, Any, Response], on_park: Callable[[], None]) -> None:
+        self._coro = coro
+        self._on_park = on_park
+
+    def __await__(self) -> Generator[Any, Any, Response]:
+        coro = self._coro
+        try:
+            trap = coro.send(None)
+        except StopIteration as done:
+            return done.value
+        self._on_park()
+        while True:  # what ``await coro`` does from here on: the scheduler's traps and answers go through
+            try:
+                answer = yield trap
+            except GeneratorExit:
+                coro.close()
+                raise
+            except BaseException as exc:  # thrown in (trio sends outcomes; kept for any other driver)
+                try:
+                    trap = coro.throw(exc)
+                except StopIteration as done:
+                    return done.value
+            else:
+                try:
+                    trap = coro.send(answer)
+                except StopIteration as done:
+                    return done.value
 
 
 class SaslMechanisms(Protocol):
@@ -274,6 +485,7 @@ class SocketServer:
         self._memory_freed: trio.Event | None = None  # exists while a connection waits for memory
         pool.on_release = self._on_memory_released
         self._activity: dict[str, _Activity] = {}
+        self._nursery: trio.Nursery | None = None  # the connections' (a response write may finish in it)
 
     def _on_memory_released(self) -> None:
         if self._memory_freed is not None:
@@ -309,6 +521,7 @@ class SocketServer:
             cfg.listeners = ",".join(lst.endpoint.with_port(lst.bound_port).connection_string
                                      for lst in self.endpoints)
         async with trio.open_nursery() as nursery:
+            self._nursery = nursery
             for lst in self.endpoints:
                 for sock_listener in lst.sockets:
                     nursery.start_soon(self._accept_loop, sock_listener, lst, nursery)
@@ -423,16 +636,37 @@ class SocketServer:
 
     async def _request_loop(self, transport: Transport, decoder: FrameDecoder, activity: _Activity,
                             endpoint: Listener, principal: str) -> None:
+        """Handle the connection's requests one at a time, in order; the responses to requests that arrived
+        together leave together (:class:`ResponseQueue`), each told to the observers once it left."""
         channel = Channel()
+        out = ResponseQueue(transport, self.apis.clock.monotonic_ns, self.apis.response_sent, self._nursery)
+        try:
+            await self._handle_frames(transport, decoder, activity, endpoint, principal, channel, out)
+        except Exception as exc:
+            if not isinstance(exc, _TRANSPORT_ERRORS):  # a bad frame, a failed authentication, a bug ...
+                with contextlib.suppress(*_TRANSPORT_ERRORS):
+                    await out.flush()  # ... closes the connection after the earlier requests' responses left
+            raise
+        finally:
+            # Also when the client went away (or the broker stopped) before the responses left: the requests
+            # were received, counted and answered, so their observers (the capture) see them too.
+            out.abandon()
+
+    async def _handle_frames(self, transport: Transport, decoder: FrameDecoder, activity: _Activity,
+                             endpoint: Listener, principal: str, channel: Channel, out: ResponseQueue) -> None:
         conn_id, peer = activity.conn_id, activity.peer
         listener = endpoint.name
+        security_protocol = endpoint.endpoint.security_protocol
         auth = endpoint.authenticator(self.apis.clock)
         if auth is not None:
             decoder.max_frame_size = min(self.config.socket_request_max_bytes, self.config.sasl_server_max_receive_size)
         recv_into, recv = transport.recv_into, transport.recv
+        parse, release = self.apis.parse, self.pool.release
         while True:
             event = decoder.next_event()
             if event is NEED_DATA:
+                if out:
+                    await out.flush()  # nothing more to handle now: what is ready leaves
                 activity.waiting = True
                 view = decoder.frame_buffer()  # straight into the frame being filled, else read ahead
                 if view is not None:
@@ -443,28 +677,31 @@ class SocketServer:
                 activity.last = trio.current_time()
                 continue
             if event is NEED_MEMORY:
+                await out.flush()
                 await self._wait_for_memory()
                 continue
             if not isinstance(event, Frame):  # CLOSED
+                await out.flush()
                 return
             try:
                 if auth is not None and await self._sasl_frame(auth, transport, channel, decoder, event.payload,
-                                                               activity, listener):
+                                                               activity, listener, out):
                     principal = auth.principal or ANONYMOUS
                     continue
-                request = self.apis.parse(event.payload, conn_id, peer)
+                request = parse(event.payload, conn_id, peer)
                 ctx = request.context
                 ctx.listener = listener
                 ctx.principal = principal
-                ctx.security_protocol = endpoint.endpoint.security_protocol
+                ctx.security_protocol = security_protocol
                 ctx.token_authenticated = auth is not None and auth.token_authenticated
                 ctx.client_information = activity.client_information
-                await self._serve_request(transport, channel, request)
+                await self._serve_request(out, channel, request)
             finally:
-                self.pool.release(event.pooled)
+                release(event.pooled)
 
     async def _sasl_frame(self, auth: SaslServerAuthenticator, transport: Transport, channel: Channel,
-                          decoder: FrameDecoder, frame: bytearray, activity: _Activity, listener: str) -> bool:
+                          decoder: FrameDecoder, frame: bytearray, activity: _Activity, listener: str,
+                          out: ResponseQueue) -> bool:
         """A frame on a SASL listener: True when the authenticator took it (authentication, re-authentication);
         False for a request KafkaApis is to answer.  Closes an expired session (Kafka's Processor)."""
         if auth.complete:
@@ -476,6 +713,7 @@ class SocketServer:
                     raise CloseConnection("the SASL session expired (connections.max.reauth.ms or credential "
                                           "lifetime) and the client did not re-authenticate")
                 return False
+        await out.flush()  # authentication exchanges go out on their own, after what was answered before
         action: AuthAction = auth.receive(frame)
         if auth.complete:  # told before the client sees the response
             decoder.max_frame_size = self.config.socket_request_max_bytes
@@ -485,7 +723,8 @@ class SocketServer:
             request = self.apis.parse(frame, activity.conn_id, activity.peer)
             request.context.listener = listener
             request.context.client_information = activity.client_information
-            await self._serve_request(transport, channel, request)
+            await self._serve_request(out, channel, request)
+            await out.flush()
         elif action.response is not None:
             await transport.send_frame(action.response)
         if action.close is not None:
@@ -499,21 +738,24 @@ class SocketServer:
                 self._memory_freed = trio.Event()
             await self._memory_freed.wait()
 
-    async def _serve_request(self, transport: Transport, channel: Channel, request: Request) -> None:
-        response = await self.apis.handle(request, channel)
+    async def _serve_request(self, out: ResponseQueue, channel: Channel, request: Request) -> None:
+        """Handle one request and queue its response (what is queued leaves first if the handling waits)."""
+        if out.coalesces:
+            response = await _Parking(self.apis.handle(request, channel), out.before_park)
+        else:
+            response = await self.apis.handle(request, channel)
         try:
             if response.hold_until_unmuted:  # pre-KIP-219 clients: the response waits out the throttle
+                await out.flush()
                 await channel.wait_unmuted()
-            if response.segments is not None:
-                await transport.send_frame(response.segments)
         finally:
-            # Also when the client went away (or the broker stopped) before the response left: the request
-            # was received, counted and answered, so its observers (the capture) see it too.
-            response.sent_ns = self.apis.clock.monotonic_ns()
-            self.apis.response_sent(response)
+            out.add(response)
+        if out.full or channel.muted or response.close_connection:
+            await out.flush()
         if response.close_connection:
             raise CloseConnection(f"fault injection {response.injected}")
-        await channel.wait_unmuted()  # muted: nothing more is read from this connection meanwhile
+        if channel.muted:
+            await channel.wait_unmuted()  # muted: nothing more is read from this connection meanwhile
 
     async def _close_idle_connections(self) -> None:
         """``connections.max.idle.ms``: close connections that have been waiting for bytes that long

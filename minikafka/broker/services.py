@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from ..common import Clock, Node, OffsetAndMetadata, PartitionMetadata, TopicMetadata, TopicPartition
-from ..protocol.bodies import Records
 from ..protocol.errors import ErrorCode
 from .config import BrokerConfig
 
 if TYPE_CHECKING:
+    from ..protocol.bodies import Records
     from .groups.consumer.subscription import CompiledRegex
     from .client_metrics.manager import ClientMetricsInstance
     from .features import ApiError, FeatureUpdate

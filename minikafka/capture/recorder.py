@@ -1,25 +1,32 @@
 """The capture as the broker sees it: :data:`CAPTURE` implements the broker's
 :class:`~minikafka.broker.recording.CaptureSupport`, and is handed to a broker or cluster by whoever starts it
-(``minikafka serve``, :mod:`minikafka.testing`, the pytest plugin): the broker never imports the capture."""
+(``minikafka serve``, :mod:`minikafka.testing`, the pytest plugin): the broker never imports the capture.
+
+Importing this module costs next to nothing: the capture's writer, observer and file format are imported when
+a capture starts, so a broker that never captures never loads them."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..broker.recording import CaptureSupport, TrafficRecorder
 from ..common import Clock
-from .format import FILE_RE
-from .observer import CaptureObserver
-from .service import CaptureService
-from .writer import CaptureFileWriter
+
+if TYPE_CHECKING:
+    from .observer import CaptureObserver
+    from .writer import CaptureFileWriter
 
 
 class CaptureRecorder:
     """One broker's capture: a :class:`CaptureService` (the writer) behind a :class:`CaptureObserver`."""
 
     def __init__(self, directory: Path, broker_id: int, clock: Clock) -> None:
+        from .observer import CaptureObserver
+        from .service import CaptureService
+
         self.service = CaptureService(directory, broker_id, clock=clock)
         self._observer = CaptureObserver(self.service)
 
@@ -63,7 +70,11 @@ class CaptureRecorder:
 class Capture:
     """minikafka's capture files, for a broker (:class:`~minikafka.broker.recording.CaptureSupport`)."""
 
-    file_pattern: re.Pattern[str] = FILE_RE
+    @property
+    def file_pattern(self) -> re.Pattern[str]:
+        from .format import FILE_RE
+
+        return FILE_RE
 
     def recorder(self, directory: Path, broker_id: int, clock: Clock) -> TrafficRecorder:
         return CaptureRecorder(directory, broker_id, clock)

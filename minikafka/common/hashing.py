@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import struct
 
 
+@functools.lru_cache(maxsize=4096)  # group and transactional ids are placed on every request that names them
 def java_string_hash(s: str) -> int:
     """Java's ``String.hashCode()``: ``31*h + c`` over UTF-16 code units, as a signed 32-bit int."""
     h = 0

@@ -28,6 +28,7 @@ from . import types as T
 from .exceptions import FastPathError
 
 ParseFn = Callable[[memoryview, int], tuple[Any, int]]
+ParseFn3 = Callable[[memoryview, int, int], tuple[Any, int]]
 BuildFn = Callable[[Any, T.SegmentedWriter], None]
 
 _H = struct.Struct(">h")
@@ -44,6 +45,42 @@ def _null_error(name: str) -> None:
     raise FastPathError(f"null value in non-nullable field {name}")
 
 
+class ParsedUuid(uuid.UUID):
+    """A ``uuid.UUID`` read off the wire that remembers its hash: topic ids key the fetch session and
+    partition dicts, hashed several times per request (``UUID.__hash__`` recomputes ``hash(self.int)``).
+    Equal to, hashed as, shown as and pickled as the plain ``UUID`` of the same value."""
+
+    __slots__ = ("_hash",)
+    _hash: int
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __repr__(self) -> str:
+        return f"UUID('{self}')"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return uuid.UUID, (None, None, None, None, self.int)
+
+
+def _uuid(data: memoryview) -> uuid.UUID:
+    """``uuid.UUID(bytes=data)`` (16 bytes), without the constructor's argument checks: a third of its cost
+    (the all-zero id, a null topic id, is the shared ``ZERO_UUID``)."""
+    if data == _ZERO_BYTES:
+        return T.ZERO_UUID
+    u = _new_object(ParsedUuid)
+    value = int.from_bytes(data, "big")
+    _set_attr(u, "int", value)
+    _set_attr(u, "is_safe", uuid.SafeUUID.unknown)
+    _set_attr(u, "_hash", hash(value))
+    return u
+
+
+_new_object = object.__new__
+_ZERO_BYTES = bytes(16)
+_set_attr = object.__setattr__
+
+
 def _too_many(n: int, left: int, name: str) -> None:
     raise FastPathError(f"Tried to allocate a collection of size {n} for {name}, but there are only {left} "
                         "bytes remaining.")
@@ -54,7 +91,7 @@ class _Compiler:
 
     def __init__(self) -> None:
         self.ns: dict[str, Any] = {
-            "Container": Container, "ListContainer": ListContainer, "UUID": uuid.UUID,
+            "Container": Container, "ListContainer": ListContainer, "UUID": uuid.UUID, "_uuid": _uuid,
             "_uv": T.uvarint_at, "_uvb": T.write_uvarint, "_check": _check, "_null": _null_error,
             "_too_many": _too_many,
             "_H": _H, "_I": _I, "MISSING": _MISSING, "ZERO_UUID": T.ZERO_UUID, "FastPathError": FastPathError,
@@ -81,7 +118,15 @@ class _Compiler:
         lines = [f"def {fname}(buf, pos, end):", "    o = Container()"]
         for name, default in node.absent:
             lines.append(f"    o[{name!r}] = {self._default_expr(default)}")
-        for name, sub, _default in node.fields:
+        for run in _runs(node.fields):
+            if len(run) > 1:  # consecutive fixed-width fields: one unpack
+                s = self._const(struct.Struct(">" + "".join(sub.fmtstr[1:] for _, sub, _ in run)), "S")
+                names = [f"f{i}" for i in range(len(run))]
+                lines.append(f"    {', '.join(names)} = {s}.unpack_from(buf, pos)")
+                lines.append(f"    pos += {sum(sub.length for _, sub, _ in run)}")
+                lines += [f"    o[{name!r}] = {local}" for (name, _, _), local in zip(run, names)]
+                continue
+            name, sub, _default = run[0]
             lines += self._read(sub, "v", "    ", name)
             lines.append(f"    o[{name!r}] = v")
         if node.flexible:
@@ -91,22 +136,25 @@ class _Compiler:
                 tags[tag] = (name, self._value_parser(sub, name))
             tag_table = self._const(tags, "tags")
             lines += [
-                "    count, pos = _uv(buf, pos)",
-                "    unknown = None",
-                "    for _ in range(count):",
-                "        tag, pos = _uv(buf, pos)",
-                "        size, pos = _uv(buf, pos)",
-                "        _check(pos, size, end)",
-                f"        known = {tag_table}.get(tag)",
-                "        if known is None:",
-                "            if unknown is None:",
-                "                unknown = {}",
-                "            unknown[tag] = bytes(buf[pos:pos + size])",
-                "        else:",
-                "            o[known[0]] = known[1](buf[pos:pos + size])",
-                "        pos += size",
-                "    if unknown:",
-                "        o['_unknown_tags'] = unknown",
+                "    if buf[pos] == 0:",  # no tagged fields: the usual case
+                "        pos += 1",
+                "    else:",
+                "        count, pos = _uv(buf, pos)",
+                "        unknown = None",
+                "        for _ in range(count):",
+                "            tag, pos = _uv(buf, pos)",
+                "            size, pos = _uv(buf, pos)",
+                "            _check(pos, size, end)",
+                f"            known = {tag_table}.get(tag)",
+                "            if known is None:",
+                "                if unknown is None:",
+                "                    unknown = {}",
+                "                unknown[tag] = bytes(buf[pos:pos + size])",
+                "            else:",
+                "                o[known[0]] = known[1](buf[pos:pos + size])",
+                "            pos += size",
+                "        if unknown:",
+                "            o['_unknown_tags'] = unknown",
             ]
         lines.append("    return o, pos")
         exec("\n".join(lines), self.ns)  # noqa: S102 - generated from our own schemas
@@ -139,12 +187,12 @@ class _Compiler:
         if node is Flag or type(node).__name__ == "Flag":
             return [f"{ind}{target} = buf[pos] != 0", f"{ind}pos += 1"]
         if isinstance(node, T.KUuid):
-            return [f"{ind}_check(pos, 16, end)", f"{ind}{target} = UUID(bytes=bytes(buf[pos:pos + 16]))",
-                    f"{ind}pos += 16"]
+            return [f"{ind}_check(pos, 16, end)", f"{ind}{target} = _uuid(buf[pos:pos + 16])", f"{ind}pos += 16"]
         if isinstance(node, (T.KString, T.KBytes, T.KArray)):
             width = 2 if isinstance(node, T.KString) else 4
-            if node.compact:
-                lines = [f"{ind}n, pos = _uv(buf, pos)", f"{ind}n -= 1"]
+            if node.compact:  # a one-byte varint inline (the usual case)
+                lines = [f"{ind}n = buf[pos] - 1", f"{ind}if n < 127:", f"{ind}    pos += 1", f"{ind}else:",
+                         f"{ind}    n, pos = _uv(buf, pos)", f"{ind}    n -= 1"]
             else:
                 s = "_H" if width == 2 else "_I"
                 lines = [f"{ind}n = {s}.unpack_from(buf, pos)[0]", f"{ind}pos += {width}"]
@@ -178,7 +226,13 @@ class _Compiler:
         self.builders[key] = fname
         lines = [f"def {fname}(obj, w):", "    if obj is None:", "        obj = {}", "    get = obj.get",
                  "    out = w.buf"]
-        for name, sub, default in node.fields:
+        for run in _runs(node.fields):
+            if len(run) > 1:  # consecutive fixed-width fields: one pack
+                s = self._const(struct.Struct(">" + "".join(sub.fmtstr[1:] for _, sub, _ in run)), "S")
+                args = ", ".join(f"get({name!r}, {self._const(default, 'd')})" for name, _, default in run)
+                lines.append(f"    out += {s}.pack({args})")
+                continue
+            name, sub, default = run[0]
             d = self._const(default, "d")
             if callable(default):
                 lines.append(f"    v = get({name!r}, MISSING)")
@@ -203,11 +257,14 @@ class _Compiler:
                 "        entries.extend(unknown.items())",
                 "        entries.sort(key=lambda e: e[0])",
                 "    out = w.buf",
-                "    out += _uvb(len(entries))",
-                "    for tag, raw in entries:",
-                "        out += _uvb(tag)",
-                "        out += _uvb(len(raw))",
-                "        out += raw",
+                "    if not entries:",  # no tagged fields: the usual case
+                "        out.append(0)",
+                "    else:",
+                "        out += _uvb(len(entries))",
+                "        for tag, raw in entries:",
+                "            out += _uvb(tag)",
+                "            out += _uvb(len(raw))",
+                "            out += raw",
             ]
         exec("\n".join(lines), self.ns)  # noqa: S102
         return fname
@@ -223,7 +280,10 @@ class _Compiler:
 
     def _write_len(self, node: Any, expr: str, ind: str, width: int) -> list[str]:
         if node.compact:
-            return [f"{ind}out += _uvb({expr} + 1)"]
+            if expr == "-1":
+                return [f"{ind}out.append(0)"]
+            return [f"{ind}k = {expr} + 1", f"{ind}if k < 128:", f"{ind}    out.append(k)", f"{ind}else:",
+                    f"{ind}    out += _uvb(k)"]
         s = "_H" if width == 2 else "_I"
         return [f"{ind}out += {s}.pack({expr})"]
 
@@ -280,7 +340,27 @@ class _Compiler:
         raise TypeError(f"no fast path for {node!r}")
 
 
+def _fixed(sub: Any, default: Any) -> bool:
+    """A big-endian fixed-width number field (int8-64, float64) with a plain default: one of a merged run."""
+    return isinstance(sub, FormatField) and sub.fmtstr[0] == ">" and not callable(default)
+
+
+def _runs(fields: list) -> list[list]:
+    """``fields`` in wire order, consecutive fixed-width number fields grouped (each other field alone)."""
+    runs: list[list] = []
+    for field in fields:
+        if runs and _fixed(field[1], field[2]) and _fixed(runs[-1][-1][1], runs[-1][-1][2]):
+            runs[-1].append(field)
+        else:
+            runs.append([field])
+    return runs
+
+
 _COMPILER = _Compiler()
+
+
+#: What a raw compiled parser (:func:`parser_at`) raises on bad input.
+PARSE_ERRORS: tuple[type[Exception], ...] = (IndexError, struct.error, UnicodeDecodeError, FastPathError)
 
 
 def compile_parser(node: T.KStruct) -> Callable[[Any], Any]:
@@ -293,7 +373,7 @@ def compile_parser(node: T.KStruct) -> Callable[[Any], Any]:
             buf = buf.cast("B")
         try:
             return fn(buf, 0, len(buf))[0]
-        except (IndexError, struct.error, UnicodeDecodeError) as exc:
+        except PARSE_ERRORS as exc:
             raise FastPathError(f"malformed input: {exc}") from None
 
     return parse
@@ -310,3 +390,15 @@ def compile_builder(node: T.KStruct) -> Callable[[Any, T.SegmentedWriter], None]
             raise FastPathError(f"value out of range: {exc}") from None
 
     return build
+
+
+def parser_at(node: T.KStruct) -> ParseFn3:
+    """The raw compiled parser of ``node``: ``fn(buf, pos, end) -> (value, pos)`` on a byte memoryview, raising
+    :data:`PARSE_ERRORS` on bad input (the broker's
+    request path, which reads a body in place after its header)."""
+    return _COMPILER.ns[_COMPILER.parser(node)]
+
+
+def builder_at(node: T.KStruct) -> BuildFn:
+    """The raw compiled builder of ``node``: ``fn(obj, writer)``, raising ``struct.error`` on out-of-range values."""
+    return _COMPILER.ns[_COMPILER.builder(node)]

@@ -36,11 +36,22 @@ from enum import IntEnum
 from typing import Iterable, Iterator, NamedTuple, Union
 
 import construct as cs
-from crc32c import crc32c
 
 from .compression import CompressionError, UnsupportedCodecError, compress, decompress
 from .errors import ErrorCode
 from .exceptions import CorruptRecordError, InvalidRecordError
+
+
+def crc32c(data: bytes | bytearray | memoryview, value: int = 0) -> int:
+    """CRC-32C of ``data`` (continuing from ``value``): the ``crc32c`` package's, imported on first use.
+
+    Importing that package reads its distribution's metadata (a tenth of a broker's start-up), so the first
+    call replaces this function in the module with the package's own, and later calls cost nothing extra."""
+    global crc32c
+    from crc32c import crc32c as impl
+
+    crc32c = impl  # the same signature, in C
+    return impl(data, value)
 
 __all__ = [
     "AbortedTransactions",
@@ -50,6 +61,7 @@ __all__ = [
     "CorruptRecordError", "InvalidRecordError",
     "RecordBatchHeader", "Record", "ConsumerRecord", "RecoveryResult", "ControlRecordType",
     "read_header", "validate_batch", "iter_batches", "count_records", "recover_batches", "assign_offsets",
+    "read_batches",
     "decode_raw_records", "decode_records", "encode_records", "build_batch", "seal_batch", "records_payload",
     "build_control_batch", "decode_control_key", "read_end_txn_marker",
 ]
@@ -203,6 +215,7 @@ class RecordBatchHeader(NamedTuple):
 
 
 _make_header = RecordBatchHeader._make
+_new_header = tuple.__new__  # (RecordBatchHeader, 13 values): _make without its Python-level length check
 _unpack_header = BATCH_HEADER.unpack_from
 
 
@@ -304,6 +317,30 @@ def iter_batches(buf: Buffer, *, check_crc: bool = True, produce: bool = False,
         _check(bview, h, check_crc, produce)
         yield h, bview
         pos += size
+
+
+def read_batches(buf: Buffer, *, check_crc: bool = True, produce: bool = False
+                 ) -> tuple[list[tuple[RecordBatchHeader, memoryview]], CorruptRecordError | None]:
+    """``list(iter_batches(buf, ...))`` without the generator (the produce path's usual one batch): the
+    batches read before the first bad one, and that one's error (None when all are good), so that a caller
+    checking each batch (``max.message.bytes``) reports what it would have met first."""
+    view = _as_view(buf)
+    n = len(view)
+    pos = 0
+    out: list[tuple[RecordBatchHeader, memoryview]] = []
+    try:
+        while pos < n:
+            size = _next_batch_size(view, pos, n)
+            if size < 0:
+                raise InvalidRecordError(f"truncated record batch at position {pos} ({n - pos} bytes left)")
+            bview = view[pos:pos + size]
+            h = _new_header(RecordBatchHeader, _unpack_header(view, pos))
+            _check(bview, h, check_crc, produce)
+            out.append((h, bview))
+            pos += size
+    except CorruptRecordError as exc:
+        return out, exc
+    return out, None
 
 
 def count_records(buf: Buffer) -> int:

@@ -1,5 +1,7 @@
 """``minikafka serve`` imports what its configuration uses and nothing more (issue 27's start-up rule): a plain
-broker loads no other command (analysis, replay, the Kafka-style tools), no HTTP stack, console or Spark.
+broker loads no other command (analysis, replay, the Kafka-style tools), no HTTP stack, console or Spark, no
+capture writer or reader without ``--capture``, no SCRAM library without a SASL listener, no package metadata
+(only ``--version`` reads it) and no type-only modules.
 
 The test runs the real command in a subprocess, waits until it accepts a connection, stops it with Ctrl-C
 (SIGINT) and reads the modules it had loaded."""
@@ -14,10 +16,15 @@ from pathlib import Path
 
 from waiting import wait_for
 
-# Loaded only by other commands or configurations (``--http-port``, ``analyze``, ``replay``, the tools...).
+# Loaded only by other commands or configurations (``--http-port``, ``--capture``, SASL listeners, ``analyze``,
+# ``replay``, the tools...), by the type checker (``protocol.bodies``) or on first use (``crc32c``: the first
+# record batch; importing it reads package metadata).
 NOT_FOR_A_PLAIN_BROKER = (
     "minikafka.analysis", "minikafka.capture.replay", "minikafka.capture.replay_cli", "minikafka.tools",
     "minikafka.broker.console", "minikafka.broker.admin_http", "minikafka.web",
+    "minikafka.capture.format", "minikafka.capture.reading", "minikafka.capture.pcapread",
+    "minikafka.capture.service", "minikafka.capture.writer", "minikafka.capture.observer",
+    "minikafka.protocol.bodies", "scramp", "crc32c", "importlib.metadata",
     "pyspark", "pandas", "pyarrow", "matplotlib", "starlette", "hypercorn",
 )
 

@@ -38,11 +38,11 @@ import logging
 import uuid
 from dataclasses import dataclass, field
 
-import crc32c
 
 from ...common import Clock
 from ...protocol.compression import CODEC_NAMES
 from ...protocol.errors import ErrorCode
+from ...protocol.records import crc32c
 from ...protocol.types import ZERO_UUID
 from ..request import RequestContext
 from .cache import ExpiringLruCache
@@ -86,7 +86,7 @@ def compute_subscription_id(metrics: list[str], push_interval_ms: int, client_in
     """Kafka's ``computeSubscriptionId``: CRC32C of the metric set and the interval, XOR the id's hash
     (the set printed sorted, where Kafka prints its HashSet's order)."""
     data = ("[" + ", ".join(sorted(metrics)) + "]" + str(push_interval_ms)).encode()
-    return _int32(crc32c.crc32c(data)) ^ java_uuid_hash(client_instance_id)
+    return _int32(crc32c(data)) ^ java_uuid_hash(client_instance_id)
 
 
 def split_peer(peer: str) -> tuple[str | None, str | None]:

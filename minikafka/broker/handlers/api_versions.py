@@ -12,9 +12,13 @@ subscription matching.
 
 from __future__ import annotations
 
-from ...protocol import bodies as B
+from typing import TYPE_CHECKING
+
 from ..request import RequestContext
 from ..services import FinalizedFeatures
+
+if TYPE_CHECKING:
+    from ...protocol import bodies as B
 
 #: The first version whose supported features may have a minimum level of 0.
 FEATURE_LEVEL_0_VERSION = 4

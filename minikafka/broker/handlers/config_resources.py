@@ -11,11 +11,15 @@ Deliberate difference: minikafka lists BROKER_LOGGER resources as Kafka does but
 
 from __future__ import annotations
 
-from ...protocol import bodies as B
+from typing import TYPE_CHECKING
+
 from ...protocol.errors import ErrorCode
 from ..request import RequestContext
 from ..services import Authorizer, ClientMetricsSubscriptions, GroupConfigs, MetadataCache
 from .authorization import AclOperation, authorize
+
+if TYPE_CHECKING:
+    from ...protocol import bodies as B
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4

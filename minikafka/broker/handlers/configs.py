@@ -19,9 +19,8 @@ CLUSTER_AUTHORIZATION_FAILED).
 from __future__ import annotations
 
 import logging
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
-from ...protocol import bodies as B
 from ...protocol.errors import ErrorCode
 from ..config import BrokerConfig
 from ..config_ops import OP_SET, apply_config_ops
@@ -31,6 +30,9 @@ from ..services import (Authorizer, BrokerConfigs, ClientMetricsSubscriptions, G
                         TopicController)
 from .authorization import AclOperation, ResourceType, authorize
 from ..topic_config import LIST_TOPIC_CONFIGS, validate_topic_config
+
+if TYPE_CHECKING:
+    from ...protocol import bodies as B
 
 log = logging.getLogger(__name__)
 
@@ -184,7 +186,7 @@ class AlterConfigsHandler:
         """(name, operation, value) per config: IncrementalAlterConfigs names its operation, AlterConfigs
         sets every config it lists."""
         if self.incremental:
-            configs = cast(list[B.IncrementalAlterConfigsRequestResourcesConfigs], r["configs"])
+            configs = cast("list[B.IncrementalAlterConfigsRequestResourcesConfigs]", r["configs"])
             return [(c["name"], c["config_operation"], c["value"]) for c in configs]
         return [(c["name"], OP_SET, c["value"]) for c in r["configs"]]
 

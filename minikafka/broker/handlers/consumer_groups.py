@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from ...protocol import bodies as B
 from ...protocol.errors import ErrorCode
 from ..groups.consumer.model import (
     Assignment,
@@ -41,8 +41,12 @@ from .authorization import (
 )
 from .common import UNREQUESTED_OPERATIONS, client_host, failed_group_description, owns_every_group
 
+if TYPE_CHECKING:
+    from ...protocol import bodies as B
+
+    _DescribedTopicPartitions = B.ConsumerGroupDescribeResponseGroupsMembersAssignmentTopicPartitions
+
 E = ErrorCode
-_DescribedTopicPartitions = B.ConsumerGroupDescribeResponseGroupsMembersAssignmentTopicPartitions
 
 
 class ConsumerGroupHeartbeatHandler:

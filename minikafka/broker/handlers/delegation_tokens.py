@@ -20,13 +20,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from ...protocol import bodies as B
 from ...protocol.errors import ErrorCode
 from ..request import RequestContext
 from ..security.delegation_token import ERROR_TIMESTAMP, USER_TYPE, filter_token
 from ..services import Authorizer, DelegationTokens
 from .authorization import AclOperation, ResourceType, authorize
+
+if TYPE_CHECKING:
+    from ...protocol import bodies as B
 
 log = logging.getLogger(__name__)
 

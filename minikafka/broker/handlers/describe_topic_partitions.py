@@ -21,9 +21,10 @@ all-topics listing leaves such topics out.  ``topic_authorized_operations`` is a
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ...common import TopicMetadata
 from ...common.types import INTERNAL_TOPICS
-from ...protocol import bodies as B
 from ...protocol.errors import ErrorCode
 from ...protocol.types import ZERO_UUID
 from ..config import BrokerConfig
@@ -32,6 +33,9 @@ from ..metadata import MetadataError, validate_topic_name
 from ..request import RequestContext
 from ..services import Authorizer, MetadataCache
 from .authorization import AclOperation, ResourceType, authorize, authorized_operations
+
+if TYPE_CHECKING:
+    from ...protocol import bodies as B
 
 
 class DescribeTopicPartitionsHandler:

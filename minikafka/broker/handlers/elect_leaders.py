@@ -15,12 +15,16 @@ effect at once.
 
 from __future__ import annotations
 
-from ...protocol import bodies as B
+from typing import TYPE_CHECKING
+
 from ...protocol.errors import ErrorCode
 from ..error_responses import error_response
 from ..request import RequestContext
 from ..services import Authorizer, LeaderElection, MetadataCache
 from .authorization import AclOperation, authorize
+
+if TYPE_CHECKING:
+    from ...protocol import bodies as B
 
 PREFERRED, UNCLEAN = 0, 1  # Kafka's ElectionType
 

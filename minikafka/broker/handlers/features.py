@@ -10,12 +10,16 @@ when any update is refused, and then none applies); v0-v1 also repeat it for eve
 
 from __future__ import annotations
 
-from ...protocol import bodies as B
+from typing import TYPE_CHECKING
+
 from ...protocol.errors import ErrorCode
 from ..features import ApiError, FeatureUpdate, UpgradeType
 from ..request import RequestContext
 from ..services import Authorizer, FinalizedFeatures
 from .authorization import AclOperation, authorize
+
+if TYPE_CHECKING:
+    from ...protocol import bodies as B
 
 #: The last version answering a result per feature.
 LAST_VERSION_WITH_RESULTS = 1

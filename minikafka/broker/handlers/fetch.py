@@ -35,11 +35,11 @@ import logging
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 import trio
 
 from ...common import Clock, TopicPartition
-from ...protocol import bodies as B
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.fetch import fetch_replica_epoch, fetch_replica_id
 from ..config import BrokerConfig
@@ -52,6 +52,9 @@ from ..services import (Authorizer, ClientQuota, DelayedOperations, FetchLog, Fe
                         LeaderReplicationQuota, MetadataCache, RequestQuota)
 from .authorization import AclOperation, ResourceType, authorize, filter_authorized
 from .common import check_leader, check_leader_epoch, current_leader, node_endpoints
+
+if TYPE_CHECKING:
+    from ...protocol import bodies as B
 
 log = logging.getLogger(__name__)
 

@@ -23,11 +23,10 @@ import base64
 import binascii
 import logging
 import uuid
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from ...common import Node, OffsetAndMetadata, TopicPartition
 from ...common.hashing import partition_for_key
-from ...protocol import bodies as B
 from ...protocol.api import ApiKey
 from ...protocol.errors import ErrorCode
 from ..error_responses import error_response
@@ -36,6 +35,9 @@ from ..request import RequestContext
 from ..services import Authorizer, GroupCoordinatorApi, MetadataCache
 from .authorization import AclOperation, ResourceType, authorize, authorized_operations, filter_authorized
 from .common import UNREQUESTED_OPERATIONS, client_host, owns_every_group
+
+if TYPE_CHECKING:
+    from ...protocol import bodies as B
 
 log = logging.getLogger(__name__)
 

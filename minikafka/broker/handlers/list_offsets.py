@@ -18,7 +18,8 @@ it exists or not.
 
 from __future__ import annotations
 
-from ...protocol import bodies as B
+from typing import TYPE_CHECKING
+
 from ...protocol.errors import ErrorCode
 from ..log import OffsetOutOfRangeError
 from ..partition import Partition
@@ -26,6 +27,9 @@ from ..request import RequestContext
 from ..services import Authorizer, PartitionLookup, RecordsDeleter
 from .authorization import AclOperation, ResourceType, authorize, filter_authorized
 from .common import leader_partition
+
+if TYPE_CHECKING:
+    from ...protocol import bodies as B
 
 EARLIEST = -2
 LATEST = -1

@@ -9,14 +9,18 @@ a partition named under several directories goes to the last one.  The work is t
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ...common import TopicPartition
-from ...protocol import bodies as B
 from ...protocol.api import ApiKey
 from ...protocol.errors import ErrorCode
 from ..error_responses import error_response
 from ..request import RequestContext
 from ..services import Authorizer, LogDirs
 from .authorization import AclOperation, authorize
+
+if TYPE_CHECKING:
+    from ...protocol import bodies as B
 
 
 class DescribeLogDirsHandler:

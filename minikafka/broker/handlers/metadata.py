@@ -15,8 +15,9 @@ injected to make clients rebootstrap.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ...common import TopicMetadata
-from ...protocol import bodies as B
 from ...protocol.errors import ErrorCode
 from ...protocol.types import ZERO_UUID
 from ..config import BrokerConfig
@@ -27,6 +28,9 @@ from ..services import Authorizer, MetadataCache, TopicLookup
 from .authorization import (CLUSTER_NAME, AclOperation, ResourceType, authorize, authorized_operations,
                             creatable_topics, filter_authorized)
 from .common import UNREQUESTED_OPERATIONS
+
+if TYPE_CHECKING:
+    from ...protocol import bodies as B
 
 
 def cluster_operations(authorizer: Authorizer | None, ctx: RequestContext, requested: bool) -> int:

@@ -11,13 +11,16 @@ whole answer, as Kafka's ``OffsetDeleteResponse.Builder.merge`` makes it: no par
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from ...protocol import bodies as B
 from ...protocol.errors import ErrorCode
 from ..request import RequestContext
 from ..services import Authorizer, GroupCoordinatorApi, MetadataCache
 from .authorization import AclOperation, ResourceType, authorize, filter_authorized
 from .common import owns_every_group
+
+if TYPE_CHECKING:
+    from ...protocol import bodies as B
 
 
 class OffsetDeleteHandler:

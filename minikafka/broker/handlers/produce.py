@@ -32,11 +32,11 @@ Produce (Kafka creates it only through Metadata) only with CREATE on the cluster
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 import trio
 
 from ...common import Clock, TopicMetadata, TopicPartition
-from ...protocol import bodies as B
 from ...protocol.api import ApiKey
 from ...protocol.errors import ErrorCode
 from ...protocol.records import BATCH_HEADER_SIZE, read_header
@@ -48,9 +48,13 @@ from ..services import (Authorizer, ClientQuota, DelayedOperations, MetadataCach
 from .authorization import AclOperation, ResourceType, authorize, creatable_topics, filter_authorized
 from .common import PendingAck, await_acks, current_leader, node_endpoints
 
+if TYPE_CHECKING:
+    from ...protocol import bodies as B
+
+    PartitionResponse = B.ProduceResponseResponsesPartitionResponses
+
 log = logging.getLogger(__name__)
 
-PartitionResponse = B.ProduceResponseResponsesPartitionResponses
 
 #: The first Produce version with KIP-951 leader discovery, with TRANSACTION_ABORTABLE, with topic ids.
 LEADER_DISCOVERY_VERSION = 10
@@ -106,6 +110,7 @@ class ProduceHandler:
         unverified = (await self._verify_transactional(req, denied, ctx.api_version >= ADD_PARTITION_VERSION)
                       if req["transactional_id"] is not None else {})
         not_leader = False  # some partition answered NOT_LEADER_OR_FOLLOWER: KIP-951 leader discovery needed
+        valid_acks = acks in (-1, 0, 1)
         for td in req["topic_data"]:
             parts: list[PartitionResponse] = []
             if denied and td["name"] in denied:
@@ -116,7 +121,7 @@ class ProduceHandler:
             code, topic = found[td["name"]]
             for pd in td["partition_data"]:
                 index = pd["index"]
-                if acks not in (-1, 0, 1):
+                if not valid_acks:
                     parts.append({"index": index, "error_code": ErrorCode.INVALID_REQUIRED_ACKS})
                     continue
                 part = self.log.get(td["name"], index) if topic is not None else None
@@ -171,8 +176,9 @@ class ProduceHandler:
         leaders = (self._discover_leaders(responses) if not_leader and ctx.api_version >= LEADER_DISCOVERY_VERSION
                    else None)
         # Produce byte-rate quota on the request size; the request quota is not enforced for acks=0.
-        ctx.throttle("Produce", self.quota.maybe_record_and_get_throttle_time_ms(
-            ctx.user, ctx.quota_client_id, ctx.request_size))
+        if self.quota.quotas_enabled:
+            ctx.throttle("Produce", self.quota.maybe_record_and_get_throttle_time_ms(
+                ctx.user, ctx.quota_client_id, ctx.request_size))
         ctx.exempt_request_quota = acks == 0
         if acks == 0:
             return None  # acks=0: Kafka sends no response at all (a throttle still mutes the connection)

@@ -23,14 +23,18 @@ for UnregisterBroker (else CLUSTER_AUTHORIZATION_FAILED).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ...common import Clock
-from ...protocol import bodies as B
 from ...protocol.errors import ErrorCode
 from ...protocol.types import ZERO_UUID
 from ..metadata import MetadataError
 from ..request import RequestContext
 from ..services import Authorizer, MetadataQuorum
 from .authorization import AclOperation, authorize
+
+if TYPE_CHECKING:
+    from ...protocol import bodies as B
 
 METADATA_TOPIC = "__cluster_metadata"
 METADATA_PARTITION = 0

@@ -7,8 +7,8 @@ the cluster; without, the request is answered CLUSTER_AUTHORIZATION_FAILED (on e
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
-from ...protocol import bodies as B
 from ...protocol.api import ApiKey
 from ...protocol.errors import ErrorCode
 from ..quota.entity import ENTITY_TYPES, QUOTA_KEYS, ClientQuotaEntity
@@ -16,6 +16,9 @@ from ..error_responses import error_response
 from ..request import RequestContext
 from ..services import Authorizer, ClientQuotaStore
 from .authorization import AclOperation, authorize
+
+if TYPE_CHECKING:
+    from ...protocol import bodies as B
 
 log = logging.getLogger(__name__)
 

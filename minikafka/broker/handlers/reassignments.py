@@ -12,15 +12,17 @@ a target whose size differs from the partition's replication factor; the respons
 
 from __future__ import annotations
 
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
-from ...protocol import bodies as B
 from ...protocol.api import ApiKey
 from ...protocol.errors import ErrorCode
 from ..error_responses import error_response
 from ..request import RequestContext
 from ..services import Authorizer, PartitionReassignments
 from .authorization import AclOperation, authorize
+
+if TYPE_CHECKING:
+    from ...protocol import bodies as B
 
 
 class AlterPartitionReassignmentsHandler:
@@ -35,7 +37,7 @@ class AlterPartitionReassignmentsHandler:
                      ) -> B.AlterPartitionReassignmentsResponseBody:
         allow_rf_change = req["allow_replication_factor_change"] if ctx.api_version >= 1 else True
         if not authorize(self.authorizer, ctx, AclOperation.ALTER):
-            return cast(B.AlterPartitionReassignmentsResponseBody, error_response(
+            return cast("B.AlterPartitionReassignmentsResponseBody", error_response(
                 ApiKey.ALTER_PARTITION_REASSIGNMENTS, ctx.api_version, req, ErrorCode.CLUSTER_AUTHORIZATION_FAILED))
         changes = [(t["name"], p["partition_index"], None if p["replicas"] is None else list(p["replicas"]))
                    for t in req["topics"] for p in t["partitions"]]
@@ -63,7 +65,7 @@ class ListPartitionReassignmentsHandler:
     async def handle(self, ctx: RequestContext, req: B.ListPartitionReassignmentsRequestBody
                      ) -> B.ListPartitionReassignmentsResponseBody:
         if not authorize(self.authorizer, ctx, AclOperation.DESCRIBE):
-            return cast(B.ListPartitionReassignmentsResponseBody, error_response(
+            return cast("B.ListPartitionReassignmentsResponseBody", error_response(
                 ApiKey.LIST_PARTITION_REASSIGNMENTS, ctx.api_version, req, ErrorCode.CLUSTER_AUTHORIZATION_FAILED))
         wanted = None if req["topics"] is None else {t["name"]: list(t["partition_indexes"]) for t in req["topics"]}
         topics: list[B.ListPartitionReassignmentsResponseTopics] = [

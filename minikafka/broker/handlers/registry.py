@@ -10,9 +10,8 @@ ApiVersions list is derived from the same table.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ...protocol import bodies as B
 from ...protocol.api import APIS, ApiKey
 from ...protocol.errors import ErrorCode
 from ..error_responses import error_response
@@ -52,6 +51,9 @@ from .scram import AlterUserScramCredentialsHandler, DescribeUserScramCredential
 from .log_dirs import AlterReplicaLogDirsHandler, DescribeLogDirsHandler
 from .telemetry import GetTelemetrySubscriptionsHandler, PushTelemetryHandler
 from .topics import CreatePartitionsHandler, CreateTopicsHandler, DeleteTopicsHandler
+
+if TYPE_CHECKING:
+    from ...protocol import bodies as B
 
 Handler = Callable[[RequestContext, Any], Awaitable[Any]]
 HandlerFactory = Callable[[BrokerServices], Handler]

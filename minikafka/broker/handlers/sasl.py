@@ -9,9 +9,13 @@ connection authenticated, and is refused.
 
 from __future__ import annotations
 
-from ...protocol import bodies as B
+from typing import TYPE_CHECKING
+
 from ...protocol.errors import ErrorCode
 from ..request import RequestContext
+
+if TYPE_CHECKING:
+    from ...protocol import bodies as B
 
 
 class SaslHandshakeHandler:

@@ -10,13 +10,16 @@ Alter ALTER on the cluster (CLUSTER_AUTHORIZATION_FAILED otherwise, as Kafka ans
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
-from ...protocol import bodies as B
 from ...protocol.errors import ErrorCode
 from ..request import RequestContext
 from ..security.scram import Deletion, Upsertion
 from ..services import Authorizer, ScramCredentials
 from .authorization import AclOperation, authorize
+
+if TYPE_CHECKING:
+    from ...protocol import bodies as B
 
 log = logging.getLogger(__name__)
 

@@ -33,12 +33,11 @@ import logging
 import uuid
 from collections.abc import Hashable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
 from ...common import TopicPartition
-from ...protocol import bodies as B
 from ...protocol.errors import ErrorCode
 from ...protocol.records import RecordBatchHeader, iter_batches
 from ..config import BrokerConfig
@@ -50,6 +49,9 @@ from ..share.partition import AckBatch, AcquiredRecords, FetchedBatch, ShareAcqu
 from ..share.partition_state import ShareStateKey
 from ..share.session import FINAL_EPOCH, ShareSessionError, TopicIdPartition
 from .authorization import AclOperation, ResourceType, authorize, filter_authorized
+
+if TYPE_CHECKING:
+    from ...protocol import bodies as B
 
 log = logging.getLogger(__name__)
 

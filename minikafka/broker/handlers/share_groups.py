@@ -15,7 +15,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ...protocol import bodies as B
 from ...protocol.errors import ErrorCode
 from ..request import RequestContext
 from ..services import Authorizer, ShareGroupMembership
@@ -30,6 +29,7 @@ from .common import UNREQUESTED_OPERATIONS, client_host, failed_group_descriptio
 
 if TYPE_CHECKING:
     from ..share.coordinator import ShareGroupDescription
+    from ...protocol import bodies as B
 
 E = ErrorCode
 

@@ -28,14 +28,17 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from ...protocol import bodies as B
 from ...protocol.errors import ErrorCode
 from ...protocol.types import ZERO_UUID
 from ..request import RequestContext
 from ..services import Authorizer, FetchLog, MetadataCache, ShareGroupMembership, ShareGroupOffsets
 from .authorization import AclOperation, ResourceType, authorize, filter_authorized
 from .common import owns_every_group
+
+if TYPE_CHECKING:
+    from ...protocol import bodies as B
 
 
 class _ShareOffsetsBase:

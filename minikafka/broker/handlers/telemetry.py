@@ -11,13 +11,16 @@ them.
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
-from ...protocol import bodies as B
 from ...protocol.errors import ErrorCode
 from ...protocol.types import ZERO_UUID
 from ..client_metrics.manager import SUPPORTED_COMPRESSION_TYPES, TelemetryError
 from ..request import RequestContext
 from ..services import ClientTelemetry
+
+if TYPE_CHECKING:
+    from ...protocol import bodies as B
 
 log = logging.getLogger(__name__)
 

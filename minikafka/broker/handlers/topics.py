@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from ...protocol import bodies as B
 from ...protocol.types import ZERO_UUID
 from ...protocol.errors import ErrorCode
 from ..config import BrokerConfig
@@ -23,6 +23,9 @@ from ..services import Authorizer, MetadataCache, TopicController
 from .authorization import AclOperation, ResourceType, authorize, creatable_topics, filter_authorized
 from ..topic_config import validate_topic_config
 from .configs import SOURCE_DYNAMIC_TOPIC
+
+if TYPE_CHECKING:
+    from ...protocol import bodies as B
 
 
 def _configs_of(entries: list[B.CreateTopicsRequestTopicsConfigs] | None) -> dict[str, str | None]:

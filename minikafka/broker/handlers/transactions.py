@@ -29,11 +29,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 
 import trio
 
 from ...common import OffsetAndMetadata, TopicPartition, partitions_by_topic
-from ...protocol import bodies as B
 from ...protocol.api import ApiKey
 from ...protocol.errors import ErrorCode
 from ..error_responses import error_response
@@ -43,6 +43,9 @@ from ..services import (Authorizer, DelayedOperations, GroupCoordinatorApi, Meta
                         ProducerIdGenerator, TransactionCoordinatorApi, TxnMarkerLog)
 from .authorization import AclOperation, ResourceType, authorize, authorize_by_resource_type, filter_authorized
 from .common import PendingAck, await_acks, check_leader, owns_every_group
+
+if TYPE_CHECKING:
+    from ...protocol import bodies as B
 
 log = logging.getLogger(__name__)
 

@@ -90,7 +90,7 @@ class LogConfig:
         return "delete" in self.cleanup_policy
 
 
-@dataclass
+@dataclass(slots=True)
 class LogAppendInfo:
     """Result of an append (Kafka ``LogAppendInfo``)."""
 
@@ -326,27 +326,31 @@ class Log:
 
     # -- appends --------------------------------------------------------------------------
     def append_as_leader(self, batches: Sequence[bytearray | memoryview], leader_epoch: int,
-                         now_ms: int) -> LogAppendInfo:
+                         now_ms: int, headers: Sequence[tuple[int, ...]] | None = None) -> LogAppendInfo:
         """Assign offsets to already CRC-validated batches and store them.
 
         Rewrites baseOffset and partitionLeaderEpoch in place (outside the CRC); for
         LogAppendTime topics also maxTimestamp + the timestamp-type bit, then re-CRCs
         (Kafka ``LogValidator`` for uncompressed/compressed v2 without recompression).
         Raises ``CorruptRecordError`` (nothing stored) if a batch header is invalid.
+        ``headers``: the batches' headers (``RecordBatchHeader``) as the caller validated them just before
+        (``records.iter_batches(produce=True)``, the produce path): the structural re-check is then skipped.
         """
-        # The caller validated each batch (records.iter_batches(produce=True)); this is only the
-        # cheap structural re-check that keeps the append atomic, on raw BATCH_HEADER tuples
-        # because it is the produce hot path (validate_batch costs ~3x as much per batch).
-        headers = []
-        for b in batches:
-            size = len(b)
-            if size < BATCH_HEADER_SIZE:
-                raise InvalidRecordError("batch shorter than its header")
-            h = _unpack_header(b)
-            if h[3] != MAGIC or h[1] + LOG_OVERHEAD != size or h[6] < 0:
-                raise InvalidRecordError(f"invalid batch header (magic={h[3]}, length={h[1]}, "
-                                         f"size={size}, lastOffsetDelta={h[6]})")
-            headers.append(h)
+        if headers is None:
+            # The caller validated each batch (records.iter_batches(produce=True)); this is only the
+            # cheap structural re-check that keeps the append atomic, on raw BATCH_HEADER tuples
+            # because it is the produce hot path (validate_batch costs ~3x as much per batch).
+            checked = []
+            for b in batches:
+                size = len(b)
+                if size < BATCH_HEADER_SIZE:
+                    raise InvalidRecordError("batch shorter than its header")
+                h = _unpack_header(b)
+                if h[3] != MAGIC or h[1] + LOG_OVERHEAD != size or h[6] < 0:
+                    raise InvalidRecordError(f"invalid batch header (magic={h[3]}, length={h[1]}, "
+                                             f"size={size}, lastOffsetDelta={h[6]})")
+                checked.append(h)
+            headers = checked
         append_time = now_ms if self.config.message_timestamp_type == "LogAppendTime" else None
         first = next_offset = self.log_end_offset
         if leader_epoch >= 0 and leader_epoch != self.epoch_cache.latest_epoch():
@@ -365,15 +369,8 @@ class Log:
             num_records += h[12]  # recordCount
             next_offset = end
         self._store(metas, now_ms)
-        return LogAppendInfo(
-            first_offset=first,
-            last_offset=next_offset - 1,
-            max_timestamp=max_ts,
-            offset_of_max_timestamp=offset_of_max,
-            log_append_time=-1 if append_time is None else append_time,
-            log_start_offset=self.log_start_offset,
-            num_records=num_records,
-        )
+        return LogAppendInfo(first, next_offset - 1, max_ts, offset_of_max, -1 if append_time is None else append_time,
+                             self.log_start_offset, num_records)
 
     def append_as_follower(self, records: bytes | memoryview) -> LogAppendInfo:
         """Store batches that already carry offsets (replication): each must start at or

@@ -88,6 +88,8 @@ class QuotaConfigs:
     def __init__(self) -> None:
         self.entries: dict[ClientQuotaEntity, dict[str, float]] = {}
         self.version = 0  # bumped on every change, so managers can refresh their sensors
+        self._has: dict[str, bool] = {}  # has_quotas answers at _has_version
+        self._has_version = -1
 
     def set(self, entity: ClientQuotaEntity, key: str, value: float) -> None:
         if key not in QUOTA_KEYS:
@@ -106,7 +108,13 @@ class QuotaConfigs:
         return dict(self.entries.get(entity, {}))
 
     def has_quotas(self, key: str) -> bool:
-        return any(key in values for values in self.entries.values())
+        """Whether any entity sets ``key`` (asked on every request: remembered until the next change)."""
+        cached = self._has.get(key) if self._has_version == self.version else None
+        if cached is None:
+            if self._has_version != self.version:
+                self._has, self._has_version = {}, self.version
+            cached = self._has[key] = any(key in values for values in self.entries.values())
+        return cached
 
     def resolve(self, key: str, user: str, client_id: str) -> ResolvedQuota:
         """The quota for ``key`` and this (user, client id), in Kafka's precedence order."""

@@ -50,8 +50,6 @@ import secrets
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-import scramp
-
 from ...common import Clock
 from ..config import BrokerConfig, ConfigError
 from .jaas import JaasConfigError, JaasEntry, parse_jaas_config, server_jaas_entries
@@ -228,10 +226,11 @@ _B64 = r"[a-zA-Z0-9/+]"
 _BASE64 = rf"(?:{_B64}{{4}})*(?:{_B64}{{3}}=|{_B64}{{2}}==)?"
 _RESERVED = rf"(?:m={_VALUE},)?"
 _EXTENSIONS = rf"(?:,[A-Za-z]+={_VALUE})*"
-_CLIENT_FIRST = re.compile(
+# Patterns stay strings until first used (``re`` caches what it compiles): a broker without SASL never pays.
+_CLIENT_FIRST = (
     rf"n,(?:a=(?P<authzid>{_SASLNAME}))?,{_RESERVED}n=(?P<saslname>{_SASLNAME}),r=(?P<nonce>{_PRINTABLE})"
     rf"(?P<extensions>{_EXTENSIONS})")
-_CLIENT_FINAL = re.compile(rf"c=(?P<channel>{_BASE64}),r=(?P<nonce>{_PRINTABLE}){_EXTENSIONS},p=(?P<proof>{_BASE64})")
+_CLIENT_FINAL = rf"c=(?P<channel>{_BASE64}),r=(?P<nonce>{_PRINTABLE}){_EXTENSIONS},p=(?P<proof>{_BASE64})"
 _TOKEN_AUTH = "tokenauth"
 
 
@@ -289,7 +288,7 @@ class ScramSaslServer(_Exchange):
 
     def _client_first(self, response: bytes) -> bytes:
         text = response.decode("utf-8", errors="replace")
-        m = _CLIENT_FIRST.fullmatch(text)
+        m = re.fullmatch(_CLIENT_FIRST, text)
         if m is None:
             raise self._fail(f"Invalid SCRAM client first message format: {text}")
         extensions = dict(kv.split("=", 1) for kv in m["extensions"].split(",")[1:])
@@ -306,6 +305,8 @@ class ScramSaslServer(_Exchange):
         if credential.iterations < MIN_ITERATIONS:
             raise self._fail(f"Iterations {credential.iterations} is less than the minimum {MIN_ITERATIONS} "
                              f"for {self.mechanism_name}")
+        import scramp  # only when a SCRAM exchange starts
+
         server = scramp.ScramMechanism(self.mechanism_name).make_server(_auth_fn(credential))
         try:
             server.set_client_first(text)
@@ -363,7 +364,7 @@ class ScramSaslServer(_Exchange):
 
     def _client_final(self, response: bytes) -> bytes:
         text = response.decode("utf-8", errors="replace")
-        m = _CLIENT_FINAL.fullmatch(text)
+        m = re.fullmatch(_CLIENT_FINAL, text)
         if m is None:
             raise self._fail(f"Invalid SCRAM client final message format: {text}")
         if m["nonce"] != self._server_nonce or self._server is None:
@@ -373,6 +374,8 @@ class ScramSaslServer(_Exchange):
             # Kafka 3.8.1-3.9 accepted it (an ``endsWith`` check): verify the proof over the message as sent.
             # A delegation token exchange (no scramp server) is always verified here.
             return self._client_final_as_sent(text, m)
+        import scramp
+
         try:
             self._server.set_client_final(text)
             final = self._server.get_server_final()
@@ -420,9 +423,8 @@ def _auth_fn(credential: ScramCredential) -> Any:
 # -- OAUTHBEARER -----------------------------------------------------------------------------------------------
 _KEY = r"[A-Za-z]+"
 _KV_VALUE = r"[\x21-\x7E \t\r\n]+"
-_CLIENT_INITIAL_RESPONSE = re.compile(
-    rf"n,(?:a=(?P<authzid>{_SASLNAME}))?,\x01(?P<kvpairs>(?:{_KEY}={_KV_VALUE}\x01)*)\x01")
-_AUTH = re.compile(r"(?P<scheme>\w+) +(?P<token>[-_.a-zA-Z0-9]+)", re.ASCII)
+_CLIENT_INITIAL_RESPONSE = rf"n,(?:a=(?P<authzid>{_SASLNAME}))?,\x01(?P<kvpairs>(?:{_KEY}={_KV_VALUE}\x01)*)\x01"
+_AUTH = r"(?a)(?P<scheme>\w+) +(?P<token>[-_.a-zA-Z0-9]+)"
 _CONTROL_A = b"\x01"
 
 
@@ -575,7 +577,7 @@ class OAuthBearerSaslServer(_Exchange):
             raise SaslAuthenticationError(self._error_message)
         self._error_message = None
         text = response.decode("utf-8", errors="replace")
-        m = _CLIENT_INITIAL_RESPONSE.fullmatch(text)
+        m = re.fullmatch(_CLIENT_INITIAL_RESPONSE, text)
         if m is None:
             raise SaslAuthenticationError.withheld(self.mechanism_name, "Invalid OAUTHBEARER client first message")
         pairs = [kv.split("=", 1) for kv in m["kvpairs"].split("\x01") if kv]
@@ -584,7 +586,7 @@ class OAuthBearerSaslServer(_Exchange):
         if auth is None:
             raise SaslAuthenticationError.withheld(
                 self.mechanism_name, "Invalid OAUTHBEARER client first message: 'auth' not specified")
-        am = _AUTH.fullmatch(auth)
+        am = re.fullmatch(_AUTH, auth)
         if am is None:
             raise SaslAuthenticationError.withheld(
                 self.mechanism_name, "Invalid OAUTHBEARER client first message: invalid 'auth' format")
