@@ -22,7 +22,12 @@ looked up once into an :class:`ApiVersionEntry` (its compiled body parser and re
 layouts), the body is parsed in place after the header, the response header is written into the response's
 first buffer, and each observer hook is called only on the observers that implement it (the hook lists
 are rebuilt when :attr:`KafkaApis.observers` changes), so an unused hook costs nothing.  Request quota
-time is charged only while some entity has a request quota (Kafka records nothing otherwise either).
+time is charged only while some entity has a request quota (Kafka records nothing otherwise either), and
+fault rules are looked at only while one exists (``FaultInjector.active``).  The common Produce (one topic,
+one partition, no authorizer, transaction or quota: ``ProduceHandler.handle_single``) is answered without
+awaiting, its plain success written from a per-(version, topic, partition) template of the response bytes
+that the version's builder wrote once (any other answer goes through the builder; any other request through
+``ProduceHandler.handle``).
 """
 
 from __future__ import annotations
@@ -58,6 +63,8 @@ class CloseConnection(Exception):
 
 _HEADER = struct.Struct(">hhih")  # api key, api version, correlation id, client id length
 _CORRELATION = struct.Struct(">i")
+_ProduceTemplate = tuple[struct.Struct, bytes, bytes]
+_NO_TEMPLATE: Any = object()
 
 
 class ApiVersionEntry:
@@ -141,12 +148,28 @@ class KafkaApis:
         self.timer = timer
         self.clock = clock
         self.faults = faults
+        # The fused Produce path (the handler's handle_single, when it has one) and its response templates.
+        self._produce_handle = self.handlers.get(ApiKey.PRODUCE)  # the fused path is its (not a replacement's)
+        produce = getattr(self._produce_handle, "__self__", None)
+        self._produce_single: Callable[[RequestContext, Any], tuple[Any, bool] | None] | None = getattr(
+            produce, "handle_single", None)
+        self._produce_templates: dict[tuple[int, str, int], _ProduceTemplate | None] = {}
         self._entries: dict[int, ApiVersionEntry] = {}  # (api key << 16 | version) -> entry, as met
         self._on_request: tuple[Callable[[Request], None], ...] = ()
         self._on_response: tuple[Callable[[Response], None], ...] = ()
         self._on_response_sent: tuple[Callable[[Response], None], ...] = ()
         self._observers = ObserverList(observers, self._observers_changed)
         self._observers_changed()
+
+    @property
+    def faults(self) -> BrokerFaults | None:
+        """The fault rules this broker applies (None: never any)."""
+        return self._faults
+
+    @faults.setter
+    def faults(self, faults: BrokerFaults | None) -> None:
+        self._faults = faults
+        self._injector = faults.injector if faults is not None else None
 
     @property
     def observers(self) -> list[RequestObserver]:
@@ -247,12 +270,15 @@ class KafkaApis:
         for on_request in self._on_request:
             on_request(request)
         ctx = request.context
-        faults = self.faults
+        injector = self._injector
         if request.body is None:
             response = self._unsupported_api_versions(request)
-        elif faults is not None and (plan := faults.match(ctx.api_key, ctx.api_version, ctx.client_id,
-                                                          request.body)) is not None:
+        elif injector is not None and injector.active and (plan := self._faults.match(  # type: ignore[union-attr]
+                ctx.api_key, ctx.api_version, ctx.client_id, request.body)) is not None:
             response = await self._run_faulted(request, plan)
+        elif (ctx.api_key == ApiKey.PRODUCE and not self.quotas.request.quotas_enabled
+              and (fused := self._produce_fused(request)) is not None):
+            response = fused
         else:
             body, error = await self._call_handler(ctx, request.body)
             response = self._encode(request, body, error)
@@ -283,27 +309,93 @@ class KafkaApis:
     async def _call_handler(self, ctx: RequestContext, request_body: Any) -> tuple[Any, int]:
         """The handler's response body (None: no response is due) and the error code if it failed."""
         timer = self.timer
-        started_ns = ctx.handler_started_ns = timer.task_ns()
+        request_quota = self.quotas.request
+        # The handler's run time is read only while some entity has a request quota (the instrument that
+        # measures it is installed at its first reading).
+        started_ns = ctx.handler_started_ns = timer.task_ns() if request_quota.quotas_enabled else -1
         error = 0
         try:
             body = await self.handlers[ctx.api_key](ctx, request_body)
-        except KafkaError as exc:  # a refusal the handler chose (Kafka's ApiException): not a broker fault
+        except Exception as exc:  # Kafka's handleError (or a refusal the handler chose): answer, keep the connection
+            body, error = self._handler_failed(ctx, request_body, exc)
+        # Charge the handler's run time to the request quota (while any entity has one); keep the longest throttle.
+        if not ctx.exempt_request_quota and not ctx.request_quota_recorded and request_quota.quotas_enabled:
+            ctx.throttle("Request", request_quota.maybe_record_request_time(
+                ctx.user, ctx.quota_client_id, max(timer.task_ns() - started_ns, 0) if started_ns >= 0 else 0))
+        return body, error
+
+    @staticmethod
+    def _handler_failed(ctx: RequestContext, request_body: Any, exc: Exception) -> tuple[Any, int]:
+        """The error response to a handler that raised, and the error code if it failed (0 for a refusal)."""
+        if isinstance(exc, KafkaError):  # a refusal the handler chose (Kafka's ApiException): not a broker fault
             log.debug("%s v%d (correlation id %d) from client %r on %s answered %s: %s", APIS[ctx.api_key].name,
                       ctx.api_version, ctx.correlation_id, ctx.client_id, ctx.connection_id, exc.code.name, exc)
-            body = error_response(ctx.api_key, ctx.api_version, request_body, exc.code)
-        except Exception as exc:  # Kafka's handleError: answer the request, keep the connection
-            error = error_code_for(exc)
-            log.exception("error handling %s v%d (correlation id %d) from client %r on %s; answering %s",
-                          APIS[ctx.api_key].name, ctx.api_version, ctx.correlation_id, ctx.client_id,
-                          ctx.connection_id, ErrorCode(error).name)
-            body = error_response(ctx.api_key, ctx.api_version, request_body, error)
-        # Charge the handler's run time to the request quota (while any entity has one); keep the longest throttle.
-        if not ctx.exempt_request_quota and not ctx.request_quota_recorded:
-            request_quota = self.quotas.request
-            if request_quota.quotas_enabled:
-                ctx.throttle("Request", request_quota.maybe_record_request_time(
-                    ctx.user, ctx.quota_client_id, timer.task_ns() - started_ns))
-        return body, error
+            return error_response(ctx.api_key, ctx.api_version, request_body, exc.code), 0
+        error = error_code_for(exc)
+        log.exception("error handling %s v%d (correlation id %d) from client %r on %s; answering %s",
+                      APIS[ctx.api_key].name, ctx.api_version, ctx.correlation_id, ctx.client_id,
+                      ctx.connection_id, ErrorCode(error).name, exc_info=exc)
+        return error_response(ctx.api_key, ctx.api_version, request_body, error), error
+
+    def _produce_fused(self, request: Request) -> Response | None:
+        """The common Produce (see ``ProduceHandler.handle_single``) answered without awaiting: a plain success
+        is written from a template of its response bytes (built once per version, topic and partition by the
+        version's builder), with its three numbers patched in.  None: the request takes the general path."""
+        ctx = request.context
+        if self._produce_single is None or self.handlers.get(ApiKey.PRODUCE) is not self._produce_handle:
+            return None
+        try:
+            got = self._produce_single(ctx, request.body)
+        except Exception as exc:  # as _call_handler answers a handler that raised
+            body, error = self._handler_failed(ctx, request.body, exc)
+            return self._encode(request, body, error)
+        if got is None:
+            return None
+        body, plain = got
+        if body is None or not plain:
+            return self._encode(request, body, 0)
+        topic = body["responses"][0]
+        part = topic["partition_responses"][0]
+        key = (ctx.api_version, topic["name"], part["index"])
+        template = self._produce_templates.get(key, _NO_TEMPLATE)
+        if template is _NO_TEMPLATE:
+            template = self._produce_template(key, body)
+        if template is None:
+            return self._encode(request, body, 0)
+        layout, prefix, suffix = template
+        if ctx.api_version >= 5:
+            frame = layout.pack(ctx.correlation_id, prefix, part["base_offset"], part["log_append_time_ms"],
+                                part["log_start_offset"], suffix)
+        else:
+            frame = layout.pack(ctx.correlation_id, prefix, part["base_offset"], part["log_append_time_ms"], suffix)
+        return Response(request, [frame], body=body)
+
+    def _produce_template(self, key: tuple[int, str, int], body: Any) -> _ProduceTemplate | None:
+        """(the response frame's layout: correlation id, the bytes before base_offset (response header tags
+        included), base_offset, log_append_time_ms and (v5+) log_start_offset, the bytes after them; those
+        bytes before; those after) for a plain Produce success body; None when the layout is not that."""
+        version = key[0]
+        entry = self._entry(ApiKey.PRODUCE, version)
+        assert entry is not None
+        marks = [struct.pack(">q", 0x5A5A_0000_0000_0101 + i) for i in range(3)]
+        fields = struct.Struct(">qqq" if version >= 5 else ">qq")
+        topic = body["responses"][0]
+        marked = {**topic["partition_responses"][0], "base_offset": 0x5A5A_0000_0000_0101,
+                  "log_append_time_ms": 0x5A5A_0000_0000_0102, "log_start_offset": 0x5A5A_0000_0000_0103}
+        writer = SegmentedWriter()
+        if entry.response_tags:
+            writer.buf.append(0)
+        entry.build({**body, "responses": [{**topic, "partition_responses": [marked]}]}, writer)
+        built = b"".join(writer.getsegments())
+        at = built.find(marks[0])
+        template: _ProduceTemplate | None = None
+        if at >= 0 and built.count(marks[0]) == 1 and built[at:at + fields.size] == b"".join(marks)[:fields.size]:
+            prefix, suffix = built[:at], built[at + fields.size:]
+            template = (struct.Struct(f">i{len(prefix)}s{fields.format[1:]}{len(suffix)}s"), prefix, suffix)
+        if len(self._produce_templates) >= 4096:
+            self._produce_templates.clear()
+        self._produce_templates[key] = template
+        return template
 
     async def _run_faulted(self, request: Request, plan: FaultPlan) -> Response:
         """Apply injected faults (:mod:`.faults`): latency, then a drop, an error instead of (or, per

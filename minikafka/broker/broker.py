@@ -416,9 +416,8 @@ class Broker:
         """Load state, start serving, run until cancelled, then close cleanly."""
         self.replica_manager.load()
         self.producer_ids.next_id = max(self.producer_ids.next_id, self.replica_manager.max_producer_id() + 1)
+        # The task-time instrument installs itself at its first reading (only request quotas read it).
         instrument = self.task_time if isinstance(self.task_time, TaskTimeInstrument) else None
-        if instrument is not None:
-            trio.lowlevel.add_instrument(instrument)
         try:
             # Capture writers run beside the broker, shielded, and stop only once its server has stopped: the
             # responses its connections finish while it shuts down are still written.
@@ -429,6 +428,8 @@ class Broker:
                         if self.owns_shared:
                             await self.shared.start(nursery, self.config)
                         nursery.start_soon(run_reaper, self.reaper)
+                        nursery.start_soon(self.delayed_fetch.run_reaper)  # expires long polls and acks=all waits
+                        nursery.start_soon(self.delayed_produce.run_reaper)
                         nursery.start_soon(self.share_partitions.run)
                         nursery.start_soon(self._retention_loop)
                         nursery.start_soon(self.log_dirs.run)
@@ -454,10 +455,7 @@ class Broker:
                 await self.txn_channel.aclose()
             self.reaper.release_all()
             if instrument is not None:
-                try:
-                    trio.lowlevel.remove_instrument(instrument)
-                except (KeyError, ValueError):
-                    pass
+                instrument.uninstall()
             self.close()
 
     def _start_capture(self, nursery: trio.Nursery, directory: Path) -> TrafficRecorder:

@@ -337,6 +337,21 @@ class BrokerMetricsObserver(ObserverBase):
 
     def _produce(self, request: Any, body: Any, errors: dict[int, int]) -> None:
         """Per partition: appended (a base offset was assigned, or acks=0) -> bytes and messages in."""
+        topic_data = request["topic_data"]
+        if body is not None and len(topic_data) == 1:  # one partition appended: the usual case, in short
+            td = topic_data[0]
+            responses = body["responses"]
+            if len(td["partition_data"]) == 1 and len(responses) == 1:
+                parts = responses[0]["partition_responses"]
+                records = td["partition_data"][0]["records"]
+                if (len(parts) == 1 and not parts[0]["error_code"] and parts[0].get("base_offset", -1) >= 0
+                        and records is not None and not isinstance(records, list)):
+                    errors[0] = errors.get(0, 0) + 1
+                    topic = self.topic_stats.topics.get(td["name"]) or self.topic_stats.topic(td["name"])
+                    topic.total_produce += 1
+                    topic.bytes_in += len(records)
+                    topic.messages_in += count_records(records)
+                    return
         responses = body["responses"] if body is not None else None
         n_responses = len(responses) if responses is not None else 0
         topics = self.topic_stats.topics

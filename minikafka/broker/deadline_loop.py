@@ -2,7 +2,7 @@
 
 Kafka's coordinators hand their timeouts to purgatories and timing wheels; minikafka's group coordinator,
 share-group coordinator and share-partition lock timer each keep deadlines on their own objects and run
-one :class:`DeadlineLoop` instead.
+one :class:`DeadlineLoop` instead, and so does each delayed-operation purgatory's expiration reaper.
 """
 
 from __future__ import annotations

@@ -325,6 +325,8 @@ class FaultInjector:
         self.rng = rng or random.Random()
         self._lock = threading.Lock()
         self._rules: list[FaultRule] = []
+        #: Whether any rule exists: the request path's one check (False: no request pays for fault injection).
+        self.active = False
         self._ids = itertools.count(1)
         self._waiters: dict[int, list[tuple[trio.lowlevel.TrioToken, trio.Event]]] = {}
         #: (broker id, api name, action) -> faults injected
@@ -340,6 +342,7 @@ class FaultInjector:
             rule.matched = 0
             rule.added_ns = self.clock.monotonic_ns()
             self._rules.append(rule)
+            self.active = True
         log.info("fault rule added: %s", rule)
         return rule
 
@@ -358,6 +361,7 @@ class FaultInjector:
             kept = [r for r in self._rules if r.id != rule_id]
             found = len(kept) != len(self._rules)
             self._rules = kept
+            self.active = bool(kept)
         self._release([rule_id])
         return found
 
@@ -366,6 +370,7 @@ class FaultInjector:
         with self._lock:
             removed = [r.id for r in self._rules]
             self._rules = []
+            self.active = False
         self._release(removed)
         return len(removed)
 

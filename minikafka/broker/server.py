@@ -184,13 +184,13 @@ class ResponseQueue:
     __slots__ = ("transport", "coalesces", "_socket", "_now", "_sent", "_nursery", "_responses", "_segments",
                  "_nbytes", "_views", "_next", "_writer", "_failure")
 
-    def __init__(self, transport: Transport, now_ns: Callable[[], int], sent: Callable[[Response], None],
+    def __init__(self, transport: Transport, clock: Clock, sent: Callable[[Response], None],
                  nursery: trio.Nursery | None = None) -> None:
         self.transport = transport
         # written without waiting: a plaintext socket, with a nursery for a write to finish in (before_park)
         self._socket = transport if isinstance(transport, SocketTransport) and nursery is not None else None
         self.coalesces = self._socket is not None
-        self._now = now_ns
+        self._now = clock.monotonic_ns
         self._sent = sent
         self._nursery = nursery
         self._responses: list[Response] = []  # queued and not yet told (all their bytes are in _segments/_views)
@@ -639,7 +639,7 @@ class SocketServer:
         """Handle the connection's requests one at a time, in order; the responses to requests that arrived
         together leave together (:class:`ResponseQueue`), each told to the observers once it left."""
         channel = Channel()
-        out = ResponseQueue(transport, self.apis.clock.monotonic_ns, self.apis.response_sent, self._nursery)
+        out = ResponseQueue(transport, self.apis.clock, self.apis.response_sent, self._nursery)
         try:
             await self._handle_frames(transport, decoder, activity, endpoint, principal, channel, out)
         except Exception as exc:

@@ -12,10 +12,12 @@ from __future__ import annotations
 import errno
 import itertools
 import logging
+import os
 from typing import Any
 
 import trio
 
+from ..iovec import IOV_MAX, advance, byte_views
 from ..protocol.api import APIS, ApiKey
 from ..protocol.framing import CLOSED, NEED_MEMORY, Frame, FrameDecoder, FrameError, TruncatedFrame, encode_frame
 from ..protocol.headers import RequestHeader, parse_response_frame, request_header_version
@@ -23,6 +25,7 @@ from ..protocol.headers import RequestHeader, parse_response_frame, request_head
 log = logging.getLogger(__name__)
 
 _CLOSED_ERRNOS = frozenset({errno.EBADF, errno.ENOTSOCK})
+_COALESCE = 64 * 1024  # frames up to this size are joined and sent as one buffer
 
 
 async def _receive(stream: trio.abc.ReceiveStream, decoder: FrameDecoder) -> None:
@@ -93,20 +96,53 @@ class KafkaConnection:
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
+    def _header(self, api_key: int, version: int, correlation_id: int) -> bytes:
+        """The request header of ``api_key`` v``version`` from this client."""
+        hv = request_header_version(api_key, APIS[api_key].is_flexible(version))
+        return RequestHeader.build({"request_api_key": api_key, "request_api_version": version,
+                                    "correlation_id": correlation_id, "client_id": self.client_id}, hv)
+
     def encode_request(self, api_key: int, version: int, body: dict | None, correlation_id: int) -> bytes:
         """Header + body, without the size prefix."""
-        api = APIS[api_key]
-        hv = request_header_version(api_key, api.is_flexible(version))
-        header = RequestHeader.build(
-            {"request_api_key": api_key, "request_api_version": version,
-             "correlation_id": correlation_id, "client_id": self.client_id},
-            hv,
-        )
-        return header + api.request.build(body or {}, version)
+        return self._header(api_key, version, correlation_id) + APIS[api_key].request.build(body or {}, version)
+
+    def encode_request_segments(self, api_key: int, version: int, body: dict | None,
+                                correlation_id: int) -> list[bytes | bytearray | memoryview]:
+        """Header + body as buffers, without the size prefix: large ``records`` values (a producer's
+        batches) are passed through uncopied."""
+        return [self._header(api_key, version, correlation_id),
+                *APIS[api_key].request.build_segments(body or {}, version)]
 
     async def send_raw(self, payload: bytes) -> None:
         """Send one frame (the size prefix is added)."""
         await self.stream.send_all(encode_frame(payload))
+
+    async def send_segments(self, segments: list[bytes | bytearray | memoryview]) -> None:
+        """Send one frame made of ``segments`` (the size prefix is added).  On a plain socket the buffers go
+        out with ``writev`` on the non-blocking socket (large ones uncopied), waiting only while the socket's
+        buffer is full: a request that fits costs no trip through the scheduler (as the broker's
+        ``SocketTransport`` writes responses).  Other streams (TLS) get one joined buffer."""
+        total = sum(s.nbytes if isinstance(s, memoryview) else len(s) for s in segments)
+        sock = getattr(self.stream, "socket", None)
+        if sock is None:
+            await self.stream.send_all(total.to_bytes(4, "big") + b"".join(segments))
+            return
+        if total <= _COALESCE:
+            views = [memoryview(total.to_bytes(4, "big") + b"".join(segments))]
+        else:
+            views = byte_views([total.to_bytes(4, "big"), *segments])
+        i = 0
+        while i < len(views):
+            try:
+                sent = os.writev(sock.fileno(), views[i:i + IOV_MAX])
+            except BlockingIOError:
+                await trio.lowlevel.wait_writable(sock)
+                continue
+            except OSError as exc:  # as trio.SocketStream.send_all reports them
+                if exc.errno in _CLOSED_ERRNOS:
+                    raise trio.ClosedResourceError("this socket was already closed") from None
+                raise trio.BrokenResourceError(f"socket connection broken: {exc}") from exc
+            i = advance(views, i, sent)
 
     async def receive_frame(self) -> bytearray | None:
         """The next response frame (without size prefix), or None if the broker closed."""

@@ -20,7 +20,7 @@ import itertools
 import logging
 import random
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import trio
 
@@ -77,7 +77,7 @@ class BrokerConnection:
         self.request_timeout_s = request_timeout_ms / 1000
         self.conn: KafkaConnection | None = None
         self.api_versions: dict[int, tuple[int, int]] = {}
-        self._pending: dict[int, tuple[int, int, trio.MemorySendChannel]] = {}
+        self._pending: dict[int, tuple[int, int, Any]] = {}  # a channel or a _CompletionHandler
         self._corr = itertools.count(1)
         self._send_lock = trio.Lock()
         self._throttle_until = 0.0
@@ -129,21 +129,64 @@ class BrokerConnection:
             raise KafkaClientError(f"connection to broker {self.node_id} is closed")
         if version is None:
             version = self.pick_version(api_key)
+        send, recv = trio.open_memory_channel(1)
+        corr = await self._send(api_key, body, version, send if expect_response else None)
+        return PendingResponse(self, api_key, version, corr, recv if expect_response else None)
+
+    async def send_request(self, api_key: int, body: dict | None, *, version: int,
+                           on_response: Callable[[Any], None]) -> int:
+        """Send a request now; the connection's reader calls ``on_response`` with the response, or with the
+        :class:`KafkaClientError` that failed it, as soon as it arrives: no task waits for it (Java's
+        ``RequestCompletionHandler``; the producer's Sender).  Returns the correlation id.  Timeouts are the
+        caller's, as in Java's ``NetworkClient`` poll loop: :meth:`cancel_request` one that took too long."""
+        if self.closed or self.conn is None:
+            raise KafkaClientError(f"connection to broker {self.node_id} is closed")
+        return await self._send(api_key, body, version, _CompletionHandler(self, api_key, version, on_response))
+
+    def cancel_request(self, corr: int) -> bool:
+        """Forget a request sent with :meth:`send_request` (it timed out): its response, if it still comes, is
+        dropped and ``on_response`` is not called.  False when it already completed."""
+        return self._pending.pop(corr, None) is not None
+
+    async def _send(self, api_key: int, body: dict | None, version: int, sink: Any) -> int:
+        """Write one request (in the order of the calls) and register ``sink`` (a channel, a handler, or None
+        when no response is expected) for its response; returns the correlation id."""
+        assert self.conn is not None
         now = trio.current_time()
         if now < self._throttle_until:
             await trio.sleep_until(self._throttle_until)  # KIP-219: back off a throttled connection
-        send, recv = trio.open_memory_channel(1)
-        async with self._send_lock:
+        lock = self._send_lock
+        try:
+            lock.acquire_nowait()  # uncontended (the usual case): no trip through the scheduler
+        except trio.WouldBlock:
+            await lock.acquire()
+        try:
             corr = next(self._corr)
-            if expect_response:
-                self._pending[corr] = (api_key, version, send)
+            if sink is not None:
+                self._pending[corr] = (api_key, version, sink)
             try:
-                await self.conn.send_raw(self.conn.encode_request(api_key, version, body, corr))
+                await self.conn.send_segments(self.conn.encode_request_segments(api_key, version, body, corr))
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
                 self._pending.pop(corr, None)
                 self.closed = True
                 raise KafkaClientError(f"send to broker {self.node_id} failed: {exc}") from exc
-        return PendingResponse(self, api_key, version, corr, recv if expect_response else None)
+        finally:
+            lock.release()
+        return corr
+
+    def settle(self, api_key: int, version: int, result: Any) -> Any:
+        """A response as its requester sees it: the error of a failed one as a :class:`KafkaClientError`
+        (returned, not raised), and KIP-219 throttling noted from ``throttle_time_ms``."""
+        if isinstance(result, BaseException):
+            err = KafkaClientError(f"broker {self.node_id}: {result}")
+            err.__cause__ = result
+            return err
+        throttle = getattr(result, "throttle_time_ms", 0) or 0
+        if throttle > 0:
+            self.throttle_time_ms_total += throttle
+            if client_throttles_itself(api_key, version):
+                self._throttle_until = max(self._throttle_until, trio.current_time() + throttle / 1000)
+        return result
 
     @property
     def throttled_until(self) -> float:
@@ -213,14 +256,29 @@ class PendingResponse:
             conn._pending.pop(self.corr, None)
             raise KafkaClientError(f"request {APIS[self.api_key].name} to broker {conn.node_id} timed out",
                                    ErrorCode.REQUEST_TIMED_OUT)
-        if isinstance(result, BaseException):
-            raise KafkaClientError(f"broker {conn.node_id}: {result}") from result
-        throttle = getattr(result, "throttle_time_ms", 0) or 0
-        if throttle > 0:
-            conn.throttle_time_ms_total += throttle
-            if client_throttles_itself(self.api_key, self.version):
-                conn._throttle_until = max(conn._throttle_until, trio.current_time() + throttle / 1000)
+        result = conn.settle(self.api_key, self.version, result)
+        if isinstance(result, KafkaClientError):
+            raise result
         return result
+
+
+class _CompletionHandler:
+    """Stands where a pending request's channel would (the reader and ``_fail_all`` call ``send_nowait``) and
+    hands the settled response to a function at once."""
+
+    __slots__ = ("conn", "api_key", "version", "fn")
+
+    def __init__(self, conn: BrokerConnection, api_key: int, version: int, fn: Callable[[Any], None]) -> None:
+        self.conn = conn
+        self.api_key = api_key
+        self.version = version
+        self.fn = fn
+
+    def send_nowait(self, result: Any) -> None:
+        try:
+            self.fn(self.conn.settle(self.api_key, self.version, result))
+        except Exception:  # the requester's code must not stop the connection's reader
+            log.exception("handling a %s response failed", APIS[self.api_key].name)
 
 
 class Metadata:

@@ -25,7 +25,7 @@ from typing import Any, Callable
 from construct import Container, Flag, FormatField, ListContainer
 
 from . import types as T
-from .exceptions import FastPathError
+from .exceptions import FastPathError, ProtocolError
 
 ParseFn = Callable[[memoryview, int], tuple[Any, int]]
 ParseFn3 = Callable[[memoryview, int, int], tuple[Any, int]]
@@ -359,8 +359,10 @@ def _runs(fields: list) -> list[list]:
 _COMPILER = _Compiler()
 
 
-#: What a raw compiled parser (:func:`parser_at`) raises on bad input.
-PARSE_ERRORS: tuple[type[Exception], ...] = (IndexError, struct.error, UnicodeDecodeError, FastPathError)
+#: What bad input makes a raw compiled parser (:func:`parser_at`) raise: Python's own errors of a read past the end
+#: or of bad UTF-8, and the protocol's (a varint too long, a null where none may be, a declared size too large).
+_PYTHON_ERRORS: tuple[type[Exception], ...] = (IndexError, struct.error, UnicodeDecodeError)
+PARSE_ERRORS: tuple[type[Exception], ...] = (*_PYTHON_ERRORS, ProtocolError)
 
 
 def compile_parser(node: T.KStruct) -> Callable[[Any], Any]:
@@ -373,7 +375,7 @@ def compile_parser(node: T.KStruct) -> Callable[[Any], Any]:
             buf = buf.cast("B")
         try:
             return fn(buf, 0, len(buf))[0]
-        except PARSE_ERRORS as exc:
+        except _PYTHON_ERRORS as exc:
             raise FastPathError(f"malformed input: {exc}") from None
 
     return parse

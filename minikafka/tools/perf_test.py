@@ -11,7 +11,7 @@ import argparse
 
 from .common import add_bootstrap, set_main
 from .perf_consumer import main as consumer_main
-from .perf_producer import main as producer_main
+from .perf_processes import producer_main
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -33,6 +33,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                       help="producer settings by their Kafka names (bootstrap.servers, acks, linger.ms, ...)")
     prod.add_argument("--producer.config", dest="producer_config", default=None, metavar="FILE",
                       help="producer settings from a properties file")
+    prod.add_argument("--processes", type=int, default=1, metavar="N",
+                      help="run N producers in worker processes, each sending its share of the records "
+                           "(and of --throughput), with one merged summary (default 1: in this process)")
     prod.add_argument("--print-metrics", action="store_true", help="print the producer's metrics at the end")
     prod.add_argument("--no-progress", action="store_true", help="no progress display")
     set_main(prod, producer_main)

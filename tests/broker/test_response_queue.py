@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import socket
 import struct
-import time
 
 import pytest
 import trio
 
 from minikafka.broker.request import ObserverBase, Request, RequestContext, Response
+from minikafka.common import SYSTEM_CLOCK
 from minikafka.broker.server import ResponseQueue, SocketTransport
 from minikafka.client.connection import KafkaConnection
 from minikafka.protocol.api import ApiKey
@@ -142,7 +142,7 @@ async def test_a_write_the_full_socket_cannot_take_before_a_wait_finishes_in_the
         filled = _fill(sa)
         told: list[Response] = []
         async with trio.open_nursery() as nursery:
-            queue = ResponseQueue(SocketTransport(a), time.monotonic_ns, told.append, nursery)
+            queue = ResponseQueue(SocketTransport(a), SYSTEM_CLOCK, told.append, nursery)
             first = _response(1, b"first")
             queue.add(first)
             queue.before_park()  # the socket takes nothing: a task of the nursery finishes the write
@@ -163,7 +163,7 @@ async def test_responses_queued_when_the_client_vanished_are_still_told_in_order
     with a:
         b.close()
         async with trio.open_nursery() as nursery:
-            queue = ResponseQueue(SocketTransport(a), time.monotonic_ns, told.append, nursery)
+            queue = ResponseQueue(SocketTransport(a), SYSTEM_CLOCK, told.append, nursery)
             responses = [_response(i, b"r") for i in range(3)]
             for r in responses:
                 queue.add(r)

@@ -3,7 +3,7 @@ broker loads no other command (analysis, replay, the Kafka-style tools), no HTTP
 capture writer or reader without ``--capture``, no SCRAM library without a SASL listener, no package metadata
 (only ``--version`` reads it) and no type-only modules.
 
-The test runs the real command in a subprocess, waits until it accepts a connection, stops it with Ctrl-C
+The test runs the real command in a subprocess, waits until it says it is ready, stops it with Ctrl-C
 (SIGINT) and reads the modules it had loaded."""
 
 from __future__ import annotations
@@ -29,10 +29,10 @@ NOT_FOR_A_PLAIN_BROKER = (
 )
 
 RUN = """
-import atexit, runpy, sys
-out = sys.argv[1]
-atexit.register(lambda: open(out, "w").write("\\n".join(sorted(sys.modules))))
-sys.argv = ["minikafka", "serve", "--port", sys.argv[2]]
+import atexit, gc, runpy, sys
+out, report = sys.argv[1], sys.argv[2]
+atexit.register(lambda: open(out, "w").write(eval(report)))
+sys.argv = ["minikafka", "serve", "--port", sys.argv[3]] + sys.argv[4:]
 runpy.run_module("minikafka", run_name="__main__", alter_sys=True)
 """
 
@@ -43,29 +43,28 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _accepts(port: int) -> bool:
+def serve_until_ready(tmp_path: Path, report: str, *args: str) -> str:
+    """Run the real ``minikafka serve [args]`` until it says it is ready, stop it with Ctrl-C (SIGINT) and
+    return ``report`` (a Python expression over ``sys`` and ``gc``) as it evaluated when the process exited."""
+    out, log = tmp_path / "report.txt", tmp_path / "stdout.txt"
+    with log.open("w") as stdout:
+        proc = subprocess.Popen([sys.executable, "-c", RUN, str(out), report, str(_free_port()), *args],
+                                stdout=stdout, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
     try:
-        socket.create_connection(("127.0.0.1", port), timeout=1).close()
-    except OSError:
-        return False
-    return True
-
-
-def test_a_plain_broker_imports_no_other_command(tmp_path: Path) -> None:
-    out = tmp_path / "modules.txt"
-    port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-c", RUN, str(out), str(port)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
-    try:
-        wait_for(lambda: proc.poll() is not None or _accepts(port), timeout=60, what="the broker to listen")
-        assert proc.poll() is None, "the broker ended before it listened"
+        wait_for(lambda: proc.poll() is not None or "ready on" in log.read_text(), timeout=60,
+                 what="the broker to say it is ready")
+        assert proc.poll() is None, "the broker ended before it was ready"
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=60) == 0
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    modules = out.read_text().split()
+    return out.read_text()
+
+
+def test_a_plain_broker_imports_no_other_command(tmp_path: Path) -> None:
+    modules = serve_until_ready(tmp_path, '"\\n".join(sorted(sys.modules))').split()
     assert "minikafka.broker.broker" in modules  # the list is the broker's
     loaded = [m for m in modules if m.startswith(NOT_FOR_A_PLAIN_BROKER) and
               (m in NOT_FOR_A_PLAIN_BROKER or m.startswith(tuple(p + "." for p in NOT_FOR_A_PLAIN_BROKER)))]

@@ -23,7 +23,7 @@ with warnings.catch_warnings():  # kafka-python 3 loads its schemas with importl
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from minikafka.protocol.api import APIS, ApiKey
-from minikafka.protocol.headers import parse_request_header_prefix, skip_header_tags
+from minikafka.protocol.headers import parse_request_header_prefix, parse_response_frame, skip_header_tags
 from minikafka.testing import BrokerThread
 from minikafka.broker.request import ResponseObserver
 
@@ -64,8 +64,7 @@ def fetch_observer(into: list[SeenFetch]):
         hdr = parse_request_header_prefix(frame)
         off = skip_header_tags(frame, hdr.body_offset) if flexible else hdr.body_offset
         req = api.request.parse(memoryview(frame)[off:], version)
-        body = b"".join(bytes(seg) for seg in response[1:])  # segment 0 is the response header
-        resp = api.response.parse(body, version)
+        resp = parse_response_frame(b"".join(bytes(seg) for seg in response), ApiKey.FETCH, version)[1]
         parts = [p for t in resp.responses for p in t.partitions]
         into.append(SeenFetch(
             version=version,

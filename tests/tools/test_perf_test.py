@@ -4,11 +4,19 @@ from __future__ import annotations
 
 import re
 
-from tools_helpers import consume, create_topic, produce, run_cli
+import argparse
+from array import array
 
+import pytest
+import trio
+from tools_helpers import consume, create_topic, produce, run_cli, run_subprocess
+
+from minikafka.client.consumer import KafkaConsumer, TopicPartition
 from minikafka.testing import BrokerThread
 from minikafka.common.clock import ManualClock
-from minikafka.tools.perf_producer import ProducerStats, percentile_ms
+from minikafka.tools.common import ToolError
+from minikafka.tools.perf_processes import _report, shares
+from minikafka.tools.perf_producer import ProducerStats, percentile_ms, summary_line
 
 SUMMARY = re.compile(
     r"^(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\), ([\d.]+) ms avg latency, ([\d.]+) ms max "
@@ -96,3 +104,95 @@ def test_stats_percentiles() -> None:
                                    "10.0 ms max latency.")
     assert stats.summary().startswith("4 records sent, 2.0 records/sec (0.00 MB/sec), 4.00 ms avg latency, "
                                       "10.00 ms max latency, 3.00 ms 50th, 10.00 ms 95th")
+
+
+def end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
+    async def go() -> dict[int, int]:
+        async with KafkaConsumer(bootstrap_servers=bootstrap) as c:
+            got = await c.end_offsets([TopicPartition(topic, p) for p in range(partitions)])
+            return {tp.partition: offset for tp, offset in got.items()}
+    return trio.run(go)
+
+
+def test_producer_in_two_processes_sends_the_records_asked_once(broker_thread: BrokerThread) -> None:
+    """``--processes 2``: the real command spawns two producers; one merged summary line counts every record
+    (and only those: the topic holds exactly as many), each worker's metrics are printed side by side."""
+    b = broker_thread.bootstrap
+    create_topic(b, "perf-procs", 2)
+    r = run_subprocess("perf-test", "producer", "--bootstrap-server", b, "--topic", "perf-procs", "--num-records",
+                       "901", "--record-size", "100", "--processes", "2", "--producer-props", "acks=1",
+                       "linger.ms=2", "--print-metrics")
+    assert r.rc == 0, r.err
+    lines = r.out.splitlines()
+    m = SUMMARY.match(lines[0])
+    assert m, r.out
+    count, rate, mb_s, avg, top, p50, p95, p99, p999 = (float(g) for g in m.groups())
+    assert count == 901 and rate > 0 and abs(mb_s - rate * 100 / 2**20) < 0.01
+    assert 0 <= p50 <= p95 <= p99 <= p999 <= top and avg <= top
+    assert lines[1].split() == ["METRIC", "WORKER", "0", "WORKER", "1"]
+    sends = [line.split() for line in lines[2:] if line.split()[:1] == ["record-send-total"]]
+    assert len(sends) == 1 and sorted(float(v) for v in sends[0][1:]) == [450.0, 451.0]
+    assert sum(end_offsets(b, "perf-procs", 2).values()) == 901
+
+
+def test_producer_processes_errors(broker_thread: BrokerThread, capsys) -> None:
+    b = broker_thread.bootstrap
+    r = run_cli(capsys, "perf-test", "producer", "--bootstrap-server", b, "--topic", "x", "--num-records", "5",
+                "--record-size", "1", "--processes", "0")
+    assert (r.rc, r.err) == (1, "minikafka: error: --processes must be at least 1\n")
+    r = run_cli(capsys, "perf-test", "producer", "--bootstrap-server", b, "--topic", "x", "--num-records", "5",
+                "--processes", "2")
+    assert (r.rc, r.err) == (1, "minikafka: error: --record-size or --payload-file is required\n")
+    r = run_cli(capsys, "perf-test", "producer", "--bootstrap-server", b, "--topic", "x", "--num-records", "5",
+                "--record-size", "1", "--processes", "2", "--producer-props", "acks=2")
+    assert r.rc == 1 and re.fullmatch(r"minikafka: error: worker [01]: acks must be all, -1, 0 or 1, not 2\n", r.err)
+
+
+def test_shares_split_the_records() -> None:
+    assert shares(901, 2) == [451, 450]
+    assert shares(7, 3) == [3, 2, 2]
+    assert shares(2, 4) == [1, 1, 0, 0]
+
+
+def test_merged_summary_takes_percentiles_of_all_samples(capsys) -> None:
+    """Two workers' latencies are merged as samples: the 50th percentile of 100 fast and 100 slow records is
+    a slow one's (Kafka's index p * count), not the average of the workers' medians."""
+    fast, slow = array("d", [1.0] * 100), array("d", [100.0 + i for i in range(100)])
+    results = [{"count": 100, "bytes": 100 * 1024, "errors": 0, "max_ms": 1.0, "first_error": None, "end": 10.0,
+                "latencies": fast.tobytes(), "metrics": {}},
+               {"count": 100, "bytes": 100 * 1024, "errors": 0, "max_ms": 199.0, "first_error": None, "end": 12.0,
+                "latencies": slow.tobytes(), "metrics": {}}]
+    args = argparse.Namespace(print_metrics=False, num_records=200)
+    assert _report(args, 2.0, results) == 0
+    line = capsys.readouterr().out.strip()
+    assert line == summary_line(200, 200 * 1024, 10.0, list(fast) + list(slow), 199.0)
+    assert line.startswith("200 records sent, 20.0 records/sec (0.02 MB/sec), 75.25 ms avg latency, "
+                           "199.00 ms max latency, 100.00 ms 50th, 190.00 ms 95th, 198.00 ms 99th, 199.00 ms 99.9th.")
+    results[1]["errors"], results[1]["first_error"] = 3, "NOT_LEADER_OR_FOLLOWER"
+    with pytest.raises(ToolError, match="3 of 200 record"):
+        _report(args, 2.0, results)
+
+
+def test_batch_latencies_per_batch_completion() -> None:
+    """One hook per batch: every record of a completed batch gets its latency from its own send time; a
+    failed batch counts an error for each of its records (each its own, KIP-467)."""
+    from minikafka.client.producer.batch import ProduceRequestResult
+    from minikafka.client.producer.errors import KafkaProducerError
+    from minikafka.tools.perf_producer import BatchLatencies
+
+    clock = ManualClock(monotonic_ns=0)
+    stats = ProducerStats(clock=clock)
+    tracker = BatchLatencies(stats, 10)
+    ok, failed = ProduceRequestResult(), ProduceRequestResult()
+    for i, result in enumerate([ok, failed, ok, failed, failed]):
+        tracker.track(result, clock.monotonic(), 10)
+        clock.sleep(1)
+    ok.set(0, -1, None)
+    ok.done()  # at 5 ms: records sent at 0 and 2 ms
+    named = KafkaProducerError("INVALID_RECORD: bad")
+    other = KafkaProducerError("part of a batch with invalid records")
+    failed.set(-1, -1, KafkaProducerError("batch failed"), lambda i: named if i == 1 else other)
+    failed.done()
+    assert (stats.count, stats.bytes, stats.errors) == (2, 20, 3)
+    assert sorted(stats.latencies) == [3.0, 5.0] and stats.max_ms == 5.0
+    assert stats.first_error is other

@@ -187,6 +187,59 @@ class ProduceHandler:
             body["node_endpoints"] = node_endpoints(self.metadata, ctx.listener, leaders)
         return body
 
+    def handle_single(self, ctx: RequestContext, req: B.ProduceRequestBody
+                      ) -> tuple[B.ProduceResponseBody | None, bool] | None:
+        """The common case of :meth:`handle` in one pass, without awaiting: one topic named (v3-v12), one
+        partition this broker leads, no authorizer, no transactional id, acks 0/1 (or -1 on an unreplicated
+        partition), no produce quota.  Returns None when the request needs :meth:`handle` (nothing was done
+        then), else (the response body :meth:`handle` gives, whether it is a plain success: no error,
+        record errors or leader discovery)."""
+        if ctx.api_version >= TOPIC_ID_VERSION or self.authorizer is not None or req["transactional_id"] is not None:
+            return None
+        topic_data = req["topic_data"]
+        if len(topic_data) != 1:
+            return None
+        td = topic_data[0]
+        partition_data = td["partition_data"]
+        acks = req["acks"]
+        if len(partition_data) != 1 or acks not in (1, 0, -1) or self.quota.quotas_enabled:
+            return None
+        pd = partition_data[0]
+        name = td["name"]
+        index = pd["index"]
+        part = self.log.get(name, index)
+        if part is None or not part.is_leader or (acks == -1 and part.is_replicated):
+            return None
+        topic = self.topics.lookup_many((name,), auto_create=False)[name][1]
+        if topic is None:
+            return None
+        result = self.log.append_records(part, pd["records"], self.clock.time_ms(), self._max_message_bytes(topic))
+        ctx.exempt_request_quota = acks == 0
+        error = result.error
+        if error:
+            log.debug("produce to %s-%d failed: %s", name, index, result.message)
+        entry: PartitionResponse = {
+            "index": index,
+            "error_code": error,
+            "base_offset": result.base_offset,
+            "log_append_time_ms": result.log_append_time,
+            "log_start_offset": result.log_start_offset,
+            "error_message": result.message if error else None,
+        }
+        if result.record_errors:
+            entry["record_errors"] = [{"batch_index": e.batch_index, "batch_index_error_message": e.message}
+                                      for e in result.record_errors]
+        if acks == 0:
+            return None, False
+        responses: list[B.ProduceResponseResponses] = [
+            {"name": name, "topic_id": td["topic_id"], "partition_responses": [entry]}]
+        body: B.ProduceResponseBody = {"responses": responses, "throttle_time_ms": 0}
+        if error == ErrorCode.NOT_LEADER_OR_FOLLOWER and ctx.api_version >= LEADER_DISCOVERY_VERSION:
+            leaders = self._discover_leaders(responses)
+            if leaders and self.metadata is not None:
+                body["node_endpoints"] = node_endpoints(self.metadata, ctx.listener, leaders)
+        return body, not error and not result.record_errors
+
     def _resolve_topic_ids(self, req: B.ProduceRequestBody
                            ) -> tuple[B.ProduceRequestBody, list[B.ProduceResponseResponses]]:
         """v13: the request with each topic's name filled in from its id, and the answers for the ids this

@@ -163,8 +163,8 @@ class RecordAccumulator:
             dq.popleft()
             if txn is not None and not first.has_sequence:
                 txn.assign_sequence(first)
-            first.build()
-            size += len(first.built or b"")
+            first.build_chunks()
+            size += first.built_size
             first.drained_ms = now_ms
             ready.append(first)
         else:

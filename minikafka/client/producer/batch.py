@@ -96,7 +96,7 @@ class ProduceRequestResult:
     gives each record's own error by its index in the batch (:meth:`error_for`).
     """
 
-    __slots__ = ("event", "base_offset", "log_append_time", "error", "errors_by_index")
+    __slots__ = ("event", "base_offset", "log_append_time", "error", "errors_by_index", "_done_callbacks")
 
     def __init__(self) -> None:
         self.event = trio.Event()
@@ -104,6 +104,7 @@ class ProduceRequestResult:
         self.log_append_time = -1
         self.error: BaseException | None = None
         self.errors_by_index: Callable[[int], BaseException] | None = None
+        self._done_callbacks: list[Callable[[ProduceRequestResult], Any]] | None = None
 
     def set(self, base_offset: int, log_append_time: int, error: BaseException | None,
             errors_by_index: Callable[[int], BaseException] | None = None) -> None:
@@ -120,6 +121,22 @@ class ProduceRequestResult:
 
     def done(self) -> None:
         self.event.set()
+        callbacks, self._done_callbacks = self._done_callbacks, None
+        for fn in callbacks or ():
+            try:
+                fn(self)
+            except Exception:  # someone else's code must not break the Sender
+                log.exception("produce result callback raised")
+
+    def add_done_callback(self, fn: Callable[[ProduceRequestResult], Any]) -> None:
+        """Call ``fn(result)`` once the batch is complete (now if it is): one call for all the batch's
+        records, where a per-record ``send`` callback costs a call and a :class:`RecordMetadata` each."""
+        if self.event.is_set():
+            fn(self)
+        elif self._done_callbacks is None:
+            self._done_callbacks = [fn]
+        else:
+            self._done_callbacks.append(fn)
 
     @property
     def completed(self) -> bool:
@@ -180,19 +197,27 @@ Callback = Callable[[RecordMetadata | None, BaseException | None], Any]
 
 
 class ProducerBatch:
-    """Records for one partition, sent together (``ProducerBatch``)."""
+    """Records for one partition, sent together (``ProducerBatch``).
 
-    __slots__ = ("topic", "partition", "buffer", "capacity", "write_limit", "created_ms", "last_attempt_ms",
+    Records are written at ``pos`` into ``buffer``, a bytearray of the capacity taken from the pool (kept
+    at that size, so appending never reallocates); the batch on the wire is ``header`` (61 bytes, built on
+    drain) followed by ``payload``, a view of the written bytes (or their compressed form), never joined.
+    """
+
+    __slots__ = ("topic", "partition", "buffer", "pos", "capacity", "write_limit", "created_ms", "last_attempt_ms",
                  "drained_ms", "attempts", "record_count", "base_timestamp", "max_timestamp", "result",
                  "callbacks", "closed", "payload", "compression", "producer_id", "producer_epoch",
-                 "base_sequence", "built", "retry", "final_state", "uncompressed_size", "futures",
+                 "base_sequence", "header", "retry", "final_state", "uncompressed_size", "futures",
                  "reopened", "estimated_size", "is_transactional")
 
     def __init__(self, topic: str, partition: int, buffer: bytearray, capacity: int, write_limit: int,
                  compression: int, now_ms: int) -> None:
         self.topic = topic
         self.partition = partition
+        if len(buffer) < capacity:
+            buffer += bytes(capacity - len(buffer))
         self.buffer = buffer
+        self.pos = 0  # bytes of records written into buffer
         self.capacity = capacity  # bytes taken from the BufferPool
         self.write_limit = write_limit  # batch.size
         self.compression = compression
@@ -207,11 +232,11 @@ class ProducerBatch:
         self.callbacks: list[tuple[FutureRecordMetadata, Callback]] = []
         self.futures: list[FutureRecordMetadata] = []
         self.closed = False
-        self.payload: bytes | None = None
+        self.payload: bytes | memoryview | None = None
         self.producer_id = NO_PRODUCER_ID
         self.producer_epoch = NO_PRODUCER_EPOCH
         self.base_sequence = NO_SEQUENCE
-        self.built: bytes | None = None
+        self.header: bytes | None = None
         self.retry = False
         self.final_state: str | None = None
         self.uncompressed_size = 0
@@ -226,45 +251,44 @@ class ProducerBatch:
         if self.closed:
             return None
         count = self.record_count
-        buf = self.buffer
         if count == 0:
             self.base_timestamp = timestamp
-            ts_delta = 0
+            tsd = _ZERO
         else:
             ts_delta = timestamp - self.base_timestamp
+            tsd = _ZZ[ts_delta] if 0 <= ts_delta < _ZZ_CACHE else zz(ts_delta)
         # DefaultRecord: length, attributes, timestampDelta, offsetDelta, key, value, headers
         if key is None:
-            kpart = _NULL
-            klen = 0
+            klen_b = _NULL
+            key = b""
+            klen = -1
         else:
             klen = len(key)
-            kpart = (_ZZ[klen] if klen < _ZZ_CACHE else zz(klen)) + key
+            klen_b = _ZZ[klen] if klen < _ZZ_CACHE else zz(klen)
         if value is None:
-            vlen = 0
             vlen_b = _NULL
             value = b""
+            vlen = -1
         else:
             vlen = len(value)
             vlen_b = _ZZ[vlen] if vlen < _ZZ_CACHE else zz(vlen)
-        tsd = _ZZ[ts_delta] if 0 <= ts_delta < _ZZ_CACHE else zz(ts_delta)
         od = _ZZ[count] if count < _ZZ_CACHE else zz(count)
-        body_len = 1 + len(tsd) + len(od) + len(kpart) + len(vlen_b) + vlen + len(headers_bytes)
-        size = body_len + (1 if body_len < 64 else 2 if body_len < 8192 else 3 if body_len < 1048576 else 5)
-        if count and len(buf) + size + BATCH_HEADER_SIZE > self.write_limit:
+        body = b"".join((_ATTR, tsd, od, klen_b, key, vlen_b, value, headers_bytes))
+        n = len(body)
+        lb = _ZZ[n] if n < _ZZ_CACHE else zz(n)
+        pos = self.pos
+        mid = pos + len(lb)
+        end = mid + n
+        if count and end + BATCH_HEADER_SIZE > self.write_limit:
             return None
-        buf += (_ZZ[body_len] if body_len < _ZZ_CACHE else zz(body_len))
-        buf += _ATTR
-        buf += tsd
-        buf += od
-        buf += kpart
-        buf += vlen_b
-        buf += value
-        buf += headers_bytes
+        buf = self.buffer
+        buf[pos:mid] = lb  # grows the buffer only for a first record larger than the estimate
+        buf[mid:end] = body
+        self.pos = end
         self.record_count = count + 1
         if timestamp > self.max_timestamp:
             self.max_timestamp = timestamp
-        fut = FutureRecordMetadata(self.result, self.topic, self.partition, count, timestamp,
-                                   klen if key is not None else -1, vlen if vlen_b is not _NULL else -1)
+        fut = FutureRecordMetadata(self.result, self.topic, self.partition, count, timestamp, klen, vlen)
         if callback is not None:
             self.callbacks.append((fut, callback))
         return fut
@@ -272,13 +296,31 @@ class ProducerBatch:
     @property
     def is_full(self) -> bool:
         """``isFull``: closed for appends, or no room for even a tiny record."""
-        return self.closed or len(self.buffer) + BATCH_HEADER_SIZE + 8 >= self.write_limit
+        return self.closed or self.pos + BATCH_HEADER_SIZE + 8 >= self.write_limit
 
     @property
     def estimated_size_in_bytes(self) -> int:
-        if self.built is not None:
-            return len(self.built)
-        return BATCH_HEADER_SIZE + len(self.buffer)
+        if self.payload is not None:
+            return BATCH_HEADER_SIZE + len(self.payload)
+        return BATCH_HEADER_SIZE + self.pos
+
+    @property
+    def built_size(self) -> int:
+        """Bytes of the batch on the wire once built (0 before)."""
+        return BATCH_HEADER_SIZE + len(self.payload) if self.header is not None and self.payload is not None else 0
+
+    @property
+    def built(self) -> bytes | None:
+        """The built v2 record batch as one ``bytes`` (a copy; the Sender sends :attr:`wire_chunks`)."""
+        if self.header is None or self.payload is None:
+            return None
+        return self.header + bytes(self.payload)
+
+    @property
+    def wire_chunks(self) -> list[bytes | memoryview]:
+        """Header and records as a produce request's ``records`` value (two buffers, nothing joined)."""
+        assert self.header is not None and self.payload is not None, "build_chunks() first"
+        return [self.header, self.payload]
 
     def waited_ms(self, now_ms: float) -> float:
         """``waitedTimeMs``: since creation, or since the last attempt for a retry."""
@@ -304,17 +346,23 @@ class ProducerBatch:
             self.producer_id = producer_id
             self.producer_epoch = epoch
             self.base_sequence = base_sequence
-            self.built = None
+            self.header = None
 
     def build(self) -> bytes:
-        """The v2 record batch on the wire (``MemoryRecordsBuilder.build`` + ``writeHeader``)."""
+        """The v2 record batch as one ``bytes`` (a copy of :meth:`build_chunks`' buffers)."""
+        header, payload = self.build_chunks()
+        return bytes(header) + bytes(payload)
+
+    def build_chunks(self) -> list[bytes | memoryview]:
+        """The v2 record batch on the wire (``MemoryRecordsBuilder.build`` + ``writeHeader``), as
+        :attr:`wire_chunks`: the records are compressed once and only the header is rebuilt for a retry."""
         self.closed = True
-        if self.built is not None:
-            return self.built
+        if self.header is not None:
+            return self.wire_chunks
         if self.payload is None:
-            raw = bytes(self.buffer)
-            self.uncompressed_size = len(raw) + BATCH_HEADER_SIZE
-            self.payload = compress(self.compression, raw) if self.compression else raw
+            raw = memoryview(self.buffer)[:self.pos]
+            self.uncompressed_size = self.pos + BATCH_HEADER_SIZE
+            self.payload = compress(self.compression, bytes(raw)) if self.compression else raw
         payload = self.payload
         count = self.record_count
         attributes = (self.compression & 7) | (TRANSACTIONAL_MASK if self.is_transactional else 0)
@@ -324,9 +372,8 @@ class ProducerBatch:
             self.base_sequence, count))
         crc = crc32c(payload, crc32c(memoryview(header)[ATTRIBUTES_OFFSET:]))
         header[CRC_OFFSET:CRC_OFFSET + 4] = crc.to_bytes(4, "big")
-        header += payload
-        self.built = bytes(header)
-        return self.built
+        self.header = bytes(header)
+        return self.wire_chunks
 
     # -- completion ------------------------------------------------------------------------------
     @property

@@ -5,9 +5,10 @@ are kept on a free list for reuse; other sizes are "allocated" from the non-pool
 When there is not enough memory, ``allocate`` waits (FIFO, like Java's ``waiters`` deque of
 Conditions) up to ``max_time_ms`` and then raises :class:`BufferExhaustedError`.
 
-Deliberate differences: Python cannot hand out a fixed-capacity ByteBuffer, so a buffer is a
-``bytearray`` (cleared for reuse) and the pool accounts for the *capacity* the batch was
-allocated with; waiting uses Trio events and the injected clock, not a ReentrantLock.
+Deliberate differences: a buffer is a ``bytearray``; a pooled one goes back to the free list as it is
+(its bytes stay allocated, as a ByteBuffer's would, and the next batch writes over them), a new one is
+empty and the batch sizes it to the capacity it was allocated with, which is what the pool accounts for;
+waiting uses Trio events and the injected clock, not a ReentrantLock.
 """
 
 from __future__ import annotations
@@ -129,8 +130,7 @@ class BufferPool:
     def deallocate(self, buffer: bytearray | None, size: int) -> None:
         """Return a buffer allocated with ``size`` (``BufferPool.deallocate``)."""
         if size == self.poolable_size and buffer is not None:
-            buffer.clear()
-            self.free.append(buffer)
+            self.free.append(buffer)  # not cleared: reused with its memory (a batch tracks its own position)
         else:
             self.non_pooled_available_memory += size
         if self.waiters:

@@ -54,8 +54,17 @@ class BuiltInPartitioner:
                all_partitions: int) -> None:
         """``updatePartitionInfo``: count bytes; switch after ``sticky_batch_size``.
         ``available`` may be a function, called only when switching."""
-        if partition != self.partition:
-            return
-        self.produced += appended_bytes
-        if self.produced >= self.sticky_batch_size:
+        if self.add_bytes(partition, appended_bytes):
             self._next(available() if callable(available) else available, all_partitions)
+
+    def add_bytes(self, partition: int, appended_bytes: int) -> bool:
+        """Count bytes appended to ``partition``; True when the sticky partition is due to change
+        (then call :meth:`switch`): the producer's per-record half of :meth:`update`."""
+        if partition != self.partition:
+            return False
+        self.produced += appended_bytes
+        return self.produced >= self.sticky_batch_size
+
+    def switch(self, available: list[int], all_partitions: int) -> None:
+        """Move to another partition among ``available`` (after :meth:`add_bytes` said so)."""
+        self._next(available, all_partitions)

@@ -113,6 +113,8 @@ class KafkaProducer:
         self._closed = False
         self._key_ser = config.key_serializer or _to_bytes
         self._value_ser = config.value_serializer or _to_bytes
+        self._wall_time_ms = config.wall_clock.time_ms  # record timestamps (bound once: send's hot path)
+        self._max_record_size = min(config.max_request_size, config.buffer_memory)
 
     def _now_ms(self) -> float:
         """Milliseconds on the producer's Trio clock (max.block.ms deadlines)."""
@@ -193,12 +195,12 @@ class KafkaProducer:
         nparts = len(info.partitions)
         hb = encode_headers(headers) if headers else _NO_HEADERS
         est = 82 + (len(kb) if kb is not None else 0) + (len(vb) if vb is not None else 0) + len(hb)
-        if est > config.max_request_size or est > config.buffer_memory:
+        if est > self._max_record_size:
             raise RecordTooLargeError(f"The message is {est} bytes when serialized which is larger than "
                                       f"max.request.size ({config.max_request_size}) or buffer.memory "
                                       f"({config.buffer_memory})")
         if timestamp_ms is None:
-            timestamp_ms = config.wall_clock.time_ms()
+            timestamp_ms = self._wall_time_ms()
         sticky = None
         if partition is None:
             if config.partitioner is not None:
@@ -209,7 +211,9 @@ class KafkaProducer:
                 sticky = self._partitioners.get(topic)
                 if sticky is None:
                     sticky = self._partitioners[topic] = BuiltInPartitioner(topic, config.batch_size)
-                partition = sticky.peek(self._available_partitions(topic), nparts)
+                partition = sticky.partition
+                if partition < 0 or partition >= nparts:
+                    partition = sticky.peek(self._available_partitions(topic), nparts)
         elif not 0 <= partition < nparts:
             raise KafkaProducerError(f"Invalid partition given with record: {partition} is not in the range "
                                      f"[0...{nparts}).", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
@@ -217,7 +221,8 @@ class KafkaProducer:
         acc = self.accumulator
         if txn is not None:
             txn.fail_if_not_ready_for_send()  # again: the transaction may have ended while we waited
-        fut = acc.try_append_existing(tp, timestamp_ms, kb, vb, hb, callback)
+        dq = acc.batches.get(tp)  # RecordAccumulator.try_append_existing, inlined (once per record)
+        fut = dq[-1].try_append(timestamp_ms, kb, vb, hb, callback) if dq else None
         if fut is None:
             size = acc.allocation_size(kb, vb, hb)
             pool = self.pool
@@ -244,8 +249,8 @@ class KafkaProducer:
                 assert fut is not None
             if txn is not None:
                 txn.maybe_add_partition(tp)
-            if sticky is not None:
-                sticky.update(partition, est, lambda: self._available_partitions(topic), nparts)
+            if sticky is not None and sticky.add_bytes(partition, est):
+                sticky.switch(self._available_partitions(topic), nparts)
             assert self._sender is not None
             self._sender.wakeup()
             await trio.lowlevel.checkpoint()  # let the Sender run (Java: sender.wakeup())
@@ -253,8 +258,8 @@ class KafkaProducer:
             if txn is not None and txn.maybe_add_partition(tp):
                 assert self._sender is not None
                 self._sender.wakeup()
-            if sticky is not None:
-                sticky.update(partition, est, lambda: self._available_partitions(topic), nparts)
+            if sticky is not None and sticky.add_bytes(partition, est):
+                sticky.switch(self._available_partitions(topic), nparts)
         return fut
 
     async def send_callback(self, topic: str, value: Any = None, key: Any = None, *, callback: Callback,

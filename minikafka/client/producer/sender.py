@@ -4,10 +4,12 @@ One Trio task loops like ``Sender.runOnce``/``sendProducerData``: make sure the 
 producer has an id (InitProducerId), ask the accumulator which leaders are ready, keep only nodes
 whose connection is up, not throttled (KIP-219) and below max.in.flight.requests.per.connection,
 drain up to max.request.size per node, expire batches past delivery.timeout.ms, and send one
-ProduceRequest per node (batches grouped by topic).  Requests are written in drain order (so
-sequence numbers reach the broker in order); their responses are awaited by small tasks in the
-producer's nursery, which complete, retry (with retry.backoff.ms, back into the deque in sequence
-order) or fail the batches.
+ProduceRequest per node (batches grouped by topic), its record batches passed to the connection as
+buffers (never joined; ``writev``).  Requests are written in drain order (so sequence numbers reach the
+broker in order); each response is handed by the connection's reader to a completion handler as it
+arrives (Java's ``RequestCompletionHandler``: no task per request), which completes, retries (with
+retry.backoff.ms, back into the deque in sequence order) or fails the batches; the loop itself expires
+requests past request.timeout.ms (``NetworkClient.handleTimedOutRequests``).
 
 Transactions (``Sender.maybeSendAndPollTransactionalRequest``): each loop first sends the
 :class:`TransactionManager`'s next transactional request (FindCoordinator, InitProducerId,
@@ -66,6 +68,22 @@ PRODUCE_LAST_BEFORE_TOPIC_IDS = 12
 PRODUCE_LAST_BEFORE_TRANSACTION_V2 = 11
 
 
+class _InFlightProduce:
+    """A produce request awaiting its response (Java's ``InFlightRequest``): its batches, and its deadline
+    (request.timeout.ms after it was sent)."""
+
+    __slots__ = ("node", "conn", "batches", "sent_ms", "deadline_ms", "corr", "done")
+
+    def __init__(self, node: int, conn: Any, batches: list[ProducerBatch], sent_ms: float, deadline_ms: float) -> None:
+        self.node = node
+        self.conn = conn
+        self.batches = batches
+        self.sent_ms = sent_ms
+        self.deadline_ms = deadline_ms
+        self.corr: int | None = None
+        self.done = False
+
+
 class Sender:
     """Drains the accumulator to the partition leaders and handles the responses."""
 
@@ -83,6 +101,7 @@ class Sender:
         self.guarantee_order = config.max_in_flight_requests_per_connection == 1
         self.in_flight: dict[int, int] = {}
         self.in_flight_batches: set[ProducerBatch] = set()
+        self._produce_requests: set[_InFlightProduce] = set()  # awaiting a response
         self.running = True
         self.forced = False
         self.done = trio.Event()
@@ -150,6 +169,7 @@ class Sender:
 
     async def run_once(self) -> None:
         now = self._now_ms()
+        next_timeout_ms = self._expire_requests(now) if self._produce_requests else math.inf
         txn = self.txn
         if txn is not None and txn.is_transactional:
             if await self._run_transactional():
@@ -163,7 +183,7 @@ class Sender:
             now = self._now_ms()
         leader_for = self.nc.metadata.leader_for
         res = self.acc.ready(leader_for, now)
-        poll_ms = res.next_ready_check_delay_ms
+        poll_ms = min(res.next_ready_check_delay_ms, next_timeout_ms)
         if res.unknown_leader_topics or self._metadata_wanted or (
                 now - self._last_refresh_ms > self.config.metadata_max_age_ms):
             poll_ms = min(poll_ms, self._request_metadata_update(now, res.unknown_leader_topics))
@@ -407,16 +427,15 @@ class Sender:
         m = self.metrics
         now_i = int(now)
         for b in batches:
-            data = b.built
-            assert data is not None
-            topics.setdefault(b.topic, []).append({"index": b.partition, "records": data})
-            size += len(data)
+            built = b.built_size
+            topics.setdefault(b.topic, []).append({"index": b.partition, "records": b.wire_chunks})
+            size += built
             records += b.record_count
             # SenderMetrics.updateProduceRequestMetrics
             m.queue_time.record(now - b.created_ms, now_i, False)
-            m.batch_size.record(len(data), now_i, False)
+            m.batch_size.record(built, now_i, False)
             if b.uncompressed_size:
-                m.compression_rate.record(len(data) / b.uncompressed_size, now_i, False)
+                m.compression_rate.record(built / b.uncompressed_size, now_i, False)
             if b.record_count:
                 m.record_size.record((b.uncompressed_size - 61) / b.record_count, now_i, False)
             if b.attempts:
@@ -430,13 +449,24 @@ class Sender:
         conn = self.nc._connections.get(node)  # noqa: SLF001
         self.in_flight[node] = self.in_flight.get(node, 0) + 1
         self.in_flight_batches.update(batches)
+        req = None
         try:
             if conn is None or conn.closed:
                 raise KafkaClientError(f"no connection to broker {node}", ErrorCode.NETWORK_EXCEPTION)
             version = conn.pick_version(ApiKey.PRODUCE, self._max_produce_version(topic_ids))
-            pending = await conn.start_request(ApiKey.PRODUCE, body, version=version,
-                                               expect_response=self.acks != 0)
+            if self.acks == 0:
+                await conn.start_request(ApiKey.PRODUCE, body, version=version, expect_response=False)
+            else:  # the connection's reader completes it (no task per request); run_once expires it
+                req = sent = _InFlightProduce(node, conn, batches, now, now + conn.request_timeout_s * 1000)
+                self._produce_requests.add(sent)
+                sent.corr = await conn.send_request(ApiKey.PRODUCE, body, version=version,
+                                                    on_response=lambda result: self._on_produce_response(sent, result))
         except KafkaClientError as exc:
+            if req is not None:
+                if req.done:  # the connection failed it already
+                    return
+                req.done = True
+                self._produce_requests.discard(req)
             self.in_flight[node] -= 1
             self.in_flight_batches.difference_update(batches)
             log.info("produce request to broker %d failed: %s", node, exc)
@@ -451,8 +481,6 @@ class Sender:
             self.in_flight_batches.difference_update(batches)
             for b in batches:
                 self._complete_batch(b, ErrorCode.NONE, -1, -1, None, now)
-            return
-        self.nursery.start_soon(self._await_response, node, pending, batches, now)
 
     def _max_produce_version(self, topic_ids: dict[str, uuid.UUID]) -> int | None:
         """The newest Produce version this request may use (Java's ``ProduceRequest.Builder``): 12 unless every
@@ -464,22 +492,41 @@ class Sender:
             return PRODUCE_LAST_BEFORE_TOPIC_IDS
         return None
 
-    async def _await_response(self, node: int, pending: Any, batches: list[ProducerBatch], sent_ms: float) -> None:
-        try:
-            resp = await pending.wait()
-        except KafkaClientError as exc:
+    def _expire_requests(self, now: float) -> float:
+        """Fail the produce requests past request.timeout.ms (``NetworkClient.handleTimedOutRequests``; the
+        connection stays open); returns the ms until the next deadline."""
+        next_ms = math.inf
+        for req in list(self._produce_requests):
+            if req.deadline_ms <= now and req.corr is not None:
+                req.conn.cancel_request(req.corr)
+                self._on_produce_response(req, KafkaClientError(
+                    f"request PRODUCE to broker {req.node} timed out", ErrorCode.REQUEST_TIMED_OUT))
+            else:
+                next_ms = min(next_ms, max(req.deadline_ms - now, 0))
+        return next_ms
+
+    def _on_produce_response(self, req: _InFlightProduce, result: Any) -> None:
+        """A produce response (or the :class:`KafkaClientError` that failed the request): complete, retry or
+        fail its batches (``handleProduceResponse``)."""
+        if req.done:
+            return
+        req.done = True
+        self._produce_requests.discard(req)
+        node, batches = req.node, req.batches
+        self.in_flight[node] -= 1
+        self.in_flight_batches.difference_update(batches)
+        if isinstance(result, KafkaClientError):
             resp = None
-            code = exc.code or ErrorCode.NETWORK_EXCEPTION
-            log.info("produce request to broker %d failed: %s", node, exc)
+            code = result.code or ErrorCode.NETWORK_EXCEPTION
+            log.info("produce request to broker %d failed: %s", node, result)
             if code != ErrorCode.REQUEST_TIMED_OUT:
                 self.nc.invalidate(node)
-        finally:
-            self.in_flight[node] -= 1
-            self.in_flight_batches.difference_update(batches)
+        else:
+            resp = result
         now = self._now_ms()
         now_i = int(now)
         m = self.metrics
-        m.request_time.record(now - sent_ms, now_i, False)
+        m.request_time.record(now - req.sent_ms, now_i, False)
         m.responses.record(1, now_i, False)
         if resp is None:
             for b in batches:
@@ -496,16 +543,19 @@ class Sender:
                                          now)
                 else:
                     self._complete_batch(b, p.error_code, p.base_offset, p.log_append_time_ms, p.error_message, now,
-                                         p.get("record_errors"), (b.topic, b.partition) in learned)
+                                         p.get("record_errors") if p.error_code else None,
+                                         (b.topic, b.partition) in learned)
         self.wakeup()
 
     def _learn_leaders(self, resp: Any, parts: dict[tuple[str | None, int], Any]) -> set[tuple[str | None, int]]:
         """KIP-951 (Produce v10+): partitions answered NOT_LEADER_OR_FOLLOWER with a ``current_leader`` of a newer
         leader epoch than the metadata's move to that leader (its endpoint from ``node_endpoints``), as Java's
         ``Metadata.updatePartitionLeadership`` does; returns them (their retry needs no metadata refresh)."""
+        learned: set[tuple[str | None, int]] = set()
+        if all(p.error_code != ErrorCode.NOT_LEADER_OR_FOLLOWER for p in parts.values()):
+            return learned  # the usual case: nothing to learn
         endpoints = {n.node_id: Node(n.node_id, n.host, n.port, n.rack) for n in resp.get("node_endpoints") or ()}
         md = self.nc.metadata
-        learned: set[tuple[str | None, int]] = set()
         for (topic, index), p in parts.items():
             if p.error_code != ErrorCode.NOT_LEADER_OR_FOLLOWER or topic is None:
                 continue

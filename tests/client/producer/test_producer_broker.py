@@ -270,3 +270,24 @@ async def test_idempotent_producer_sets_producer_id_and_sequences(broker) -> Non
         assert base == expect
         expect += count
     assert expect == 50 and all(h.producer_id == pid for h, _ in stored)
+
+
+async def test_request_timeout_retries_on_the_same_connection(broker) -> None:
+    """A produce response held past request.timeout.ms: the Sender expires the request itself (Java's
+    ``handleTimedOutRequests``: no task waits per request), retries the batch with REQUEST_TIMED_OUT without
+    closing the connection, and drops the late response; with idempotence the retry is a duplicate, not a
+    second copy."""
+    topic = "held"
+    async with KafkaProducer(bootstrap(broker), request_timeout_ms=300, delivery_timeout_ms=30000, linger_ms=0,
+                             retry_backoff_ms=10) as p:
+        await (await p.send(topic, b"warm")).get()
+        conn = p._nc._connections[broker.config.node_id]  # noqa: SLF001 - the leader's connection
+        broker.faults.add(api="Produce", topic=topic, hold_ms=450, count=1)
+        t0 = trio.current_time()
+        meta = await (await p.send(topic, b"held")).get()
+        assert 0.3 <= trio.current_time() - t0 < 5
+        assert meta.offset == 1
+        m = p.metrics()
+        assert m["record-retry-total"] >= 1 and m["record-error-total"] == 0  # a retry queued behind it may expire too
+        assert p._nc._connections[broker.config.node_id] is conn and not conn.closed  # noqa: SLF001
+    assert [r.value for _, r in await read_all(broker.port, topic)] == [b"warm", b"held"]
