@@ -50,6 +50,7 @@ from .common import PendingAck, await_acks, current_leader, node_endpoints
 
 if TYPE_CHECKING:
     from ...protocol import bodies as B
+    from ..partition import ProduceResult
 
     PartitionResponse = B.ProduceResponseResponsesPartitionResponses
 
@@ -152,20 +153,8 @@ class ProduceHandler:
                                                    f"min.insync.replicas={min_isr}"})
                     continue
                 result = self.log.append_records(part, pd["records"], now_ms, self._max_message_bytes(topic))
-                if result.error:
-                    log.debug("produce to %s-%d failed: %s", td["name"], index, result.message)
-                    not_leader = not_leader or result.error == ErrorCode.NOT_LEADER_OR_FOLLOWER
-                entry: PartitionResponse = {
-                    "index": index,
-                    "error_code": result.error,
-                    "base_offset": result.base_offset,
-                    "log_append_time_ms": result.log_append_time,
-                    "log_start_offset": result.log_start_offset,
-                    "error_message": result.message if result.error else None,
-                }
-                if result.record_errors:  # KIP-467 (v8+; older versions drop the field)
-                    entry["record_errors"] = [{"batch_index": e.batch_index, "batch_index_error_message": e.message}
-                                              for e in result.record_errors]
+                not_leader = not_leader or result.error == ErrorCode.NOT_LEADER_OR_FOLLOWER
+                entry = _appended(td["name"], index, result)
                 parts.append(entry)
                 if acks == -1 and not result.error and part.is_replicated:
                     pending.append(PendingAck(entry, part, result.last_offset + 1, min_isr))
@@ -216,19 +205,7 @@ class ProduceHandler:
         result = self.log.append_records(part, pd["records"], self.clock.time_ms(), self._max_message_bytes(topic))
         ctx.exempt_request_quota = acks == 0
         error = result.error
-        if error:
-            log.debug("produce to %s-%d failed: %s", name, index, result.message)
-        entry: PartitionResponse = {
-            "index": index,
-            "error_code": error,
-            "base_offset": result.base_offset,
-            "log_append_time_ms": result.log_append_time,
-            "log_start_offset": result.log_start_offset,
-            "error_message": result.message if error else None,
-        }
-        if result.record_errors:
-            entry["record_errors"] = [{"batch_index": e.batch_index, "batch_index_error_message": e.message}
-                                      for e in result.record_errors]
+        entry = _appended(name, index, result)
         if acks == 0:
             return None, False
         responses: list[B.ProduceResponseResponses] = [
@@ -323,6 +300,26 @@ class ProduceHandler:
             got = await self.verifier.verify(req["transactional_id"] or "", pid, epoch, tps, add_partitions)
             failed.update((tp, code) for tp, code in got.items() if code)
         return failed
+
+
+def _appended(topic: str, index: int, result: ProduceResult) -> PartitionResponse:
+    """A partition's answer to its append: offsets, or the error and KIP-467's record errors (v8+; older
+    versions drop the field)."""
+    error = result.error
+    if error:
+        log.debug("produce to %s-%d failed: %s", topic, index, result.message)
+    entry: PartitionResponse = {
+        "index": index,
+        "error_code": error,
+        "base_offset": result.base_offset,
+        "log_append_time_ms": result.log_append_time,
+        "log_start_offset": result.log_start_offset,
+        "error_message": result.message if error else None,
+    }
+    if result.record_errors:
+        entry["record_errors"] = [{"batch_index": e.batch_index, "batch_index_error_message": e.message}
+                                  for e in result.record_errors]
+    return entry
 
 
 def has_transactional_records(req: B.ProduceRequestBody) -> bool:
