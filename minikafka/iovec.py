@@ -32,6 +32,29 @@ def advance(views: list[memoryview], i: int, n: int) -> int:
     return i
 
 
+def joined_or_views(buffers: list, nbytes: int, coalesce: int) -> list[memoryview]:
+    """``buffers`` (``nbytes`` in all) to write: joined into one when ``nbytes`` is at most ``coalesce`` (one
+    small copy saves a system call per buffer), else their views, uncopied."""
+    return [memoryview(b"".join(buffers))] if nbytes <= coalesce else byte_views(buffers)
+
+
+def frame_views(segments: list, coalesce: int) -> list[memoryview]:
+    """A size-prefixed frame made of ``segments``, as :func:`joined_or_views` gives it."""
+    total = sum(s.nbytes if isinstance(s, memoryview) else len(s) for s in segments)
+    return joined_or_views([total.to_bytes(4, "big"), *segments], total + 4, coalesce)
+
+
+def write_nowait(fd: int, views: list[memoryview], i: int = 0) -> int:
+    """Write ``views[i:]`` to the non-blocking ``fd`` as far as it takes them now: the index of the first view
+    not (wholly) written, ``len(views)`` when all went (``OSError`` other than a full buffer is raised)."""
+    while i < len(views):
+        try:
+            i = advance(views, i, os.writev(fd, views[i:i + IOV_MAX]))
+        except BlockingIOError:
+            break
+    return i
+
+
 def writev_all(fd: int, buffers: Iterable) -> None:
     """Write every buffer to ``fd`` in order."""
     views = byte_views(buffers)

@@ -51,7 +51,6 @@ import errno
 import functools
 import itertools
 import logging
-import os
 import ssl
 from collections import Counter
 from collections.abc import Awaitable, Callable, Coroutine, Generator
@@ -61,7 +60,7 @@ from typing import Any, Protocol
 import trio
 
 from ..common import Clock
-from ..iovec import IOV_MAX, advance, byte_views
+from ..iovec import IOV_MAX, advance, byte_views, frame_views, joined_or_views, write_nowait
 from ..protocol.api import ApiKey
 from ..protocol.framing import NEED_DATA, NEED_MEMORY, Frame, FrameDecoder, FrameError, MemoryPool
 from .apis import CloseConnection, KafkaApis
@@ -85,15 +84,7 @@ _TRANSPORT_ERRORS = (OSError, trio.BrokenResourceError, trio.ClosedResourceError
 
 async def send_frame(sock: trio.socket.SocketType, segments: list) -> None:
     """Send a size-prefixed frame made of ``segments`` (scatter-gather, no joining of large buffers)."""
-    total = sum(s.nbytes if isinstance(s, memoryview) else len(s) for s in segments)
-    prefix = total.to_bytes(4, "big")
-    if total <= _COALESCE:
-        data = memoryview(prefix + b"".join(segments))
-        while data:
-            n = await sock.send(data)
-            data = data[n:]
-        return
-    views = byte_views([prefix, *segments])
+    views = frame_views(segments, _COALESCE)
     i = 0
     while i < len(views):
         i = advance(views, i, await sock.sendmsg(views[i:i + IOV_MAX]))
@@ -113,10 +104,9 @@ class SocketTransport:
         self.send_frame: Callable[[list], Awaitable[None]] = functools.partial(send_frame, sock)
         self._fd = sock.fileno()
 
-    def write_nowait(self, views: list[memoryview]) -> int:
-        """Write what the socket takes now of (at most ``IOV_MAX`` of) ``views``; raises ``BlockingIOError`` when
-        it takes nothing."""
-        return os.writev(self._fd, views)
+    def write_nowait(self, views: list[memoryview], i: int = 0) -> int:
+        """Write ``views[i:]`` as far as the socket takes them now; the index of the first view not written."""
+        return write_nowait(self._fd, views, i)
 
     async def wait_writable(self) -> None:
         await trio.lowlevel.wait_writable(self.sock)
@@ -261,20 +251,16 @@ class ResponseQueue:
     def _write(self) -> bool:
         """Write what the socket takes now; True (every queued response told) when nothing is left."""
         if self._segments:
-            if self._nbytes <= _COALESCE and not self._views:
-                self._views = [memoryview(b"".join(self._segments))]
-            else:
+            if self._views:
                 self._views += byte_views(self._segments)
+            else:
+                self._views = joined_or_views(self._segments, self._nbytes, _COALESCE)
             self._segments, self._nbytes = [], 0
-        views, i = self._views, self._next
         assert self._socket is not None
-        write = self._socket.write_nowait
-        while i < len(views):
-            try:
-                i = advance(views, i, write(views[i:i + IOV_MAX]))
-            except BlockingIOError:
-                self._next = i
-                return False
+        i = self._socket.write_nowait(self._views, self._next)
+        if i < len(self._views):
+            self._next = i
+            return False
         self._views, self._next = [], 0
         self._told()
         return True

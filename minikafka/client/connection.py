@@ -12,12 +12,11 @@ from __future__ import annotations
 import errno
 import itertools
 import logging
-import os
 from typing import Any
 
 import trio
 
-from ..iovec import IOV_MAX, advance, byte_views
+from ..iovec import frame_views, write_nowait
 from ..protocol.api import APIS, ApiKey
 from ..protocol.framing import CLOSED, NEED_MEMORY, Frame, FrameDecoder, FrameError, TruncatedFrame, encode_frame
 from ..protocol.headers import RequestHeader, parse_response_frame, request_header_version
@@ -122,27 +121,22 @@ class KafkaConnection:
         out with ``writev`` on the non-blocking socket (large ones uncopied), waiting only while the socket's
         buffer is full: a request that fits costs no trip through the scheduler (as the broker's
         ``SocketTransport`` writes responses).  Other streams (TLS) get one joined buffer."""
-        total = sum(s.nbytes if isinstance(s, memoryview) else len(s) for s in segments)
+        views = frame_views(segments, _COALESCE)
         sock = getattr(self.stream, "socket", None)
         if sock is None:
-            await self.stream.send_all(total.to_bytes(4, "big") + b"".join(segments))
+            await self.stream.send_all(b"".join(views))
             return
-        if total <= _COALESCE:
-            views = [memoryview(total.to_bytes(4, "big") + b"".join(segments))]
-        else:
-            views = byte_views([total.to_bytes(4, "big"), *segments])
         i = 0
-        while i < len(views):
+        while True:
             try:
-                sent = os.writev(sock.fileno(), views[i:i + IOV_MAX])
-            except BlockingIOError:
-                await trio.lowlevel.wait_writable(sock)
-                continue
+                i = write_nowait(sock.fileno(), views, i)
             except OSError as exc:  # as trio.SocketStream.send_all reports them
                 if exc.errno in _CLOSED_ERRNOS:
                     raise trio.ClosedResourceError("this socket was already closed") from None
                 raise trio.BrokenResourceError(f"socket connection broken: {exc}") from exc
-            i = advance(views, i, sent)
+            if i == len(views):
+                return
+            await trio.lowlevel.wait_writable(sock)
 
     async def receive_frame(self) -> bytearray | None:
         """The next response frame (without size prefix), or None if the broker closed."""

@@ -11,6 +11,7 @@ import trio
 
 from minikafka.broker.request import ObserverBase, Request, RequestContext, Response
 from minikafka.common import SYSTEM_CLOCK
+from minikafka import iovec
 from minikafka.broker.server import ResponseQueue, SocketTransport
 from minikafka.client.connection import KafkaConnection
 from minikafka.protocol.api import ApiKey
@@ -33,15 +34,16 @@ class SentOrder(ObserverBase):
 
 @pytest.fixture
 def writes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """The number of buffers of every write the broker's plaintext connections made (the real write)."""
+    """The number of buffers of every ``writev`` made (the real one): the broker's plaintext connections write
+    through it; the tests' raw client sends through its Trio stream."""
     calls: list[int] = []
-    real = SocketTransport.write_nowait
+    real = iovec.os.writev
 
-    def counted(self: SocketTransport, views: list[memoryview]) -> int:
+    def counted(fd: int, views: list[memoryview]) -> int:
         calls.append(len(views))
-        return real(self, views)
+        return real(fd, views)
 
-    monkeypatch.setattr(SocketTransport, "write_nowait", counted)
+    monkeypatch.setattr(iovec.os, "writev", counted)
     return calls
 
 
