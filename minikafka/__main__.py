@@ -1,7 +1,9 @@
 """``python -m minikafka`` = the ``minikafka`` command."""
 
+import gc
 import sys
 
-from .cli import main
+gc.disable()  # for start-up (see cli.main): the cyclic collector stays off while the modules are imported
+from .cli import main  # noqa: E402
 
 sys.exit(main())

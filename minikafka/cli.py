@@ -127,8 +127,9 @@ async def _serve(cfg: BrokerConfig, http_port: int | None = None, http_host: str
             http = await _start_http(nursery, broker, cfg, http_port, http_host)
             # The start-up objects (modules, compiled schemas: ~45k) move to the permanent generation: a full
             # collection of a running broker then scans what it made since (27 ms -> ~0, a stall of every
-            # connection, the end-to-end latency's tail).
+            # connection, the end-to-end latency's tail). The collector was off until now (see main).
             gc.freeze()
+            gc.enable()
             where = f"data dir {cfg.data_dir}" if cfg.data_dir else "in-memory storage"
             print(f"minikafka broker {cfg.node_id} ready on {cfg.host}:{port} ({where}){http}; Ctrl-C stops it",
                   flush=True)
@@ -198,6 +199,7 @@ async def _serve_cluster(cfg: BrokerConfig, n: int, http_port: int | None = None
             await nursery.start(cluster.run)
             http = await _start_http(nursery, cluster, cfg, http_port, http_host)
             gc.freeze()  # the start-up objects are never scanned again (as in _serve)
+            gc.enable()
             where = f"data dir {cfg.data_dir}" if cfg.data_dir else "in-memory storage"
             print(f"minikafka cluster of {n} brokers ready on {cluster.bootstrap} ({where}){http}; Ctrl-C stops it",
                   flush=True)
@@ -285,7 +287,10 @@ def _command(argv: list[str]) -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    parser = build_parser(_command(argv))
+    command = _command(argv)
+    if command != "serve":
+        gc.enable()  # ``python -m minikafka`` turned it off to import this module (serve keeps it off: below)
+    parser = build_parser(command)
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=getattr(logging, str(getattr(args, "log_level", "WARNING")).upper(), logging.INFO),
@@ -303,7 +308,14 @@ def main(argv: list[str] | None = None) -> int:
             print("minikafka: stopped", file=sys.stderr)
             return 0
 
-        return run_reporting(serve, lambda exc: find_error(exc, (StartupError,)))
+        # A broker's start-up makes ~40k objects that live as long as it does (modules, classes, compiled
+        # schemas): the cyclic collector would scan them ~90 times while they are made (a twentieth of the
+        # start-up). It stays off until the broker listens, then freezes them and turns it on (_serve).
+        gc.disable()
+        try:
+            return run_reporting(serve, lambda exc: find_error(exc, (StartupError,)))
+        finally:
+            gc.enable()
     if args.command == "quotas":
         from .client.quotas_cli import run_quotas_command
 

@@ -69,15 +69,17 @@ def client_versions() -> str:
 
 
 def start_broker(port: int, *extra_args: str, profile_to: str | None = None, tree: str | Path | None = None,
-                 timeout: float = 30) -> tuple[subprocess.Popen, float]:
+                 timeout: float = 30, new_session: bool = False) -> tuple[subprocess.Popen, float]:
     """Start ``python -m minikafka serve`` on ``port`` (from source tree ``tree`` if given: PYTHONPATH and
-    cwd set to it); return it and the seconds until it accepted a connection."""
+    cwd set to it); return it and the seconds until it accepted a connection.  ``new_session``: in a session
+    of its own, as ``scripts/bench peers`` starts the peers (with the kernel's scheduler autogroups, a session
+    is a scheduling group: a broker sharing the benchmark's own gets less CPU than a peer in its own)."""
     cmd = [sys.executable]
     if profile_to:
         cmd += ["-m", "cProfile", "-o", profile_to]
     cmd += ["-m", "minikafka", "serve", "--port", str(port), "--log-level", "WARNING", *extra_args]
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL,
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, start_new_session=new_session,
                             **_tree_popen_args(None if tree is None else Path(tree).resolve()))
     return proc, wait_accepting(proc, port, t0, timeout)
 

@@ -193,7 +193,7 @@ def start(broker: Broker, logs: Path) -> Running:
     port = free_port()
     log = None
     if broker.command is None:
-        proc, startup = start_broker(port, tree=broker.tree)
+        proc, startup = start_broker(port, tree=broker.tree, new_session=True)  # scheduled as the peers are
     else:
         argv = [a.replace("{port}", str(port)) for a in shlex.split(broker.command)]
         log = logs / f"{broker.name}-{port}.log"

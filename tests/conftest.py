@@ -19,6 +19,9 @@ STRICT_MESSAGES = True  # builds reject undeclared body keys (UnknownFieldError)
 if STRICT_MESSAGES:
     os.environ[STRICT_ENV] = "1"  # for the subprocesses the tests start
     set_strict(True)
+# Analyses the tests run (CLI subprocesses included) do not leave a Spark class-data-sharing archive (~170 MB) in
+# the user's ~/.cache; the tests of the archive name a directory of their own.
+os.environ.setdefault("MINIKAFKA_SPARK_CDS", "off")
 
 
 @pytest.fixture

@@ -83,10 +83,13 @@ has a type per offset; gaps (0) and renewals (4) are not counted).
 ``acknowledge_error_code``; a ShareAcknowledge partition's ``error_code``).
 Acknowledgement errors count among a response's errors (``error_count``).
 
-:meth:`RecordDecoder.iter_rows` is the data source's path: each record's
+:meth:`RecordDecoder.iter_rows` is the data source's path (and
+:meth:`RecordDecoder.iter_all_chunks` for the three tables at once): each record's
 headers and bodies are parsed once, and only the records a table needs
 (:data:`TABLE_API_KEYS`); the per-record methods (``parse``, ``request_row``,
-``partition_rows``, ``topic_rows``) give the same rows.
+``partition_rows``, ``topic_rows``) give the same rows.  Produce and Fetch
+records, nearly all of real traffic, have their rows read straight off the
+frames by :mod:`minikafka.analysis.fastrows` where it can (the same rows).
 """
 
 from __future__ import annotations
@@ -98,17 +101,16 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ..capture.format import CaptureRecord
-from ..capture.frames import api_name
 from ..capture.groups import acknowledged as _acknowledged
 from ..capture.groups import acquired as _acquired
 from ..capture.groups import share_kind
 from ..capture.transactions import BatchCounts, batch_counts
 from ..protocol.api import APIS, ApiKey
 from ..protocol.entities import Entity, entity_fields, values
-from ..protocol.errors import ErrorCode
 from ..protocol.exceptions import ProtocolError, UnsupportedVersion
 from ..protocol.headers import request_body_offset, response_body_offset
 from ..protocol.messages.fetch import fetch_replica_id
+from .fastrows import api_name_of, error_name, fast_rows, fetch_kind
 
 log = logging.getLogger(__name__)
 
@@ -207,39 +209,7 @@ TABLE_API_KEYS: dict[str, frozenset[int] | None] = {
 # Types of parsed values that hold no error code (skipped without a look inside).
 _SCALAR_TYPES = frozenset({int, bool, str, bytes, memoryview, float, type(None), uuid.UUID})
 
-_API_NAMES: dict[int, str] = {}
-_ERROR_NAMES: dict[int, str] = {}
-
-
-def _api_name(api_key: int) -> str:
-    name = _API_NAMES.get(api_key)
-    if name is None:
-        name = _API_NAMES[api_key] = api_name(api_key)
-    return name
-
-
-def error_name(code: int | None) -> str | None:
-    if code is None:
-        return None
-    name = _ERROR_NAMES.get(code)
-    if name is None:
-        try:
-            name = ErrorCode(code).name
-        except ValueError:
-            name = f"UNKNOWN_{code}"
-        _ERROR_NAMES[code] = name
-    return name
-
-
-def fetch_kind(version: int, session_id: int, epoch: int) -> str:
-    """KIP-227's request kinds: sessionless (before v7 or epoch -1 with id 0), full, incremental, close."""
-    if version < 7 or (session_id == 0 and epoch == -1):
-        return "sessionless"
-    if epoch == 0:
-        return "full"
-    if epoch == -1:
-        return "close"
-    return "incremental"
+_api_name = api_name_of
 
 
 def batch_stats(records: Any) -> tuple[int, int, int, int, int]:
@@ -465,8 +435,11 @@ class RecordDecoder:
     for ``partitions``; Metadata and CreateTopics for ``topics``).
     """
 
-    def __init__(self, source: str = "") -> None:
+    def __init__(self, source: str = "", fast: bool = True) -> None:
         self.source = source
+        #: Produce and Fetch rows read straight off the frames where :mod:`~minikafka.analysis.fastrows` can
+        #: (the same rows; False: every record through the Containers, as the tests compare).
+        self.fast = fast
         self.topic_names: dict[str, str] = {}
         self.errors = 0
         #: batch_counts, or (in :meth:`iter_all`) the same remembering its answers for the record at hand:
@@ -849,9 +822,17 @@ class RecordDecoder:
         ``topics``.  The others give no rows there.
         """
         decode = self._decode
+        fast = fast_rows if self.fast else None
+        source = self.source
         if table == "requests":
             request_row = self._request_row
             for r in records:
+                key = r.api_key
+                if fast is not None and (key == _PRODUCE or key == _FETCH):
+                    rows = fast(r, source)
+                    if rows is not None:
+                        yield rows[0]
+                        continue
                 req, resp, err, req_body, resp_body = decode(r)
                 if resp is not None and r.api_key in _TOPIC_APIS:
                     self._topic_rows(r, resp)
@@ -862,6 +843,11 @@ class RecordDecoder:
                 key = r.api_key
                 if key not in _PARTITION_APIS:
                     continue
+                if fast is not None and (key == _PRODUCE or key == _FETCH):
+                    rows = fast(r, source)
+                    if rows is not None:
+                        yield from rows[1]
+                        continue
                 req, resp, _err, _q, _a = decode(r)
                 if key in _TOPIC_APIS:
                     if resp is not None:
@@ -906,14 +892,56 @@ class RecordDecoder:
         finally:
             self._counts = batch_counts
 
+    def iter_all_chunks(self, records: Iterable[CaptureRecord], size: int) -> Iterator[tuple[str, list[tuple]]]:
+        """:meth:`iter_all`'s rows as (table, rows) chunks: each table's rows in order, in lists of about
+        ``size`` rows (a list is handed over once a record has made it ``size`` rows or more; each table's
+        last list shorter).  The data source's path: Produce and Fetch records (:mod:`.fastrows`) go
+        straight into the lists, with no (table, row) pair per row."""
+        pending: dict[str, list[tuple]] = {t: [] for t in ALL_KINDS}
+        req, part = pending["requests"], pending["partitions"]
+        fast = fast_rows if self.fast else None
+        source = self.source
+        for r in records:
+            key = r.api_key
+            if fast is not None and (key == _PRODUCE or key == _FETCH):
+                rows = fast(r, source)
+                if rows is not None:
+                    req.append(rows[0])
+                    if rows[1]:
+                        part.extend(rows[1])
+                    if len(req) < size and len(part) < size:
+                        continue
+            else:
+                rows = None
+            if rows is None:
+                for table, row in self.iter_all((r,)):
+                    pending[table].append(row)
+            for table, got in pending.items():
+                if len(got) >= size:
+                    yield table, got
+                    pending[table] = []
+            req, part = pending["requests"], pending["partitions"]
+        for table, got in pending.items():
+            if got:
+                yield table, got
+
     def _iter_all(self, records: Iterable[CaptureRecord], memo: dict) -> Iterator[tuple[str, tuple]]:
         decode = self._decode
         request_row = self._request_row
         partition_rows = self._partition_rows
         topic_rows = self._topic_rows
+        fast = fast_rows if self.fast else None
+        source = self.source
         for r in records:
-            memo.clear()
             key = r.api_key
+            if fast is not None and (key == _PRODUCE or key == _FETCH):
+                rows = fast(r, source)
+                if rows is not None:
+                    yield "requests", rows[0]
+                    for row in rows[1]:
+                        yield "partitions", row
+                    continue
+            memo.clear()
             req, resp, err, req_body, resp_body = decode(r)
             if key in _TOPIC_APIS:
                 if resp is not None:

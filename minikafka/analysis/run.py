@@ -247,6 +247,42 @@ def _run_job(name: str, mod: Any, tables: Any, opts: AnalysisOptions, out: Path,
     return info, sections
 
 
+def _session_and_tables(spark: Any, master: str | None, inputs: list[str], load_options: dict[str, Any],
+                        clock: Clock = SYSTEM_CLOCK) -> tuple[Any, bool, Any]:
+    """The session (``spark``, else the active one, else a new one on ``master``), whether this call created
+    it, and the captures' tables (not cached yet).  A capture that a new local session would decode in the
+    driver is decoded while the session starts (a thread of this process; the session's JVM starts in its
+    own), and the session then skips what only the data source needs."""
+    from minikafka.analysis.session import new_session_master, spark_session
+    from minikafka.analysis.tables import arrow_tables, decode_here, load_tables, master_decodes_in_driver
+
+    created = False
+    decoding: Future | None = None
+    if spark is None:
+        from pyspark.sql import SparkSession
+
+        created = SparkSession.getActiveSession() is None
+        chosen = new_session_master(master) if created else None
+        decode_in = load_options.pop("decode_in", "auto")
+        if chosen is not None and master_decodes_in_driver(chosen, inputs, decode_in):
+            decoder = ThreadPoolExecutor(1, thread_name_prefix="minikafka-decode")
+            decoding = decoder.submit(decode_here, inputs, load_options)
+            decoder.shutdown(wait=False)
+        else:
+            load_options["decode_in"] = decode_in
+        t0 = clock.monotonic()
+        spark = spark_session(master, short=created and _short_input(inputs), register_source=decoding is None)
+        log.info("session: %.2f s", clock.monotonic() - t0)
+    if decoding is not None:
+        t0 = clock.monotonic()
+        arrow = decoding.result()
+        log.info("decoded in the driver meanwhile (%.2f s more)", clock.monotonic() - t0)
+        tables = arrow_tables(spark, arrow)
+    else:
+        tables = load_tables(spark, inputs, **load_options)  # decodes the captures, once (when cached)
+    return spark, created, tables
+
+
 def analyze(paths: str | Path | Iterable[str | Path], out_dir: str | Path, jobs: Sequence[str] | None = None,
             opts: AnalysisOptions | None = None, spark: Any = None, formats: Sequence[str] = FORMATS,
             report: bool = True, *, master: str | None = None, load_options: dict[str, Any] | None = None,
@@ -266,7 +302,6 @@ def analyze(paths: str | Path | Iterable[str | Path], out_dir: str | Path, jobs:
     ``clock`` times the jobs (``seconds``).
     """
     from minikafka.analysis.report import ReportGroup, write_report
-    from minikafka.analysis.session import spark_session
     from minikafka.analysis.tables import capture_facts, load_tables
 
     opts = opts or AnalysisOptions()
@@ -276,14 +311,9 @@ def analyze(paths: str | Path | Iterable[str | Path], out_dir: str | Path, jobs:
     inputs = [str(paths)] if isinstance(paths, (str, Path)) else [str(p) for p in paths]
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    created = False
-    if spark is None:
-        from pyspark.sql import SparkSession
-
-        created = SparkSession.getActiveSession() is None
-        spark = spark_session(master, short=created and _short_input(inputs))
     t_start = clock.monotonic()
-    tables = load_tables(spark, inputs, **(load_options or {})).cache()  # decodes the captures, once
+    spark, created, tables = _session_and_tables(spark, master, inputs, dict(load_options or {}), clock)
+    tables = tables.cache()
     summary: dict[str, Any] = {"out_dir": str(out), "report": None, "inputs": inputs, "jobs": {}, "failed": []}
     groups: list[Any] = []
     pool = ThreadPoolExecutor(COLLECT_THREADS, thread_name_prefix="minikafka-collect")

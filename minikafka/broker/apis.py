@@ -32,6 +32,7 @@ that the version's builder wrote once (any other answer goes through the builder
 
 from __future__ import annotations
 
+import functools
 import logging
 import struct
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -265,8 +266,11 @@ class KafkaApis:
         return Request(ctx, body, frame)
 
     # -- handling ------------------------------------------------------------------------------
-    async def handle(self, request: Request, channel: ThrottleCallback) -> Response:
-        """Run the handler and encode its response; a throttle mutes ``channel`` through the quota."""
+    async def handle(self, request: Request, channel: ThrottleCallback,
+                     respond: Callable[[Response], None] | None = None) -> Response:
+        """Run the handler and encode its response; a throttle mutes ``channel`` through the quota.  ``respond``
+        (the server's, when it can send from any task): a Fetch completed by another task's append is sent
+        through it from there (``RequestContext.respond_early``), and that response is returned."""
         for on_request in self._on_request:
             on_request(request)
         ctx = request.context
@@ -280,7 +284,27 @@ class KafkaApis:
               and (fused := self._produce_fused(request)) is not None):
             response = fused
         else:
-            body, error = await self._call_handler(ctx, request.body)
+            if respond is not None and ctx.api_key == ApiKey.FETCH:
+                ctx.respond_early = functools.partial(self._respond_early, request, respond)
+            if not self.quotas.request.quotas_enabled:
+                # _call_handler without a request quota to charge (its usual case), inline: one coroutine less
+                ctx.handler_started_ns = -1
+                error = 0
+                try:
+                    body = await self.handlers[ctx.api_key](ctx, request.body)
+                except Exception as exc:  # Kafka's handleError (or a refusal the handler chose)
+                    body, error = self._handler_failed(ctx, request.body, exc)
+                if (not ctx.exempt_request_quota and not ctx.request_quota_recorded
+                        and self.quotas.request.quotas_enabled):  # a request quota set while it ran: charged 0
+                    ctx.throttle("Request", self.quotas.request.maybe_record_request_time(
+                        ctx.user, ctx.quota_client_id, 0))
+            else:
+                body, error = await self._call_handler(ctx, request.body)
+            # The context no longer refers to its request (the partial did: a reference cycle per Fetch, each
+            # left to the cyclic garbage collector with its frame and response)
+            ctx.respond_early = None
+            if ctx.early_response is not None:
+                return ctx.early_response  # sent from the task that completed it (observers told there)
             response = self._encode(request, body, error)
         if ctx.throttle_time_ms:
             self.quotas.by_type(ctx.throttle_quota).throttle(ctx.user, ctx.quota_client_id, channel,
@@ -290,6 +314,15 @@ class KafkaApis:
         for on_response in self._on_response:
             on_response(response)
         return response
+
+    def _respond_early(self, request: Request, respond: Callable[[Response], None], body: Any) -> None:
+        """A response sent before its handler returns, by the task that completed the request (a delayed fetch
+        completed by an append; never throttled): encoded and told to the observers as in ``handle``."""
+        response = self._encode(request, body, 0)
+        for on_response in self._on_response:
+            on_response(response)
+        request.context.early_response = response
+        respond(response)
 
     def response_sent(self, response: Response) -> None:
         """The server sent the response (or, without one, finished the request)."""
@@ -453,7 +486,9 @@ class KafkaApis:
             writer.buf.append(0)
         try:
             entry.build(body, writer)
-            segments = writer.getsegments()
+            segments = writer.segments  # writer.getsegments(), without the fresh buffer it leaves behind
+            if writer.buf:
+                segments.append(writer.buf)
         except Exception:  # a response that does not encode is a broker bug: answer with the error
             api = entry.api
             error = ErrorCode.UNKNOWN_SERVER_ERROR

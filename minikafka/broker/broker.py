@@ -24,6 +24,7 @@ import uuid
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import trio
 
@@ -40,7 +41,6 @@ from .dynamic_config import DynamicBrokerConfig
 from .fetch_session import FetchManager, FetchSessionCache
 from .client_metrics.manager import ClientMetricsManager
 from .client_metrics.receiver import ClientTelemetryStore
-from .share.manager import SharePartitionManager
 from .handlers.registry import build_handlers
 from .metadata import MAX_PARTITIONS_PER_BATCH, ClusterMetadata, MetadataError
 from .log.cleaner_manager import CleanerConfig, LogCleaner
@@ -51,7 +51,6 @@ from .quota.replication_quota_manager import (FOLLOWER_REPLICATION, FOLLOWER_THR
                                               FOLLOWER_THROTTLED_REPLICAS, LEADER_REPLICATION,
                                               LEADER_THROTTLED_RATE, LEADER_THROTTLED_REPLICAS,
                                               ReplicationQuotaManager)
-from .replica_fetcher import ReplicaFetcherManager
 from .replica_alter_log_dirs import ReplicaAlterLogDirsManager
 from .replica_manager import ReplicaManager
 from .request import ObserverBase, RequestObserver, Response
@@ -62,11 +61,17 @@ from .security.sasl import SaslAuthenticationError, create_mechanism, enabled_me
 from .security.delegation_token import DelegationTokenManager
 from .security.scram import ScramCredentialStore
 from .recording import CaptureSupport, TrafficRecorder
-from .services import BrokerServices, HandlerTimer
+from .services import BrokerServices, HandlerTimer, ShareGroupMembership, ShareGroupOffsets, SharePartitions
 from .shared import SharedServices
 from .task_time import TaskTimeInstrument
 from .inter_broker import InterBrokerChannel, InterBrokerConnector
 from .txn.verification import AddPartitionsToTxnManager
+
+if TYPE_CHECKING:
+    from .partition import Partition
+    from .replica_fetcher import ReplicaFetcherManager
+    from .share.coordinator import ShareGroupCoordinator
+    from .share.manager import SharePartitionManager
 
 log = logging.getLogger(__name__)
 
@@ -132,6 +137,60 @@ class BrokerSaslMechanisms:
 
     def create(self, listener: str, mechanism: str) -> SaslServerMechanism:
         return create_mechanism(mechanism, listener, self.config, self.scram, self.clock, self.tokens)
+
+
+# The metrics of what a broker builds on first use, before it is built.
+NO_SHARE_METRICS: dict[str, float] = {
+    "kafka.server:type=ShareSessionCache,name=ShareSessionsCount": 0,
+    "kafka.server:type=ShareSessionCache,name=SharePartitionsCount": 0,
+    "kafka.server:type=share-group-metrics,name=share-partitions": 0,
+    "kafka.server:type=share-group-metrics,name=acquisition-locks-expired-total": 0,
+}
+NO_FETCHER_METRICS: dict[str, float] = {"kafka.server:type=BrokerTopicMetrics,name=ReplicationBytesInPerSec": 0}
+
+
+class _FetchersOnDemand:
+    """A lone broker's replica fetchers (the replica manager's ``ReplicaFetchers``): it leads every partition, so
+    they are built, and :mod:`~minikafka.broker.replica_fetcher` imported, only if a partition ever follows
+    another broker (a data dir written by a cluster)."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    def add_partition(self, part: Partition, leader_id: int) -> None:
+        self.broker.fetcher_manager.add_partition(part, leader_id)
+
+    def remove_partition(self, part: Partition) -> None:
+        if self.broker._fetcher_manager is not None:
+            self.broker._fetcher_manager.remove_partition(part)
+
+    def has_partition(self, part: Partition) -> bool:
+        manager = self.broker._fetcher_manager
+        return manager is not None and manager.has_partition(part)
+
+
+class BrokerShareGroups:
+    """KIP-932 share groups as a broker's handlers reach them (:class:`~minikafka.broker.services.ShareGroupAccess`):
+    the cluster's share-group coordinator and this broker's share-partitions, built at their first use."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    def membership(self) -> ShareGroupMembership:
+        return self.broker.share_groups
+
+    def partitions(self) -> SharePartitions:
+        return self.broker.share_partitions
+
+    def offsets(self) -> ShareGroupOffsets:
+        return self.broker.share_partitions
+
+    def list_groups(self) -> list[tuple[str, str]]:
+        return self.broker.shared.share.list_groups()
+
+    def delete_group(self, group_id: str) -> ErrorCode:
+        share = self.broker.shared.share
+        return share.coordinator.delete_group(group_id) if share.built else ErrorCode.GROUP_ID_NOT_FOUND
 
 
 class RequestStats(ObserverBase):
@@ -214,7 +273,6 @@ class Broker:
         self.shared = shared
         self.features = shared.features
         self.group_configs = shared.group_configs
-        self.share_groups = shared.share_groups
         self.client_metrics_configs = shared.client_metrics_configs
         # KIP-714: this broker's client instances, matched against the cluster's subscriptions.
         self.client_metrics = ClientMetricsManager(shared.client_metrics_configs, shared.client_telemetry,
@@ -244,6 +302,8 @@ class Broker:
         self.leader_quota = self._replication_quota(LEADER_REPLICATION, config.leader_replication_throttled_rate)
         self.follower_quota = self._replication_quota(FOLLOWER_REPLICATION,
                                                       config.follower_replication_throttled_rate)
+        self._tasks: trio.Nursery | None = None  # run()'s, for the tasks of what is built on first use
+        self._joined = False  # registered with the metadata (run() between _join and _leave)
         # Partitions, their logs and the requests waiting on them.
         self.delayed_fetch = DelayedOperationPurgatory("Fetch")
         self.delayed_produce = DelayedOperationPurgatory("Produce")
@@ -251,9 +311,12 @@ class Broker:
                                               delayed_fetch=self.delayed_fetch, delayed_produce=self.delayed_produce)
         # Connections to other brokers go through the inter-broker listener (TLS, SASL as it says).
         self.inter_broker = InterBrokerConnector(config)
-        self.fetcher_manager = ReplicaFetcherManager(self.node_id, config, self.metadata, self.replica_manager,
-                                                     self.follower_quota, self.inter_broker)
-        self.replica_manager.fetchers = self.fetcher_manager
+        # A lone broker leads every partition: its replica fetchers are built if one ever follows (see below).
+        self._fetcher_manager: ReplicaFetcherManager | None = None
+        if self.clustered:
+            self.replica_manager.fetchers = self.fetcher_manager
+        else:
+            self.replica_manager.fetchers = _FetchersOnDemand(self)
         rm = self.replica_manager
         # The log cleaner compacts this broker's replicas of compacted topics (leaders and followers alike).
         self.log_cleaner = log_cleaner_for(config, rm.log_manager.data_dir, clock)
@@ -267,10 +330,9 @@ class Broker:
             shared.add_coordinator_logs(self.log_cleaner)
         self.leader_quota.set_hosted(lambda: [k for k, p in rm.partitions.items() if p.is_leader])
         self.follower_quota.set_hosted(lambda: [k for k, p in rm.partitions.items() if not p.is_leader])
-        # KIP-932 share-partitions this broker leads; their state is shared (a new leader reads it).
-        self.share_partitions = SharePartitionManager(config, shared.share_state, group_configs=self.group_configs,
-                                                      partitions=self.replica_manager,
-                                                      notify=self.delayed_fetch.check_and_complete, wall_clock=clock)
+        # KIP-932 share-partitions this broker leads (their state is shared: a new leader reads it), built with
+        # the share groups at their first use (:meth:`_build_share_partitions`).
+        self._share_partitions: SharePartitionManager | None = None
         self.fetch_manager = FetchManager(FetchSessionCache(
             config.max_incremental_fetch_session_cache_slots, config.min_incremental_fetch_session_eviction_ms,
             clock=clock))
@@ -300,8 +362,55 @@ class Broker:
         self._serving = False
 
     def _connection_closed(self, connection_id: str) -> None:
-        self.share_partitions.connection_closed(connection_id)
+        if self._share_partitions is not None:
+            self._share_partitions.connection_closed(connection_id)
         self.client_metrics.connection_closed(connection_id)
+
+    # -- built on first use ------------------------------------------------------------------------
+    @property
+    def share_groups(self) -> ShareGroupCoordinator:
+        """The KIP-932 share-group coordinator (shared by a cluster's brokers; built now if it was not yet)."""
+        return self.shared.share_groups
+
+    @property
+    def share_partitions(self) -> SharePartitionManager:
+        """This broker's KIP-932 share-partitions and share sessions (built now, with the share groups, if they
+        were not yet)."""
+        if self._share_partitions is None:
+            self.shared.share.build()  # builds this broker's too once it has joined (_join registers for it)
+        if self._share_partitions is None:
+            self._build_share_partitions()
+        assert self._share_partitions is not None
+        return self._share_partitions
+
+    def _build_share_partitions(self) -> None:
+        """Build this broker's share-partitions (the share groups being built, or used before it joined)."""
+        if self._share_partitions is not None:
+            return
+        from .share.manager import SharePartitionManager
+
+        state = self.shared.share.state
+        if self._share_partitions is not None:  # built by building the share groups
+            return
+        shares = self._share_partitions = SharePartitionManager(
+            self.config, state, group_configs=self.group_configs, partitions=self.replica_manager,
+            notify=self.delayed_fetch.check_and_complete, wall_clock=self.clock)
+        if self._tasks is not None:
+            self._tasks.start_soon(shares.run)
+        if self._joined:
+            self.shared.share.coordinator.group_listeners.append(shares.delete_group)
+
+    @property
+    def fetcher_manager(self) -> ReplicaFetcherManager:
+        """This broker's replica fetchers (a lone broker's are built now if they were not yet)."""
+        if self._fetcher_manager is None:
+            from .replica_fetcher import ReplicaFetcherManager
+
+            manager = self._fetcher_manager = ReplicaFetcherManager(
+                self.node_id, self.config, self.metadata, self.replica_manager, self.follower_quota, self.inter_broker)
+            if self._tasks is not None and self._joined:
+                manager.start(self._tasks)
+        return self._fetcher_manager
 
     @property
     def client_telemetry(self) -> ClientTelemetryStore:
@@ -329,8 +438,7 @@ class Broker:
             leader_quota=self.leader_quota, quota_store=self.quota_configs, broker_configs=self.dynamic_config,
             producer_ids=self.producer_ids, timer=self.task_time, txn_coordinator=self.txn_coordinator,
             txn_verifier=self.txn_verifier, marker_log=rm, authorizer=self.authorizer,
-            group_configs=self.group_configs, share_groups=self.share_groups,
-            share_partitions=self.share_partitions, share_offsets=self.share_partitions,
+            group_configs=self.group_configs, share=BrokerShareGroups(self),
             client_metrics_configs=self.client_metrics_configs, client_telemetry=self.client_metrics,
             reassignments=self.metadata, leader_election=self.metadata, metadata_quorum=self.metadata,
             scram_credentials=self.scram_credentials, delegation_tokens=self.delegation_tokens,
@@ -380,8 +488,8 @@ class Broker:
     def metrics(self) -> dict[str, float]:
         """A snapshot of the broker's metrics under Kafka's JMX-style names."""
         out: dict[str, float] = dict(self.fetch_manager.cache.metrics())
-        out.update(self.share_partitions.metrics())
-        out.update(self.fetcher_manager.metrics())
+        out.update(self._share_partitions.metrics() if self._share_partitions is not None else NO_SHARE_METRICS)
+        out.update(self._fetcher_manager.metrics() if self._fetcher_manager is not None else NO_FETCHER_METRICS)
         if self.clustered:
             out.update(self.replica_manager.replication_metrics())
         out.update(self.metrics_registry.snapshot())
@@ -427,10 +535,12 @@ class Broker:
                     async with trio.open_nursery() as nursery:
                         if self.owns_shared:
                             await self.shared.start(nursery, self.config)
+                        self._tasks = nursery
                         nursery.start_soon(run_reaper, self.reaper)
                         nursery.start_soon(self.delayed_fetch.run_reaper)  # expires long polls and acks=all waits
                         nursery.start_soon(self.delayed_produce.run_reaper)
-                        nursery.start_soon(self.share_partitions.run)
+                        if self._share_partitions is not None:
+                            nursery.start_soon(self._share_partitions.run)
                         nursery.start_soon(self._retention_loop)
                         nursery.start_soon(self.log_dirs.run)
                         await nursery.start(self.log_cleaner.run)
@@ -449,7 +559,7 @@ class Broker:
                         with trio.CancelScope(shield=True):
                             await done.wait()
         finally:
-            self._nursery = None
+            self._nursery = self._tasks = None
             self._leave()
             with trio.CancelScope(shield=True):
                 await self.txn_channel.aclose()
@@ -519,9 +629,17 @@ class Broker:
         """Register with the metadata (as a broker registers with the controller), take up leadership,
         start following and expiring the ISR."""
         self.shared.dynamic_configs.brokers[self.node_id] = self
-        self.share_groups.group_listeners.append(self.share_partitions.delete_group)
+        # This broker's share-partitions are built with the share groups (now, if they are already).
+        share = self.shared.share
+        share.on_build.append(self._build_share_partitions)
+        if share.built:
+            self._build_share_partitions()
+        if self._share_partitions is not None:
+            share.coordinator.group_listeners.append(self._share_partitions.delete_group)
+        self._joined = True
         self.reconfigure()
-        self.fetcher_manager.start(nursery)
+        if self._fetcher_manager is not None:
+            self._fetcher_manager.start(nursery)
         self.metadata.listeners.append(self._on_metadata_change)
         for topic in self.metadata.all_topics():
             self.apply_replication_throttles(topic.name)
@@ -535,8 +653,14 @@ class Broker:
     def _leave(self) -> None:
         if self.shared.dynamic_configs.brokers.get(self.node_id) is self:
             del self.shared.dynamic_configs.brokers[self.node_id]
-        if self.share_partitions.delete_group in self.share_groups.group_listeners:
-            self.share_groups.group_listeners.remove(self.share_partitions.delete_group)
+        self._joined = False
+        share = self.shared.share
+        if self._build_share_partitions in share.on_build:
+            share.on_build.remove(self._build_share_partitions)
+        if self._share_partitions is not None and share.built:
+            listeners = share.coordinator.group_listeners
+            if self._share_partitions.delete_group in listeners:
+                listeners.remove(self._share_partitions.delete_group)
         try:
             self.metadata.listeners.remove(self._on_metadata_change)
         except ValueError:
@@ -586,7 +710,8 @@ class Broker:
     def close(self) -> None:
         if self.owns_shared:
             self.shared.close()
-        self.share_partitions.close()
+        if self._share_partitions is not None:
+            self._share_partitions.close()
         self.client_metrics.close()
         self.replica_manager.log_manager.close_all()
         if self._serving:

@@ -34,7 +34,7 @@ import dataclasses
 import logging
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import TYPE_CHECKING, Any, AsyncIterator
 
 import trio
 
@@ -45,6 +45,9 @@ from .recording import CaptureSupport
 from .security.listeners import ListenerError, parse_listeners
 from .services import HandlerTimer
 from .shared import SharedServices
+
+if TYPE_CHECKING:
+    from .share.coordinator import ShareGroupCoordinator
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +78,6 @@ class Cluster:
         self.faults = self.shared.faults  # one rule set for every broker (rules match by broker id)
         self.group_coordinator = self.shared.group_coordinator
         self.txn_coordinator = self.shared.txn_coordinator
-        self.share_groups = self.shared.share_groups
         _warn_if_brokers_unauthorized(base)
         # The coordinators' internal logs are compacted once for the cluster (each broker compacts its replicas).
         self.log_cleaner = log_cleaner_for(base, self.data_dir, clock)
@@ -98,6 +100,11 @@ class Cluster:
     @property
     def broker_ids(self) -> list[int]:
         return list(self.configs)
+
+    @property
+    def share_groups(self) -> ShareGroupCoordinator:
+        """The cluster's KIP-932 share-group coordinator (built on first use, as by a ShareGroupHeartbeat)."""
+        return self.shared.share_groups
 
     @property
     def bootstrap(self) -> str:

@@ -17,20 +17,31 @@ deadline behind; like Kafka's ``purge.interval.requests`` the heap is purged
 once they outnumber the live ones.  Without a reaper (a purgatory used on its
 own, or once the reaper stopped) each wait times out by itself.
 
-Deliberate difference: Kafka's purgatory runs ``tryComplete`` callbacks; here
-the waiting task is woken and completes itself (one event loop, no locks).
+Completion (Kafka's ``tryComplete``): a waiting request may give its watch a
+``try_complete`` callback.  While its task is parked on the reaper, a key that
+fires calls it at once, in the task that changed the partition (an append, a
+high watermark move), with the keys fired: it re-reads them and says whether
+the request is complete.  Not complete: the task stays parked (no wake-up for
+a change that does not complete it).  Complete: the callback may have answered
+the request there and then (a delayed fetch writes its response before the
+produce that completed it is answered, as Kafka's ``DelayedFetch`` does), and
+the task is woken to finish.  Without a callback, or without the reaper, the
+task is woken and re-reads by itself.
 """
 
 from __future__ import annotations
 
 import heapq
+import logging
 import math
-from collections.abc import Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from types import TracebackType
 
 import trio
 
 from .deadline_loop import DeadlineLoop
+
+log = logging.getLogger(__name__)
 
 #: Finished waits' deadlines kept in the heap before it is purged (and at least as many as the live ones).
 PURGE_INTERVAL = 64
@@ -39,9 +50,13 @@ PURGE_INTERVAL = 64
 class Watch:
     """One waiting request's registration on its keys; a context manager that unregisters it."""
 
-    __slots__ = ("_fired", "_event", "_keys", "_purgatory", "_task", "_waits")
+    __slots__ = ("try_complete", "completed", "_fired", "_event", "_keys", "_purgatory", "_task", "_waits")
 
     def __init__(self, purgatory: DelayedOperationPurgatory, keys: list[Hashable]) -> None:
+        #: Kafka's ``tryComplete``, called by :meth:`fire` while the task is parked, with the keys that fired
+        #: (consumed): True when the request is complete (its task is then woken), False to keep it waiting.
+        self.try_complete: Callable[[set[Hashable]], bool] | None = None
+        self.completed = False  # try_complete said so: the wait returned because the request is complete
         self._purgatory = purgatory
         self._keys = keys
         self._fired: set[Hashable] = set()
@@ -53,16 +68,34 @@ class Watch:
         self._fired.add(key)
         task = self._task
         if task is not None:
+            if self.try_complete is not None and not self._try_complete():
+                return  # not complete: it waits on
             self._task = None
             self._purgatory._finished += 1
             trio.lowlevel.reschedule(task)
         elif self._event is not None:
             self._event.set()
 
+    def _try_complete(self) -> bool:
+        """Run ``try_complete`` on the keys fired so far; a callback that fails wakes the task with them (it
+        re-reads them itself and meets the error in its own request)."""
+        assert self.try_complete is not None
+        fired, self._fired = self._fired, set()
+        try:
+            done = self.try_complete(fired)
+        except Exception:
+            log.exception("completing a delayed %s from the task that changed its partitions failed",
+                          self._purgatory.name)
+            self._fired |= fired
+            return True
+        self.completed = done
+        return done
+
     async def wait(self, deadline: float) -> set[Hashable]:
         """The keys that fired since the last call (waiting until one does or the Trio
-        ``deadline`` passes); empty on timeout."""
-        while not self._fired:
+        ``deadline`` passes); empty on timeout, and when ``try_complete`` consumed them (``completed``
+        tells whether it found the request complete)."""
+        while not self._fired and not self.completed:
             reaper = self._purgatory._reaper
             if reaper is None:
                 self._event = trio.Event()
@@ -76,7 +109,8 @@ class Watch:
                 await trio.lowlevel.checkpoint()
                 break
             await self._park(reaper, deadline)
-            if self._fired or self._purgatory._reaper is not None or trio.current_time() >= deadline:
+            if self._fired or self.completed or self._purgatory._reaper is not None \
+                    or trio.current_time() >= deadline:
                 break  # else the reaper stopped while this wait was parked: it waits on by itself
         fired, self._fired = self._fired, set()
         return fired
@@ -140,10 +174,11 @@ class DelayedOperationPurgatory:
         watchers = self._watchers.get(key)
         if not watchers:
             return 0
-        for w in watchers:
+        n = len(watchers)
+        for w in tuple(watchers):  # a copy: try_complete runs code that could watch or unwatch
             w.fire(key)
-        self.completions += len(watchers)
-        return len(watchers)
+        self.completions += n
+        return n
 
     def watched(self) -> int:
         """Number of (key, watcher) registrations (Kafka's ``NumDelayedOperations`` is per request)."""

@@ -61,6 +61,10 @@ class RequestContext:
     handler_started_ns: int = 0  # the task's run time when the handler started (request quota)
     fetch: FetchTrace | None = None
     client_information: ClientInformation | None = None  # the connection's (None outside the socket server)
+    # Set while the response may leave from another task (a delayed fetch completed by the append that made
+    # it completable, Kafka's DelayedFetch.tryComplete): called with the body, it sends the response at once.
+    respond_early: Callable[[Any], None] | None = None
+    early_response: Response | None = None  # what respond_early sent (the handler's return value is then unused)
 
     @property
     def user(self) -> str:

@@ -13,9 +13,13 @@ handling of a request first gives up the CPU (a long-polling Fetch, an acks=all
 Produce, a JoinGroup, an injected delay), before the connection waits for
 memory or a throttle, and before it reads.  On a plaintext socket writes are
 made without waiting (``writev`` on the non-blocking socket; the scheduler is
-involved only when the socket's buffer is full), so a request costs one trip
-through the scheduler per read, not two.  The server knows nothing of capture,
-quotas or Produce: a quota that throttles the request mutes the connection
+involved only when the socket's buffer is full), and so are reads (the socket
+is read directly; the scheduler is involved only when nothing has arrived, or
+once every few reads for fairness), and a request's handling is driven by the
+loop itself up to its first wait, so a request answered at once costs no trip
+through the scheduler and no awaitable.  On TLS the responses queued together
+are coalesced into TLS records sent together as well.  The server knows
+nothing of capture, quotas or Produce: a quota that throttles the request mutes the connection
 through its :class:`Channel` (the quota's ``ThrottleCallback``), and the server
 reads nothing more until it is unmuted.  Observers are told of each response
 (``sent_ns``) once it left, in request order, also when the client is gone.
@@ -51,6 +55,8 @@ import errno
 import functools
 import itertools
 import logging
+import os
+import socket
 import ssl
 from collections import Counter
 from collections.abc import Awaitable, Callable, Coroutine, Generator
@@ -75,7 +81,14 @@ log = logging.getLogger(__name__)
 
 _ids = itertools.count(1)
 _COALESCE = 64 * 1024
+# SO_RCVLOWAT while a large frame is filled: woken when this much of it (at most _RCVLOWAT_MAX) has arrived
+_RCVLOWAT_MIN = 128 * 1024
+_RCVLOWAT_MAX = 512 * 1024
+_SO_RCVLOWAT: int | None = getattr(socket, "SO_RCVLOWAT", None)
 _MAX_QUEUED = 16  # responses a connection queues before it writes them (ResponseQueue)
+_EAGER_READS = 8  # reads that found bytes waiting before a connection lets the other tasks run (SocketTransport)
+_readv, _read = os.readv, os.read
+_wait_readable = trio.lowlevel.wait_readable
 # Kafka's Acceptor and trio's serve_listeners back off on these instead of failing.
 ACCEPT_CAPACITY_ERRNOS = {errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS}
 ACCEPT_BACKOFF_S = 0.1
@@ -95,14 +108,51 @@ class SocketTransport:
     bound once); writes without waiting (``writev`` on the non-blocking socket, so a response that fits in the
     socket's buffer costs no trip through the scheduler) and waits for room only when the buffer is full."""
 
-    __slots__ = ("sock", "recv_into", "recv", "send_frame", "_fd")
+    __slots__ = ("sock", "send_frame", "_fd", "_lowat", "_eager")
 
     def __init__(self, sock: trio.socket.SocketType) -> None:
         self.sock = sock
-        self.recv_into = sock.recv_into
-        self.recv = sock.recv
         self.send_frame: Callable[[list], Awaitable[None]] = functools.partial(send_frame, sock)
         self._fd = sock.fileno()
+        self._lowat = 1
+        self._eager = 0  # reads in a row that found bytes waiting (no trip through the scheduler)
+
+    async def recv_into(self, view: memoryview) -> int:
+        """Read what has arrived straight into ``view`` (0: end of stream), as :meth:`_read` reads."""
+        return await self._read(_readv, (view,))
+
+    async def recv(self, max_bytes: int) -> bytes:
+        """Up to ``max_bytes`` of what has arrived (empty: end of stream), as :meth:`_read` reads."""
+        return await self._read(_read, max_bytes)
+
+    async def _read(self, read: Callable[[int, Any], Any], arg: Any) -> Any:
+        """``read(fd, arg)`` on the non-blocking socket, directly: the scheduler is involved only when nothing
+        has arrived yet (trio's ``wait_readable``), or once every ``_EAGER_READS`` reads so that a connection
+        whose client never lets up cannot hold the others (and a cancellation is seen)."""
+        while True:
+            try:
+                got = read(self._fd, arg)
+            except BlockingIOError:
+                self._eager = 0
+                await _wait_readable(self.sock)
+                continue
+            self._eager += 1
+            if self._eager >= _EAGER_READS:
+                self._eager = 0
+                await trio.lowlevel.checkpoint()
+            return got
+
+    def wake_after(self, nbytes: int) -> None:
+        """Be woken for reading only once ``nbytes`` (capped) have arrived, the rest of a large frame being
+        filled (``SO_RCVLOWAT``: one wake-up per few hundred KiB rather than per TCP segment); 1 otherwise."""
+        want = min(nbytes, _RCVLOWAT_MAX) if nbytes >= _RCVLOWAT_MIN else 1
+        if want != self._lowat:
+            self._lowat = want
+            if _SO_RCVLOWAT is not None:
+                try:
+                    self.sock.setsockopt(socket.SOL_SOCKET, _SO_RCVLOWAT, want)
+                except OSError:  # a socket without it: woken at each arrival, as before
+                    pass
 
     def write_nowait(self, views: list[memoryview], i: int = 0) -> int:
         """Write ``views[i:]`` as far as the socket takes them now; the index of the first view not written."""
@@ -113,8 +163,8 @@ class SocketTransport:
 
 
 class TlsTransport:
-    """A TLS connection (SSL, SASL_SSL listeners): the same reads and sends through a ``trio.SSLStream``
-    (each response sent as it is ready: a TLS stream cannot be written without waiting)."""
+    """A TLS connection (SSL, SASL_SSL listeners): the same reads and sends through a ``trio.SSLStream`` (a TLS
+    stream cannot be written without waiting: queued responses leave together from ``send_buffers``)."""
 
     __slots__ = ("stream",)
 
@@ -130,12 +180,20 @@ class TlsTransport:
     async def recv(self, max_bytes: int) -> bytes | bytearray:
         return await self.stream.receive_some(max_bytes)
 
+    def wake_after(self, nbytes: int) -> None:
+        """Nothing: TLS records are read as they come."""
+
     async def send_frame(self, segments: list) -> None:
-        """Size prefix and small segments coalesced into TLS records of up to 64 KiB; large ones as they are."""
+        """A size-prefixed frame made of ``segments`` (see :meth:`send_buffers`)."""
         total = sum(s.nbytes if isinstance(s, memoryview) else len(s) for s in segments)
-        pending = [total.to_bytes(4, "big")]
-        size = 4
-        for seg in segments:
+        await self.send_buffers([total.to_bytes(4, "big"), *segments])
+
+    async def send_buffers(self, buffers: list) -> None:
+        """``buffers`` in order: small ones coalesced into TLS records of up to 64 KiB (the responses queued
+        together leave in one send), large ones as they are."""
+        pending: list = []
+        size = 0
+        for seg in buffers:
             n = seg.nbytes if isinstance(seg, memoryview) else len(seg)
             if n >= _COALESCE:
                 if pending:
@@ -165,21 +223,25 @@ class ResponseQueue:
     throttle, and :meth:`before_park` writes what is queued when a request's handling is about to wait (a
     long-polling Fetch, an acks=all Produce, a JoinGroup ...), so a ready response is never held behind a
     waiting request.  Should the socket's buffer be full just then, a task of the server's ``nursery``
-    finishes the write.  On TLS (or without a nursery) each response is sent as it is ready.
+    finishes the write.  On TLS the queued responses are coalesced the same way, into TLS records of up to
+    64 KiB sent together; as a TLS stream cannot be written without waiting, :meth:`before_park` hands them to
+    a task of the ``nursery``.  Without a nursery each response is sent as it is ready.
 
     ``sent(response)`` is told of every response, in request order, once its bytes left (``sent_ns`` set:
     one clock read per write) or, by :meth:`abandon`, when the connection ends before they could.
     """
 
-    __slots__ = ("transport", "coalesces", "_socket", "_now", "_sent", "_nursery", "_responses", "_segments",
-                 "_nbytes", "_views", "_next", "_writer", "_failure")
+    __slots__ = ("transport", "coalesces", "_socket", "_tls", "_now", "_sent", "_nursery", "_responses",
+                 "_segments", "_nbytes", "_views", "_next", "_writer", "_failure")
 
     def __init__(self, transport: Transport, clock: Clock, sent: Callable[[Response], None],
                  nursery: trio.Nursery | None = None) -> None:
         self.transport = transport
         # written without waiting: a plaintext socket, with a nursery for a write to finish in (before_park)
         self._socket = transport if isinstance(transport, SocketTransport) and nursery is not None else None
-        self.coalesces = self._socket is not None
+        # coalesced too, each write awaited (in a task of the nursery while a request waits)
+        self._tls = transport if isinstance(transport, TlsTransport) and nursery is not None else None
+        self.coalesces = self._socket is not None or self._tls is not None
         self._now = clock.monotonic_ns
         self._sent = sent
         self._nursery = nursery
@@ -211,19 +273,27 @@ class ResponseQueue:
         """Enough is queued to write it now rather than wait for more."""
         return not self.coalesces or len(self._responses) >= _MAX_QUEUED or self._nbytes >= _COALESCE
 
+    def add_now(self, response: Response) -> None:
+        """Queue and write at once a response another task completed while this connection's request waits
+        (a delayed fetch completed by an append: Kafka's ``DelayedFetch`` completed by the produce); the
+        request's handling already wrote what was queued before it (``before_park``), so the order holds."""
+        self.add(response)
+        self.before_park()
+
     def before_park(self) -> None:
         """The request being handled is about to wait: what is queued leaves now.  Never raises (it runs while
         the handling's wait is being set up): an error is raised by the next :meth:`flush`."""
         if not self._responses or self._writer is not None or self._failure is not None:
             return
-        try:
-            if self._write():
+        if self._socket is not None:
+            try:
+                if self._write():
+                    return
+            except Exception as exc:  # the client went away (or an observer failed: logged)
+                if not isinstance(exc, OSError):
+                    log.exception("writing responses failed")
+                self._failure = exc
                 return
-        except Exception as exc:  # the client went away (or an observer failed: logged)
-            if not isinstance(exc, OSError):
-                log.exception("writing responses failed")
-            self._failure = exc
-            return
         assert self._nursery is not None
         self._writer = trio.Event()
         self._nursery.start_soon(self._write_in_background, self._writer)
@@ -236,12 +306,13 @@ class ResponseQueue:
             raise self._failure
         if not self._responses:
             return
-        if not self.coalesces:
+        if self._socket is not None:
+            while not self._write():
+                await self._socket.wait_writable()
+        elif self._tls is not None:
+            await self._send_tls()
+        else:
             await self._send_each()
-            return
-        assert self._socket is not None
-        while not self._write():
-            await self._socket.wait_writable()
 
     def abandon(self) -> None:
         """The connection ended: tell of every response still queued (their ``sent_ns`` now)."""
@@ -274,8 +345,24 @@ class ResponseQueue:
                 response.sent_ns = now
                 self._sent(response)
 
+    async def _send_tls(self) -> None:
+        """TLS: what is queued, coalesced (told once it left; a response queued meanwhile leaves next)."""
+        assert self._tls is not None
+        while self._responses:
+            responses, segments = self._responses, self._segments
+            self._responses, self._segments, self._nbytes = [], [], 0
+            try:
+                await self._tls.send_buffers(segments)
+            except BaseException:
+                self._responses[:0] = responses  # told by abandon(), in their turn
+                raise
+            now = self._now()
+            for response in responses:
+                response.sent_ns = now
+                self._sent(response)
+
     async def _send_each(self) -> None:
-        """TLS: each response sent on its own (told as it leaves)."""
+        """Without a nursery: each response sent on its own (told as it leaves)."""
         self._segments, self._nbytes = [], 0
         while self._responses:
             response = self._responses[0]
@@ -287,11 +374,14 @@ class ResponseQueue:
 
     async def _write_in_background(self, done: trio.Event) -> None:
         """Finish a write the socket's buffer could not take while the connection's request waits (ends at
-        the latest when the connection closes its socket)."""
-        assert self._socket is not None
+        the latest when the connection closes its socket); on TLS, the send of what is queued."""
         try:
-            while self._responses and not self._write():
-                await self._socket.wait_writable()
+            if self._tls is not None:
+                await self._send_tls()
+            else:
+                assert self._socket is not None
+                while self._responses and not self._write():
+                    await self._socket.wait_writable()
         except _TRANSPORT_ERRORS as exc:
             self._failure = exc
         except Exception as exc:  # a bug must cost one connection, never the broker
@@ -302,24 +392,20 @@ class ResponseQueue:
             done.set()
 
 
-class _Parking:
-    """Awaits a request's handling and calls ``on_park`` the first time the handling gives up the CPU (it is
-    about to wait), before it does; handling that completes at once costs one generator and no call."""
+class _Resume:
+    """Awaits the rest of a request's handling that gave up the CPU after the server drove it to its first trap
+    (``coro.send(None)``: handling that completes at once costs no awaitable at all); from there on, what
+    ``await coro`` does: the scheduler's traps and answers go through."""
 
-    __slots__ = ("_coro", "_on_park")
+    __slots__ = ("_coro", "_trap")
 
-    def __init__(self, coro: Coroutine[Any, Any, Response], on_park: Callable[[], None]) -> None:
+    def __init__(self, coro: Coroutine[Any, Any, Response], trap: Any) -> None:
         self._coro = coro
-        self._on_park = on_park
+        self._trap = trap
 
     def __await__(self) -> Generator[Any, Any, Response]:
-        coro = self._coro
-        try:
-            trap = coro.send(None)
-        except StopIteration as done:
-            return done.value
-        self._on_park()
-        while True:  # what ``await coro`` does from here on: the scheduler's traps and answers go through
+        coro, trap = self._coro, self._trap
+        while True:
             try:
                 answer = yield trap
             except GeneratorExit:
@@ -646,8 +732,9 @@ class SocketServer:
         auth = endpoint.authenticator(self.apis.clock)
         if auth is not None:
             decoder.max_frame_size = min(self.config.socket_request_max_bytes, self.config.sasl_server_max_receive_size)
-        recv_into, recv = transport.recv_into, transport.recv
-        parse, release = self.apis.parse, self.pool.release
+        recv_into, recv, wake_after = transport.recv_into, transport.recv, transport.wake_after
+        parse, release, handle = self.apis.parse, self.pool.release, self.apis.handle
+        coalesces = out.coalesces
         while True:
             event = decoder.next_event()
             if event is NEED_DATA:
@@ -656,8 +743,10 @@ class SocketServer:
                 activity.waiting = True
                 view = decoder.frame_buffer()  # straight into the frame being filled, else read ahead
                 if view is not None:
+                    wake_after(view.nbytes)
                     decoder.buffer_updated(await recv_into(view))
                 else:
+                    wake_after(0)
                     decoder.receive_data(await recv(decoder.read_size))
                 activity.waiting = False
                 activity.last = trio.current_time()
@@ -681,7 +770,27 @@ class SocketServer:
                 ctx.security_protocol = security_protocol
                 ctx.token_authenticated = auth is not None and auth.token_authenticated
                 ctx.client_information = activity.client_information
-                await self._serve_request(out, channel, request)
+                if not coalesces:
+                    await self._serve_request(out, channel, request)
+                    continue
+                # _serve_request, inline: the handling is driven to its first trap here, and the usual request,
+                # answered without waiting, costs no awaitable and no task switch
+                coro = handle(request, channel, out.add_now)
+                try:
+                    trap = coro.send(None)
+                except StopIteration as done:
+                    response = done.value
+                else:
+                    out.before_park()  # it waits: what is queued leaves first
+                    response = await _Resume(coro, trap)
+                    if response is ctx.early_response:
+                        continue  # queued (and written) by the task that completed it, while this one waited
+                if response.hold_until_unmuted or response.close_connection or channel.muted:
+                    await self._queue(out, channel, response)
+                else:
+                    out.add(response)
+                    if out.full:
+                        await out.flush()
             finally:
                 release(event.pooled)
 
@@ -727,9 +836,23 @@ class SocketServer:
     async def _serve_request(self, out: ResponseQueue, channel: Channel, request: Request) -> None:
         """Handle one request and queue its response (what is queued leaves first if the handling waits)."""
         if out.coalesces:
-            response = await _Parking(self.apis.handle(request, channel), out.before_park)
+            coro = self.apis.handle(request, channel, out.add_now)
+            try:
+                trap = coro.send(None)
+            except StopIteration as done:
+                response = done.value
+            else:
+                out.before_park()
+                response = await _Resume(coro, trap)
+                if response is request.context.early_response:
+                    return  # queued (and written) by the task that completed it, while this one waited
         else:
             response = await self.apis.handle(request, channel)
+        await self._queue(out, channel, response)
+
+    async def _queue(self, out: ResponseQueue, channel: Channel, response: Response) -> None:
+        """Queue a response in its turn: after the throttle of a client that does not back off by itself, and
+        written at once when enough is queued, the channel is muted or the connection is to close."""
         try:
             if response.hold_until_unmuted:  # pre-KIP-219 clients: the response waits out the throttle
                 await out.flush()

@@ -255,6 +255,25 @@ class ShareGroupMembership(Protocol):
     def delete_group(self, group_id: str) -> ErrorCode: ...
 
 
+class ShareGroupAccess(Protocol):
+    """KIP-932 share groups as handlers reach them: built, and their modules imported, on first use (a broker
+    nobody asks about share groups never builds them).  Implemented by the broker."""
+
+    def membership(self) -> ShareGroupMembership: ...
+
+    def partitions(self) -> SharePartitions: ...
+
+    def offsets(self) -> ShareGroupOffsets: ...
+
+    def list_groups(self) -> list[tuple[str, str]]:
+        """(group id, state) of each share group, building nothing (there is none before the first use)."""
+        ...
+
+    def delete_group(self, group_id: str) -> ErrorCode:
+        """DeleteGroups on a share group (GROUP_ID_NOT_FOUND before the first use, building nothing)."""
+        ...
+
+
 class SharePartitions(Protocol):
     """KIP-932 share-partitions and share sessions as ShareFetch and ShareAcknowledge use them (Kafka's
     ``SharePartitionManager``).  Implemented by :class:`~minikafka.broker.share.manager.SharePartitionManager`,
@@ -443,6 +462,9 @@ class ClientQuota(Protocol):
 
 class RequestQuota(Protocol):
     """The request-percentage quota (Kafka's ``ClientRequestQuotaManager``)."""
+
+    @property
+    def quotas_enabled(self) -> bool: ...
 
     def maybe_record_request_time(self, user: str, client_id: str, handler_ns: int,
                                   time_ms: int | None = None) -> int: ...
@@ -639,9 +661,7 @@ class BrokerServices:
     log_dirs: LogDirs
     delegation_tokens: DelegationTokens
     group_configs: GroupConfigs
-    share_groups: ShareGroupMembership
-    share_partitions: SharePartitions
-    share_offsets: ShareGroupOffsets
+    share: ShareGroupAccess  # KIP-932 share groups, built on first use
     reassignments: PartitionReassignments
     leader_election: LeaderElection
     metadata_quorum: MetadataQuorum

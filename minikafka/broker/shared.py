@@ -6,12 +6,16 @@ dynamic configs, feature levels, ACLs, SCRAM credentials, delegation tokens, per
 share-partition state, KIP-714 client-metrics subscriptions and fault rules.  :meth:`SharedServices.create`
 builds them all: a lone :class:`~minikafka.broker.broker.Broker` builds its own (and runs them), a
 :class:`~minikafka.broker.cluster.Cluster` builds one set, runs it and hands it to each of its brokers.
+KIP-932 share groups (:class:`ShareGroupServices`) are built, and their modules imported, when first used:
+most brokers never see one, and a broker's start-up is the cost of what it uses (issue 27).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import trio
 
@@ -25,15 +29,17 @@ from .faults import FaultInjector
 from .features import FeatureControlManager, FeaturesError
 from .groups import GroupCoordinator
 from .groups.group_config import GroupConfigManager
-from .log.cleaner_manager import LogCleaner
+from .log.cleaner_manager import CleanerTarget, LogCleaner
 from .metadata import ClusterMetadata
 from .producer_state import ProducerIdManager
 from .security.authorizer import AclStore, AclStoreError
 from .security.delegation_token import DelegationTokenManager
 from .security.scram import ScramCredentialStore
-from .share.coordinator import ShareGroupCoordinator
-from .share.partition_state import ShareStateStore
 from .txn import TransactionCoordinator
+
+if TYPE_CHECKING:
+    from .share.coordinator import ShareGroupCoordinator
+    from .share.partition_state import ShareStateStore
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,10 +59,7 @@ class SharedServices:
     delegation_tokens: DelegationTokenManager  # KIP-48, kept next to the SCRAM credentials
     acls: AclStore  # <data_dir>/acls.json
     group_configs: GroupConfigManager  # per-group dynamic configs, <data_dir>/group-configs.json
-    share_groups: ShareGroupCoordinator  # KIP-932 share-group membership
-    # KIP-932 share-partition state (as if __share_group_state were replicated): a partition's new leader
-    # reads what the old one wrote, in <data_dir>/__share_group_state-0.
-    share_state: ShareStateStore
+    share: ShareGroupServices  # KIP-932 share groups, built on first use
     client_metrics_configs: ClientMetricsConfigStore  # KIP-714 subscriptions, <data_dir>/client-metrics-configs.json
     client_telemetry: ClientTelemetryStore  # what clients pushed to any broker
 
@@ -76,13 +79,12 @@ class SharedServices:
         delegation_tokens = DelegationTokenManager.from_config(config, data_dir, clock=clock)
         acls = open_acl_store(data_dir)
         group_configs = GroupConfigManager(config, data_dir)
-        share_groups = share_group_coordinator(config, metadata, group_configs, group_coordinator)
-        share_state = share_state_store(config, data_dir, metadata, clock)
+        share = ShareGroupServices(config, data_dir, metadata, group_configs, group_coordinator, clock)
         return cls(metadata=metadata, group_coordinator=group_coordinator, producer_ids=producer_ids,
                    dynamic_configs=DynamicConfigStore(), faults=faults if faults is not None else FaultInjector(clock),
                    features=features, txn_coordinator=txn_coordinator, scram_credentials=scram_credentials,
                    delegation_tokens=delegation_tokens, acls=acls, group_configs=group_configs,
-                   share_groups=share_groups, share_state=share_state,
+                   share=share,
                    client_metrics_configs=ClientMetricsConfigStore(data_dir),
                    client_telemetry=ClientTelemetryStore(clock))
 
@@ -90,7 +92,7 @@ class SharedServices:
         """Run the coordinators in ``nursery`` (once per process: by the lone broker or the cluster), and
         the delegation tokens' expiry; returns once the transaction coordinator has loaded its state."""
         nursery.start_soon(self.group_coordinator.run)
-        nursery.start_soon(self.share_groups.run)
+        self.share.start(nursery)
         await nursery.start(self.txn_coordinator.run)
         nursery.start_soon(token_expiry_loop, self.delegation_tokens, config.delegation_token_expiry_check_interval_ms)
 
@@ -99,20 +101,105 @@ class SharedServices:
         (once per process, by whoever runs the coordinators)."""
         cleaner.add_source(self.group_coordinator.cleaner_targets)
         cleaner.add_source(self.txn_coordinator.cleaner_targets)
-        cleaner.add_source(self.share_state.cleaner_targets)
+        cleaner.add_source(self.share.cleaner_targets)
 
     def close(self) -> None:
         """Close the coordinators and the share-partition state (by whoever runs them)."""
         self.group_coordinator.close()
-        self.share_groups.close()
         self.txn_coordinator.close()
-        self.share_state.close()
+        self.share.close()
+
+    @property
+    def share_groups(self) -> ShareGroupCoordinator:
+        """The KIP-932 share-group coordinator (built now if it was not yet)."""
+        return self.share.coordinator
+
+    @property
+    def share_state(self) -> ShareStateStore:
+        """The KIP-932 share-partition state (built now if it was not yet)."""
+        return self.share.state
+
+
+class ShareGroupServices:
+    """KIP-932 share groups of a broker or cluster: the share-group coordinator (membership) and the
+    share-partition state (as if ``__share_group_state`` were replicated: a partition's new leader reads what
+    the old one wrote, in ``<data_dir>/__share_group_state-0``).
+
+    Both are built, and :mod:`minikafka.broker.share` imported, on first use (:meth:`build`, or reading
+    :attr:`coordinator` / :attr:`state`): a ShareGroupHeartbeat, ShareFetch, a share-group offsets request...
+    Until then there is no share group (they live in memory), so listing them needs nothing built.  Those that
+    build their own part when this is built (each broker's share-partitions) register in :attr:`on_build`."""
+
+    def __init__(self, config: BrokerConfig, data_dir: Path | None, metadata: ClusterMetadata,
+                 group_configs: GroupConfigManager, group_coordinator: GroupCoordinator, clock: Clock) -> None:
+        self._config = config
+        self._data_dir = data_dir
+        self._metadata = metadata
+        self._group_configs = group_configs
+        self._group_coordinator = group_coordinator
+        self._clock = clock
+        self._built: tuple[ShareGroupCoordinator, ShareStateStore] | None = None
+        self._nursery: trio.Nursery | None = None  # where the coordinator's timer runs once started
+        self._closed = False
+        self.on_build: list[Callable[[], object]] = []
+
+    @property
+    def built(self) -> bool:
+        return self._built is not None
+
+    def build(self) -> tuple[ShareGroupCoordinator, ShareStateStore]:
+        """The coordinator and state store, built (and started, when running) on the first call."""
+        if self._built is None:
+            state = share_state_store(self._config, self._data_dir, self._metadata, self._clock)
+            coordinator = share_group_coordinator(self._config, self._metadata, self._group_configs,
+                                                  self._group_coordinator)
+            if self._closed:  # used after the broker or cluster stopped: its state is read, never written
+                coordinator.close()
+                state.close()
+            self._built = coordinator, state
+            if self._nursery is not None:
+                self._nursery.start_soon(coordinator.run)
+            for hook in list(self.on_build):
+                hook()
+        return self._built
+
+    @property
+    def coordinator(self) -> ShareGroupCoordinator:
+        return self.build()[0]
+
+    @property
+    def state(self) -> ShareStateStore:
+        return self.build()[1]
+
+    def list_groups(self) -> list[tuple[str, str]]:
+        """(group id, state) of each share group, without building anything (none before the first use)."""
+        return self._built[0].list_groups() if self._built is not None else []
+
+    def start(self, nursery: trio.Nursery) -> None:
+        """Run the coordinator's session timer in ``nursery`` (now if built, else once it is)."""
+        self._nursery = nursery
+        if self._built is not None:
+            nursery.start_soon(self._built[0].run)
+
+    def cleaner_targets(self) -> list[CleanerTarget]:
+        """``__share_group_state`` for the log cleaner, once there is one."""
+        return self._built[1].cleaner_targets() if self._built is not None else []
+
+    def close(self) -> None:
+        self._closed = True
+        self._nursery = None
+        if self._built is not None:
+            coordinator, state = self._built
+            coordinator.close()
+            state.close()
 
 
 def share_group_coordinator(config: BrokerConfig, metadata: ClusterMetadata, group_configs: GroupConfigManager,
                             group_coordinator: GroupCoordinator) -> ShareGroupCoordinator:
     """The share-group coordinator of a broker or cluster: share group ids share one namespace with the
     classic/consumer groups of ``group_coordinator``."""
+    from .share.coordinator import ShareGroupCoordinator
+
     share_groups = ShareGroupCoordinator(config, metadata, group_configs,
                                          other_group_exists=lambda group_id: group_coordinator.get_group(group_id)
                                          is not None)
@@ -144,6 +231,8 @@ def open_acl_store(data_dir: Path | None) -> AclStore:
 def share_state_store(config: BrokerConfig, data_dir: Path | None, metadata: ClusterMetadata,
                       clock: Clock) -> ShareStateStore:
     """The ``__share_group_state`` store, a compacted log in ``data_dir`` (in memory without one)."""
+    from .share.partition_state import ShareStateStore
+
     return ShareStateStore(data_dir, metadata, clock=clock, config=compacted_log_config(
         config.share_coordinator_state_topic_segment_bytes, config.topic_defaults()))
 

@@ -58,9 +58,9 @@ class CaptureService:
     def record(self, ctx: RequestContext, frame: Any, response: list | None, injected: str = "") -> None:
         """Hand one answered request to the writer (called right after its response was sent).
 
-        ``frame`` is the request frame or a list of buffers making it up; ``response`` the
-        response's buffers or None; ``injected`` the fault rules that made the response, if any.  Dropped (and counted) when the writer is too far behind,
-        by count or by bytes; never waits.
+        ``frame`` is the request frame or a list of buffers making it up; ``response`` the response's buffers
+        or None; ``injected`` the fault rules that made the response, if any.  Dropped (and counted) when the
+        writer is too far behind, by count or by bytes; never waits.
         """
         size = _size(frame) + (_size(response) if response is not None else 0)
         if self.pending_bytes + size > self.max_pending_bytes and self.pending_bytes:
@@ -112,9 +112,17 @@ class CaptureService:
                         size += self._to_parts_counted(await self._receive.receive(), parts)
                         count += 1
                 if count:
-                    batch, batch_size, batch_count, handed = parts, size, count, self._handed
+                    # Cleared only once written: a cancellation that arrives first (to_thread checks for one
+                    # before the thread starts) leaves the block to the finally below, which writes it.
+                    handed = self._handed
+                    try:
+                        await trio.to_thread.run_sync(self._write, parts, size, count)
+                    except trio.Cancelled:
+                        raise
+                    except BaseException:
+                        parts, size, count = [], 0, 0  # a failed write is not tried again
+                        raise
                     parts, size, count, self._handed = [], 0, 0, 0
-                    await trio.to_thread.run_sync(self._write, batch, batch_size, batch_count)
                     self.pending_bytes -= handed
         finally:
             # Synchronous from here on: nothing a cancellation could interrupt.

@@ -178,7 +178,8 @@ class _Compiler:
         if isinstance(node, T.KStruct):
             return [f"{ind}{target}, pos = {self.parser(node)}(buf, pos, end)"]
         if isinstance(node, T.KNullableStruct):  # int8 marker: negative for null
-            return [f"{ind}_check(pos, 1, end)", f"{ind}pos += 1", f"{ind}if buf[pos - 1] >= 0x80:",
+            return [f"{ind}if pos >= end:", f"{ind}    _check(pos, 1, end)", f"{ind}pos += 1",
+                    f"{ind}if buf[pos - 1] >= 0x80:",
                     f"{ind}    {target} = None", f"{ind}else:",
                     f"{ind}    {target}, pos = {self.parser(node.subcon)}(buf, pos, end)"]
         if isinstance(node, FormatField):
@@ -187,7 +188,8 @@ class _Compiler:
         if node is Flag or type(node).__name__ == "Flag":
             return [f"{ind}{target} = buf[pos] != 0", f"{ind}pos += 1"]
         if isinstance(node, T.KUuid):
-            return [f"{ind}_check(pos, 16, end)", f"{ind}{target} = _uuid(buf[pos:pos + 16])", f"{ind}pos += 16"]
+            return [f"{ind}if pos + 16 > end:", f"{ind}    _check(pos, 16, end)",
+                    f"{ind}{target} = _uuid(buf[pos:pos + 16])", f"{ind}pos += 16"]
         if isinstance(node, (T.KString, T.KBytes, T.KArray)):
             width = 2 if isinstance(node, T.KString) else 4
             if node.compact:  # a one-byte varint inline (the usual case)
@@ -201,11 +203,12 @@ class _Compiler:
             lines.append(f"{ind}else:")
             inner = ind + "    "
             if isinstance(node, T.KString):
-                lines += [f"{inner}_check(pos, n, end)", f"{inner}{target} = str(buf[pos:pos + n], 'utf-8')",
-                          f"{inner}pos += n"]
+                lines += [f"{inner}if pos + n > end:", f"{inner}    _check(pos, n, end)",
+                          f"{inner}{target} = str(buf[pos:pos + n], 'utf-8')", f"{inner}pos += n"]
             elif isinstance(node, T.KBytes):
                 value = "buf[pos:pos + n]" if node.records else "bytes(buf[pos:pos + n])"
-                lines += [f"{inner}_check(pos, n, end)", f"{inner}{target} = {value}", f"{inner}pos += n"]
+                lines += [f"{inner}if pos + n > end:", f"{inner}    _check(pos, n, end)", f"{inner}{target} = {value}",
+                          f"{inner}pos += n"]
             else:
                 # Kafka's generated readers: an array longer than the bytes left is refused before
                 # anything is allocated for it (every element takes at least one byte).

@@ -218,8 +218,9 @@ async def run_producers(args: argparse.Namespace, settings: dict[str, Any], proc
     return _report(args, start, [results[i] for i in range(len(workers))])
 
 
-async def _collect(workers: list[tuple[Any, Connection]], results: dict[int, dict[str, Any]]) -> None:
-    """Take the results that arrived; ToolError for a worker that failed or died without one."""
+async def _collect(workers: list[tuple[Any, Connection]], results: dict[int, dict[str, Any]],
+                   kind: str = "producer") -> None:
+    """Take the results that arrived; ToolError for a ``kind`` worker that failed or died without one."""
     for i, (proc, receiver) in enumerate(workers):
         if i in results:
             continue
@@ -227,12 +228,12 @@ async def _collect(workers: list[tuple[Any, Connection]], results: dict[int, dic
             try:
                 result = await trio.to_thread.run_sync(receiver.recv)
             except EOFError:
-                raise ToolError(f"producer worker {i} exited with status {proc.exitcode}") from None
+                raise ToolError(f"{kind} worker {i} exited with status {proc.exitcode}") from None
             if "error" in result:
                 raise ToolError(result["error"])
             results[i] = result
         elif not proc.is_alive():
-            raise ToolError(f"producer worker {i} exited with status {proc.exitcode}")
+            raise ToolError(f"{kind} worker {i} exited with status {proc.exitcode}")
 
 
 def _report(args: argparse.Namespace, start: float, results: list[dict[str, Any]]) -> int:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 
 from .common import add_bootstrap, set_main
-from .perf_consumer import main as consumer_main
+from .perf_consumer_processes import consumer_main
 from .perf_processes import producer_main
 
 
@@ -56,6 +56,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     cons.add_argument("--hide-header", action="store_true", help="leave out the header line")
     cons.add_argument("--consumer.config", dest="consumer_config", default=None, metavar="FILE",
                       help="consumer settings from a properties file")
+    cons.add_argument("--processes", type=int, default=1, metavar="N",
+                      help="run N consumers in worker processes, in one group, consuming --messages between them, "
+                           "with one merged summary (default 1: in this process)")
+    cons.add_argument("--disjoint-partitions", action="store_true",
+                      help="with --processes: worker i takes the partitions p with p %% N == i itself (assign) "
+                           "instead of joining the group")
     cons.add_argument("--print-metrics", action="store_true", help="print the consumer's metrics at the end")
     cons.add_argument("--no-progress", action="store_true", help="no progress display")
     set_main(cons, consumer_main)

@@ -157,10 +157,11 @@ def test_python_workers_start_with_the_analysis_preloaded(spark: Any) -> None:
     assert dict(row) == dict.fromkeys(PRELOAD, True)
 
 
-def test_short_session_settings() -> None:
+def test_short_session_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     """A session for a short analysis gets the JVM options for a run of seconds, unless told others."""
     from minikafka.analysis.session import SHORT_RUN_JVM_OPTIONS, session_settings
 
+    monkeypatch.setenv("MINIKAFKA_SPARK_CDS", "off")
     assert session_settings("local[2]", short=True)["spark.driver.extraJavaOptions"] == SHORT_RUN_JVM_OPTIONS
     assert "spark.driver.extraJavaOptions" not in session_settings("local[2]")
     mine = {"spark.driver.extraJavaOptions": "-Xss4m"}
@@ -187,3 +188,35 @@ def test_records_outlive_their_split(capture: Path) -> None:
     assert len(whole) > 3
     assert [bytes(r.request) for r in first] == [bytes(r.request) for r in whole[:3]]
     assert all(len(bytes(r.request)) > 0 for r in whole)
+
+
+def test_class_data_sharing_archive(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A short session's JVM writes a class-data-sharing archive as it exits, to a name of its own with its pid
+    beside it; a later session adopts it once that JVM is gone and starts from it."""
+    import subprocess
+    import sys
+
+    from minikafka.analysis import session
+
+    monkeypatch.setenv("MINIKAFKA_SPARK_CDS", str(tmp_path))
+    monkeypatch.setattr(session, "_PENDING", [])
+    first = session.class_data_sharing()
+    assert "-XX:ArchiveClassesAtExit=" in first and "-Xlog:cds=off" in first
+    (pending,) = session._PENDING
+    assert pending.parent == tmp_path and not pending.exists()
+    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    try:
+        session.note_driver_jvm(child.pid)  # the JVM still runs: its archive is not complete yet
+        pending.write_bytes(b"archive")
+        assert "-XX:ArchiveClassesAtExit=" in session.class_data_sharing()
+        assert pending.exists()
+    finally:
+        child.communicate(b"", timeout=30)
+    session._PENDING.clear()
+    second = session.class_data_sharing()  # that JVM has exited: its archive is adopted
+    archive = tmp_path / pending.name.split(".")[1]
+    archive = archive.with_name(f"{archive.name}.jsa")
+    assert second.startswith(f"-XX:SharedArchiveFile={archive} ") and archive.read_bytes() == b"archive"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [archive.name]
+    monkeypatch.setenv("MINIKAFKA_SPARK_CDS", "off")
+    assert session.class_data_sharing() == ""

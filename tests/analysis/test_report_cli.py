@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import subprocess
 import sys
@@ -139,3 +140,28 @@ def test_cli_does_not_import_pyspark() -> None:
                        check=False)
     assert r.returncode == 0, r.stderr
     assert "--leader-throttled-replicas" in r.stdout
+
+
+@pytest.mark.clients
+def test_analyze_cli_new_session(spark: Any, client_run: CaptureRun, tmp_path: Path) -> None:
+    """``minikafka analyze`` in a process of its own: its session is new (the capture decoded in the driver
+    while it starts, the data source never registered, the JVM writing a class-data-sharing archive as it
+    exits) and its tables are those of the same jobs run in this process's session."""
+    out, cds = tmp_path / "out", tmp_path / "cds"
+    env = {**os.environ, "MINIKAFKA_SPARK_CDS": str(cds)}
+    r = subprocess.run([sys.executable, "-m", "minikafka", "analyze", str(client_run.path), "--out", str(out),
+                        "--jobs", "traffic,latency", "--csv-only", "--no-report", "--log-level", "INFO"],
+                       capture_output=True, text=True, timeout=300, env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "decoded in the driver meanwhile" in r.stderr
+    assert "lookup_data_sources" not in r.stderr
+    assert not re.search(r"\[(warning|info)\]\[cds", r.stdout + r.stderr)
+    # The JVM writes its archive as it exits, after the command: a pending archive with its JVM's pid beside it.
+    assert len(list(cds.glob(".spark-*.pid"))) == 1
+    here = run_mod.analyze(str(client_run.path), tmp_path / "here", jobs=["traffic", "latency"], spark=spark,
+                           formats=("csv",), report=False)
+    for job, info in here["jobs"].items():
+        for table, entry in info["tables"].items():
+            mine = pd.read_csv(entry["csv"])
+            theirs = pd.read_csv(out / job / f"{table}.csv")
+            pd.testing.assert_frame_equal(theirs, mine, obj=f"{job}/{table}")

@@ -79,6 +79,64 @@ async def test_a_cancelled_wait_is_removed(autojump_clock: trio.testing.MockCloc
         nursery.cancel_scope.cancel()
 
 
+async def test_try_complete_runs_in_the_firing_task_and_wakes_only_a_complete_wait(
+        autojump_clock: trio.testing.MockClock) -> None:
+    purgatory = DelayedOperationPurgatory()
+    calls: list[tuple[set[Hashable], bool]] = []  # (keys given, whether the waiting task was still parked)
+    out: list[tuple[float, set[Hashable], bool]] = []
+    enough = 2
+
+    async def wait() -> None:
+        with purgatory.watch(["a", "b"]) as watch:
+            def try_complete(fired: set[Hashable]) -> bool:
+                calls.append((fired, not out))
+                return len(calls) >= enough
+            watch.try_complete = try_complete
+            fired = await watch.wait(trio.current_time() + 30.0)
+            out.append((trio.current_time(), fired, watch.completed))
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(purgatory.run_reaper)
+        nursery.start_soon(wait)
+        await trio.testing.wait_all_tasks_blocked()
+        start = trio.current_time()
+        assert purgatory.check_and_complete("a") == 1
+        assert calls == [({"a"}, True)]  # called at once, by this task
+        await trio.testing.wait_all_tasks_blocked()
+        assert not out and purgatory.parked() == 1  # not complete: not woken, still waiting
+        await trio.sleep(1)
+        assert purgatory.check_and_complete("b") == 1
+        assert calls[-1] == ({"b"}, True)  # only the keys fired since
+        await trio.testing.wait_all_tasks_blocked()
+        assert out == [(start + 1, set(), True)]  # complete: woken, the keys already consumed
+        assert purgatory.parked() == 0 and purgatory.watched() == 0 and purgatory.expirations == 0
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_failing_try_complete_wakes_the_task_with_its_keys(autojump_clock: trio.testing.MockClock,
+                                                                    caplog: pytest.LogCaptureFixture) -> None:
+    purgatory = DelayedOperationPurgatory()
+    out: list[tuple[set[Hashable], bool]] = []
+
+    async def wait() -> None:
+        with purgatory.watch(["a"]) as watch:
+            def try_complete(fired: set[Hashable]) -> bool:
+                raise RuntimeError("broken")
+            watch.try_complete = try_complete
+            fired = await watch.wait(trio.current_time() + 30.0)
+            out.append((fired, watch.completed))
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(purgatory.run_reaper)
+        nursery.start_soon(wait)
+        await trio.testing.wait_all_tasks_blocked()
+        assert purgatory.check_and_complete("a") == 1  # the firing task carries on
+        await trio.testing.wait_all_tasks_blocked()
+        assert out == [({"a"}, False)]  # the waiting task re-reads by itself
+        assert "completing a delayed Fetch" in caplog.text
+        nursery.cancel_scope.cancel()
+
+
 async def test_finished_waits_deadlines_are_purged(autojump_clock: trio.testing.MockClock) -> None:
     purgatory = DelayedOperationPurgatory()
     async with trio.open_nursery() as nursery:

@@ -97,6 +97,62 @@ async def test_a_request_that_waits_does_not_hold_the_responses_before_it(broker
         assert await _correlation_ids(conn, 1) == corrs[3:]
 
 
+class SentApis(ObserverBase):
+    """(api key, correlation id) of each response the broker told as sent, in that order."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[int, int]] = []
+
+    def on_response_sent(self, response: Response) -> None:
+        ctx = response.request.context
+        self.sent.append((ctx.api_key, ctx.correlation_id))
+
+
+async def test_a_delayed_fetch_completed_by_a_produce_is_answered_before_the_produce(broker, conn):
+    """Kafka's DelayedFetch.tryComplete: the append completes the waiting fetch and its response is written by
+    the producer's connection before the produce's own; the consumer connection's order still holds."""
+    await create(conn, "early")
+    order = SentApis()
+    broker.apis.observers.append(order)
+    fetch_body = {"replica_id": -1, "max_wait_ms": 30_000, "min_bytes": 1, "max_bytes": 1 << 20, "topics": [
+        {"topic": "early", "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]}]}
+    data, corrs = _requests(conn, (K.FETCH, 12, fetch_body), (K.API_VERSIONS, 3, None))
+    await conn.stream.send_all(data)
+    await wait_until(lambda: broker.delayed_fetch.parked() == 1, what="the fetch waits")
+    async with await KafkaConnection.connect("127.0.0.1", broker.port) as producer:
+        assert (await produce(producer, "early", batch([b"now"]), acks=1)).error_code == 0
+    with trio.fail_after(10):
+        frame = await conn.receive_frame()
+        assert frame is not None
+        corr, body = conn.decode_response(K.FETCH, 12, frame)
+        assert corr == corrs[0] and body.responses[0].partitions[0].high_watermark == 1
+        assert await _correlation_ids(conn, 1) == corrs[1:]  # the request after it, answered after it
+    await wait_until(lambda: len(order.sent) == 3, what="every response told as sent")
+    assert [api for api, _ in order.sent] == [K.FETCH, K.PRODUCE, K.API_VERSIONS]
+    assert broker.delayed_fetch.parked() == 0 and broker.delayed_fetch.watched() == 0
+
+
+async def test_a_delayed_fetch_below_min_bytes_waits_on_through_appends(broker, conn):
+    await create(conn, "minbytes")
+    value = b"x" * 100
+    fetch_body = {"replica_id": -1, "max_wait_ms": 30_000, "min_bytes": 2 * len(batch([value])) - 1,
+                  "max_bytes": 1 << 20, "topics": [{"topic": "minbytes", "partitions": [
+                      {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]}]}
+    data, corrs = _requests(conn, (K.FETCH, 12, fetch_body))
+    await conn.stream.send_all(data)
+    await wait_until(lambda: broker.delayed_fetch.parked() == 1, what="the fetch waits")
+    async with await KafkaConnection.connect("127.0.0.1", broker.port) as producer:
+        await produce(producer, "minbytes", batch([value]), acks=1)
+        assert broker.delayed_fetch.parked() == 1  # one batch is not min_bytes: it waits on
+        await produce(producer, "minbytes", batch([value]), acks=1)
+    with trio.fail_after(10):
+        frame = await conn.receive_frame()
+        assert frame is not None
+        corr, body = conn.decode_response(K.FETCH, 12, frame)
+    assert corr == corrs[0] and body.responses[0].partitions[0].high_watermark == 2
+    assert len(bytes(body.responses[0].partitions[0].records)) >= fetch_body["min_bytes"]
+
+
 async def test_acks_zero_between_pipelined_requests_is_told_in_its_turn(broker, conn):
     await create(conn, "acks0")
     order = SentOrder()

@@ -1,7 +1,8 @@
 """``minikafka serve`` imports what its configuration uses and nothing more (issue 27's start-up rule): a plain
 broker loads no other command (analysis, replay, the Kafka-style tools), no HTTP stack, console or Spark, no
 capture writer or reader without ``--capture``, no SCRAM library without a SASL listener, no package metadata
-(only ``--version`` reads it) and no type-only modules.
+(only ``--version`` reads it), no type-only modules, no share groups before a client uses them and no replica
+fetchers for a lone broker.
 
 The test runs the real command in a subprocess, waits until it says it is ready, stops it with Ctrl-C
 (SIGINT) and reads the modules it had loaded."""
@@ -18,13 +19,17 @@ from waiting import wait_for
 
 # Loaded only by other commands or configurations (``--http-port``, ``--capture``, SASL listeners, ``analyze``,
 # ``replay``, the tools...), by the type checker (``protocol.bodies``) or on first use (``crc32c``: the first
-# record batch; importing it reads package metadata).
+# record batch, importing it reads package metadata; share groups; replica fetchers).
 NOT_FOR_A_PLAIN_BROKER = (
     "minikafka.analysis", "minikafka.capture.replay", "minikafka.capture.replay_cli", "minikafka.tools",
     "minikafka.broker.console", "minikafka.broker.admin_http", "minikafka.web",
     "minikafka.capture.format", "minikafka.capture.reading", "minikafka.capture.pcapread",
     "minikafka.capture.service", "minikafka.capture.writer", "minikafka.capture.observer",
     "minikafka.protocol.bodies", "scramp", "crc32c", "importlib.metadata",
+    # KIP-932 share groups (built at their first use) and a lone broker's replica fetchers (built if a partition
+    # ever follows another broker).
+    "minikafka.broker.share", "minikafka.broker.handlers.share_fetch", "minikafka.broker.handlers.share_groups",
+    "minikafka.broker.handlers.share_offsets", "minikafka.broker.replica_fetcher", "minikafka.client.fetch_session",
     "pyspark", "pandas", "pyarrow", "matplotlib", "starlette", "hypercorn",
 )
 

@@ -294,3 +294,59 @@ async def test_brokers_replicate_over_a_mutual_tls_inter_broker_listener(pki: Pk
         await wait_until(lambda: follower.high_watermark == 3, what="replication over TLS")
         # the follower fetched over TLS, presenting the broker's certificate
         assert principals == {"SSL User:CN=localhost,O=minikafka,C=US"}
+
+
+# -- responses coalesced on TLS connections --------------------------------------------------------------------
+async def test_pipelined_responses_leave_together_on_tls_and_never_behind_a_waiting_request(pki: Pki, monkeypatch):
+    """Responses to requests read in one go leave in one coalesced send, as on plaintext (ResponseQueue); a
+    long-polling Fetch does not hold the responses queued before it."""
+    import struct
+
+    from minikafka.broker import server
+    from minikafka.broker.request import ObserverBase, Response
+    from minikafka.protocol.framing import encode_frame
+
+    sends: list[int] = []
+    real = server.TlsTransport.send_buffers
+
+    async def counted(self: server.TlsTransport, buffers: list) -> None:
+        sends.append(len(buffers))
+        await real(self, buffers)
+
+    monkeypatch.setattr(server.TlsTransport, "send_buffers", counted)
+    async with serve_broker(config(ssl_props(pki))) as broker:
+        sent: list[tuple[int, int]] = []
+
+        class Sent(ObserverBase):
+            def on_response_sent(self, response: Response) -> None:
+                sent.append((response.request.context.correlation_id, response.sent_ns))
+
+        broker.apis.observers.append(Sent())
+        broker.create_topic("parked", 1, 1)
+        async with await tls_connect(broker.listener_ports["SSL"], pki.client_context()) as conn:
+            calls = [(K.METADATA, 12, {"topics": []})] * 4 + [(K.API_VERSIONS, 3, None)]
+            await conn.stream.send_all(b"".join(encode_frame(conn.encode_request(k, v, b, corr))
+                                                for corr, (k, v, b) in enumerate(calls, start=100)))
+            with trio.fail_after(10):
+                got = [struct.unpack_from(">i", await conn.receive_frame())[0] for _ in calls]  # type: ignore[arg-type]
+            assert got == list(range(100, 105))
+            assert sends == [5 * 2]  # one send: each response's size prefix and its one buffer
+            await wait_until(lambda: len(sent) == 5, what="the responses told as sent")
+            assert [c for c, _ in sent] == got and len({ns for _, ns in sent}) == 1  # told as one send
+
+            fetch = {"replica_id": -1, "max_wait_ms": 30_000, "min_bytes": 1, "max_bytes": 1 << 20, "topics": [
+                {"topic": "parked", "partitions": [{"partition": 0, "fetch_offset": 0,
+                                                    "partition_max_bytes": 1 << 20}]}]}
+            await conn.stream.send_all(encode_frame(conn.encode_request(K.API_VERSIONS, 3, None, 200))
+                                       + encode_frame(conn.encode_request(K.FETCH, 12, fetch, 201)))
+            with trio.fail_after(10):  # well before the long poll's 30 s
+                frame = await conn.receive_frame()
+                assert frame is not None and struct.unpack_from(">i", frame)[0] == 200
+            assert broker.delayed_fetch.watched() == 1  # answered while the fetch still waits
+            async with await KafkaConnection.connect("127.0.0.1", broker.listener_ports["PLAINTEXT"]) as producer:
+                await produce(producer, "parked", batch([b"wake"]))
+            with trio.fail_after(10):
+                frame = await conn.receive_frame()
+                assert frame is not None
+                corr, body = conn.decode_response(K.FETCH, 12, frame)
+                assert corr == 201 and body.responses[0].partitions[0].high_watermark == 1

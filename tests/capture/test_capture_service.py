@@ -89,3 +89,16 @@ async def test_pending_bytes_bound(tmp_path: Path) -> None:
         svc.record(ctx(9), [b"r" * 300, memoryview(b"s" * 300)], [b"x"])
         nursery.cancel_scope.cancel()
     assert [(r.correlation_id, len(r.request)) for r in read_capture([tmp_path])] == [(0, 600), (9, 600)]
+
+
+async def test_a_full_block_is_written_when_the_stop_comes_before_its_write(tmp_path: Path) -> None:
+    """The broker stops just as a record fills a block: the writer is cancelled before its thread write
+    starts, and the block (here the record that filled it) is still written when it stops."""
+    svc = CaptureService(tmp_path, 0, block_bytes=64, flush_interval=60)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(svc.run)
+        await trio.testing.wait_all_tasks_blocked()  # the writer waits for a record
+        svc.record(ctx(1), b"r" * 100, [b"s" * 100])  # fills the block ...
+        nursery.cancel_scope.cancel()  # ... and the stop comes before the writer resumes
+    assert [(r.correlation_id, len(r.response or b"")) for r in read_capture([tmp_path])] == [(1, 100)]
+    assert svc.writer.records_written == 1

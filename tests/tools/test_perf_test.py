@@ -21,6 +21,8 @@ from minikafka.tools.perf_producer import ProducerStats, percentile_ms, summary_
 SUMMARY = re.compile(
     r"^(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\), ([\d.]+) ms avg latency, ([\d.]+) ms max "
     r"latency, ([\d.]+) ms 50th, ([\d.]+) ms 95th, ([\d.]+) ms 99th, ([\d.]+) ms 99.9th\.$")
+DETAILED_HEADER = ("time, threadId, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, "
+                   "rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec")
 CONSUMER_HEADER = ("start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, "
                    "rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec")
 
@@ -196,3 +198,58 @@ def test_batch_latencies_per_batch_completion() -> None:
     assert (stats.count, stats.bytes, stats.errors) == (2, 20, 3)
     assert sorted(stats.latencies) == [3.0, 5.0] and stats.max_ms == 5.0
     assert stats.first_error is other
+
+
+def consumer_fields(line: str) -> list[str]:
+    fields = [f.strip() for f in line.split(",")]
+    assert len(fields) == 10, line
+    return fields
+
+
+@pytest.mark.parametrize("mode", [[], ["--disjoint-partitions"]], ids=["group", "disjoint"])
+def test_consumer_in_two_processes_counts_the_messages_asked(broker_thread: BrokerThread, mode: list[str]) -> None:
+    """``perf-test consumer --processes 2``: the real command spawns two consumers (one group, or each on its own
+    partitions); the one CSV line counts exactly ``--messages`` records and their bytes between them, and
+    ``--print-metrics`` has a column per worker."""
+    b = broker_thread.bootstrap
+    topic = f"perf-read-{len(mode)}"
+    create_topic(b, topic, 4)
+    produce(b, topic, [(i % 4, b"k", b"v" * 99) for i in range(1000)])
+    r = run_subprocess("perf-test", "consumer", "--bootstrap-server", b, "--topic", topic, "--messages", "900",
+                       "--processes", "2", *mode, "--print-metrics")
+    assert r.rc == 0, r.err
+    lines = r.out.splitlines()
+    assert lines[0] == CONSUMER_HEADER
+    fields = consumer_fields(lines[1])
+    assert int(fields[4]) == 900 and float(fields[2]) == round(900 * 100 / 2**20, 4)
+    assert float(fields[3]) > 0 and float(fields[5]) > 0
+    assert 0 <= int(fields[6]) and 0 <= int(fields[7])
+    assert lines[2].split() == ["METRIC", "WORKER", "0", "WORKER", "1"]
+    consumed = [line.split() for line in lines[3:] if line.split()[0].endswith("/records-consumed-total")]
+    assert len(consumed) == 1 and len(consumed[0]) == 3
+    assert all(v == "-" or float(v) >= 0 for v in consumed[0][1:])
+
+
+def test_consumer_processes_detailed_stats_and_errors(broker_thread: BrokerThread, capsys) -> None:
+    """A line per worker per interval (the worker as threadId); a total never reached fails after --timeout
+    with Kafka's message; --processes below 1 and --disjoint-partitions alone are refused."""
+    b = broker_thread.bootstrap
+    create_topic(b, "perf-detail", 2)
+    produce(b, "perf-detail", [(i % 2, None, b"v" * 50) for i in range(400)])
+    r = run_subprocess("perf-test", "consumer", "--bootstrap-server", b, "--topic", "perf-detail", "--messages",
+                       "500", "--processes", "2", "--timeout", "1500", "--reporting-interval", "200",
+                       "--show-detailed-stats")
+    assert r.rc == 1
+    assert r.err.startswith("minikafka: error: exiting before consuming the expected number of messages: timeout "
+                            "(1500 ms) exceeded after 400 of 500"), r.err
+    lines = r.out.splitlines()
+    assert lines[0] == DETAILED_HEADER
+    rows = [consumer_fields(line) for line in lines[1:]]
+    assert rows and {row[1] for row in rows} == {"0", "1"}
+    assert sum(int(row[4]) for row in rows) <= 400
+    r = run_cli(capsys, "perf-test", "consumer", "--bootstrap-server", b, "--topic", "x", "--messages", "5",
+                "--processes", "0")
+    assert (r.rc, r.err) == (1, "minikafka: error: --processes must be at least 1\n")
+    r = run_cli(capsys, "perf-test", "consumer", "--bootstrap-server", b, "--topic", "x", "--messages", "5",
+                "--disjoint-partitions")
+    assert (r.rc, r.err) == (1, "minikafka: error: --disjoint-partitions needs --processes 2 or more\n")

@@ -4,9 +4,11 @@ The request picks a fetch context (:mod:`minikafka.broker.fetch_session`):
 sessionless, full (creating a session), incremental (only what changed) or a
 session error.  Like Kafka's ``DelayedFetch``, a fetch with fewer than
 ``min_bytes`` waits up to ``max_wait_ms`` in the fetch purgatory, watching its
-own partitions only: a change to one of them wakes it and it re-reads just the
-partitions that changed, completing when it has enough data or a partition has
-an error.
+own partitions only: a change to one of them re-reads just the partitions that
+changed, in the task that changed them (``DelayedFetch.tryComplete``), and the
+fetch completes when it has enough data or a partition has an error.  A
+consumer fetch (without quotas) is then answered from that task, before the
+request that completed it is; otherwise its own task is woken to answer.
 
 Follower fetches (replica_id >= 0) go through the leader replication quota
 (Kafka's ``ReplicationQuotaManager``): a throttled partition of an out-of-ISR
@@ -34,7 +36,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from typing import TYPE_CHECKING
 
 import trio
@@ -202,10 +204,32 @@ class FetchHandler:
             # Never ask for more than the quota window can hold: that would guarantee throttling.
             max_bytes = int(min(max_bytes, self.fetch_quota.get_max_value_in_quota_window(
                 ctx.user, ctx.quota_client_id)))
+        answered: list[B.FetchResponseBody] = []
+        complete: Callable[[OrderedDict[PartitionKey, FetchPartitionData], bool], None] | None = None
+        respond_early = ctx.respond_early
+        if (respond_early is not None and not is_follower and not self.fetch_quota.quotas_enabled
+                and not self.request_quota.quotas_enabled):
+            def answer(data: OrderedDict[PartitionKey, FetchPartitionData], error: bool) -> None:
+                # Completed by the task that changed a partition: answered from there (see _read_until_ready).
+                body = self._respond(ctx, version, fctx, names, trace, is_follower, data, error)
+                answered.append(body)
+                respond_early(body)
+
+            complete = answer
+
         data, error = await self._read_until_ready(partitions, names, version, replica_id, max_bytes,
                                                    min(req["min_bytes"], max_bytes), req["max_wait_ms"],
                                                    not is_follower and version >= 4 and req["isolation_level"] == 1,
-                                                   denied, fetch_data if is_follower else None)
+                                                   denied, fetch_data if is_follower else None, complete)
+        if answered:
+            return answered[0]  # already sent (ctx.early_response)
+        return self._respond(ctx, version, fctx, names, trace, is_follower, data, error)
+
+    def _respond(self, ctx: RequestContext, version: int, fctx: FetchContext, names: dict[PartitionKey, str | None],
+                 trace: FetchTrace, is_follower: bool, data: OrderedDict[PartitionKey, FetchPartitionData],
+                 error: bool) -> B.FetchResponseBody:
+        """The response once the fetch is complete (Kafka's ``processResponseCallback``): quotas, the fetch
+        session's update, leader discovery."""
         if not is_follower and self.fetch_quota.quotas_enabled:
             throttle = self._charge_consumer_quotas(ctx, version, fctx, data)
             if throttle:
@@ -255,15 +279,21 @@ class FetchHandler:
                                 names: dict[PartitionKey, str | None], version: int, replica_id: int,
                                 max_bytes: int, min_bytes: int, max_wait_ms: int, read_committed: bool = False,
                                 denied: set[PartitionKey] | None = None,
-                                follower_data: Mapping[PartitionKey, PartitionRequest] | None = None
-                                ) -> tuple[OrderedDict[PartitionKey, FetchPartitionData], bool]:
+                                follower_data: Mapping[PartitionKey, PartitionRequest] | None = None,
+                                complete: Callable[[OrderedDict[PartitionKey, FetchPartitionData], bool], None]
+                                | None = None) -> tuple[OrderedDict[PartitionKey, FetchPartitionData], bool]:
         """Read every partition; while below ``min_bytes`` and without errors, wait (Kafka's
         ``DelayedFetch``) and re-read only the partitions whose change woke the fetch.  ``denied``
         partitions are answered TOPIC_AUTHORIZATION_FAILED without being read or waited on.
         ``follower_data``: a follower's request partitions, with the high watermarks it reported (v18): one
         behind the leader's, for a follower that has the records below it, completes the fetch at once
         (KIP-1166).  Returns the data and whether a partition read answered an error (a read with an error
-        ends the wait, so only the last pass's reads can hold one)."""
+        ends the wait, so only the last pass's reads can hold one).
+
+        The re-read runs in the task that changed the partitions (the watch's ``try_complete``, Kafka's
+        ``DelayedFetch.tryComplete``): a change that does not complete the fetch does not wake its task, and
+        one that does calls ``complete(data, error)`` there (the response leaves before the change's own
+        request is answered); the task then only returns."""
         is_follower = replica_id >= 0
         throttle = self._leader_throttle(replica_id) if is_follower else None
         data: OrderedDict[PartitionKey, FetchPartitionData] = OrderedDict()
@@ -290,25 +320,44 @@ class FetchHandler:
         for key, name in names.items():
             if name is not None and not (denied and key in denied):
                 by_tp.setdefault(TopicPartition(name, key.partition), []).append(key)
+
+        def reread(fired: set[Hashable]) -> bool:
+            """Re-read the partitions of the keys that fired; whether the fetch is complete."""
+            nonlocal total, error
+            throttle = self._leader_throttle(replica_id) if is_follower else None
+            error = False
+            for tp in fired:
+                for key in by_tp.get(tp, ()):  # type: ignore[call-overload]
+                    rest = total - data[key].size
+                    entry = data[key] = self._read_partition(key, requests[key], names[key], version,
+                                                             is_follower, max_bytes - rest, rest == 0, throttle,
+                                                             read_committed)
+                    total = rest + entry.size
+                    error = error or bool(entry.error_code)
+            return (total >= min_bytes or error or trio.current_time() >= deadline
+                    or bool(reported_hw and _high_watermark_behind(reported_hw, requests, data)))
+
+        def try_complete(fired: set[Hashable]) -> bool:
+            if not reread(fired):
+                return False
+            if complete is not None:
+                try:
+                    complete(data, error)
+                except Exception as exc:  # raised in the request's own task, which answers the error
+                    failure.append(exc)
+            return True
+
+        failure: list[Exception] = []
         with self.delayed.watch(by_tp) as watch:
+            watch.try_complete = try_complete
             while True:
                 fired = await watch.wait(deadline)
-                if not fired:
-                    break  # timed out with nothing changed: the last read still holds
-                throttle = self._leader_throttle(replica_id) if is_follower else None
-                error = False
-                for tp in fired:
-                    for key in by_tp.get(tp, ()):  # type: ignore[call-overload]
-                        rest = total - data[key].size
-                        entry = data[key] = self._read_partition(key, requests[key], names[key], version,
-                                                                 is_follower, max_bytes - rest, rest == 0, throttle,
-                                                                 read_committed)
-                        total = rest + entry.size
-                        error = error or bool(entry.error_code)
-                if total >= min_bytes or error or trio.current_time() >= deadline:
-                    break
-                if reported_hw and _high_watermark_behind(reported_hw, requests, data):
-                    break
+                if watch.completed:
+                    if failure:
+                        raise failure[0]
+                    break  # re-read (and answered, with ``complete``) by the task that changed a partition
+                if not fired or reread(fired):
+                    break  # timed out with nothing changed (the last read still holds), or complete
         return data, error
 
     # -- accounting ---------------------------------------------------------------------------

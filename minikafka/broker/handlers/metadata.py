@@ -33,6 +33,25 @@ if TYPE_CHECKING:
     from ...protocol import bodies as B
 
 
+_NAME_CHECKS: dict[str, int] = {}  # topic name -> its validation's error code (0: legal), as met (bounded)
+
+
+def name_error(name: str) -> int:
+    """The error code Kafka's ``Topic.validate`` answers for ``name`` (0 for a legal name), remembered: a client
+    asks for the same few topics over and over."""
+    code = _NAME_CHECKS.get(name)
+    if code is None:
+        try:
+            validate_topic_name(name)
+            code = 0
+        except MetadataError as exc:
+            code = exc.code
+        if len(_NAME_CHECKS) >= 4096:
+            _NAME_CHECKS.clear()
+        _NAME_CHECKS[name] = code
+    return code
+
+
 def cluster_operations(authorizer: Authorizer | None, ctx: RequestContext, requested: bool) -> int:
     """``cluster_authorized_operations``: unrequested, 0 without DESCRIBE on the cluster, else the bits."""
     if not requested:
@@ -114,11 +133,8 @@ class MetadataHandler:
         else:
             invalid: dict[str, int] = {}
             for t in requested or []:
-                if t["name"] is not None:
-                    try:
-                        validate_topic_name(t["name"])
-                    except MetadataError as exc:
-                        invalid[t["name"]] = exc.code
+                if t["name"] is not None and (code := name_error(t["name"])):
+                    invalid[t["name"]] = code
             denied: set[str] = set()
             if self.authorizer is not None:
                 denied = self._denied(ctx, {t["name"] for t in requested or [] if t["name"] is not None},

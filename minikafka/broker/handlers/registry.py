@@ -43,10 +43,6 @@ from .quotas import AlterClientQuotasHandler, DescribeClientQuotasHandler
 from .reassignments import AlterPartitionReassignmentsHandler, ListPartitionReassignmentsHandler
 from .sasl import SaslAuthenticateHandler, SaslHandshakeHandler
 from .consumer_groups import ConsumerGroupDescribeHandler, ConsumerGroupHeartbeatHandler
-from .share_groups import ShareGroupDescribeHandler, ShareGroupHeartbeatHandler
-from .share_fetch import ShareAcknowledgeHandler, ShareFetchHandler
-from .share_offsets import (AlterShareGroupOffsetsHandler, DeleteShareGroupOffsetsHandler,
-                            DescribeShareGroupOffsetsHandler)
 from .scram import AlterUserScramCredentialsHandler, DescribeUserScramCredentialsHandler
 from .log_dirs import AlterReplicaLogDirsHandler, DescribeLogDirsHandler
 from .telemetry import GetTelemetrySubscriptionsHandler, PushTelemetryHandler
@@ -116,6 +112,61 @@ def _owns_group(s: BrokerServices) -> Callable[[str], bool]:
     return lambda group_id: s.metadata.group_coordinator(group_id).node_id == node_id
 
 
+def _built_on_first_request(factory: HandlerFactory) -> HandlerFactory:
+    """``factory``, run (and the modules it imports loaded) at the handler's first request: the KIP-932 share
+    group handlers cost a broker's start-up nothing until a client uses share groups."""
+    def deferred(s: BrokerServices) -> Handler:
+        handler: Handler | None = None
+
+        async def first_use(ctx: RequestContext, req: Any) -> Any:
+            nonlocal handler
+            if handler is None:
+                handler = factory(s)
+            return await handler(ctx, req)
+        return first_use
+    return deferred
+
+
+def _share_group_heartbeat(s: BrokerServices) -> Handler:
+    from .share_groups import ShareGroupHeartbeatHandler
+    return ShareGroupHeartbeatHandler(s.share.membership(), authorizer=s.authorizer, owns_group=_owns_group(s)).handle
+
+
+def _share_group_describe(s: BrokerServices) -> Handler:
+    from .share_groups import ShareGroupDescribeHandler
+    return ShareGroupDescribeHandler(s.share.membership(), authorizer=s.authorizer, owns_group=_owns_group(s)).handle
+
+
+def _share_fetch(s: BrokerServices) -> Handler:
+    from .share_fetch import ShareFetchHandler
+    return ShareFetchHandler(s.fetch_log, s.metadata, s.share.partitions(), s.delayed_fetch, s.fetch_quota, s.config,
+                             authorizer=s.authorizer).handle
+
+
+def _share_acknowledge(s: BrokerServices) -> Handler:
+    from .share_fetch import ShareAcknowledgeHandler
+    return ShareAcknowledgeHandler(s.fetch_log, s.metadata, s.share.partitions(), s.config,
+                                   authorizer=s.authorizer).handle
+
+
+def _describe_share_group_offsets(s: BrokerServices) -> Handler:
+    from .share_offsets import DescribeShareGroupOffsetsHandler
+    return DescribeShareGroupOffsetsHandler(s.share.offsets(), s.share.membership(), s.metadata, s.fetch_log,
+                                            _owns_group(s), authorizer=s.authorizer).handle
+
+
+def _alter_share_group_offsets(s: BrokerServices) -> Handler:
+    from .share_offsets import AlterShareGroupOffsetsHandler
+    return AlterShareGroupOffsetsHandler(s.share.offsets(), s.share.membership(), s.metadata, s.fetch_log,
+                                         _owns_group(s), authorizer=s.authorizer).handle
+
+
+def _delete_share_group_offsets(s: BrokerServices) -> Handler:
+    from .share_offsets import DeleteShareGroupOffsetsHandler
+    return DeleteShareGroupOffsetsHandler(s.share.offsets(), s.share.membership(), s.metadata, s.fetch_log,
+                                          _owns_group(s), authorizer=s.authorizer).handle
+
+
 HANDLER_FACTORIES: Mapping[ApiKey, HandlerFactory] = {
     ApiKey.PRODUCE: lambda s: ProduceHandler(s.replica_manager, s.topics, s.delayed_produce, s.produce_quota,
                                              s.config, s.clock, s.txn_verifier,
@@ -144,7 +195,7 @@ HANDLER_FACTORIES: Mapping[ApiKey, HandlerFactory] = {
                                                             owns_group=_owns_group(s)).handle,
     ApiKey.LIST_GROUPS: lambda s: ListGroupsHandler(s.group_coordinator, authorizer=s.authorizer,
                                                     owns_group=_owns_group(s),
-                                                    share_groups=s.share_groups.list_groups).handle,
+                                                    share_groups=s.share.list_groups).handle,
     ApiKey.API_VERSIONS: lambda s: ApiVersionsHandler(supported_api_versions(
         set(HANDLER_FACTORIES) - disabled_api_keys(s.config.group_coordinator_rebalance_protocols)),
         s.features).handle,
@@ -186,7 +237,7 @@ HANDLER_FACTORIES: Mapping[ApiKey, HandlerFactory] = {
                                                                 authorizer=s.authorizer).handle,
     ApiKey.DELETE_GROUPS: lambda s: DeleteGroupsHandler(s.group_coordinator, authorizer=s.authorizer,
                                                         owns_group=_owns_group(s),
-                                                        delete_share_group=s.share_groups.delete_group).handle,
+                                                        delete_share_group=s.share.delete_group).handle,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: lambda s: AlterConfigsHandler(s.controller, s.metadata, s.broker_configs,
                                                                     incremental=True, authorizer=s.authorizer,
                                                                     groups=s.group_configs,
@@ -213,20 +264,14 @@ HANDLER_FACTORIES: Mapping[ApiKey, HandlerFactory] = {
         s.group_coordinator, s.metadata, s.group_configs, authorizer=s.authorizer, owns_group=_owns_group(s)).handle,
     ApiKey.CONSUMER_GROUP_DESCRIBE: lambda s: ConsumerGroupDescribeHandler(
         s.group_coordinator, s.metadata, authorizer=s.authorizer, owns_group=_owns_group(s)).handle,
-    ApiKey.SHARE_GROUP_HEARTBEAT: lambda s: ShareGroupHeartbeatHandler(
-        s.share_groups, authorizer=s.authorizer, owns_group=_owns_group(s)).handle,
-    ApiKey.SHARE_GROUP_DESCRIBE: lambda s: ShareGroupDescribeHandler(
-        s.share_groups, authorizer=s.authorizer, owns_group=_owns_group(s)).handle,
-    ApiKey.SHARE_FETCH: lambda s: ShareFetchHandler(s.fetch_log, s.metadata, s.share_partitions, s.delayed_fetch,
-                                                    s.fetch_quota, s.config, authorizer=s.authorizer).handle,
-    ApiKey.SHARE_ACKNOWLEDGE: lambda s: ShareAcknowledgeHandler(s.fetch_log, s.metadata, s.share_partitions,
-                                                                s.config, authorizer=s.authorizer).handle,
-    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: lambda s: DescribeShareGroupOffsetsHandler(
-        s.share_offsets, s.share_groups, s.metadata, s.fetch_log, _owns_group(s), authorizer=s.authorizer).handle,
-    ApiKey.ALTER_SHARE_GROUP_OFFSETS: lambda s: AlterShareGroupOffsetsHandler(
-        s.share_offsets, s.share_groups, s.metadata, s.fetch_log, _owns_group(s), authorizer=s.authorizer).handle,
-    ApiKey.DELETE_SHARE_GROUP_OFFSETS: lambda s: DeleteShareGroupOffsetsHandler(
-        s.share_offsets, s.share_groups, s.metadata, s.fetch_log, _owns_group(s), authorizer=s.authorizer).handle,
+    # KIP-932 share groups: built at their first request.
+    ApiKey.SHARE_GROUP_HEARTBEAT: _built_on_first_request(_share_group_heartbeat),
+    ApiKey.SHARE_GROUP_DESCRIBE: _built_on_first_request(_share_group_describe),
+    ApiKey.SHARE_FETCH: _built_on_first_request(_share_fetch),
+    ApiKey.SHARE_ACKNOWLEDGE: _built_on_first_request(_share_acknowledge),
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: _built_on_first_request(_describe_share_group_offsets),
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: _built_on_first_request(_alter_share_group_offsets),
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: _built_on_first_request(_delete_share_group_offsets),
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: lambda s: AlterPartitionReassignmentsHandler(
         s.reassignments, authorizer=s.authorizer).handle,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: lambda s: ListPartitionReassignmentsHandler(

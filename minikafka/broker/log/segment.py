@@ -2,8 +2,10 @@
 
 Per-batch metadata, deliberately asymmetric:
 
-* ``MemorySegment`` keeps the batches themselves (the caller's ``bytearray``s, no
-  copy) plus parallel ``array``s of base offset, start position and running max
+* ``MemorySegment`` keeps the batches themselves (the caller's buffers, no copy, except
+  that batches of 64 KiB or more are copied into populated memory regions, :mod:`.arena`,
+  so that the request frame holding them is freed) plus parallel ``array``s of base
+  offset, start position and running max
   timestamp, so every lookup (offset, byte budget, high watermark, timestamp) is
   a ``bisect`` and a read is a list of zero-copy ``memoryview``s. The table costs
   32 bytes per batch, small next to the batch bytes it describes.
@@ -35,6 +37,7 @@ from minikafka.protocol.records import (
 )
 
 from ...iovec import writev_all
+from .arena import Arena
 from .index import IndexCorruptError, OffsetIndex, TimeIndex
 
 log = logging.getLogger(__name__)
@@ -197,7 +200,8 @@ class MemorySegment(Segment):
 
     def __init__(self, base_offset: int, now_ms: int) -> None:
         super().__init__(base_offset, now_ms)
-        self.batches: list[bytes | bytearray] = []
+        self.batches: list[bytes | bytearray | memoryview] = []
+        self.arena = Arena()  # large batches are copied here (see .arena), freeing the request's frame
         self.offsets = array("q")  # base offset of each batch
         self.last_offsets = array("q")  # last offset of each batch (compaction leaves gaps between them)
         self.positions = array("q", [0])  # start position of each batch, plus the end
@@ -206,9 +210,10 @@ class MemorySegment(Segment):
 
     def append(self, batches: Sequence[BatchMeta], now_ms: int) -> None:
         running = self.prefix_max_ts[-1] if self.prefix_max_ts else -1
+        store = self.arena.store
         for batch, base, last, max_ts in batches:
             n = len(batch)
-            self.batches.append(batch)  # type: ignore[arg-type]
+            self.batches.append(store(batch))
             self.offsets.append(base)
             self.last_offsets.append(last)
             self.positions.append(self.positions[-1] + n)
@@ -285,6 +290,12 @@ class MemorySegment(Segment):
                 self.max_timestamp, self.offset_of_max_timestamp = ts, self.offsets[k]
         if not self.batches:
             self.rolling_timestamp = -1
+
+    def on_become_inactive(self) -> None:
+        self.arena.release()
+
+    def delete(self) -> None:
+        self.arena.release()
 
 
 class FileSegment(Segment):
