@@ -94,6 +94,7 @@ frames by :mod:`minikafka.analysis.fastrows` where it can (the same rows).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import struct
 import uuid
@@ -875,6 +876,55 @@ class RecordDecoder:
         """(table, row) for the rows of all three tables, every record decoded once: a record's topic rows
         (Metadata, CreateTopics), then its ``requests`` row, then its ``partitions`` rows -- the rows the
         three :meth:`iter_rows` passes give, each table's in the same order."""
+        with self._counts_per_record() as memo:
+            fast = fast_rows if self.fast else None
+            source = self.source
+            for r in records:
+                key = r.api_key
+                if fast is not None and (key == _PRODUCE or key == _FETCH):
+                    rows = fast(r, source)
+                    if rows is not None:
+                        yield "requests", rows[0]
+                        for row in rows[1]:
+                            yield "partitions", row
+                        continue
+                yield from self._decoded_rows(r, memo)
+
+    def iter_all_chunks(self, records: Iterable[CaptureRecord], size: int) -> Iterator[tuple[str, list[tuple]]]:
+        """:meth:`iter_all`'s rows as (table, rows) chunks: each table's rows in order, in lists of about
+        ``size`` rows (a list is handed over once a record has made it ``size`` rows or more; each table's
+        last list shorter).  The data source's path: Produce and Fetch records (:mod:`.fastrows`) go
+        straight into the lists, with no (table, row) pair per row."""
+        pending: dict[str, list[tuple]] = {t: [] for t in ALL_KINDS}
+        req, part = pending["requests"], pending["partitions"]
+        fast = fast_rows if self.fast else None
+        source = self.source
+        with self._counts_per_record() as memo:
+            for r in records:
+                key = r.api_key
+                rows = fast(r, source) if fast is not None and (key == _PRODUCE or key == _FETCH) else None
+                if rows is not None:
+                    req.append(rows[0])
+                    if rows[1]:
+                        part.extend(rows[1])
+                    if len(req) < size and len(part) < size:
+                        continue
+                else:
+                    for table, row in self._decoded_rows(r, memo):
+                        pending[table].append(row)
+                for table, got in pending.items():
+                    if len(got) >= size:
+                        yield table, got
+                        pending[table] = []
+                req, part = pending["requests"], pending["partitions"]
+        for table, got in pending.items():
+            if got:
+                yield table, got
+
+    @contextlib.contextmanager
+    def _counts_per_record(self) -> Iterator[dict]:
+        """While rows are made: a records field's batch counts computed once for its record's ``requests``
+        and ``partitions`` rows (the memo, emptied for each record by :meth:`_decoded_rows`)."""
         memo: dict[int, tuple[Any, BatchCounts]] = {}
 
         def counts(records: Any) -> BatchCounts:
@@ -888,68 +938,22 @@ class RecordDecoder:
 
         self._counts = counts
         try:
-            yield from self._iter_all(records, memo)
+            yield memo
         finally:
             self._counts = batch_counts
 
-    def iter_all_chunks(self, records: Iterable[CaptureRecord], size: int) -> Iterator[tuple[str, list[tuple]]]:
-        """:meth:`iter_all`'s rows as (table, rows) chunks: each table's rows in order, in lists of about
-        ``size`` rows (a list is handed over once a record has made it ``size`` rows or more; each table's
-        last list shorter).  The data source's path: Produce and Fetch records (:mod:`.fastrows`) go
-        straight into the lists, with no (table, row) pair per row."""
-        pending: dict[str, list[tuple]] = {t: [] for t in ALL_KINDS}
-        req, part = pending["requests"], pending["partitions"]
-        fast = fast_rows if self.fast else None
-        source = self.source
-        for r in records:
-            key = r.api_key
-            if fast is not None and (key == _PRODUCE or key == _FETCH):
-                rows = fast(r, source)
-                if rows is not None:
-                    req.append(rows[0])
-                    if rows[1]:
-                        part.extend(rows[1])
-                    if len(req) < size and len(part) < size:
-                        continue
-            else:
-                rows = None
-            if rows is None:
-                for table, row in self.iter_all((r,)):
-                    pending[table].append(row)
-            for table, got in pending.items():
-                if len(got) >= size:
-                    yield table, got
-                    pending[table] = []
-            req, part = pending["requests"], pending["partitions"]
-        for table, got in pending.items():
-            if got:
-                yield table, got
-
-    def _iter_all(self, records: Iterable[CaptureRecord], memo: dict) -> Iterator[tuple[str, tuple]]:
-        decode = self._decode
-        request_row = self._request_row
-        partition_rows = self._partition_rows
-        topic_rows = self._topic_rows
-        fast = fast_rows if self.fast else None
-        source = self.source
-        for r in records:
-            key = r.api_key
-            if fast is not None and (key == _PRODUCE or key == _FETCH):
-                rows = fast(r, source)
-                if rows is not None:
-                    yield "requests", rows[0]
-                    for row in rows[1]:
-                        yield "partitions", row
-                    continue
-            memo.clear()
-            req, resp, err, req_body, resp_body = decode(r)
-            if key in _TOPIC_APIS:
-                if resp is not None:
-                    for row in topic_rows(r, resp):
-                        yield "topics", row
-                yield "requests", request_row(r, req, resp, err, req_body, resp_body)
-                continue
-            yield "requests", request_row(r, req, resp, err, req_body, resp_body)
-            if key in _PARTITION_APIS:
-                for row in partition_rows(r, req, resp):
-                    yield "partitions", row
+    def _decoded_rows(self, r: CaptureRecord, memo: dict) -> Iterator[tuple[str, tuple]]:
+        """A record's (table, row) pairs by the general decoder (any api; the fast path's fallback)."""
+        memo.clear()
+        req, resp, err, req_body, resp_body = self._decode(r)
+        key = r.api_key
+        if key in _TOPIC_APIS:
+            if resp is not None:
+                for row in self._topic_rows(r, resp):
+                    yield "topics", row
+            yield "requests", self._request_row(r, req, resp, err, req_body, resp_body)
+            return
+        yield "requests", self._request_row(r, req, resp, err, req_body, resp_body)
+        if key in _PARTITION_APIS:
+            for row in self._partition_rows(r, req, resp):
+                yield "partitions", row
