@@ -9,28 +9,33 @@ in the capture (a task only knows the names its own split saw).
 The three tables come from ONE read of the captures (the data source's ``all``
 table: every record is decoded once for all three); :meth:`Tables.cache`
 caches that read, so every job that runs on the cached tables scans memory,
-and the captures are decoded once in all.  A small capture on a local master
-is decoded in the driver instead (``decode_in="auto"``, below
-:data:`DRIVER_DECODE_MAX_BYTES`): the three tables are handed to Spark as
-Arrow tables, and no Python worker is started for its splits (on few cores,
-starting them costs more than decoding a few megabytes here).  :func:`decode_here`
+and the captures are decoded once in all.  A capture of some 100k requests or
+less on a local master is decoded in the driver instead (``decode_in="auto"``,
+below :data:`DRIVER_DECODE_MAX_BYTES`): the three tables are handed to Spark as
+Parquet files (Spark's cache is not built), and no Python worker is started for
+its splits (on few cores, starting them and building the cache cost more than
+decoding here).  :func:`decode_here`
 and :func:`arrow_tables` are the two halves of that, so that a caller can decode
 while its Spark session starts.
 """
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from .decode import _FETCH, ALL_KINDS, ALL_PREFIXES, COLUMNS
 from .session import register
 
 #: Inputs up to this many bytes (captures and pcaps together) are decoded in the driver when the master is
-#: local (``decode_in="auto"``); larger ones by the data source, in parallel tasks.  (A capture of 100k
-#: requests, some 60 MB, decodes here in 6 s of CPU, but then its Arrow-sourced tables cost the jobs more than
-#: those the tasks decoded: measured on 2 cores, 92 s of CPU in all against 76 s.)
-DRIVER_DECODE_MAX_BYTES = 16 << 20
+#: local (``decode_in="auto"``); larger ones by the data source, in parallel tasks.  (Measured on 2 cores: a
+#: capture of 104k requests, 57 MB, decodes here in 6 s of CPU while the session starts, and the analysis
+#: takes 24-29 s against 40-46 s with the data source's cached read; twice that capture, 114 MB, 35 s against
+#: 46 s.)
+DRIVER_DECODE_MAX_BYTES = 128 << 20
 
 
 @dataclass
@@ -43,10 +48,17 @@ class Tables:
     source: Any = field(default=None, repr=False)  # the ``all`` table the three are views of
     #: The capture's facts when known without a Spark query (decoded in the driver): see :func:`capture_facts`.
     facts: dict[str, Any] | None = None
+    #: The directory of the Parquet files the tables are read from (decoded in the driver): removed by
+    #: :meth:`unpersist`.
+    staged: Path | None = None
 
     def cache(self) -> "Tables":
         """Cache the read the tables come from (one pass over the captures when first used), and resolve
-        topic names against the (few) topics it found, collected once, instead of a join per query."""
+        topic names against the (few) topics it found, collected once, instead of a join per query.  Tables
+        staged in Parquet are left as they are: the files are their cache (Spark's vectorized reader scans
+        them faster than it builds an in-memory copy)."""
+        if self.staged is not None:
+            return self
         if self.source is None:
             self.requests = self.requests.cache()
             self.partitions = self.partitions.cache()
@@ -69,6 +81,8 @@ class Tables:
         for df in (self.source, self.requests, self.partitions, self.topics):
             if df is not None:
                 df.unpersist()
+        if self.staged is not None:
+            shutil.rmtree(self.staged, ignore_errors=True)
 
 
 def read_table(spark: Any, paths: str | list[str], table: str, **options: Any) -> Any:
@@ -145,17 +159,71 @@ def _driver_tables(spark: Any, paths: str | list[str], options: dict[str, Any]) 
     return arrow_tables(spark, decode_here(paths, options))
 
 
-def arrow_tables(spark: Any, arrow: dict[str, Any]) -> Tables:
-    """The tables of :func:`decode_here`'s Arrow tables, handed to Spark (topic names resolved here)."""
+def arrow_tables(spark: Any, arrow: dict[str, Any], stage: bool | None = None) -> Tables:
+    """The tables of :func:`decode_here`'s Arrow tables, handed to Spark (topic names resolved here).
+
+    ``stage`` (default: on a local master) writes them as Parquet files in a temporary directory, with their
+    time columns added and topic names resolved here as :func:`load_tables` does in Spark, for Spark to read;
+    :meth:`Tables.unpersist` removes the files.  Spark scanning those files costs the jobs less than Spark
+    building its in-memory cache of the rows (see :data:`DRIVER_DECODE_MAX_BYTES`).  Otherwise (a cluster's executors cannot read
+    the driver's files) the tables go to Spark from memory, ``createDataFrame`` of the Arrow tables."""
     names: dict[str, str | None] = {}
     for topic_id, topic in zip(arrow["topics"].column("topic_id").to_pylist(),
                                arrow["topics"].column("topic").to_pylist(), strict=True):
         if names.get(topic_id) is None:
             names[topic_id] = topic
     topics = spark.createDataFrame(list(names.items()), "topic_id string, topic string")
-    requests = _with_times(spark.createDataFrame(arrow["requests"]))
-    return Tables(requests, _named(spark.createDataFrame(arrow["partitions"]), topics), topics,
-                  facts=_arrow_facts(arrow["requests"]))
+    facts = _arrow_facts(arrow["requests"])
+    if stage is None:
+        stage = str(spark.sparkContext.master).startswith("local")
+    if not stage:
+        requests = _with_times(spark.createDataFrame(arrow["requests"]))
+        return Tables(requests, _named(spark.createDataFrame(arrow["partitions"]), topics), topics, facts=facts)
+    import pyarrow.parquet as pq
+
+    staged = Path(tempfile.mkdtemp(prefix="minikafka-tables-"))
+    try:
+        files = {"requests": _arrow_with_times(arrow["requests"]),
+                 "partitions": _arrow_named(_arrow_with_times(arrow["partitions"]), names)}
+        for name, table in files.items():
+            pq.write_table(table, staged / f"{name}.parquet", compression="none")
+        return Tables(spark.read.parquet(str(staged / "requests.parquet")),
+                      spark.read.parquet(str(staged / "partitions.parquet")), topics, facts=facts, staged=staged)
+    except BaseException:
+        shutil.rmtree(staged, ignore_errors=True)
+        raise
+
+
+def _arrow_with_times(table: Any) -> Any:
+    """:func:`_with_times` of an Arrow table: ``receive_ts``/``send_ts`` appended (UTC microseconds, computed
+    as Spark computes them there: ``floor(ns / 1000)`` in doubles)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    ts = pa.timestamp("us", tz="UTC")
+    for name in ("receive", "send"):
+        ns = table.column(f"{name}_ns")
+        micros = pc.floor(pc.divide(ns.cast(pa.float64(), safe=False), 1000.0)).cast(pa.int64())
+        table = table.append_column(f"{name}_ts", micros.cast(ts))
+    return table
+
+
+def _arrow_named(parts: Any, names: dict[str, str | None]) -> Any:
+    """:func:`_named` of an Arrow table: ``topic_id`` first (as Spark's join puts its key), ``topic`` filled
+    from ``names`` (then the id itself) where the row has only an id."""
+    import pyarrow as pa
+
+    def topic(name: str | None, topic_id: str | None) -> str | None:  # coalesce(topic, its id's name, the id)
+        if name is not None or topic_id is None:
+            return name
+        found = names.get(topic_id)
+        return found if found is not None else topic_id
+
+    filled = [topic(n, i) for n, i in zip(parts.column("topic").to_pylist(), parts.column("topic_id").to_pylist(),
+                                          strict=True)]
+    parts = parts.set_column(parts.schema.get_field_index("topic"), "topic", pa.array(filled, pa.string()))
+    order = ["topic_id"] + [c for c in parts.column_names if c != "topic_id"]
+    return parts.select(order)
 
 
 def _arrow_facts(requests: Any) -> dict[str, Any]:

@@ -85,27 +85,35 @@ def _rows(df: Any) -> list[tuple]:
 
 @pytest.mark.clients
 def test_driver_decode_gives_the_data_sources_tables(spark: Any, capture: Path) -> None:
-    """A small capture decoded in the driver (handed to Spark as Arrow) gives the same three tables, and the
-    same facts, as the data source decoding it in tasks."""
-    from minikafka.analysis.tables import capture_facts, decodes_in_driver, load_tables
+    """A small capture decoded in the driver (staged in Parquet files on a local master, else handed to Spark
+    from memory) gives the same three tables, and the same facts, as the data source decoding it in tasks;
+    the staged files go with the tables."""
+    from minikafka.analysis.tables import arrow_tables, capture_facts, decode_here, decodes_in_driver, load_tables
 
     assert decodes_in_driver(spark, str(capture))  # small, local master: "auto" decodes here
     assert not decodes_in_driver(spark, str(capture), "executors")
     here = load_tables(spark, str(capture), decode_in="driver").cache()
+    in_memory = arrow_tables(spark, decode_here(str(capture)), stage=False).cache()
     tasks = load_tables(spark, str(capture), decode_in="executors", splitSize=SPLIT).cache()
+    staged = here.staged
     try:
-        assert here.source is None and tasks.source is not None
+        assert here.source is None and tasks.source is not None and in_memory.staged is None
+        assert staged is not None and sorted(p.name for p in staged.iterdir()) == ["partitions.parquet",
+                                                                                 "requests.parquet"]
         for name in ("requests", "partitions", "topics"):
-            a, b = getattr(here, name), getattr(tasks, name)
-            assert a.schema == b.schema, name
-            assert _rows(a) == _rows(b), name
+            b = getattr(tasks, name)
+            for a in (getattr(here, name), getattr(in_memory, name)):
+                assert a.schema == b.schema, name
+                assert _rows(a) == _rows(b), name
         facts = capture_facts(here)
-        assert here.facts is not None and facts == capture_facts(tasks)
+        assert here.facts is not None and facts == capture_facts(tasks) == capture_facts(in_memory)
         assert facts["requests"] == sum(1 for _ in read_capture([capture]))
         assert 0 in facts["api_keys"] and 1 in facts["api_keys"] and facts["follower_fetches"] == 0
     finally:
         here.unpersist()
+        in_memory.unpersist()
         tasks.unpersist()
+    assert not staged.exists()
 
 
 @pytest.mark.clients

@@ -8,6 +8,7 @@ import http.cookiejar
 import json
 import re
 import select
+import socket
 import subprocess
 import sys
 import urllib.error
@@ -173,17 +174,24 @@ def http_address(proc: subprocess.Popen[str]) -> str:
 
 
 def test_the_http_port_binds_the_broker_host_unless_told() -> None:
-    procs = [serve("--host", "127.0.0.2"), serve("--host", "127.0.0.1", "--http-host", "127.0.0.3")]
+    # The told HTTP port is one this test holds on 127.0.0.1 (bound, not listening): nothing else can listen
+    # there, so a refused connection to it there shows the console did not bind 127.0.0.1.
+    held = socket.socket()
+    held.bind(("127.0.0.1", 0))
+    free = str(held.getsockname()[1])
+    procs = [serve("--host", "127.0.0.2"),
+             serve("--host", "127.0.0.1", "--http-host", "127.0.0.3", "--http-port", free)]
     try:
         default, told = (http_address(p) for p in procs)
         assert default.startswith("127.0.0.2:")  # the broker's host, not every interface
         host, port = told.rsplit(":", 1)
-        assert host == "127.0.0.3"
+        assert (host, port) == ("127.0.0.3", free)
         with urllib.request.urlopen(f"http://{told}/console/api/whoami", timeout=30) as resp:
             assert json.load(resp)["auth_required"] is False
         with pytest.raises(urllib.error.URLError):  # only where it was told
             urllib.request.urlopen(f"http://127.0.0.1:{port}/console/api/whoami", timeout=30)
     finally:
+        held.close()
         for p in procs:
             p.terminate()
         for p in procs:
