@@ -134,7 +134,7 @@ def minikafka_broker(_minikafka_broker_service: BrokerThread) -> Iterator[Broker
 
 @pytest.fixture
 def minikafka_cluster(_minikafka_cluster_service: ClusterThread) -> Iterator[ClusterThread]:
-    """A running minikafka cluster: ``.bootstrap``, ``.stop_broker(id)``, ``.start_broker(id)``,
+    """A running minikafka cluster: ``.bootstrap``, ``.stop_broker(id)``, ``.crash_broker(id)``, ``.start_broker(id)``,
     ``.move_leader(topic, partition, id)``, ``.faults``, ``.capture_dir``."""
     cluster = _minikafka_cluster_service
     try:

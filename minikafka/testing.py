@@ -236,6 +236,11 @@ class ClusterThread(_LoopThread):
     def stop_broker(self, broker_id: int) -> None:
         self.run(self.cluster.stop_broker, broker_id)
 
+    def crash_broker(self, broker_id: int) -> None:
+        """Crash a broker (no controlled shutdown): fenced, and its leadership moved, when its session expires
+        (``broker_session_timeout_ms``)."""
+        self.run(self.cluster.crash_broker, broker_id)
+
     def start_broker(self, broker_id: int) -> None:
         self.run(self.cluster.start_broker, broker_id)
 

@@ -9,8 +9,8 @@ brokers' own Trio loop (so handlers read broker state without locks):
 * ``GET /v1/faults`` (rules with matched and remaining counts), ``POST /v1/faults``
   (a :class:`~minikafka.broker.faults.FaultRule` as JSON, or a list of them),
   ``DELETE /v1/faults`` (all), ``DELETE /v1/faults/{id}``;
-* ``GET /v1/brokers``; for a cluster ``POST /v1/brokers/{id}/stop`` and
-  ``/start``; ``GET /v1/partitions/{topic}`` and
+* ``GET /v1/brokers``; for a cluster ``POST /v1/brokers/{id}/stop`` (a controlled shutdown),
+  ``/crash`` (none: fenced when its session expires) and ``/start``; ``GET /v1/partitions/{topic}`` and
   ``POST /v1/partitions/{topic}/{partition}/leader`` with ``{"broker": N}``
   (an operator's leader election: :meth:`ClusterMetadata.move_leader`);
 * ``GET /v1/client-metrics`` (and ``/v1/client-metrics/{client_instance_id}``): the KIP-714 metrics each
@@ -127,6 +127,11 @@ def build_app(target: AdminTarget, host: str | None = None) -> Starlette:
         await cluster.stop_broker(broker_id)
         return {"id": broker_id, "running": False}
 
+    async def crash_broker(request: Request) -> Any:
+        cluster, broker_id = _cluster_broker(request)
+        await cluster.crash_broker(broker_id)
+        return {"id": broker_id, "running": False, "crashed": True}
+
     async def start_broker(request: Request) -> Any:
         cluster, broker_id = _cluster_broker(request)
         broker = await cluster.start_broker(broker_id)
@@ -173,6 +178,7 @@ def build_app(target: AdminTarget, host: str | None = None) -> Starlette:
         v1("/v1/faults/{rule_id:int}", delete_fault, "DELETE"),
         v1("/v1/brokers", brokers, "GET"),
         v1("/v1/brokers/{broker_id:int}/stop", stop_broker, "POST"),
+        v1("/v1/brokers/{broker_id:int}/crash", crash_broker, "POST"),
         v1("/v1/brokers/{broker_id:int}/start", start_broker, "POST"),
         v1("/v1/partitions/{topic}", partitions, "GET"),
         v1("/v1/partitions/{topic}/{partition:int}/leader", move_leader, "POST"),

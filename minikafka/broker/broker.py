@@ -267,6 +267,8 @@ class Broker:
         # A lone broker runs (and closes) its coordinators; a cluster's brokers report replication metrics.
         self.owns_shared = shared is None
         self.clustered = shared is not None
+        # Set by Cluster.crash_broker: stopping leaves the registration in place, as a crashed process does.
+        self.crashed = False
         if shared is None:
             shared = SharedServices.create(config, config.data_dir, [config.node_id], clock, faults)
         validate_jaas_configs(config.extra)
@@ -649,6 +651,8 @@ class Broker:
                                      endpoints={e.listener: (e.host, e.port) for e in advertised})
         self.replica_manager.apply_leadership()
         nursery.start_soon(self._isr_expiration_loop)
+        if self.clustered:
+            nursery.start_soon(self._heartbeat_loop)
 
     def _leave(self) -> None:
         if self.shared.dynamic_configs.brokers.get(self.node_id) is self:
@@ -665,6 +669,9 @@ class Broker:
             self.metadata.listeners.remove(self._on_metadata_change)
         except ValueError:
             pass
+        if self.crashed:  # no controlled shutdown: registered until the controller fences it (session timeout)
+            return
+        self.shared.heartbeats.forget(self.node_id)
         self.metadata.live.pop(self.node_id, None)
         self.metadata.endpoints.pop(self.node_id, None)
 
@@ -691,6 +698,14 @@ class Broker:
             for index in rm.remove_stale_replicas(topic):  # replicas moved away stop and delete their logs
                 self.log_cleaner.forget_log(f"{name}-{index}")
         rm.apply_leadership(name)
+
+    async def _heartbeat_loop(self) -> None:
+        """KRaft's broker heartbeat: every ``broker.heartbeat.interval.ms`` the controller hears from this
+        broker (:class:`~minikafka.broker.heartbeats.BrokerHeartbeatManager`); a broker of a cluster only."""
+        interval = max(self.config.broker_heartbeat_interval_ms / 1000, 0.001)
+        while True:
+            self.shared.heartbeats.touch(self.node_id, self.clock.time_ms())
+            await trio.sleep(interval)
 
     async def _isr_expiration_loop(self) -> None:
         """Kafka's ``isr-expiration`` task, every replica.lag.time.max.ms / 2."""

@@ -8,16 +8,22 @@ Each :class:`~minikafka.broker.broker.Broker` has its own port, node id and
 log directory (``<data_dir>/broker-<id>``, or memory; with several ``log.dirs``, ``<dir>/broker-<id>`` in
 each of them); the metadata lives in ``<data_dir>/cluster-metadata.json``.
 
-:meth:`Cluster.stop_broker` plays a broker failure (``onBrokerFailure``):
-leadership of its partitions moves to the first live in-sync replica with
-leader epoch + 1.  :meth:`Cluster.start_broker` brings it back as a follower
-that truncates via OffsetForLeaderEpoch before it fetches.
+Brokers heartbeat to the controller every ``broker.heartbeat.interval.ms``
+(:class:`~minikafka.broker.heartbeats.BrokerHeartbeatManager`).  :meth:`Cluster.stop_broker` is a controlled
+shutdown: leadership of the broker's partitions moves to the first live in-sync replica with leader epoch + 1
+(``onBrokerFailure``), then it stops.  :meth:`Cluster.crash_broker` stops a broker with no shutdown: it stays
+registered, leader and in sync until the controller fences it, ``broker.session.timeout.ms`` after its last
+heartbeat (:meth:`Cluster.fence_stale_brokers`).  New topics and partitions are placed on the registered,
+unfenced brokers only, as KRaft's replica placer does.  :meth:`Cluster.start_broker` brings a broker back as
+a follower that truncates via OffsetForLeaderEpoch before it fetches (a crashed one's old registration is
+fenced first).
 
-Deliberate differences: no ZooKeeper/KRaft quorum or broker heartbeats
-(failure is what ``stop_broker`` says), no controlled shutdown, no automatic preferred
-leader election (``auto.leader.rebalance.enable``; ElectLeaders elects on request, preferred
-or unclean).  Groups: FindCoordinator names the lowest live broker, and
-all brokers share one group coordinator (offsets in the compacted log
+Deliberate differences: no KRaft quorum (the metadata is one object every broker reads; heartbeats are method
+calls), no pause or network partition yet.  Leader elections: unclean ones (a replica out of the ISR) when a
+partition has no live in-sync replica and ``unclean.leader.election.enable`` allows it; preferred leaders
+back every ``leader.imbalance.check.interval.seconds`` (``auto.leader.rebalance.enable``, KRaft's leader
+balancing: no per-broker imbalance threshold); ElectLeaders on request.  Groups: FindCoordinator names
+the lowest live broker, and all brokers share one group coordinator (offsets in the compacted log
 ``<data_dir>/__consumer_offsets-0``), so groups and committed offsets survive the
 coordinator broker stopping, as if ``__consumer_offsets`` were replicated.
 Transactions likewise: one shared transaction coordinator (state in
@@ -130,6 +136,9 @@ class Cluster:
                 self._nursery = nursery
                 await self.shared.start(nursery, self.base_config)
                 await nursery.start(self.log_cleaner.run)
+                nursery.start_soon(self._fencing_loop)
+                if self.base_config.auto_leader_rebalance_enable:
+                    nursery.start_soon(self._leader_balancing_loop)
                 for i in self.broker_ids:
                     await self.start_broker(i)
                 task_status.started(self)
@@ -165,15 +174,62 @@ class Cluster:
             done.set()
 
     async def stop_broker(self, broker_id: int) -> None:
-        """Stop one broker (its logs are closed) and move leadership off it, as the controller
-        does when a broker fails."""
+        """Stop one broker cleanly, as a controlled shutdown does: leadership moves off it first (the
+        controller's ``onBrokerFailure`` for a broker that asked to shut down), then it stops (its logs closed)."""
         scope = self._scopes.get(broker_id)
         if scope is None:
             return
+        self.shared.heartbeats.forget(broker_id)
+        moved = self.metadata.broker_stopped(broker_id)
         scope.cancel()
         await self._stopped[broker_id].wait()
-        moved = self.metadata.broker_stopped(broker_id)
         log.info("cluster: broker %d stopped; %d partition leader(s) moved", broker_id, len(moved))
+
+    async def crash_broker(self, broker_id: int) -> None:
+        """Crash one broker: it stops at once, with no controlled shutdown, and its in-memory state is lost
+        (its data dir is kept).  It stays registered, leader of its partitions and in their ISRs, until the
+        controller fences it after ``broker.session.timeout.ms`` without a heartbeat; then leadership moves."""
+        broker = self.brokers.get(broker_id)
+        scope = self._scopes.get(broker_id)
+        if broker is None or scope is None:
+            return
+        broker.crashed = True
+        scope.cancel()
+        await self._stopped[broker_id].wait()
+        log.info("cluster: broker %d crashed; fenced when its session (%d ms) expires", broker_id,
+                 self.configs[broker_id].broker_session_timeout_ms)
+
+    def fence_stale_brokers(self) -> list[int]:
+        """The controller's check: fence every registered broker whose session expired (no heartbeat for
+        ``broker.session.timeout.ms``), moving its leadership; returns the brokers fenced."""
+        stale = self.shared.heartbeats.stale(self.clock.time_ms(), self.base_config.broker_session_timeout_ms,
+                                             list(self.metadata.live))
+        for broker_id in stale:
+            self.shared.heartbeats.forget(broker_id)
+            moved = self.metadata.broker_stopped(broker_id)
+            log.info("cluster: broker %d fenced (no heartbeat for %d ms); %d partition leader(s) moved", broker_id,
+                     self.base_config.broker_session_timeout_ms, len(moved))
+        return stale
+
+    async def _leader_balancing_loop(self) -> None:
+        """``auto.leader.rebalance.enable``: every ``leader.imbalance.check.interval.seconds``, preferred
+        leaders back where they are live and in sync (:meth:`ClusterMetadata.balance_leaders`)."""
+        while True:
+            await trio.sleep(self.base_config.leader_imbalance_check_interval_seconds)
+            elected = self.metadata.balance_leaders()
+            if elected:
+                log.info("cluster: %d preferred leader(s) elected", len(elected))
+
+    async def _fencing_loop(self) -> None:
+        """Run :meth:`fence_stale_brokers` a few times per session timeout.  Each check waits one more turn
+        of the loop first, so that heartbeats due in the same turn (after the process stalled: the brokers share
+        its loop) are taken before it: a stalled process does not fence its running brokers."""
+        interval = max(min(self.base_config.broker_session_timeout_ms / 4,
+                           self.base_config.broker_heartbeat_interval_ms) / 1000, 0.001)
+        while True:
+            await trio.sleep(interval)
+            await trio.lowlevel.checkpoint()
+            self.fence_stale_brokers()
 
     async def restart_broker(self, broker_id: int) -> Broker:
         await self.stop_broker(broker_id)

@@ -35,7 +35,9 @@ class ConfigError(StartupError, ValueError):
 
 # Lower bounds Kafka's ConfigDef validates (``atLeast``) for the keys where nonsense would break the broker.
 _AT_LEAST = {
-    "num_partitions": 1, "default_replication_factor": 1, "message_max_bytes": 0, "socket_request_max_bytes": 1,
+    "num_partitions": 1, "default_replication_factor": 1, "broker_heartbeat_interval_ms": 1,
+    "broker_session_timeout_ms": 1, "leader_imbalance_check_interval_seconds": 0.001, "message_max_bytes": 0,
+    "socket_request_max_bytes": 1,
     "log_segment_bytes": 14, "log_cleaner_threads": 0, "log_cleaner_backoff_ms": 0,
     "log_cleaner_dedupe_buffer_size": 24, "log_cleaner_delete_retention_ms": 0, "log_cleaner_min_compaction_lag_ms": 0,
     "log_cleaner_max_compaction_lag_ms": 1, "log_message_timestamp_before_max_ms": 0,
@@ -186,6 +188,14 @@ class BrokerConfig:
     replica_fetch_response_max_bytes: int = 10485760
     replica_fetch_backoff_ms: int = 1000
     replica_lag_time_max_ms: int = 30000
+    # KRaft broker liveness: a broker heartbeats every interval; the controller fences one silent for the timeout.
+    broker_heartbeat_interval_ms: int = 2000
+    broker_session_timeout_ms: int = 9000
+    # The controller's leader elections: unclean ones (a replica out of the ISR) only when enabled (topic config
+    # of the same name overrides); preferred leaders given back every check interval (KRaft's leader balancing).
+    unclean_leader_election_enable: bool = False
+    auto_leader_rebalance_enable: bool = True
+    leader_imbalance_check_interval_seconds: float = 300.0
     replica_socket_timeout_ms: int = 30000
     # Fetch version the replica fetcher sends: Kafka picks it from
     # inter.broker.protocol.version; 8 is what a 2.0 broker sends (6 = no sessions).
@@ -430,6 +440,11 @@ class BrokerConfig:
         "replica.fetch.response.max.bytes": "replica_fetch_response_max_bytes",
         "replica.fetch.backoff.ms": "replica_fetch_backoff_ms",
         "replica.lag.time.max.ms": "replica_lag_time_max_ms",
+        "broker.heartbeat.interval.ms": "broker_heartbeat_interval_ms",
+        "broker.session.timeout.ms": "broker_session_timeout_ms",
+        "unclean.leader.election.enable": "unclean_leader_election_enable",
+        "auto.leader.rebalance.enable": "auto_leader_rebalance_enable",
+        "leader.imbalance.check.interval.seconds": "leader_imbalance_check_interval_seconds",
         "replica.socket.timeout.ms": "replica_socket_timeout_ms",
         "replica.fetch.request.version": "replica_fetch_request_version",
         "quota.window.size.seconds": "quota_window_size_seconds",

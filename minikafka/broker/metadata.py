@@ -102,8 +102,11 @@ class ClusterMetadata:
     FILE = "cluster-metadata.json"
 
     def __init__(self, broker_ids: list[int], data_dir: Path | None = None, *,
-                 max_partitions: int = DEFAULT_MAX_PARTITIONS, offsets_topic_partitions: int = 50) -> None:
+                 max_partitions: int = DEFAULT_MAX_PARTITIONS, offsets_topic_partitions: int = 50,
+                 unclean_leader_election: bool = False) -> None:
         self.broker_ids = list(broker_ids)
+        # The broker default of unclean.leader.election.enable (a topic's own config overrides it).
+        self.unclean_leader_election = unclean_leader_election
         self.offsets_topic_partitions = offsets_topic_partitions  # offsets.topic.num.partitions
         self.data_dir = data_dir
         self.max_partitions = max_partitions  # partition replicas the cluster may hold (minikafka.max.partitions)
@@ -266,27 +269,45 @@ class ClusterMetadata:
 
     # -- changes -----------------------------------------------------------
     def _assign(self, start: int, count: int, rf: int) -> list[list[int]]:
-        """Kafka's rack-unaware assignment (``assignReplicasToBrokersRackUnaware``).
+        """Kafka's rack-unaware assignment (``assignReplicasToBrokersRackUnaware``) over the brokers new
+        replicas can go to (:meth:`placement_brokers`: as KRaft's replica placer, only unfenced ones).
 
         Deliberate difference: the random start index and replica shift are both 0,
         so assignments are deterministic.  The first replica of partition p is broker
         p mod n; the others follow it with a shift that grows every n partitions.
         """
-        n = len(self.broker_ids)
+        ids = self.placement_brokers()
+        n = len(ids)
         out = []
         for p in range(start, start + count):
             first = p % n
             shift = p // n
-            replicas = [self.broker_ids[first]]
+            replicas = [ids[first]]
             for j in range(rf - 1):
-                replicas.append(self.broker_ids[(first + 1 + (shift + j) % (n - 1)) % n])
+                replicas.append(ids[(first + 1 + (shift + j) % (n - 1)) % n])
             out.append(replicas)
         return out
+
+    def placement_brokers(self) -> list[int]:
+        """The brokers new replicas are placed on, by id: the running (registered, unfenced) ones, or every
+        configured broker while none has started."""
+        live = sorted(b for b in self.live if b in self.broker_ids)
+        return live if live else list(self.broker_ids)
 
     @property
     def usable_brokers(self) -> int:
         """Brokers new replicas can be placed on: the live ones (all registered before any started)."""
-        return len(self.live) if self.live else len(self.broker_ids)
+        return len(self.placement_brokers())
+
+    def _check_replication_factor(self, rf: int) -> None:
+        """INVALID_REPLICATION_FACTOR when fewer brokers than ``rf`` can take new replicas (Kafka's message)."""
+        usable = self.usable_brokers
+        if rf > usable:
+            raise MetadataError(
+                ErrorCode.INVALID_REPLICATION_FACTOR,
+                f"Unable to replicate the partition {rf} time(s): The target replication factor of {rf} cannot "
+                f"be reached because only {usable} broker(s) are registered.",
+            )
 
     def check_capacity(self, new_replicas: int) -> None:
         """POLICY_VIOLATION when ``new_replicas`` more would exceed ``minikafka.max.partitions``."""
@@ -319,14 +340,7 @@ class ClusterMetadata:
             raise MetadataError(ErrorCode.POLICY_VIOLATION, EXCESSIVE_PARTITIONS)
         if replication_factor <= 0:
             raise MetadataError(ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0.")
-        usable = self.usable_brokers
-        if replication_factor > usable:
-            raise MetadataError(
-                ErrorCode.INVALID_REPLICATION_FACTOR,
-                f"Unable to replicate the partition {replication_factor} time(s): "
-                f"The target replication factor of {replication_factor} cannot be reached because only "
-                f"{usable} broker(s) are registered.",
-            )
+        self._check_replication_factor(replication_factor)
         self.check_capacity(num_partitions * replication_factor)
 
     def create_topic(
@@ -385,10 +399,8 @@ class ClusterMetadata:
         if new_total - current > MAX_RECORDS_PER_USER_OP:
             raise MetadataError(ErrorCode.POLICY_VIOLATION, EXCESSIVE_BATCH)
         rf = topic.replication_factor
-        if not assignments and not self.broker_ids:  # every broker was unregistered (UnregisterBroker)
-            raise MetadataError(ErrorCode.INVALID_REPLICATION_FACTOR,
-                                f"Unable to replicate the partition {rf} time(s): The target replication factor of "
-                                f"{rf} cannot be reached because only 0 broker(s) are registered.")
+        if not assignments:  # placed on the running brokers (none when every one was unregistered)
+            self._check_replication_factor(rf)
         self.check_capacity((new_total - current) * rf)
         if assignments:
             if len(assignments) != new_total - current:
@@ -437,10 +449,17 @@ class ClusterMetadata:
             return
         self.persist()
 
+    def unclean_allowed(self, topic: TopicMetadata) -> bool:
+        """Whether a replica out of the ISR may lead ``topic``'s partitions when no in-sync one is live: the
+        topic's ``unclean.leader.election.enable``, else the broker default."""
+        value = topic.configs.get("unclean.leader.election.enable")
+        return self.unclean_leader_election if value is None else str(value).strip().lower() == "true"
+
     def broker_stopped(self, broker_id: int) -> list[tuple[str, int]]:
         """Controller ``onBrokerFailure``: drop the broker from every ISR and move leadership
-        of its partitions to the first live in-sync replica with leader epoch + 1 (no unclean
-        election: with no live ISR member the partition goes offline, leader -1, ISR kept).
+        of its partitions to the first live in-sync replica with leader epoch + 1.  With no live ISR
+        member the partition goes offline (leader -1, ISR kept), unless unclean elections are allowed
+        (:meth:`unclean_allowed`): then its first live replica leads, the ISR just that one.
         Returns the partitions whose leader changed."""
         self.live.pop(broker_id, None)
         self.endpoints.pop(broker_id, None)
@@ -453,10 +472,15 @@ class ClusterMetadata:
                     continue
                 if pm.leader == broker_id:
                     candidates = [b for b in pm.isr if b != broker_id and b in self.live]
+                    unclean = [b for b in pm.replicas if b != broker_id and b in self.live]
                     pm.leader_epoch += 1
                     if candidates:
                         pm.leader = candidates[0]
                         pm.isr = [b for b in pm.isr if b != broker_id]
+                    elif unclean and self.unclean_allowed(topic):
+                        log.warning("unclean leader election: broker %d leads %s-%d, out of the ISR %s", unclean[0],
+                                    topic.name, pm.partition, pm.isr)
+                        pm.leader, pm.isr = unclean[0], [unclean[0]]
                     else:
                         pm.leader = -1  # offline; the ISR keeps its last member
                     moved.append((topic.name, pm.partition))
@@ -498,7 +522,11 @@ class ClusterMetadata:
                        endpoints: dict[str, tuple[str, int]] | None = None) -> None:
         """A broker registered at ``host:port`` (its inter-broker listener) and, per listener name, the
         advertised ``endpoints``: offline partitions whose ISR holds it get it as leader (epoch + 1).  A broker
-        that was unregistered (UnregisterBroker) registers again."""
+        that was unregistered (UnregisterBroker) registers again.  A broker registering while its previous
+        registration is still live (it crashed and came back before its session expired) has that one fenced
+        first, as KRaft fences a broker's old incarnation: its leadership moves to other in-sync replicas."""
+        if broker_id in self.live:
+            self.broker_stopped(broker_id)
         if broker_id not in self.broker_ids:
             self.broker_ids = sorted([*self.broker_ids, broker_id])
         self.metadata_offset += 1  # its RegisterBrokerRecord
@@ -513,10 +541,18 @@ class ClusterMetadata:
         changed: set[str] = set()
         for topic in self.topics.values():
             for pm in topic.partitions:
-                if pm.leader == -1 and broker_id in pm.isr:
+                if pm.leader != -1 or broker_id not in pm.replicas:
+                    continue
+                if broker_id in pm.isr:
                     pm.leader = broker_id
-                    pm.leader_epoch += 1
-                    changed.add(topic.name)
+                elif self.unclean_allowed(topic):  # an offline partition's replica out of the ISR
+                    log.warning("unclean leader election: broker %d leads %s-%d, out of the ISR %s", broker_id,
+                                topic.name, pm.partition, pm.isr)
+                    pm.leader, pm.isr = broker_id, [broker_id]
+                else:
+                    continue
+                pm.leader_epoch += 1
+                changed.add(topic.name)
         if changed:
             self.persist()
         for name in sorted(changed):
@@ -582,6 +618,17 @@ class ClusterMetadata:
         pm.leader, pm.isr = leader, list(isr)
         pm.leader_epoch += 1
         return ErrorCode.NONE, None
+
+    def balance_leaders(self) -> list[tuple[str, int]]:
+        """KRaft's leader balancing (``auto.leader.rebalance.enable``): every partition whose preferred (first)
+        replica is live and in sync but does not lead gets it back as leader (a preferred election, epoch + 1).
+        Returns the partitions elected."""
+        wanted = [(topic.name, pm.partition) for topic in self.topics.values() for pm in topic.partitions
+                  if pm.replicas and pm.leader != pm.replicas[0] and self._valid_leader(pm.replicas[0], pm.isr)]
+        if not wanted:
+            return []
+        results = self.elect_leaders(wanted)
+        return [tp for tp, (code, _) in zip(wanted, results, strict=True) if code == ErrorCode.NONE]
 
     def broker_endpoints(self, broker_id: int) -> dict[str, Node]:
         """The listeners of a running broker (listener name -> its advertised address); empty when it is

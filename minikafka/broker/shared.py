@@ -29,6 +29,7 @@ from .faults import FaultInjector
 from .features import FeatureControlManager, FeaturesError
 from .groups import GroupCoordinator
 from .groups.group_config import GroupConfigManager
+from .heartbeats import BrokerHeartbeatManager
 from .log.cleaner_manager import CleanerTarget, LogCleaner
 from .metadata import ClusterMetadata
 from .producer_state import ProducerIdManager
@@ -62,6 +63,7 @@ class SharedServices:
     share: ShareGroupServices  # KIP-932 share groups, built on first use
     client_metrics_configs: ClientMetricsConfigStore  # KIP-714 subscriptions, <data_dir>/client-metrics-configs.json
     client_telemetry: ClientTelemetryStore  # what clients pushed to any broker
+    heartbeats: BrokerHeartbeatManager  # the brokers' sessions with the controller (the cluster fences stale ones)
 
     @classmethod
     def create(cls, config: BrokerConfig, data_dir: Path | None, broker_ids: list[int], clock: Clock,
@@ -69,7 +71,8 @@ class SharedServices:
         """Build the services of brokers ``broker_ids`` configured by ``config``, their state in ``data_dir``
         (memory without one).  ConfigError / StartupError when a setting or a saved file is not valid."""
         metadata = ClusterMetadata(broker_ids, data_dir, max_partitions=config.max_partitions,
-                                   offsets_topic_partitions=config.offsets_topic_num_partitions)
+                                   offsets_topic_partitions=config.offsets_topic_num_partitions,
+                                   unclean_leader_election=config.unclean_leader_election_enable)
         group_coordinator = GroupCoordinator(config, data_dir, wall_clock=clock)
         producer_ids = ProducerIdManager()
         features = open_features(config, data_dir)
@@ -86,7 +89,7 @@ class SharedServices:
                    delegation_tokens=delegation_tokens, acls=acls, group_configs=group_configs,
                    share=share,
                    client_metrics_configs=ClientMetricsConfigStore(data_dir),
-                   client_telemetry=ClientTelemetryStore(clock))
+                   client_telemetry=ClientTelemetryStore(clock), heartbeats=BrokerHeartbeatManager())
 
     async def start(self, nursery: trio.Nursery, config: BrokerConfig) -> None:
         """Run the coordinators in ``nursery`` (once per process: by the lone broker or the cluster), and

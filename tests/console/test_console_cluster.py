@@ -32,9 +32,9 @@ def test_cluster_page_stops_and_restarts_a_broker(cluster: ClusterThread, page: 
     assert page.locator("#cluster-id").inner_text() == "minikafka-cluster-0000"
     assert [state_of(page, i) for i in range(3)] == ["running"] * 3
     assert page.locator("#partitions tbody tr").count() == 3
-    # Every broker offers a stop, none a start (all running); the cluster offers no other control today.
+    # Every broker offers a stop and a crash, none a start (all running).
     actions = page.eval_on_selector_all("#brokers button.mk-action", "bs => bs.map(b => b.dataset.action)")
-    assert sorted(actions) == ["stop"] * 3
+    assert sorted(actions) == ["crash"] * 3 + ["stop"] * 3
 
     page.click("#brokers button[data-broker='2'][data-action='stop']")
     page.wait_for_selector("#brokers tbody tr:nth-child(3) :text('stopped')")
@@ -52,6 +52,14 @@ def test_cluster_page_stops_and_restarts_a_broker(cluster: ClusterThread, page: 
     # The restarted follower catches up and rejoins the ISR.
     page.wait_for_function("""() => [...document.querySelectorAll('#partitions tbody tr')].every(
         r => r.cells[6].textContent.includes('no'))""", timeout=30_000)
+
+    # A crash: the broker is gone at once, still registered (not fenced) until its session expires.
+    page.click("#brokers button[data-broker='1'][data-action='crash']")
+    page.wait_for_selector("#brokers tbody tr:nth-child(2) :text('stopped')")
+    assert cluster.running_brokers == [0, 2] and 1 in cluster.cluster.metadata.live
+    page.click("#brokers button[data-broker='1'][data-action='start']")
+    page.wait_for_selector("#brokers tbody tr:nth-child(2) :text('running')")
+    assert cluster.running_brokers == [0, 1, 2]
 
 
 def test_cluster_controls_refuse_bad_requests(cluster: ClusterThread) -> None:
