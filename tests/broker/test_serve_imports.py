@@ -10,7 +10,6 @@ The test runs the real command in a subprocess, waits until it says it is ready,
 from __future__ import annotations
 
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -42,18 +41,13 @@ runpy.run_module("minikafka", run_name="__main__", alter_sys=True)
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def serve_until_ready(tmp_path: Path, report: str, *args: str) -> str:
     """Run the real ``minikafka serve [args]`` until it says it is ready, stop it with Ctrl-C (SIGINT) and
     return ``report`` (a Python expression over ``sys`` and ``gc``) as it evaluated when the process exited."""
     out, log = tmp_path / "report.txt", tmp_path / "stdout.txt"
     with log.open("w") as stdout:
-        proc = subprocess.Popen([sys.executable, "-c", RUN, str(out), report, str(_free_port()), *args],
+        # --port 0: free ports for every broker (a free port P said nothing of P + 1, the second broker's)
+        proc = subprocess.Popen([sys.executable, "-c", RUN, str(out), report, "0", *args],
                                 stdout=stdout, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
     try:
         wait_for(lambda: proc.poll() is not None or "ready on" in log.read_text(), timeout=60,
