@@ -108,6 +108,8 @@ def test_fetch_long_polls_near_max_wait(client_run: CaptureRun, results: dict[st
     assert int(row.max_wait_ms) == wait
     assert row.at_max_wait >= 3  # the consumer long-polled ~1 s with nothing left
     assert row.fraction_at_max_wait == pytest.approx(row.at_max_wait / row.requests)
-    assert 0.95 * wait <= row.p50_ms_at_max_wait <= row.max_ms_at_max_wait < wait + 100
+    # Long polls answered at (or, on a loaded machine, after) their max wait: no upper bound, which would
+    # measure the machine's speed rather than the analysis.
+    assert 0.95 * wait <= row.p50_ms_at_max_wait <= row.max_ms_at_max_wait
     assert row.requests_early >= 1 and row.max_ms_early < wait  # the fetches that found records
     assert row.p50_ms <= row.p99_ms <= row.max_ms
