@@ -822,18 +822,14 @@ class RecordDecoder:
         Fetch v13+ and the share requests name) for ``partitions``; Metadata and CreateTopics for
         ``topics``.  The others give no rows there.
         """
-        decode = self._decode
-        fast = fast_rows if self.fast else None
-        source = self.source
+        decode, fast = self._decode, self._fast
         if table == "requests":
             request_row = self._request_row
             for r in records:
-                key = r.api_key
-                if fast is not None and (key == _PRODUCE or key == _FETCH):
-                    rows = fast(r, source)
-                    if rows is not None:
-                        yield rows[0]
-                        continue
+                rows = fast(r)
+                if rows is not None:
+                    yield rows[0]
+                    continue
                 req, resp, err, req_body, resp_body = decode(r)
                 if resp is not None and r.api_key in _TOPIC_APIS:
                     self._topic_rows(r, resp)
@@ -844,11 +840,10 @@ class RecordDecoder:
                 key = r.api_key
                 if key not in _PARTITION_APIS:
                     continue
-                if fast is not None and (key == _PRODUCE or key == _FETCH):
-                    rows = fast(r, source)
-                    if rows is not None:
-                        yield from rows[1]
-                        continue
+                rows = fast(r)
+                if rows is not None:
+                    yield from rows[1]
+                    continue
                 req, resp, _err, _q, _a = decode(r)
                 if key in _TOPIC_APIS:
                     if resp is not None:
@@ -876,18 +871,15 @@ class RecordDecoder:
         """(table, row) for the rows of all three tables, every record decoded once: a record's topic rows
         (Metadata, CreateTopics), then its ``requests`` row, then its ``partitions`` rows -- the rows the
         three :meth:`iter_rows` passes give, each table's in the same order."""
+        fast = self._fast
         with self._counts_per_record() as memo:
-            fast = fast_rows if self.fast else None
-            source = self.source
             for r in records:
-                key = r.api_key
-                if fast is not None and (key == _PRODUCE or key == _FETCH):
-                    rows = fast(r, source)
-                    if rows is not None:
-                        yield "requests", rows[0]
-                        for row in rows[1]:
-                            yield "partitions", row
-                        continue
+                rows = fast(r)
+                if rows is not None:
+                    yield "requests", rows[0]
+                    for row in rows[1]:
+                        yield "partitions", row
+                    continue
                 yield from self._decoded_rows(r, memo)
 
     def iter_all_chunks(self, records: Iterable[CaptureRecord], size: int) -> Iterator[tuple[str, list[tuple]]]:
@@ -897,12 +889,10 @@ class RecordDecoder:
         straight into the lists, with no (table, row) pair per row."""
         pending: dict[str, list[tuple]] = {t: [] for t in ALL_KINDS}
         req, part = pending["requests"], pending["partitions"]
-        fast = fast_rows if self.fast else None
-        source = self.source
+        fast = self._fast
         with self._counts_per_record() as memo:
             for r in records:
-                key = r.api_key
-                rows = fast(r, source) if fast is not None and (key == _PRODUCE or key == _FETCH) else None
+                rows = fast(r)
                 if rows is not None:
                     req.append(rows[0])
                     if rows[1]:
@@ -920,6 +910,14 @@ class RecordDecoder:
         for table, got in pending.items():
             if got:
                 yield table, got
+
+    def _fast(self, r: CaptureRecord) -> tuple[tuple, list[tuple]] | None:
+        """:func:`.fastrows.fast_rows` of a Produce or Fetch record (its ``requests`` row, its ``partitions``
+        rows) when the fast path is on; None for any other record, or one the general decoder must make."""
+        key = r.api_key
+        if self.fast and (key == _PRODUCE or key == _FETCH):
+            return fast_rows(r, self.source)
+        return None
 
     @contextlib.contextmanager
     def _counts_per_record(self) -> Iterator[dict]:

@@ -179,8 +179,7 @@ class Cluster:
         scope = self._scopes.get(broker_id)
         if scope is None:
             return
-        self.shared.heartbeats.forget(broker_id)
-        moved = self.metadata.broker_stopped(broker_id)
+        moved = self.metadata.broker_stopped(broker_id)  # its session ends as it leaves (Broker._leave)
         scope.cancel()
         await self._stopped[broker_id].wait()
         log.info("cluster: broker %d stopped; %d partition leader(s) moved", broker_id, len(moved))

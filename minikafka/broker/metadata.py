@@ -90,6 +90,13 @@ def topic_from_json(d: dict) -> TopicMetadata:
     )
 
 
+def _lead_out_of_isr(topic: str, pm: PartitionMetadata, broker_id: int) -> None:
+    """An unclean election's outcome: ``broker_id``, a replica out of the ISR, leads; the ISR is just it."""
+    log.warning("unclean leader election: broker %d leads %s-%d, out of the ISR %s", broker_id, topic,
+                pm.partition, pm.isr)
+    pm.leader, pm.isr = broker_id, [broker_id]
+
+
 class ClusterMetadata:
     """The topic registry, persisted to ``<data_dir>/cluster-metadata.json`` when a data dir is set.
 
@@ -478,9 +485,7 @@ class ClusterMetadata:
                         pm.leader = candidates[0]
                         pm.isr = [b for b in pm.isr if b != broker_id]
                     elif unclean and self.unclean_allowed(topic):
-                        log.warning("unclean leader election: broker %d leads %s-%d, out of the ISR %s", unclean[0],
-                                    topic.name, pm.partition, pm.isr)
-                        pm.leader, pm.isr = unclean[0], [unclean[0]]
+                        _lead_out_of_isr(topic.name, pm, unclean[0])
                     else:
                         pm.leader = -1  # offline; the ISR keeps its last member
                     moved.append((topic.name, pm.partition))
@@ -546,9 +551,7 @@ class ClusterMetadata:
                 if broker_id in pm.isr:
                     pm.leader = broker_id
                 elif self.unclean_allowed(topic):  # an offline partition's replica out of the ISR
-                    log.warning("unclean leader election: broker %d leads %s-%d, out of the ISR %s", broker_id,
-                                topic.name, pm.partition, pm.isr)
-                    pm.leader, pm.isr = broker_id, [broker_id]
+                    _lead_out_of_isr(topic.name, pm, broker_id)
                 else:
                     continue
                 pm.leader_epoch += 1
