@@ -26,8 +26,9 @@ def _serve_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--node-id", type=int, default=None, help="broker id (default 0)")
     p.add_argument("--brokers", type=int, default=1, metavar="N",
                    help="run a cluster of N brokers (ids 0..N-1, ports port..port+N-1, logs in "
-                        "<data-dir>/broker-<id>); type 'stop ID', 'crash ID', 'start ID' or 'status' on stdin to "
-                        "stop, crash and restart brokers (SIGUSR1 stops the highest running one, SIGUSR2 restarts "
+                        "<data-dir>/broker-<id>); type 'stop ID', 'crash ID', 'start ID', 'pause ID', 'resume ID', "
+                        "'isolate ID', 'partition 0 | 1 2 controller [for SECONDS]', 'heal' or 'status' on stdin to "
+                        "play failures (SIGUSR1 stops the highest running one, SIGUSR2 restarts "
                         "the stopped ones) (default 1)")
     p.add_argument("--data-dir", type=Path, default=None,
                    help="directory for logs and state (default: none, everything in memory)")
@@ -144,7 +145,7 @@ async def _serve(cfg: BrokerConfig, http_port: int | None = None, http_host: str
 
 
 async def _cluster_commands(cluster, stdin: trio.abc.ReceiveStream) -> None:
-    """Read ``stop ID`` / ``crash ID`` / ``start ID`` / ``status`` lines from stdin until it closes."""
+    """Read cluster commands (:mod:`minikafka.tools.cluster_commands`) from stdin until it closes."""
     try:
         await _read_commands(cluster, stdin)
     finally:
@@ -152,12 +153,9 @@ async def _cluster_commands(cluster, stdin: trio.abc.ReceiveStream) -> None:
             await stdin.aclose()  # FdStream restores the descriptor's blocking mode
 
 
-#: The cluster's stdin commands, as its help line tells them.
-COMMANDS = "commands: stop ID (controlled shutdown) | crash ID (no shutdown: fenced when its session expires) | " \
-    "start ID | status"
-
-
 async def _read_commands(cluster, stdin: trio.abc.ReceiveStream) -> None:
+    from .tools.cluster_commands import run_command
+
     buf = b""
     while True:
         data = await stdin.receive_some(4096)
@@ -166,29 +164,8 @@ async def _read_commands(cluster, stdin: trio.abc.ReceiveStream) -> None:
         buf += data
         while b"\n" in buf:
             line, buf = buf.split(b"\n", 1)
-            words = line.decode(errors="replace").split()
-            try:
-                if len(words) == 2 and words[0] in ("stop", "crash", "start") and int(words[1]) in cluster.configs:
-                    bid = int(words[1])
-                    if words[0] == "stop":
-                        await cluster.stop_broker(bid)
-                        print(f"minikafka: stopped broker {bid}", flush=True)
-                    elif words[0] == "crash":
-                        await cluster.crash_broker(bid)
-                        print(f"minikafka: crashed broker {bid}", flush=True)
-                    else:
-                        await cluster.start_broker(bid)
-                        print(f"minikafka: started broker {bid}", flush=True)
-                elif words == ["status"]:
-                    for name, topic in sorted(cluster.metadata.topics.items()):
-                        for p in topic.partitions:
-                            print(f"{name}-{p.partition}: leader {p.leader} epoch {p.leader_epoch} "
-                                  f"replicas {p.replicas} isr {p.isr}", flush=True)
-                    print(f"running brokers: {sorted(cluster.brokers)}", flush=True)
-                elif words:
-                    print(COMMANDS, flush=True)
-            except ValueError:
-                print(COMMANDS, flush=True)
+            for out in await run_command(cluster, line.decode(errors="replace")):
+                print(out, flush=True)
 
 
 async def _serve_cluster(cfg: BrokerConfig, n: int, http_port: int | None = None,

@@ -135,12 +135,17 @@ def minikafka_broker(_minikafka_broker_service: BrokerThread) -> Iterator[Broker
 @pytest.fixture
 def minikafka_cluster(_minikafka_cluster_service: ClusterThread) -> Iterator[ClusterThread]:
     """A running minikafka cluster: ``.bootstrap``, ``.stop_broker(id)``, ``.crash_broker(id)``, ``.start_broker(id)``,
-    ``.move_leader(topic, partition, id)``, ``.faults``, ``.capture_dir``."""
+    ``.pause_broker(id)``, ``.resume_broker(id)``, ``.partition_network(sides..)``, ``.isolate_broker(id)``,
+    ``.heal_network()``, ``.move_leader(topic, partition, id)``, ``.faults``, ``.capture_dir``; after each test
+    the network is healed, paused brokers resumed and stopped ones started."""
     cluster = _minikafka_cluster_service
     try:
         yield cluster
     finally:
         cluster.faults.clear()
+        cluster.heal_network()
+        for broker_id in cluster.broker_ids:
+            cluster.resume_broker(broker_id)
         for broker_id in cluster.broker_ids:
             if broker_id not in cluster.running_brokers:
                 cluster.start_broker(broker_id)

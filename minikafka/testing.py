@@ -244,6 +244,32 @@ class ClusterThread(_LoopThread):
     def start_broker(self, broker_id: int) -> None:
         self.run(self.cluster.start_broker, broker_id)
 
+    def pause_broker(self, broker_id: int) -> None:
+        """Pause a broker, as SIGSTOP does: it answers nothing and heartbeats no more (fenced when its session
+        expires) until :meth:`resume_broker`."""
+        self.call(self.cluster.pause_broker, broker_id)
+
+    def resume_broker(self, broker_id: int) -> None:
+        """Resume a paused broker: it catches up with the metadata it missed before answering."""
+        self.call(self.cluster.resume_broker, broker_id)
+
+    def partition_network(self, *sides: list[int | str], heal_after_s: float | None = None) -> int:
+        """Cut the links between ``sides`` (broker ids, ``"controller"``, ``"clients"``), e.g.
+        ``partition_network([0], [1, 2, "controller"])``; returns the partition's id for :meth:`heal_network`."""
+        return self.call(lambda: self.cluster.partition_network(list(sides), heal_after_s).id)
+
+    def isolate_broker(self, broker_id: int, heal_after_s: float | None = None) -> int:
+        """Cut a broker off from the other brokers, the controller and the clients; returns the partition's id."""
+        return self.call(lambda: self.cluster.isolate_broker(broker_id, heal_after_s).id)
+
+    def heal_network(self, partition_id: int | None = None) -> None:
+        """Heal one network partition (all without an id)."""
+        self.call(self.cluster.heal_network, partition_id)
+
+    def broker_state(self, broker_id: int) -> str:
+        """``running``, ``paused``, ``partitioned``, ``crashed`` (not yet fenced) or ``stopped``."""
+        return self.call(self.cluster.broker_state, broker_id)
+
     def leader(self, topic: str, partition: int) -> int:
         return self.call(self.cluster.leader, topic, partition)
 

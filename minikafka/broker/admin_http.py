@@ -10,7 +10,14 @@ brokers' own Trio loop (so handlers read broker state without locks):
   (a :class:`~minikafka.broker.faults.FaultRule` as JSON, or a list of them),
   ``DELETE /v1/faults`` (all), ``DELETE /v1/faults/{id}``;
 * ``GET /v1/brokers``; for a cluster ``POST /v1/brokers/{id}/stop`` (a controlled shutdown),
-  ``/crash`` (none: fenced when its session expires) and ``/start``; ``GET /v1/partitions/{topic}`` and
+  ``/crash`` (none: fenced when its session expires), ``/start``, ``/pause`` and ``/resume`` (SIGSTOP and
+  SIGCONT), ``/isolate`` (cut off from everyone; optional ``{"heal_after_s": S}``) and ``/heal`` (every
+  network partition naming it);
+* ``GET /v1/network`` (paused brokers, network partitions), ``POST /v1/network/partitions`` with
+  ``{"sides": [[0], [1, 2, "controller"], ...], "heal_after_s": S}`` (links cut between the sides: broker
+  ids, ``"controller"``, ``"clients"``), ``DELETE /v1/network/partitions`` (heal all) and
+  ``DELETE /v1/network/partitions/{id}``;
+* ``GET /v1/partitions/{topic}`` and
   ``POST /v1/partitions/{topic}/{partition}/leader`` with ``{"broker": N}``
   (an operator's leader election: :meth:`ClusterMetadata.move_leader`);
 * ``GET /v1/client-metrics`` (and ``/v1/client-metrics/{client_instance_id}``): the KIP-714 metrics each
@@ -49,6 +56,7 @@ from .admin_target import AdminTarget
 from .broker import Broker
 from .cluster import Cluster
 from .console import console_routes
+from .console.api_cluster import heal_after_from, heal_from, partition_from
 from .console.api_faults import parse_rules
 from .console.auth import ConsoleAuth
 from .console.context import ConsoleContext, ConsoleError, api, read_json
@@ -109,7 +117,8 @@ def build_app(target: AdminTarget, host: str | None = None) -> Starlette:
         cluster = target.cluster
         configs = cluster.configs if cluster is not None else {b.node_id: b.config for b in running.values()}
         return {"cluster": cluster is not None, "controller": target.metadata.controller_id(),
-                "brokers": [{"id": i, "host": c.advertised, "port": c.port, "running": i in running}
+                "brokers": [{"id": i, "host": c.advertised, "port": c.port, "running": i in running,
+                             **({"state": cluster.broker_state(i)} if cluster is not None else {})}
                             for i, c in sorted(configs.items())]}
 
     def _cluster_broker(request: Request) -> tuple[Cluster, int]:
@@ -136,6 +145,50 @@ def build_app(target: AdminTarget, host: str | None = None) -> Starlette:
         cluster, broker_id = _cluster_broker(request)
         broker = await cluster.start_broker(broker_id)
         return {"id": broker_id, "running": True, "port": broker.port}
+
+    async def pause_broker(request: Request) -> Any:
+        cluster, broker_id = _cluster_broker(request)
+        try:
+            cluster.pause_broker(broker_id)
+        except KeyError:
+            raise ConsoleError(409, "BROKER_NOT_RUNNING", f"broker {broker_id} is not running") from None
+        return {"id": broker_id, "state": cluster.broker_state(broker_id)}
+
+    async def resume_broker(request: Request) -> Any:
+        cluster, broker_id = _cluster_broker(request)
+        cluster.resume_broker(broker_id)
+        return {"id": broker_id, "state": cluster.broker_state(broker_id)}
+
+    async def isolate_broker(request: Request) -> Any:
+        cluster, broker_id = _cluster_broker(request)
+        part = cluster.isolate_broker(broker_id, heal_after_from(await read_json(request)))
+        return JSONResponse(part.describe(trio.current_time()), status_code=201)
+
+    async def heal_broker(request: Request) -> Any:
+        cluster, broker_id = _cluster_broker(request)
+        return {"healed": [p.id for p in cluster.heal_broker(broker_id)]}
+
+    def _network_cluster(request: Request) -> Cluster:
+        cluster = target.cluster
+        if cluster is None:
+            raise ConsoleError(409, "NOT_A_CLUSTER", "a lone broker has no network to partition")
+        return cluster
+
+    async def network(request: Request) -> Any:
+        describe(request)
+        cluster = _network_cluster(request)
+        return {"paused": sorted(cluster.links.paused),
+                "partitions": [p.describe(trio.current_time()) for p in cluster.links.partitions.values()]}
+
+    async def add_network_partition(request: Request) -> Any:
+        alter(request)
+        cluster = _network_cluster(request)
+        part = partition_from(cluster, await read_json(request))
+        return JSONResponse(part.describe(trio.current_time()), status_code=201)
+
+    async def heal_network(request: Request) -> Any:
+        alter(request)
+        return {"healed": heal_from(_network_cluster(request), request.path_params.get("partition_id"))}
 
     async def partitions(request: Request) -> Any:
         name = request.path_params["topic"]
@@ -180,6 +233,14 @@ def build_app(target: AdminTarget, host: str | None = None) -> Starlette:
         v1("/v1/brokers/{broker_id:int}/stop", stop_broker, "POST"),
         v1("/v1/brokers/{broker_id:int}/crash", crash_broker, "POST"),
         v1("/v1/brokers/{broker_id:int}/start", start_broker, "POST"),
+        v1("/v1/brokers/{broker_id:int}/pause", pause_broker, "POST"),
+        v1("/v1/brokers/{broker_id:int}/resume", resume_broker, "POST"),
+        v1("/v1/brokers/{broker_id:int}/isolate", isolate_broker, "POST"),
+        v1("/v1/brokers/{broker_id:int}/heal", heal_broker, "POST"),
+        v1("/v1/network", network, "GET"),
+        v1("/v1/network/partitions", add_network_partition, "POST"),
+        v1("/v1/network/partitions", heal_network, "DELETE"),
+        v1("/v1/network/partitions/{partition_id:int}", heal_network, "DELETE"),
         v1("/v1/partitions/{topic}", partitions, "GET"),
         v1("/v1/partitions/{topic}/{partition:int}/leader", move_leader, "POST"),
         v1("/v1/client-metrics", client_metrics, "GET"),

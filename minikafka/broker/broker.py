@@ -65,6 +65,7 @@ from .services import BrokerServices, HandlerTimer, ShareGroupMembership, ShareG
 from .shared import SharedServices
 from .task_time import TaskTimeInstrument
 from .inter_broker import InterBrokerChannel, InterBrokerConnector
+from .network_links import CONTROLLER, NetworkLinks
 from .txn.verification import AddPartitionsToTxnManager
 
 if TYPE_CHECKING:
@@ -287,6 +288,10 @@ class Broker:
         self.faults = shared.faults
         self.metadata = shared.metadata
         self.group_coordinator = shared.group_coordinator
+        # A cluster's injected failures (a pause, cut links); None for a lone broker, which has neither.
+        self.links: NetworkLinks | None = shared.links if self.clustered else None
+        # Metadata changes made while this broker could not hear the controller, applied once it can.
+        self._missed_metadata: dict[tuple[str, str], None] = {}
         self.producer_ids = shared.producer_ids
         self.dynamic_config = DynamicBrokerConfig(self.node_id, shared.dynamic_configs)
         self.metrics_registry = Metrics(MetricConfig(samples=config.quota_window_num,
@@ -312,7 +317,9 @@ class Broker:
         self.replica_manager = ReplicaManager(self.node_id, config, self.metadata, clock=clock,
                                               delayed_fetch=self.delayed_fetch, delayed_produce=self.delayed_produce)
         # Connections to other brokers go through the inter-broker listener (TLS, SASL as it says).
-        self.inter_broker = InterBrokerConnector(config)
+        self.inter_broker = InterBrokerConnector(config, self.links, lambda: self.node_id)
+        if self.links is not None:
+            self.replica_manager.controller_reachable = self._controller_reachable
         # A lone broker leads every partition: its replica fetchers are built if one ever follows (see below).
         self._fetcher_manager: ReplicaFetcherManager | None = None
         if self.clustered:
@@ -357,7 +364,7 @@ class Broker:
                                    sasl=BrokerSaslMechanisms(config, self.scram_credentials, clock,
                                                              self.delegation_tokens),
                                    on_authenticated=self._on_authenticated,
-                                   on_closed=self._connection_closed)
+                                   on_closed=self._connection_closed, links=self.links)
         self.capture: TrafficRecorder | None = None  # while capturing (config.capture_dir, or start_capture)
         self._capture_running: tuple[RequestObserver, trio.CancelScope, trio.Event] | None = None
         self._nursery: trio.Nursery | None = None  # run()'s, for the captures it starts while running
@@ -409,7 +416,8 @@ class Broker:
             from .replica_fetcher import ReplicaFetcherManager
 
             manager = self._fetcher_manager = ReplicaFetcherManager(
-                self.node_id, self.config, self.metadata, self.replica_manager, self.follower_quota, self.inter_broker)
+                self.node_id, self.config, self.metadata, self.replica_manager, self.follower_quota, self.inter_broker,
+                self.links)
             if self._tasks is not None and self._joined:
                 manager.start(self._tasks)
         return self._fetcher_manager
@@ -643,18 +651,48 @@ class Broker:
         if self._fetcher_manager is not None:
             self._fetcher_manager.start(nursery)
         self.metadata.listeners.append(self._on_metadata_change)
+        if self.links is not None:
+            self.links.listeners.append(self._on_links_change)
         for topic in self.metadata.all_topics():
             self.apply_replication_throttles(topic.name)
+        self._register()
+        nursery.start_soon(self._isr_expiration_loop)
+        if self.clustered:
+            nursery.start_soon(self._heartbeat_loop)
+
+    def _register(self) -> None:
+        """Register with the controller (a new broker epoch) and take up what the metadata says this broker
+        leads and follows."""
         advertised = self.config.advertised_endpoints(self.server.bound_ports)
         inter_broker = self.config.inter_broker_endpoint(self.server.bound_ports)
         self.metadata.broker_started(self.node_id, inter_broker.host, inter_broker.port,
                                      endpoints={e.listener: (e.host, e.port) for e in advertised})
         self.replica_manager.apply_leadership()
-        nursery.start_soon(self._isr_expiration_loop)
-        if self.clustered:
-            nursery.start_soon(self._heartbeat_loop)
+
+    def _controller_reachable(self) -> bool:
+        """Whether this broker runs and reaches the controller (always, for a lone broker)."""
+        return self.links is None or self.links.reachable(self.node_id, CONTROLLER)
+
+    def _on_links_change(self) -> None:
+        """Back in touch with the controller after a pause or a network partition: first the metadata changes
+        this broker missed (it learns that it no longer leads, say), then, if the controller fenced it
+        meanwhile, a new registration, as a KRaft broker's heartbeat is answered by a re-registration; only
+        then are its requests served again (the links' waiters wake after their listeners)."""
+        if not self._joined or not self._controller_reachable():
+            return
+        missed, self._missed_metadata = self._missed_metadata, {}
+        for kind, name in missed:
+            self._on_metadata_change(kind, name)
+        if self.node_id not in self.metadata.live:
+            log.info("broker %d: back in touch with the controller after being fenced; registering again",
+                     self.node_id)
+            self._register()
+            self.shared.heartbeats.touch(self.node_id, self.clock.time_ms())
 
     def _leave(self) -> None:
+        if self.links is not None and self._on_links_change in self.links.listeners:
+            self.links.listeners.remove(self._on_links_change)
+        self._missed_metadata.clear()
         if self.shared.dynamic_configs.brokers.get(self.node_id) is self:
             del self.shared.dynamic_configs.brokers[self.node_id]
         self._joined = False
@@ -676,7 +714,11 @@ class Broker:
         self.metadata.endpoints.pop(self.node_id, None)
 
     def _on_metadata_change(self, kind: str, name: str) -> None:
-        """What LeaderAndIsr / UpdateMetadata requests tell a Kafka broker."""
+        """What LeaderAndIsr / UpdateMetadata requests tell a Kafka broker; kept for later while this broker is
+        paused or cut off from the controller (:meth:`_on_links_change`)."""
+        if self.links is not None and not self._controller_reachable():
+            self._missed_metadata[(kind, name)] = None
+            return
         rm = self.replica_manager
         if kind == "deleted":
             rm.remove_topic(name)
@@ -704,6 +746,8 @@ class Broker:
         broker (:class:`~minikafka.broker.heartbeats.BrokerHeartbeatManager`); a broker of a cluster only."""
         interval = max(self.config.broker_heartbeat_interval_ms / 1000, 0.001)
         while True:
+            if self.links is not None:  # none while paused or cut off from the controller
+                await self.links.wait_reachable(self.node_id, CONTROLLER)
             self.shared.heartbeats.touch(self.node_id, self.clock.time_ms())
             await trio.sleep(interval)
 
@@ -712,6 +756,8 @@ class Broker:
         interval = max(self.config.replica_lag_time_max_ms / 2000, 0.01)
         while True:
             await trio.sleep(interval)
+            if self.links is not None and self.links.active:
+                await self.links.wait_running(self.node_id)
             self.replica_manager.maybe_shrink_isr(self.clock.time_ms())
 
     async def _retention_loop(self) -> None:

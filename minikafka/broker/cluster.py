@@ -18,8 +18,18 @@ unfenced brokers only, as KRaft's replica placer does.  :meth:`Cluster.start_bro
 a follower that truncates via OffsetForLeaderEpoch before it fetches (a crashed one's old registration is
 fenced first).
 
+Failures are played on the brokers of the running process: :meth:`Cluster.pause_broker` stops one answering,
+sending, fetching and heartbeating, as ``SIGSTOP`` does (:meth:`Cluster.resume_broker`: ``SIGCONT``), and
+:meth:`Cluster.partition_network` cuts the links between sides of brokers, the controller and the clients
+(:meth:`Cluster.isolate_broker`: one broker from everyone), healed on request or after a time
+(:mod:`~minikafka.broker.network_links`: a request across a cut link goes unanswered, as with dropped packets).
+A paused or cut-off broker misses the controller's metadata; once it hears the controller again it applies what
+it missed (and registers again if it was fenced) before it serves a request, so it never acts on a stale
+leader epoch, and its AlterPartition requests (ISR changes) carry its leader epoch, refused when stale.
+
 Deliberate differences: no KRaft quorum (the metadata is one object every broker reads; heartbeats are method
-calls), no pause or network partition yet.  Leader elections: unclean ones (a replica out of the ISR) when a
+calls; request handlers of a cut-off broker still read the current metadata, where a Kafka broker would answer
+from its stale copy).  Leader elections: unclean ones (a replica out of the ISR) when a
 partition has no live in-sync replica and ``unclean.leader.election.enable`` allows it; preferred leaders
 back every ``leader.imbalance.check.interval.seconds`` (``auto.leader.rebalance.enable``, KRaft's leader
 balancing: no per-broker imbalance threshold); ElectLeaders on request.  Groups: FindCoordinator names
@@ -47,6 +57,7 @@ import trio
 from ..common import SYSTEM_CLOCK, Clock
 from .broker import Broker, check_data_dir, log_cleaner_for
 from .config import BrokerConfig, ConfigError, StartupError
+from .network_links import CLIENTS, CONTROLLER, NetworkPartition, NodeName
 from .recording import CaptureSupport
 from .security.listeners import ListenerError, parse_listeners
 from .services import HandlerTimer
@@ -84,6 +95,7 @@ class Cluster:
         self.faults = self.shared.faults  # one rule set for every broker (rules match by broker id)
         self.group_coordinator = self.shared.group_coordinator
         self.txn_coordinator = self.shared.txn_coordinator
+        self.links = self.shared.links  # paused brokers and network partitions
         _warn_if_brokers_unauthorized(base)
         # The coordinators' internal logs are compacted once for the cluster (each broker compacts its replicas).
         self.log_cleaner = log_cleaner_for(base, self.data_dir, clock)
@@ -137,6 +149,7 @@ class Cluster:
                 await self.shared.start(nursery, self.base_config)
                 await nursery.start(self.log_cleaner.run)
                 nursery.start_soon(self._fencing_loop)
+                nursery.start_soon(self._healing_loop)
                 if self.base_config.auto_leader_rebalance_enable:
                     nursery.start_soon(self._leader_balancing_loop)
                 for i in self.broker_ids:
@@ -182,6 +195,7 @@ class Cluster:
         moved = self.metadata.broker_stopped(broker_id)  # its session ends as it leaves (Broker._leave)
         scope.cancel()
         await self._stopped[broker_id].wait()
+        self.links.forget(broker_id)  # a pause ends with the process
         log.info("cluster: broker %d stopped; %d partition leader(s) moved", broker_id, len(moved))
 
     async def crash_broker(self, broker_id: int) -> None:
@@ -195,8 +209,73 @@ class Cluster:
         broker.crashed = True
         scope.cancel()
         await self._stopped[broker_id].wait()
+        self.links.forget(broker_id)
         log.info("cluster: broker %d crashed; fenced when its session (%d ms) expires", broker_id,
                  self.configs[broker_id].broker_session_timeout_ms)
+
+    # -- pauses and network partitions -------------------------------------------------------------------------
+    def pause_broker(self, broker_id: int) -> None:
+        """Pause a running broker, as ``SIGSTOP`` does: it handles no request and writes no response (its
+        clients' requests wait, unanswered), fetches nothing, and sends no heartbeat, so the controller fences it
+        after ``broker.session.timeout.ms``.  KeyError: not running."""
+        if broker_id not in self.brokers:
+            raise KeyError(f"broker {broker_id} is not running")
+        self.links.pause(broker_id)
+        log.info("cluster: broker %d paused", broker_id)
+
+    def resume_broker(self, broker_id: int) -> None:
+        """Resume a paused broker (``SIGCONT``): it first applies the metadata it missed (and registers again if
+        it was fenced), then answers what waited."""
+        if broker_id in self.links.paused:
+            self.links.resume(broker_id)
+            log.info("cluster: broker %d resumed", broker_id)
+
+    def partition_network(self, sides: list[list[NodeName]], heal_after_s: float | None = None
+                          ) -> NetworkPartition:
+        """Cut every link between nodes of different ``sides`` (broker ids, ``"controller"``, ``"clients"``),
+        in both directions, until :meth:`heal_network` or for ``heal_after_s`` seconds.  ValueError: not two
+        sides or more, or a node this cluster does not have."""
+        known: set[NodeName] = {*self.configs, CONTROLLER, CLIENTS}
+        for side in sides:
+            for node in side:
+                if node not in known:
+                    raise ValueError(f"no node {node!r} (nodes: {sorted(known, key=str)})")
+        heal_at = trio.current_time() + heal_after_s if heal_after_s is not None else None
+        return self.links.partition(sides, heal_at)
+
+    def isolate_broker(self, broker_id: int, heal_after_s: float | None = None) -> NetworkPartition:
+        """Cut one broker off from the other brokers, the controller and the clients (its cable pulled)."""
+        others: list[NodeName] = [b for b in self.configs if b != broker_id]
+        return self.partition_network([[broker_id], [*others, CONTROLLER, CLIENTS]], heal_after_s)
+
+    def heal_network(self, partition_id: int | None = None) -> list[NetworkPartition]:
+        """Heal one network partition, or all of them; KeyError: no such partition."""
+        return self.links.heal(partition_id)
+
+    def heal_broker(self, broker_id: int) -> list[NetworkPartition]:
+        """Heal every network partition that names ``broker_id``."""
+        named = [p.id for p in self.links.partitions.values() if any(broker_id in side for side in p.sides)]
+        return [h for pid in named for h in self.links.heal(pid)]
+
+    def broker_state(self, broker_id: int) -> str:
+        """``running``, ``paused``, ``partitioned`` (a network partition names it), ``crashed`` (gone and not yet
+        fenced: still registered, leader and in sync) or ``stopped`` (its registration fenced)."""
+        if broker_id in self.brokers:
+            if broker_id in self.links.paused:
+                return "paused"
+            if any(broker_id in side for p in self.links.partitions.values() for side in p.sides):
+                return "partitioned"
+            return "running"
+        return "crashed" if broker_id in self.metadata.live else "stopped"
+
+    async def _healing_loop(self) -> None:
+        """Heal each network partition whose time is up."""
+        links = self.links
+        while True:
+            due = links.next_heal_at()
+            with trio.move_on_at(due if due is not None else float("inf")):
+                await links.wait_change()
+            links.heal_due(trio.current_time())
 
     def fence_stale_brokers(self) -> list[int]:
         """The controller's check: fence every registered broker whose session expired (no heartbeat for

@@ -29,6 +29,7 @@ from ..client.connection import KafkaConnection
 from ..client.security import SASL_MECHANISMS, SaslAuthenticationError, sasl_authenticate
 from ..common import Node
 from .config import BrokerConfig, ConfigError
+from .network_links import NetworkLinks, NodeName
 from .security.jaas import JaasConfigError, server_jaas_entries
 from .security.listeners import EndPoint
 from .security.ssl import client_context
@@ -50,7 +51,12 @@ InterBrokerAuthenticationError = SaslAuthenticationError
 class InterBrokerConnector:
     """Opens connections to other brokers through the inter-broker listener's security protocol."""
 
-    def __init__(self, config: BrokerConfig) -> None:
+    def __init__(self, config: BrokerConfig, links: NetworkLinks | None = None,
+                 source: Callable[[], NodeName] | None = None) -> None:
+        """``links`` and ``source``: each connection is tagged as coming from the node ``source()`` names, so that
+        the other broker knows it from a client (:class:`~.network_links.NetworkLinks`)."""
+        self.links = links
+        self.source = source
         self.endpoint: EndPoint = config.inter_broker_endpoint()
         self.ssl_context: ssl.SSLContext | None = client_context(config, self.endpoint) if self.endpoint.tls else None
         self.mechanism = ""
@@ -84,6 +90,8 @@ class InterBrokerConnector:
     async def connect(self, host: str, port: int, client_id: str) -> KafkaConnection:
         """A connection to ``host:port`` that has done the TLS handshake and SASL authentication if due."""
         tcp = await trio.open_tcp_stream(host, port)
+        if self.links is not None and self.source is not None:
+            self.links.tag(tcp.socket, self.source())
         stream: trio.abc.Stream = tcp
         try:
             if self.ssl_context is not None:

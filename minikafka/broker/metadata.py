@@ -441,20 +441,30 @@ class ClusterMetadata:
         for fn in list(self.listeners):
             fn(kind, name)
 
-    def set_isr(self, topic: str, partition: int, isr: list[int]) -> None:
+    def set_isr(self, topic: str, partition: int, isr: list[int], leader: int | None = None,
+                leader_epoch: int | None = None) -> bool:
         """An ISR change the leader asked for (Kafka's AlterPartition); no leader epoch bump (KRaft).
         An ISR that now holds every target replica of an ongoing reassignment completes it.  As Kafka's
-        controller (INELIGIBLE_REPLICA), an ISR adding a broker that is not registered is refused."""
+        controller, a change is refused (False) from a broker that no longer leads the partition at
+        ``leader_epoch`` (FENCED_LEADER_EPOCH: a leader that missed its replacement) and when it adds a broker
+        that is not registered (INELIGIBLE_REPLICA)."""
         pm = self.topics[topic].partitions[partition]
+        stale = leader is not None and (pm.leader != leader or leader_epoch not in (None, pm.leader_epoch))
+        if stale:
+            log.info("AlterPartition of %s-%d from broker %d at leader epoch %s refused: the leader is %d at "
+                     "epoch %d (FENCED_LEADER_EPOCH)", topic, partition, leader, leader_epoch, pm.leader,
+                     pm.leader_epoch)
+            return False
         if any(b not in self.broker_ids and b not in pm.isr for b in isr):
-            return
+            return False
         pm.isr = list(isr)
         if pm.is_reassigning and self._change_partition(topic, pm, pm.replicas, pm.isr, pm.adding_replicas,
                                                         pm.removing_replicas):
             self.persist()
             self.notify("reassignment", topic)
-            return
+            return True
         self.persist()
+        return True
 
     def unclean_allowed(self, topic: TopicMetadata) -> bool:
         """Whether a replica out of the ISR may lead ``topic``'s partitions when no in-sync one is live: the

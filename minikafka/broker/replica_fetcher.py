@@ -44,6 +44,7 @@ from ..protocol.records import CorruptRecordError
 from .broker_metrics import records_size
 from .config import BrokerConfig
 from .inter_broker import InterBrokerConnector
+from .network_links import NetworkLinks
 from .partition import Partition
 
 log = logging.getLogger(__name__)
@@ -103,9 +104,12 @@ class ReplicaFetcher:
     """Fetches from one leader for this broker (Kafka's ``ReplicaFetcherThread``)."""
 
     def __init__(self, node_id: int, leader_id: int, config: BrokerConfig, metadata: LeaderDirectory,
-                 log: FollowerLog, quota: FollowerQuota, connector: InterBrokerConnector | None = None) -> None:
-        """``connector``: how to reach the leader's inter-broker listener (default plain TCP)."""
+                 log: FollowerLog, quota: FollowerQuota, connector: InterBrokerConnector | None = None,
+                 links: NetworkLinks | None = None) -> None:
+        """``connector``: how to reach the leader's inter-broker listener (default plain TCP); ``links``: the
+        cluster's injected failures (a paused broker fetches nothing and applies no fetched records)."""
         self.connector = connector
+        self.links = links
         self.node_id = node_id
         self.leader_id = leader_id
         self.config = config
@@ -150,6 +154,7 @@ class ReplicaFetcher:
                     if not self.partitions:
                         await self._changed.wait()
                         continue
+                    await self._running()
                     try:
                         conn = await self._connection()
                         with trio.fail_after((cfg.replica_socket_timeout_ms + cfg.replica_fetch_wait_max_ms) / 1000):
@@ -165,6 +170,11 @@ class ReplicaFetcher:
                         await self._recover(exc)
             finally:
                 await self._close()
+
+    async def _running(self) -> None:
+        """Return once this broker is not paused."""
+        if self.links is not None and self.links.active:
+            await self.links.wait_running(self.node_id)
 
     async def _recover(self, exc: BaseException) -> None:
         await self._close()
@@ -202,6 +212,7 @@ class ReplicaFetcher:
         body = {"replica_id": self.node_id,
                 "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()]}
         resp = await conn.request(ApiKey.OFFSET_FOR_LEADER_EPOCH, OFFSET_FOR_LEADER_EPOCH_VERSION, body)
+        await self._running()
         now = trio.current_time()
         for t in resp.topics:
             for p in t.partitions:
@@ -280,6 +291,7 @@ class ReplicaFetcher:
                                min_bytes=cfg.replica_fetch_min_bytes, max_bytes=cfg.replica_fetch_response_max_bytes,
                                replica_epoch=self.metadata.broker_epoch(self.node_id))
         resp = await conn.request(ApiKey.FETCH, version, body)
+        await self._running()  # a broker paused meanwhile applies it once it runs again
         self.rounds += 1
         if not self.session.handle_response(resp, version):
             await trio.sleep(cfg.replica_fetch_backoff_ms / 1000)
@@ -329,8 +341,10 @@ class ReplicaFetcherManager:
     """This broker's fetchers, one per leader (Kafka's ``ReplicaFetcherManager``)."""
 
     def __init__(self, node_id: int, config: BrokerConfig, metadata: LeaderDirectory, log: FollowerLog,
-                 quota: FollowerQuota, connector: InterBrokerConnector | None = None) -> None:
+                 quota: FollowerQuota, connector: InterBrokerConnector | None = None,
+                 links: NetworkLinks | None = None) -> None:
         self.connector = connector
+        self.links = links
         self.node_id = node_id
         self.config = config
         self.metadata = metadata
@@ -349,7 +363,7 @@ class ReplicaFetcherManager:
         fetcher = self.fetchers.get(leader_id)
         if fetcher is None:
             fetcher = self.fetchers[leader_id] = ReplicaFetcher(self.node_id, leader_id, self.config, self.metadata,
-                                                                self.log, self.quota, self.connector)
+                                                                self.log, self.quota, self.connector, self.links)
             if self.nursery is not None:
                 self.nursery.start_soon(fetcher.run)
         fetcher.add_partition(part)

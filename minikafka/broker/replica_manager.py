@@ -58,7 +58,8 @@ class PartitionStateStore(Protocol):
 
     def all_topics(self) -> list[TopicMetadata]: ...
 
-    def set_isr(self, topic: str, partition: int, isr: list[int]) -> None: ...
+    def set_isr(self, topic: str, partition: int, isr: list[int], leader: int | None = None,
+                leader_epoch: int | None = None) -> bool: ...
 
     def broker_epoch(self, broker_id: int) -> int:
         """The broker epoch of a live broker's current registration (KIP-903), -1 when it is not live."""
@@ -84,6 +85,10 @@ class _NoFetchers:
 
     def has_partition(self, part: Partition) -> bool:
         return False
+
+
+def _always() -> bool:
+    return True
 
 
 def log_config_for(topic: TopicMetadata, defaults: dict[str, str]) -> LogConfig:
@@ -140,6 +145,8 @@ class ReplicaManager:
         self.partitions: dict[TopicPartition, Partition] = {}
         self.isr_shrinks = 0
         self.isr_expands = 0
+        # Whether an AlterPartition would reach the controller now (a broker of a cluster: not paused, not cut off).
+        self.controller_reachable: Callable[[], bool] = _always
 
     # -- partitions --------------------------------------------------------
     def load(self) -> None:
@@ -509,10 +516,10 @@ class ReplicaManager:
             return
         if st.log_end_offset >= part.log.high_watermark and self._isr_eligible(st):
             new_isr = sorted(set(pm.isr) | {st.broker_id}, key=pm.replicas.index)
-            log.info("broker %d: expanding ISR of %s-%d from %s to %s", part.local_id, part.topic, part.index,
-                     pm.isr, new_isr)
-            self.metadata.set_isr(part.topic, part.index, new_isr)
-            self.isr_expands += 1
+            if self._alter_isr(part, new_isr):
+                log.info("broker %d: expanded ISR of %s-%d from %s to %s", part.local_id, part.topic, part.index,
+                         pm.isr, new_isr)
+                self.isr_expands += 1
 
     def maybe_shrink_isr(self, now_ms: int) -> None:
         """Kafka ``Partition.maybeShrinkIsr``: drop followers not caught up for replica.lag.time.max.ms."""
@@ -527,11 +534,19 @@ class ReplicaManager:
                    now_ms - (part.remote[b].last_caught_up_time_ms if b in part.remote else 0) > lag_max]
             if out:
                 new_isr = [b for b in pm.isr if b not in out]
-                log.info("broker %d: shrinking ISR of %s-%d from %s to %s (out of sync: %s)", part.local_id,
-                         part.topic, part.index, pm.isr, new_isr, out)
-                self.metadata.set_isr(part.topic, part.index, new_isr)
-                self.isr_shrinks += 1
-                self.maybe_increment_hw(part)
+                old_isr = list(pm.isr)
+                if self._alter_isr(part, new_isr):
+                    log.info("broker %d: shrank ISR of %s-%d from %s to %s (out of sync: %s)", part.local_id,
+                             part.topic, part.index, old_isr, new_isr, out)
+                    self.isr_shrinks += 1
+                    self.maybe_increment_hw(part)
+
+    def _alter_isr(self, part: Partition, isr: list[int]) -> bool:
+        """Ask the controller for an ISR change (Kafka's AlterPartition, with this leader's epoch); False when
+        it cannot be reached (:attr:`controller_reachable`) or refuses (a stale leader)."""
+        if not self.controller_reachable():
+            return False
+        return self.metadata.set_isr(part.topic, part.index, isr, part.local_id, part.leader_epoch)
 
     def replication_metrics(self) -> dict[str, float]:
         """Kafka's ``kafka.server:type=ReplicaManager`` gauges (ISR changes as totals)."""

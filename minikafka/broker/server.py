@@ -71,6 +71,7 @@ from ..protocol.api import ApiKey
 from ..protocol.framing import NEED_DATA, NEED_MEMORY, Frame, FrameDecoder, FrameError, MemoryPool
 from .apis import CloseConnection, KafkaApis
 from .config import BrokerConfig, StartupError
+from .network_links import LinkGate, NetworkLinks
 from .quota import ThrottledChannelReaper
 from .request import ClientInformation, Request, Response
 from .security.authenticator import AuthAction, SaslServerAuthenticator, SaslServerMechanism
@@ -103,16 +104,26 @@ async def send_frame(sock: trio.socket.SocketType, segments: list) -> None:
         i = advance(views, i, await sock.sendmsg(views[i:i + IOV_MAX]))
 
 
+async def _gated_send_frame(gate: LinkGate, sock: trio.socket.SocketType, segments: list) -> None:
+    """:func:`send_frame` once ``gate`` is open."""
+    await gate.wait_open()
+    await send_frame(sock, segments)
+
+
 class SocketTransport:
     """A plaintext connection's socket: reads straight into the frame being filled (the socket's own methods,
     bound once); writes without waiting (``writev`` on the non-blocking socket, so a response that fits in the
     socket's buffer costs no trip through the scheduler) and waits for room only when the buffer is full."""
 
-    __slots__ = ("sock", "send_frame", "_fd", "_lowat", "_eager")
+    __slots__ = ("sock", "send_frame", "gate", "_fd", "_lowat", "_eager")
 
-    def __init__(self, sock: trio.socket.SocketType) -> None:
+    def __init__(self, sock: trio.socket.SocketType, gate: LinkGate | None = None) -> None:
+        """``gate``: while it is closed (a paused broker, a cut link) nothing is written."""
         self.sock = sock
+        self.gate = gate
         self.send_frame: Callable[[list], Awaitable[None]] = functools.partial(send_frame, sock)
+        if gate is not None:
+            self.send_frame = functools.partial(_gated_send_frame, gate, sock)
         self._fd = sock.fileno()
         self._lowat = 1
         self._eager = 0  # reads in a row that found bytes waiting (no trip through the scheduler)
@@ -156,9 +167,16 @@ class SocketTransport:
 
     def write_nowait(self, views: list[memoryview], i: int = 0) -> int:
         """Write ``views[i:]`` as far as the socket takes them now; the index of the first view not written."""
+        gate = self.gate
+        if gate is not None and gate.links.active and gate.blocked():
+            return i  # nothing leaves a paused broker or crosses a cut link
         return write_nowait(self._fd, views, i)
 
     async def wait_writable(self) -> None:
+        gate = self.gate
+        if gate is not None and gate.blocked():
+            await gate.wait_open()  # the caller writes again
+            return
         await trio.lowlevel.wait_writable(self.sock)
 
 
@@ -166,10 +184,12 @@ class TlsTransport:
     """A TLS connection (SSL, SASL_SSL listeners): the same reads and sends through a ``trio.SSLStream`` (a TLS
     stream cannot be written without waiting: queued responses leave together from ``send_buffers``)."""
 
-    __slots__ = ("stream",)
+    __slots__ = ("stream", "gate")
 
-    def __init__(self, stream: trio.SSLStream[trio.SocketStream]) -> None:
+    def __init__(self, stream: trio.SSLStream[trio.SocketStream], gate: LinkGate | None = None) -> None:
+        """``gate``: while it is closed (a paused broker, a cut link) nothing is sent."""
         self.stream = stream
+        self.gate = gate
 
     async def recv_into(self, view: memoryview) -> int:
         data = await self.stream.receive_some(len(view))
@@ -191,6 +211,8 @@ class TlsTransport:
     async def send_buffers(self, buffers: list) -> None:
         """``buffers`` in order: small ones coalesced into TLS records of up to 64 KiB (the responses queued
         together leave in one send), large ones as they are."""
+        if self.gate is not None:
+            await self.gate.wait_open()
         pending: list = []
         size = 0
         for seg in buffers:
@@ -477,6 +499,7 @@ class _Activity:
     conn_id: str = ""
     peer: str = ""
     waiting: bool = False
+    gate: LinkGate | None = None  # a broker of a cluster: paused, or its link to the peer cut
     client_information: ClientInformation = field(default_factory=ClientInformation)  # from its ApiVersions
 
 
@@ -538,10 +561,13 @@ class SocketServer:
 
     def __init__(self, config: BrokerConfig, apis: KafkaApis, pool: MemoryPool,
                  on_closed: Callable[[str], None] | None = None, *, sasl: SaslMechanisms | None = None,
-                 on_authenticated: Callable[[str, SaslServerAuthenticator], None] | None = None) -> None:
+                 on_authenticated: Callable[[str, SaslServerAuthenticator], None] | None = None,
+                 links: NetworkLinks | None = None) -> None:
         """``sasl``: the mechanisms of SASL listeners; ``on_authenticated(connection_id, authenticator)`` is
-        told of every completed SASL authentication and re-authentication (metrics, tests)."""
+        told of every completed SASL authentication and re-authentication (metrics, tests); ``links``: a
+        cluster's paused brokers and cut links (no request is handled, no response written across them)."""
         self.config = config
+        self.links = links
         self.apis = apis
         self.pool = pool
         self.on_closed = on_closed
@@ -634,8 +660,10 @@ class SocketServer:
             sock.setsockopt(trio.socket.IPPROTO_TCP, trio.socket.TCP_NODELAY, 1)
             peername = sock.getpeername()
             ip, peer = peername[0], f"{peername[0]}:{peername[1]}"
+            address: tuple[str, int] | None = (peername[0], peername[1])
         except OSError:
             ip = peer = "?"
+            address = None
         conn_id = f"{self.config.node_id}-{next(_ids)}"
         if self.per_ip[ip] >= self.config.max_connections_per_ip:
             self.refused += 1
@@ -648,6 +676,8 @@ class SocketServer:
         self.open_connections += 1
         decoder = FrameDecoder(self.config.socket_request_max_bytes, pool=self.pool)
         activity = self._activity[conn_id] = _Activity(trio.CancelScope(), trio.current_time(), conn_id, peer)
+        if self.links is not None:
+            activity.gate = LinkGate(self.links, self.config.node_id, address)
         closing: trio.abc.AsyncResource = stream
         try:
             with activity.scope:
@@ -659,9 +689,9 @@ class SocketServer:
                     activity.waiting = True
                     principal = await self._tls_handshake(tls, endpoint)
                     activity.waiting = False
-                    transport = TlsTransport(tls)
+                    transport = TlsTransport(tls, activity.gate)
                 else:
-                    transport = SocketTransport(sock)
+                    transport = SocketTransport(sock, activity.gate)
                 await self._request_loop(transport, decoder, activity, endpoint, principal)
             if activity.scope.cancelled_caught:
                 log.info("closing connection %s from %s: idle for more than %d ms (connections.max.idle.ms)",
@@ -735,6 +765,7 @@ class SocketServer:
         recv_into, recv, wake_after = transport.recv_into, transport.recv, transport.wake_after
         parse, release, handle = self.apis.parse, self.pool.release, self.apis.handle
         coalesces = out.coalesces
+        gate = activity.gate
         while True:
             event = decoder.next_event()
             if event is NEED_DATA:
@@ -759,6 +790,8 @@ class SocketServer:
                 await out.flush()
                 return
             try:
+                if gate is not None and gate.links.active and gate.blocked():
+                    await gate.wait_open()  # a paused broker or a cut link: the request waits, unanswered
                 if auth is not None and await self._sasl_frame(auth, transport, channel, decoder, event.payload,
                                                                activity, listener, out):
                     principal = auth.principal or ANONYMOUS

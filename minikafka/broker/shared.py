@@ -32,6 +32,7 @@ from .groups.group_config import GroupConfigManager
 from .heartbeats import BrokerHeartbeatManager
 from .log.cleaner_manager import CleanerTarget, LogCleaner
 from .metadata import ClusterMetadata
+from .network_links import NetworkLinks
 from .producer_state import ProducerIdManager
 from .security.authorizer import AclStore, AclStoreError
 from .security.delegation_token import DelegationTokenManager
@@ -64,6 +65,7 @@ class SharedServices:
     client_metrics_configs: ClientMetricsConfigStore  # KIP-714 subscriptions, <data_dir>/client-metrics-configs.json
     client_telemetry: ClientTelemetryStore  # what clients pushed to any broker
     heartbeats: BrokerHeartbeatManager  # the brokers' sessions with the controller (the cluster fences stale ones)
+    links: NetworkLinks  # paused brokers and cut links (a cluster's injected failures)
 
     @classmethod
     def create(cls, config: BrokerConfig, data_dir: Path | None, broker_ids: list[int], clock: Clock,
@@ -83,13 +85,17 @@ class SharedServices:
         acls = open_acl_store(data_dir)
         group_configs = GroupConfigManager(config, data_dir)
         share = ShareGroupServices(config, data_dir, metadata, group_configs, group_coordinator, clock)
+        links = NetworkLinks()
+        # The transaction coordinator's markers come from the broker it runs on (FindCoordinator's answer).
+        txn_coordinator.connector.links, txn_coordinator.connector.source = links, metadata.controller_id
         return cls(metadata=metadata, group_coordinator=group_coordinator, producer_ids=producer_ids,
                    dynamic_configs=DynamicConfigStore(), faults=faults if faults is not None else FaultInjector(clock),
                    features=features, txn_coordinator=txn_coordinator, scram_credentials=scram_credentials,
                    delegation_tokens=delegation_tokens, acls=acls, group_configs=group_configs,
                    share=share,
                    client_metrics_configs=ClientMetricsConfigStore(data_dir),
-                   client_telemetry=ClientTelemetryStore(clock), heartbeats=BrokerHeartbeatManager())
+                   client_telemetry=ClientTelemetryStore(clock), heartbeats=BrokerHeartbeatManager(),
+                   links=links)
 
     async def start(self, nursery: trio.Nursery, config: BrokerConfig) -> None:
         """Run the coordinators in ``nursery`` (once per process: by the lone broker or the cluster), and

@@ -8,29 +8,14 @@ import pytest
 import trio
 
 from minikafka.broker.cluster import Cluster, serve_cluster
-from minikafka.client.connection import KafkaConnection
 from minikafka.protocol.api import ApiKey
 from minikafka.protocol.errors import ErrorCode
-from minikafka.protocol.records import iter_batches
 from minikafka.broker.request import ResponseObserver
 from helpers import batch, fetch, produce, values, wait_until
+from cluster_logs import connect, log_of, stored
 
 K = ApiKey
 FAST = dict(replica_fetch_wait_max_ms=50, replica_fetch_backoff_ms=50, group_initial_rebalance_delay_ms=0)
-
-
-async def connect(cluster: Cluster, broker_id: int) -> KafkaConnection:
-    return await KafkaConnection.connect("127.0.0.1", cluster.configs[broker_id].port, client_id="cluster-test")
-
-
-def log_of(cluster: Cluster, broker_id: int, topic: str, partition: int = 0):
-    return cluster.broker(broker_id).replica_manager.get(topic, partition).log
-
-
-def stored(lg) -> list[bytes]:
-    """Every stored batch of a log, as bytes."""
-    got = lg.read(lg.log_start_offset, 1 << 30)
-    return [bytes(v) for chunk in got.chunks for _, v in iter_batches(chunk, check_crc=False)]
 
 
 def pause_fetching(cluster: Cluster, broker_id: int, topic: str, partition: int = 0) -> None:

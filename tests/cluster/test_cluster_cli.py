@@ -5,6 +5,8 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import trio
 
@@ -20,11 +22,27 @@ def _read_until(proc: subprocess.Popen, needle: str, limit: int = 200) -> str:
     raise AssertionError(f"{needle!r} not printed")
 
 
-def test_serve_brokers_cli_stop_and_start():
+@contextmanager
+def serve_brokers() -> Iterator[subprocess.Popen]:
+    """``minikafka serve --brokers 3`` with its stdin and stdout piped; stopped by SIGINT at the end, which it must
+    exit 0 on."""
     proc = subprocess.Popen([sys.executable, "-m", "minikafka", "serve", "--brokers", "3", "--port", "0",
                              "--log-level", "WARNING", "-o", "replica.fetch.wait.max.ms=50"],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
+        yield proc
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0
+
+
+def test_serve_brokers_cli_stop_and_start():
+    with serve_brokers() as proc:
         line = _read_until(proc, "ready on")
         bootstrap = line.split("ready on ")[1].split(" ")[0]
         ports = [int(hp.rsplit(":", 1)[1]) for hp in bootstrap.split(",")]
@@ -44,11 +62,30 @@ def test_serve_brokers_cli_stop_and_start():
         proc.stdin.flush()
         _read_until(proc, "started broker 2")
         assert trio.run(brokers, ports[2]) == [0, 1, 2]
-    finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == 0
+
+
+def test_serve_brokers_cli_pauses_partitions_and_heals():
+    with serve_brokers() as proc:
+        def command(line: str, answer: str) -> str:
+            proc.stdin.write(line + "\n")
+            proc.stdin.flush()
+            return _read_until(proc, answer)
+
+        _read_until(proc, "ready on")
+        command("pause 1", "paused broker 1")
+        assert "1 paused" in command("status", "broker states: ")
+        command("resume 1", "resumed broker 1")
+        assert "minikafka: network partition 1 cut for 30 s" in command("partition 0 | 2 controller for 30", "cut")
+        command("isolate 1", "isolated broker 1 (network partition 2)")
+        assert command("status", "broker states: ").strip() == "broker states: 0 partitioned, 1 partitioned, 2 partitioned"
+        assert _read_until(proc, "network partition 1:").strip() == "network partition 1: 0 | 2 controller"
+        assert _read_until(proc, "network partition 2:").strip() == \
+            "network partition 2: 1 | 0 2 clients controller"
+        command("heal 1", "healed network partition 1")
+        command("heal 7", "no network partition 7")
+        command("heal", "healed network partition 2")
+        assert command("status", "broker states: ").strip() == "broker states: 0 running, 1 running, 2 running"
+        command("pause 9", "commands: ")
+        command("partition 0 | 5", "no node 5")
+        command("partition 0 1", "two sides")
+        command("isolate 1 for soon", "could not convert")

@@ -120,8 +120,9 @@ class TransactionCoordinator:
             producer_ids.next_id = max(producer_ids.next_id, top + 1)
             self._find_groups()
         # Markers go to the leaders' inter-broker listener, in its security protocol.
+        self.connector = InterBrokerConnector(config)
         self.channel = InterBrokerChannel("transaction-coordinator", lambda nid: cluster.live.get(nid),
-                                          connector=InterBrokerConnector(config))
+                                          connector=self.connector)
         self.markers = TransactionMarkerChannelManager(self.channel, cluster)
         self._nursery: trio.Nursery | None = None
         self._queued: list[tuple[TransactionMetadata, bool, int]] = [
