@@ -1,0 +1,244 @@
+"""A coordinator's broker crashes under real clients (issue 25): confluent-kafka consumers committing as they go
+find the new group coordinator, no committed offset goes back and nothing committed is consumed twice; a
+transactional consume-transform-produce loop outlives its transaction coordinator's crash with every input
+record once in the read_committed output."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import defaultdict
+from typing import Any
+
+import pytest
+
+import waiting
+from minikafka.testing import ClusterThread
+
+pytestmark = [pytest.mark.clients]
+
+#: Sessions short enough that a crashed broker is fenced within a second; clients that give up on a dead
+#: connection as quickly.
+FAST = {"broker_session_timeout_ms": 400, "broker_heartbeat_interval_ms": 50, "replica_fetch_wait_max_ms": 50,
+        "replica_fetch_backoff_ms": 50, "group_initial_rebalance_delay_ms": 0}
+CLIENT = {"socket.timeout.ms": 2000, "reconnect.backoff.max.ms": 200, "retry.backoff.ms": 50,
+          "topic.metadata.refresh.interval.ms": 1000}
+
+
+def fill(bootstrap: str, topic: str, partitions: int, count: int) -> list[bytes]:
+    """``count`` records spread over the partitions (idempotent, acks=all); their values."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
+    values = [b"r%05d" % i for i in range(count)]
+    for i, value in enumerate(values):
+        producer.produce(topic, value=value, partition=i % partitions)
+    assert producer.flush(60) == 0
+    return values
+
+
+class CommittingConsumer(threading.Thread):
+    """A confluent-kafka consumer of group ``group`` that commits each record synchronously once it has it,
+    noting when it consumed it and whether (and when) its commit succeeded."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str, events: list, lock: threading.Lock) -> None:
+        super().__init__(daemon=True)
+        from confluent_kafka import Consumer
+
+        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+                                  "auto.offset.reset": "earliest", "session.timeout.ms": 6000,
+                                  "heartbeat.interval.ms": 200, **CLIENT})
+        self.consumer.subscribe([topic])
+        self.events, self.lock = events, lock
+        self.stop = threading.Event()
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        from confluent_kafka import KafkaException
+
+        try:
+            while not self.stop.is_set():
+                msg = self.consumer.poll(0.1)
+                if msg is None or msg.error() is not None:
+                    continue
+                consumed_at = time.monotonic()
+                try:
+                    self.consumer.commit(message=msg, asynchronous=False)
+                    committed_at: float | None = time.monotonic()
+                except KafkaException:
+                    committed_at = None  # the coordinator was away: someone may read it again
+                with self.lock:
+                    self.events.append((msg.partition(), msg.offset(), msg.value(), consumed_at, committed_at))
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            self.error = exc
+        finally:
+            self.consumer.close()
+
+
+class CommittedOffsetsMonitor(threading.Thread):
+    """Reads the group's committed offsets over the wire (OffsetFetch from a consumer of the group that does not
+    join it, following the coordinator wherever it is) again and again, and notes any that went back."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str, partitions: int) -> None:
+        super().__init__(daemon=True)
+        self.bootstrap, self.group = bootstrap, group
+        self.wanted = [(topic, p) for p in range(partitions)]
+        self.latest: dict[int, int] = {}
+        self.backwards: list[tuple[int, int, int]] = []
+        self.reads = 0
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+        reader = None
+        while not self.stop.is_set():
+            if reader is None:
+                reader = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.group,
+                                   "enable.auto.commit": False, **CLIENT})
+            try:
+                result = reader.committed([TopicPartition(t, p) for t, p in self.wanted], timeout=2)
+            except KafkaException:
+                reader.close()  # the coordinator is away: asked again, afresh
+                reader = None
+                continue
+            self.reads += 1
+            for tp in result:
+                if tp.offset < 0:
+                    continue
+                before = self.latest.get(tp.partition, -1)
+                if tp.offset < before:
+                    self.backwards.append((tp.partition, before, tp.offset))
+                self.latest[tp.partition] = max(before, tp.offset)
+        if reader is not None:
+            reader.close()
+
+
+def test_consumers_committing_as_they_go_outlive_their_group_coordinators_crash():
+    with ClusterThread(3, **FAST) as ct:
+        ct.create_topic("in", 6, 3)
+        values = fill(ct.bootstrap, "in", 6, 1800)
+        events: list[tuple[int, int, bytes, float, float | None]] = []
+        lock = threading.Lock()
+        monitor = CommittedOffsetsMonitor(ct.bootstrap, "g", "in", 6)
+        consumers = [CommittingConsumer(ct.bootstrap, "g", "in", events, lock) for _ in range(3)]
+        monitor.start()
+        for c in consumers:
+            c.start()
+        try:
+            waiting.wait_for(lambda: len(events) >= 400, 120, interval=0.01)
+            coordinator = ct.call(lambda: ct.cluster.metadata.group_coordinator("g").node_id)
+            ct.crash_broker(coordinator)
+            # The survivors find the new coordinator and read everything; their last commits reach it.
+            waiting.wait_for(lambda: monitor.latest == {p: 300 for p in range(6)}, 180, interval=0.05)
+            assert ct.call(lambda: ct.cluster.metadata.group_coordinator("g").node_id) != coordinator
+        finally:
+            for c in consumers:
+                c.stop.set()
+            monitor.stop.set()
+            for c in consumers:
+                c.join(30)
+            monitor.join(30)
+        assert [c.error for c in consumers] == [None] * 3
+        with lock:
+            got = list(events)
+        assert {v for _, _, v, _, _ in got} == set(values)
+        assert monitor.backwards == []  # no committed offset went back
+        assert monitor.reads > 0
+        # Nothing read again once its commit succeeded.
+        by_record: dict[tuple[int, int], list[tuple[float, float | None]]] = defaultdict(list)
+        for p, off, _, consumed_at, committed_at in got:
+            by_record[(p, off)].append((consumed_at, committed_at))
+        twice = {k: v for k, v in by_record.items() if len(v) > 1}
+        for record, reads in twice.items():
+            committed = [c for _, c in reads if c is not None]
+            assert not any(consumed > min(committed) for consumed, _ in reads if committed), (record, reads)
+
+
+def _committed_output(bootstrap: str, topic: str, expected: int) -> list[bytes]:
+    """Every record of ``topic`` a read_committed consumer sees (until ``expected`` of them, or 60 s)."""
+    from confluent_kafka import Consumer
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-verifier",
+                         "isolation.level": "read_committed", "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False})
+    consumer.subscribe([topic])
+    got: list[bytes] = []
+    deadline = time.monotonic() + 60
+    while len(got) < expected and time.monotonic() < deadline:
+        msg = consumer.poll(0.2)
+        if msg is not None and msg.error() is None:
+            got.append(msg.value())
+    # A little more, for anything beyond what was expected (a duplicate) to show.
+    end = time.monotonic() + 1
+    while time.monotonic() < end:
+        msg = consumer.poll(0.1)
+        if msg is not None and msg.error() is None:
+            got.append(msg.value())
+    consumer.close()
+    return got
+
+
+def _transform_loop(ct: ClusterThread, count: int, crash_after: int) -> dict[str, Any]:
+    """Consume ``in``, produce each value to ``out`` and commit the offsets in the same transaction, until
+    every input is committed; crash the transaction coordinator's broker in the middle of transaction
+    ``crash_after`` (records produced, offsets sent, not yet committed).  Returns what happened."""
+    from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+
+    producer = Producer({"bootstrap.servers": ct.bootstrap, "transactional.id": "transform",
+                         "transaction.timeout.ms": 20_000, "linger.ms": 5, **CLIENT})
+    producer.init_transactions(30)
+    consumer = Consumer({"bootstrap.servers": ct.bootstrap, "group.id": "transform", "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest", "isolation.level": "read_committed", **CLIENT})
+    consumer.subscribe(["in"])
+    stats: dict[str, Any] = {"transactions": 0, "aborted": 0, "crashed": None}
+    done = 0
+    deadline = time.monotonic() + 180
+    while done < count and time.monotonic() < deadline:
+        msgs = [m for m in consumer.consume(100, 0.3) if m.error() is None]
+        if not msgs:
+            continue
+        producer.begin_transaction()
+        for m in msgs:
+            producer.produce("out", value=m.value(), partition=m.partition())
+        positions = consumer.position(consumer.assignment())
+        producer.send_offsets_to_transaction(positions, consumer.consumer_group_metadata(), 30)
+        if stats["transactions"] == crash_after and stats["crashed"] is None:
+            stats["crashed"] = ct.call(lambda: ct.cluster.metadata.coordinator().node_id)
+            ct.crash_broker(stats["crashed"])
+        while True:
+            try:
+                producer.commit_transaction(60)
+                stats["transactions"] += 1
+                done += len(msgs)
+                break
+            except KafkaException as exc:
+                err = exc.args[0]
+                if err.retriable():
+                    continue
+                if not err.txn_requires_abort():
+                    raise
+                producer.abort_transaction(60)
+                stats["aborted"] += 1
+                # Back to the committed offsets: the aborted records are read and produced again.
+                committed = consumer.committed(consumer.assignment(), 30)
+                for tp in committed:
+                    consumer.seek(TopicPartition(tp.topic, tp.partition, max(tp.offset, 0)))
+                done = sum(max(tp.offset, 0) for tp in committed)
+                break
+    consumer.close()
+    producer.flush(30)
+    stats["done"] = done
+    return stats
+
+
+def test_a_transform_loop_outlives_its_transaction_coordinators_crash_with_every_record_once():
+    with ClusterThread(3, **FAST) as ct:
+        ct.create_topic("in", 3, 3)
+        ct.create_topic("out", 3, 3)
+        values = fill(ct.bootstrap, "in", 3, 900)
+        stats = _transform_loop(ct, len(values), crash_after=3)
+        assert stats["crashed"] is not None and stats["done"] == len(values), stats
+        assert ct.call(lambda: ct.cluster.metadata.coordinator().node_id) != stats["crashed"]
+        out = _committed_output(ct.bootstrap, "out", len(values))
+        assert sorted(out) == sorted(values)  # every input record once: none lost, none twice
