@@ -145,7 +145,7 @@ async def _serve(cfg: BrokerConfig, http_port: int | None = None, http_host: str
 
 
 async def _cluster_commands(cluster, stdin: trio.abc.ReceiveStream) -> None:
-    """Read cluster commands (:mod:`minikafka.tools.cluster_commands`) from stdin until it closes."""
+    """Read cluster commands (:mod:`minikafka.broker.cluster_commands`) from stdin until it closes."""
     try:
         await _read_commands(cluster, stdin)
     finally:
@@ -154,7 +154,7 @@ async def _cluster_commands(cluster, stdin: trio.abc.ReceiveStream) -> None:
 
 
 async def _read_commands(cluster, stdin: trio.abc.ReceiveStream) -> None:
-    from .tools.cluster_commands import run_command
+    from .broker.cluster_commands import run_command
 
     buf = b""
     while True:

@@ -66,6 +66,9 @@ from .shared import SharedServices
 from .task_time import TaskTimeInstrument
 from .inter_broker import InterBrokerChannel, InterBrokerConnector
 from .network_links import CONTROLLER, NetworkLinks
+from .coordinator_runtime import CoordinatorReplica
+from .partition import Partition
+from ..protocol.coordinator_records import OFFSETS_TOPIC
 from .txn.verification import AddPartitionsToTxnManager
 
 if TYPE_CHECKING:
@@ -320,6 +323,8 @@ class Broker:
         self.inter_broker = InterBrokerConnector(config, self.links, lambda: self.node_id)
         if self.links is not None:
             self.replica_manager.controller_reachable = self._controller_reachable
+        # The group coordinator's shards follow this broker's leadership of __consumer_offsets partitions.
+        self.replica_manager.leadership_listener = self._on_replica_leadership
         # A lone broker leads every partition: its replica fetchers are built if one ever follows (see below).
         self._fetcher_manager: ReplicaFetcherManager | None = None
         if self.clustered:
@@ -452,7 +457,7 @@ class Broker:
             client_metrics_configs=self.client_metrics_configs, client_telemetry=self.client_metrics,
             reassignments=self.metadata, leader_election=self.metadata, metadata_quorum=self.metadata,
             scram_credentials=self.scram_credentials, delegation_tokens=self.delegation_tokens,
-            log_dirs=self.log_dirs, features=self.features)
+            log_dirs=self.log_dirs, features=self.features, ensure_offsets_topic=self.ensure_offsets_topic)
 
     # -- observers and metrics ---------------------------------------------------------------------
     def observe(self, observer: RequestObserver) -> RequestObserver:
@@ -669,6 +674,32 @@ class Broker:
                                      endpoints={e.listener: (e.host, e.port) for e in advertised})
         self.replica_manager.apply_leadership()
 
+    def _on_replica_leadership(self, part: Partition, leading: bool) -> None:
+        """Kafka's ``onElection`` / ``onResignation``: a ``__consumer_offsets`` partition this broker now leads
+        has its group coordinator shard loaded here; one it no longer leads is unloaded."""
+        if part.topic != OFFSETS_TOPIC:
+            return
+        if leading:
+            self.group_coordinator.on_election(CoordinatorReplica(self.node_id, self.replica_manager, part,
+                                                                  self.clock))
+        else:
+            self.group_coordinator.on_resignation(self.node_id, part.index)
+
+    def ensure_offsets_topic(self) -> None:
+        """Create ``__consumer_offsets`` if it does not exist yet (``offsets.topic.num.partitions`` partitions,
+        ``offsets.topic.replication.factor`` replicas capped at the running brokers), as Kafka does at the
+        first FindCoordinator for a group."""
+        if OFFSETS_TOPIC in self.metadata.topics:
+            return
+        cfg = self.config
+        try:
+            self.metadata.ensure_internal_topic(
+                OFFSETS_TOPIC, cfg.offsets_topic_num_partitions, cfg.offsets_topic_replication_factor,
+                {"cleanup.policy": "compact", "segment.bytes": str(cfg.offsets_topic_segment_bytes),
+                 "compression.type": "producer"})
+        except MetadataError as exc:
+            log.warning("broker %d: cannot create %s: %s", self.node_id, OFFSETS_TOPIC, exc)
+
     def _controller_reachable(self) -> bool:
         """Whether this broker runs and reaches the controller (always, for a lone broker)."""
         return self.links is None or self.links.reachable(self.node_id, CONTROLLER)
@@ -690,6 +721,7 @@ class Broker:
             self.shared.heartbeats.touch(self.node_id, self.clock.time_ms())
 
     def _leave(self) -> None:
+        self.group_coordinator.on_broker_gone(self.node_id)  # its shards go, with their in-memory state
         if self.links is not None and self._on_links_change in self.links.listeners:
             self.links.listeners.remove(self._on_links_change)
         self._missed_metadata.clear()

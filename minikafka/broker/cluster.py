@@ -32,11 +32,14 @@ calls; request handlers of a cut-off broker still read the current metadata, whe
 from its stale copy).  Leader elections: unclean ones (a replica out of the ISR) when a
 partition has no live in-sync replica and ``unclean.leader.election.enable`` allows it; preferred leaders
 back every ``leader.imbalance.check.interval.seconds`` (``auto.leader.rebalance.enable``, KRaft's leader
-balancing: no per-broker imbalance threshold); ElectLeaders on request.  Groups: FindCoordinator names
-the lowest live broker, and all brokers share one group coordinator (offsets in the compacted log
-``<data_dir>/__consumer_offsets-0``), so groups and committed offsets survive the
-coordinator broker stopping, as if ``__consumer_offsets`` were replicated.
-Transactions likewise: one shared transaction coordinator (state in
+balancing: no per-broker imbalance threshold); ElectLeaders on request.  Groups live on the replicated
+``__consumer_offsets`` topic, created at the first FindCoordinator (``offsets.topic.num.partitions``,
+``offsets.topic.replication.factor`` capped at the running brokers), as Kafka 4's coordinator runtime keeps
+them (:mod:`~minikafka.broker.coordinator_runtime`): each partition's shard is loaded on its leader from the
+partition's records, a commit is answered once replicated, and a leader change (a stop, a crash once fenced,
+an election) unloads the shard there and loads it on the new leader; FindCoordinator names that leader.
+The brokers share one group coordinator object holding every loaded shard.
+Transactions are not on their partitions yet: one shared transaction coordinator (state in
 ``<data_dir>/__transaction_state-0``), whose markers go to the partition leaders
 over the wire (WriteTxnMarkers).  SCRAM credentials too: one store (``<data_dir>/__scram_credentials``),
 where the cluster's delegation tokens are kept as well.

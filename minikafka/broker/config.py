@@ -51,7 +51,8 @@ _AT_LEAST = {
     "connections_max_reauth_ms": 0, "sasl_server_max_receive_size": 1, "max_request_partition_size_limit": 1,
     "delegation_token_max_lifetime_ms": 1, "delegation_token_expiry_time_ms": 1,
     "delegation_token_expiry_check_interval_ms": 1,
-    "offsets_topic_num_partitions": 1, "offsets_topic_segment_bytes": 1,
+    "offsets_topic_num_partitions": 1, "offsets_topic_segment_bytes": 1, "offsets_topic_replication_factor": 1,
+    "offsets_commit_timeout_ms": 1,
     "transaction_state_log_segment_bytes": 1, "share_coordinator_state_topic_segment_bytes": 1,
     "share_coordinator_state_topic_num_partitions": 1,
     "group_consumer_session_timeout_ms": 1, "group_consumer_heartbeat_interval_ms": 1,
@@ -155,8 +156,12 @@ class BrokerConfig:
     group_share_partition_max_record_locks: int = 2000
     group_share_max_size: int = 200
     group_share_max_share_sessions: int = 2000
-    # The __consumer_offsets topic: its partition count places each group's coordinator.
+    # The __consumer_offsets topic: its partition count places each group's coordinator; created on the first
+    # FindCoordinator with this replication factor (capped at the registered, unfenced brokers).
     offsets_topic_num_partitions: int = 50
+    offsets_topic_replication_factor: int = 3
+    # How long an OffsetCommit waits for its records to be replicated (REQUEST_TIMED_OUT after).
+    offsets_commit_timeout_ms: int = 5000
     # The __share_group_state topic: its partition count places each share-partition's share coordinator.
     share_coordinator_state_topic_num_partitions: int = 50
     # minikafka's own: the feature levels a new cluster is formatted with (kafka-storage.sh format
@@ -392,6 +397,8 @@ class BrokerConfig:
         "group.max.size": "group_max_size",
         "group.coordinator.rebalance.protocols": "group_coordinator_rebalance_protocols",
         "offsets.topic.num.partitions": "offsets_topic_num_partitions",
+        "offsets.topic.replication.factor": "offsets_topic_replication_factor",
+        "offsets.commit.timeout.ms": "offsets_commit_timeout_ms",
         "offsets.topic.segment.bytes": "offsets_topic_segment_bytes",
         "transaction.state.log.segment.bytes": "transaction_state_log_segment_bytes",
         "share.coordinator.state.topic.segment.bytes": "share_coordinator_state_topic_segment_bytes",

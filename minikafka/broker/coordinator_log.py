@@ -19,13 +19,13 @@ coordinator in one process); appends reach the OS at once (no fsync per write); 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from ..common import SYSTEM_CLOCK, Clock
-from ..protocol.records import (NO_PRODUCER_EPOCH, NO_PRODUCER_ID, ControlRecordType, CorruptRecordError, Record,
-                                RecordBatchHeader, build_batch, build_control_batch, decode_records,
-                                read_end_txn_marker)
+from ..protocol.records import (NO_PRODUCER_EPOCH, NO_PRODUCER_ID, ControlRecordType, Record, RecordBatchHeader,
+                                build_batch, build_control_batch)
+from .coordinator_runtime import OnMarker, OnRecord, replay_log
 from .log import Log, LogConfig
 from .log.cleaner_manager import CleanerTarget
 from .log.txn_index import AbortedTxn
@@ -40,10 +40,6 @@ TRANSACTION_STATE_SEGMENT_BYTES = 100 * 1024 * 1024  # transaction.state.log.seg
 SHARE_GROUP_STATE_SEGMENT_BYTES = 100 * 1024 * 1024  # share.coordinator.state.topic.segment.bytes
 COORDINATOR_LEADER_EPOCH = 0  # the partition is never led by anyone else
 
-# What a coordinator's loader gets: each data record (its batch header, key, value or None) and each
-# transaction marker (producer id, committed).
-OnRecord = Callable[[RecordBatchHeader, bytes, "bytes | None"], None]
-OnMarker = Callable[[int, bool], None]
 
 
 def compacted_log_config(segment_bytes: int, topic_defaults: Mapping[str, str] | None = None) -> LogConfig:
@@ -127,41 +123,19 @@ class CoordinatorLog:
         lg = self.log
         self.open_txns.clear()
         lg.txn_index.clear()
-        applied = 0
-        for h, view in lg.iter_batches_from(lg.log_start_offset):
-            if h.is_control:
-                if h.producer_id < 0:
-                    continue
-                try:
-                    control_type, _ = read_end_txn_marker(view)
-                except CorruptRecordError as exc:
-                    log.warning("%s: skipping unreadable control batch at offset %d: %s", self.name, h.base_offset,
-                                exc)
-                    continue
-                if control_type in (ControlRecordType.COMMIT, ControlRecordType.ABORT):
-                    commit = control_type == ControlRecordType.COMMIT
-                    self._complete_txn(h.producer_id, commit, h.base_offset)
-                    if on_marker is not None:
-                        on_marker(h.producer_id, commit)
-                continue
-            if h.is_transactional and h.producer_id >= 0 and h.producer_id not in self.open_txns:
+        current: list[RecordBatchHeader] = []
+
+        def batch(h: RecordBatchHeader) -> None:
+            current[:] = [h]
+            if not h.is_control and h.is_transactional and h.producer_id >= 0 and h.producer_id not in self.open_txns:
                 self.open_txns[h.producer_id] = (h.base_offset, h.producer_epoch)
-            if h.record_count <= 0:
-                continue  # an empty batch the cleaner kept
-            try:
-                records = decode_records(view, check_crc=False)
-            except CorruptRecordError as exc:
-                log.warning("%s: skipping unreadable batch at offset %d: %s", self.name, h.base_offset, exc)
-                continue
-            for rec in records:
-                if rec.key is None:
-                    log.warning("%s: skipping a record without a key at offset %d", self.name, rec.offset)
-                    continue
-                try:
-                    on_record(h, rec.key, rec.value)
-                    applied += 1
-                except (ValueError, KeyError, TypeError) as exc:
-                    log.warning("%s: skipping unreadable record at offset %d: %s", self.name, rec.offset, exc)
+
+        def marker(producer_id: int, commit: bool) -> None:
+            self._complete_txn(producer_id, commit, current[0].base_offset)
+            if on_marker is not None:
+                on_marker(producer_id, commit)
+
+        applied = replay_log(lg, self.name, on_record, marker, batch)
         self.records_written = applied
         return applied
 

@@ -18,6 +18,7 @@ from typing import Callable
 
 from ..common import Node, PartitionMetadata, TopicMetadata
 from ..common.types import INTERNAL_TOPICS
+from ..protocol.coordinator_records import OFFSETS_TOPIC
 from ..common.hashing import partition_for_key
 from ..protocol.errors import ErrorCode
 from .config import StartupError
@@ -235,13 +236,36 @@ class ClusterMetadata:
             return self.live[nid]
         return self._endpoint(nid, listener) or Node(nid, "", -1)
 
-    def offsets_partition_leader(self, partition: int) -> int:
-        """The leader of a ``__consumer_offsets`` partition (-1 when no broker is up).
+    def ensure_internal_topic(self, name: str, num_partitions: int, replication_factor: int,
+                              configs: dict[str, str]) -> TopicMetadata:
+        """An internal topic (``__consumer_offsets``), created now if it does not exist, as Kafka creates it
+        at the first FindCoordinator: ``num_partitions`` partitions with ``replication_factor`` replicas, capped
+        at the registered, unfenced brokers (MetadataError COORDINATOR_NOT_AVAILABLE when none is)."""
+        topic = self.topics.get(name)
+        if topic is not None:
+            return topic
+        available = len(self.placement_brokers())
+        if available == 0:
+            raise MetadataError(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"no broker is up to host {name}")
+        return self.create_topic(name, num_partitions, min(replication_factor, available), configs)
 
-        The internal topic is not materialised: its partitions are placed as Kafka's rack-unaware
-        assignment with a zero start index would place them (replicas ``broker_ids[p % n]`` onward, at
-        most three), and the leader is the first live replica, or any live broker when none is.
+    def offsets_partition_leader(self, partition: int) -> int:
+        """The leader of a ``__consumer_offsets`` partition (-1 when no broker is up, or when it has none).
+
+        Once the internal topic exists (:meth:`ensure_internal_topic`), its partition's leader.  Before, the
+        partitions are placed as Kafka's rack-unaware assignment with a zero start index would place them
+        (replicas ``broker_ids[p % n]`` onward, at most three), and the leader is the first live replica, or
+        any live broker when none is.
         """
+        topic = self.topics.get(OFFSETS_TOPIC)
+        if topic is not None:
+            pm = topic.partition(partition)
+            return pm.leader if pm is not None and pm.leader in self.live else -1
+        return self._placed_leader(partition)
+
+    def _placed_leader(self, partition: int) -> int:
+        """The first live broker of where Kafka's rack-unaware assignment would place an internal topic's
+        ``partition`` (any live broker when none of those is; -1 when none is up)."""
         if not self.live:
             return -1
         ids = sorted(self.broker_ids)
@@ -265,9 +289,9 @@ class ClusterMetadata:
 
     def share_coordinator(self, partition: int, listener: str | None = None) -> Node:
         """The share coordinator of a ``__share_group_state`` partition (FindCoordinator key type 2): its
-        leader, the internal topic placed as ``__consumer_offsets`` is (:meth:`offsets_partition_leader`), at
+        leader, the internal topic placed as Kafka would place it (:meth:`_placed_leader`), at
         its address on ``listener`` (port -1 when it has no such listener; node -1 when no broker is up)."""
-        nid = self.offsets_partition_leader(partition)
+        nid = self._placed_leader(partition)
         if nid < 0:
             return Node(-1, "", -1)
         if listener is None:

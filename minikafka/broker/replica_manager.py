@@ -147,6 +147,9 @@ class ReplicaManager:
         self.isr_expands = 0
         # Whether an AlterPartition would reach the controller now (a broker of a cluster: not paused, not cut off).
         self.controller_reachable: Callable[[], bool] = _always
+        # Told (partition, leading) when this broker becomes or stops being a partition's leader, or the replica
+        # goes: Kafka's ReplicaManager calls the coordinators' onElection / onResignation for their topics.
+        self.leadership_listener: Callable[[Partition, bool], None] | None = None
 
     # -- partitions --------------------------------------------------------
     def load(self) -> None:
@@ -174,6 +177,8 @@ class ReplicaManager:
                                                         local_id=me, leader_id=pm.leader, replicas=list(pm.replicas))
                 if lg.log_end_offset > lg.log_start_offset:
                     self.rebuild_producer_state(part)  # a loaded log: open transactions, aborted index
+                if part.is_leader and not part.is_replicated:
+                    self._tell_leadership(part, True)  # (a replicated one is made leader by apply_leadership)
 
     def remove_stale_replicas(self, topic: TopicMetadata) -> list[int]:
         """Drop the local replicas of ``topic`` this broker no longer hosts (a reassignment completed or was
@@ -191,6 +196,7 @@ class ReplicaManager:
             self.fetchers.remove_partition(part)
             part.leader_id, part.remote = -1, {}
             self.partition_changed(part.tp)
+            self._tell_leadership(part, False)
             self.log_manager.delete_partition(name, index)
             log.info("broker %d: replica of %s-%d removed (replicas now %s); its log is deleted", self.node_id,
                      name, index, pm.replicas)
@@ -231,6 +237,7 @@ class ReplicaManager:
         for key in [k for k in self.partitions if k[0] == name]:
             part = self.partitions.pop(key)
             self.fetchers.remove_partition(part)
+            self._tell_leadership(part, False)
             self.partition_changed(key)  # waiting requests re-read and report the topic as gone
         self.log_manager.delete_topic(name)
 
@@ -281,7 +288,7 @@ class ReplicaManager:
         # Idempotence: every batch of an idempotent producer must be in sequence; transactional batches
         # must come from a producer id, and a producer with a transaction open here sends only those.
         producers = part.producers
-        idempotent = False
+        idempotent = False  # producer state to update: idempotent batches, and a coordinator's transactional ones
         for header, _view in batches:
             attributes = header.attributes
             if attributes & CONTROL_MASK:
@@ -296,6 +303,8 @@ class ReplicaManager:
                                                 bool(attributes & TRANSACTIONAL_MASK))
             if err:
                 return ProduceResult(err, message=err.name)
+            if attributes & TRANSACTIONAL_MASK:
+                idempotent = True  # (a coordinator's TxnOffsetCommit batch has no sequence)
             if header.base_sequence >= 0:
                 idempotent = True
                 last_seq = header.base_sequence + header.last_offset_delta
@@ -316,7 +325,7 @@ class ReplicaManager:
         if idempotent:
             offset = info.first_offset
             for header, _ in batches:
-                if header.producer_id >= 0 and header.base_sequence >= 0:
+                if header.producer_id >= 0 and (header.base_sequence >= 0 or header.is_transactional):
                     last = offset + header.last_offset_delta
                     producers.update(
                         header.producer_id,
@@ -458,6 +467,11 @@ class ReplicaManager:
                  part.index, pm.leader_epoch, was, lg.log_end_offset, lg.high_watermark)
         self.maybe_increment_hw(part)
         self.partition_changed(part.tp)
+        self._tell_leadership(part, True)
+
+    def _tell_leadership(self, part: Partition, leading: bool) -> None:
+        if self.leadership_listener is not None:
+            self.leadership_listener(part, leading)
 
     def make_follower(self, part: Partition, pm: PartitionMetadata) -> None:
         """Kafka ``Partition.makeFollower`` + ``ReplicaFetcherManager.addFetcherForPartitions``:
@@ -471,6 +485,7 @@ class ReplicaManager:
         log.info("broker %d: follower of %s-%d, leader %d epoch %d, LEO %d", part.local_id, part.topic,
                  part.index, pm.leader, pm.leader_epoch, part.log.log_end_offset)
         self.partition_changed(part.tp)  # waiting fetches and produces see NOT_LEADER_OR_FOLLOWER
+        self._tell_leadership(part, False)
 
     # -- leader side of replication ----------------------------------------
     def record_follower_fetch(self, part: Partition, replica_id: int, fetch_offset: int, now_ms: int,

@@ -385,6 +385,16 @@ class GroupCoordinatorApi(ConsumerGroupCoordinatorApi, Protocol):
         version (v9+ answers GROUP_ID_NOT_FOUND / STALE_MEMBER_EPOCH)."""
         ...
 
+    def coordinator_error(self, group_id: str, broker_id: int) -> ErrorCode:
+        """NONE when broker ``broker_id`` has the group's shard loaded; COORDINATOR_LOAD_IN_PROGRESS while it
+        loads it; NOT_COORDINATOR otherwise."""
+        ...
+
+    async def replicated(self, group_id: str) -> ErrorCode:
+        """Wait until what was written for the group is replicated (its partition's high watermark passed it):
+        NONE, NOT_COORDINATOR (leadership moved first) or REQUEST_TIMED_OUT (``offsets.commit.timeout.ms``)."""
+        ...
+
     def fetch_offsets(self, group_id: str, partitions: list[TopicPartition] | None, require_stable: bool = False,
                       *, member_id: str | None = None, member_epoch: int = -1
                       ) -> tuple[ErrorCode, dict[TopicPartition, OffsetAndMetadata | None]]: ...
@@ -668,4 +678,6 @@ class BrokerServices:
     client_metrics_configs: ClientMetricsSubscriptions
     client_telemetry: ClientTelemetry
     features: FinalizedFeatures
+    # Creates __consumer_offsets if it does not exist yet (its partitions place and hold the groups).
+    ensure_offsets_topic: Callable[[], None]
     authorizer: Authorizer | None = None  # None: no authorizer.class.name, nothing is checked

@@ -76,6 +76,7 @@ class SharedServices:
                                    offsets_topic_partitions=config.offsets_topic_num_partitions,
                                    unclean_leader_election=config.unclean_leader_election_enable)
         group_coordinator = GroupCoordinator(config, data_dir, wall_clock=clock)
+        group_coordinator.use_partitions()  # its groups live on the replicated __consumer_offsets partitions
         producer_ids = ProducerIdManager()
         features = open_features(config, data_dir)
         txn_coordinator = TransactionCoordinator(config, data_dir, producer_ids, metadata, clock, group_coordinator,

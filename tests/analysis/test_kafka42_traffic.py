@@ -92,7 +92,7 @@ async def _exchange(conn: KafkaConnection) -> None:
     assert ongoing.error_code == E.NONE and ongoing.topics == []
     dirs = await call(K.DESCRIBE_LOG_DIRS, {"topics": None})
     (logdir,) = dirs.results
-    assert {t.name for t in logdir.topics} == {TOPIC}
+    assert {t.name for t in logdir.topics} == {TOPIC, "__consumer_offsets"}  # the group's commit made the latter
     altered = await call(K.ALTER_REPLICA_LOG_DIRS, {"dirs": [{"path": logdir.log_dir, "topics": [
         {"name": TOPIC, "partitions": [0]}]}]})
     assert altered.results[0].partitions[0].error_code == E.NONE

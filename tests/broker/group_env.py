@@ -51,19 +51,22 @@ class GroupEnv:
             for name, n in (topics if topics is not None else {"t": 4, "u": 2}).items():
                 metadata.create_topic(name, n, 1)
         self.metadata = metadata
-        c, md, owns = self.coordinator, metadata, owns_group
+        c, md = self.coordinator, metadata
+
+        def owns(group_id: str) -> E:  # the handlers' coordinator_error
+            return E.NONE if owns_group(group_id) else E.NOT_COORDINATOR
         self.handlers: dict[ApiKey, Any] = {
-            K.JOIN_GROUP: G.JoinGroupHandler(c, owns_group=owns, metadata=md).handle,
-            K.SYNC_GROUP: G.SyncGroupHandler(c, owns_group=owns).handle,
-            K.HEARTBEAT: G.HeartbeatHandler(c, owns_group=owns).handle,
-            K.LEAVE_GROUP: G.LeaveGroupHandler(c, owns_group=owns).handle,
-            K.OFFSET_COMMIT: G.OffsetCommitHandler(c, md, owns_group=owns).handle,
-            K.OFFSET_FETCH: G.OffsetFetchHandler(c, owns_group=owns, metadata=md).handle,
-            K.LIST_GROUPS: G.ListGroupsHandler(c, owns_group=owns, share_groups=share_groups).handle,
-            K.DESCRIBE_GROUPS: G.DescribeGroupsHandler(c, owns_group=owns).handle,
-            K.DELETE_GROUPS: G.DeleteGroupsHandler(c, owns_group=owns).handle,
-            K.CONSUMER_GROUP_HEARTBEAT: ConsumerGroupHeartbeatHandler(c, md, owns_group=owns).handle,
-            K.CONSUMER_GROUP_DESCRIBE: ConsumerGroupDescribeHandler(c, md, owns_group=owns).handle,
+            K.JOIN_GROUP: G.JoinGroupHandler(c, coordinator_error=owns, metadata=md).handle,
+            K.SYNC_GROUP: G.SyncGroupHandler(c, coordinator_error=owns).handle,
+            K.HEARTBEAT: G.HeartbeatHandler(c, coordinator_error=owns).handle,
+            K.LEAVE_GROUP: G.LeaveGroupHandler(c, coordinator_error=owns).handle,
+            K.OFFSET_COMMIT: G.OffsetCommitHandler(c, md, coordinator_error=owns).handle,
+            K.OFFSET_FETCH: G.OffsetFetchHandler(c, coordinator_error=owns, metadata=md).handle,
+            K.LIST_GROUPS: G.ListGroupsHandler(c, coordinator_error=owns, share_groups=share_groups).handle,
+            K.DESCRIBE_GROUPS: G.DescribeGroupsHandler(c, coordinator_error=owns).handle,
+            K.DELETE_GROUPS: G.DeleteGroupsHandler(c, coordinator_error=owns).handle,
+            K.CONSUMER_GROUP_HEARTBEAT: ConsumerGroupHeartbeatHandler(c, md, coordinator_error=owns).handle,
+            K.CONSUMER_GROUP_DESCRIBE: ConsumerGroupDescribeHandler(c, md, coordinator_error=owns).handle,
         }
 
     def restart(self) -> "GroupEnv":

@@ -45,10 +45,13 @@ class Env:
         self.metadata.create_topic("secret", 1, 1)
         self.group_configs = GroupConfigManager(self.config)
         self.authorizer = StandardAuthorizer() if authorizer else None
+        def error(group_id: str) -> E:
+            return E.NONE if owns else E.NOT_COORDINATOR
+
         self.heartbeat = ConsumerGroupHeartbeatHandler(self.coordinator, self.metadata, self.group_configs,
-                                                       authorizer=self.authorizer, owns_group=lambda g: owns)
+                                                       authorizer=self.authorizer, coordinator_error=error)
         self.describe = ConsumerGroupDescribeHandler(self.coordinator, self.metadata, authorizer=self.authorizer,
-                                                     owns_group=lambda g: owns)
+                                                     coordinator_error=error)
 
     def allow(self, rtype: ResourceType, name: str, *ops: AclOperation, principal: str = ALICE) -> None:
         assert self.authorizer is not None

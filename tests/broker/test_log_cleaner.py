@@ -386,7 +386,7 @@ async def test_consumer_offsets_log_compacted_and_reloaded(tmp_path: Path) -> No
     from minikafka.protocol.api import ApiKey
 
     settings = dict(data_dir=tmp_path, offsets_topic_segment_bytes=4096, log_cleaner_backoff_ms=3_600_000,
-                    log_cleaner_min_cleanable_ratio=0.01)
+                    log_cleaner_min_cleanable_ratio=0.01, offsets_topic_num_partitions=1)
 
     async def committed(conn: KafkaConnection, group: str) -> dict[int, int]:
         resp = await conn.request(ApiKey.OFFSET_FETCH, 7, {"group_id": group, "topics": None})
@@ -403,12 +403,13 @@ async def test_consumer_offsets_log_compacted_and_reloaded(tmp_path: Path) -> No
                          "committed_metadata": ""} for p in range(4)]}]})
                 assert all(p.error_code == 0 for t in resp.topics for p in t.partitions)
             before = {g: await committed(conn, g) for g in ("g0", "g1", "g2")}
-        (target,) = broker.group_coordinator.cleaner_targets()
-        size_before = target.log.size_in_bytes
+        # The broker's replica of __consumer_offsets-0 (one partition here), compacted as any compacted topic.
+        offsets_log = broker.replica_manager.get("__consumer_offsets", 0).log
+        size_before = offsets_log.size_in_bytes
         await broker.log_cleaner.clean_until_idle()
-        assert target.log.size_in_bytes < size_before / 3
-        active = target.log.active_segment.base_offset
-        keys = [r.key for h, v in target.log.iter_batches_from(0) if not h.is_control and h.last_offset < active
+        assert offsets_log.size_in_bytes < size_before / 3
+        active = offsets_log.active_segment.base_offset
+        keys = [r.key for h, v in offsets_log.iter_batches_from(0) if not h.is_control and h.last_offset < active
                 for r in decode_records(v)]
         assert len(keys) == len(set(keys))  # one record per key below the active segment
     async with serve_broker(**settings) as broker:

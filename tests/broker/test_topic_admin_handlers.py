@@ -154,7 +154,8 @@ async def test_describe_topic_partitions_needs_describe_on_each_topic() -> None:
 
 # -- OffsetDelete --------------------------------------------------------------------------------------
 def offset_delete(env: GroupEnv, authorizer: StandardAuthorizer | None = None, owns: bool = True) -> Any:
-    return OffsetDeleteHandler(env.coordinator, env.metadata, authorizer=authorizer, owns_group=lambda g: owns)
+    return OffsetDeleteHandler(env.coordinator, env.metadata, authorizer=authorizer, 
+                               coordinator_error=lambda g: E.NONE if owns else E.NOT_COORDINATOR)
 
 
 async def delete(handler: Any, partitions: dict[str, list[int]], group: str = "g") -> tuple[int, dict]:

@@ -358,7 +358,8 @@ def test_replay_reconnects_when_the_target_closes_a_connection(one_broker_captur
     from minikafka.capture.replay import run_replay
 
     with ClusterThread(3, group_initial_rebalance_delay_ms=0) as target:
-        rule = target.faults.add(api="Fetch", drop="before", count=1)  # closes the connection the Fetch came on
+        # Closes the connection the first consumer Fetch came on (not a follower's of __consumer_offsets).
+        rule = target.faults.add(api="Fetch", topic=SPREAD, drop="before", count=1)
         report = run_replay([one_broker_capture], _options(target))
         assert _count(target.bootstrap) == MESSAGES
     assert rule.matched == 1

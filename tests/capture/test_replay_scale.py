@@ -40,7 +40,9 @@ def _capture(cap: Path) -> int:
     from confluent_kafka import Consumer, Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    config = BrokerConfig(port=0, capture_dir=cap, group_initial_rebalance_delay_ms=0)
+    # Only the clients' traffic: no replicas of __consumer_offsets fetching from each other.
+    config = BrokerConfig(port=0, capture_dir=cap, group_initial_rebalance_delay_ms=0,
+                          offsets_topic_replication_factor=1)
     with ClusterThread(3, config) as cluster:
         bootstrap = cluster.bootstrap
         admin = AdminClient({"bootstrap.servers": bootstrap})

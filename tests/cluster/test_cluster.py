@@ -283,13 +283,17 @@ async def test_committed_offsets_survive_the_coordinator_stopping():
         assert r.topics[0].partitions[0].error_code == 0
         await c0.aclose()
         await cluster.stop_broker(0)
-        c1 = await connect(cluster, 1)
+        # The group's __consumer_offsets partition is led by one of its other in-sync replicas now, which loaded
+        # the group from its replica of the partition.
+        new = cluster.metadata.group_coordinator("g").node_id
+        assert new in (1, 2)
+        c1 = await connect(cluster, new)
         fc = await c1.request(K.FIND_COORDINATOR, 3, {"key": "g", "key_type": 0})
-        assert fc.node_id == 1 and fc.port == cluster.configs[1].port
+        assert fc.node_id == new and fc.port == cluster.configs[new].port
         of = await c1.request(K.OFFSET_FETCH, 5, {"group_id": "g", "topics": [
             {"name": "t", "partition_indexes": [0]}]})
         assert of.topics[0].partitions[0].committed_offset == 42
-        md = await c1.request(K.METADATA, 12, {"topics": None})
+        md = await c1.request(K.METADATA, 12, {"topics": [{"name": "t"}]})
         assert sorted(b.node_id for b in md.brokers) == [1, 2] and md.controller_id == 1
         assert md.topics[0].partitions[0].offline_replicas == [0]
         await c1.aclose()

@@ -257,10 +257,14 @@ def test_the_broker_hands_its_clock_to_its_coordinators_and_stores(tmp_path: Pat
         token = shared.delegation_tokens.create_token("User:alice", "User:alice", [], -1)
         assert token.issue_timestamp == 1_700_000_000_000
         clock.sleep(7)
+        # __consumer_offsets as the first FindCoordinator makes it, its replicas here, its shards loaded ...
+        broker.ensure_offsets_topic()
+        broker.replica_manager.ensure_partitions(broker.metadata.get_topic("__consumer_offsets"))
         tp = TopicPartition("t", 0)
         commit = OffsetAndMetadata(5, commit_timestamp=shared.group_coordinator.now_ms())
         assert shared.group_coordinator.commit_offsets("g", "", None, -1, {tp: commit}) == {tp: 0}
-        [offsets] = shared.group_coordinator.cleaner_targets()  # __consumer_offsets, stamped on the broker's clock
-        assert [h.max_timestamp for h, _ in offsets.log.iter_batches_from(0)] == [1_700_000_000_007]
+        # ... and the commit's batch stamped on the broker's clock.
+        part = broker.replica_manager.get("__consumer_offsets", shared.group_coordinator.partition_for("g"))
+        assert [h.max_timestamp for h, _ in part.log.iter_batches_from(0)] == [1_700_000_000_007]
     finally:
         broker.close()

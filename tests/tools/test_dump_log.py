@@ -305,8 +305,9 @@ def wait_for_txn_state(bootstrap: str, transactional_id: str, state: str) -> Non
 @pytest.mark.clients
 def test_coordinator_topics_of_a_broker_decoded(tmp_path: Path, capsys) -> None:
     """A group's committed offsets (plain and within a transaction) and a transactional id's states, as a
-    stopped broker left them in D/__consumer_offsets-0 and D/__transaction_state-0."""
-    with BrokerThread(BrokerConfig(port=0, data_dir=tmp_path, group_initial_rebalance_delay_ms=0)) as broker:
+    stopped broker left them in D/logs/__consumer_offsets-0 and D/__transaction_state-0."""
+    with BrokerThread(BrokerConfig(port=0, data_dir=tmp_path, group_initial_rebalance_delay_ms=0,
+                                   offsets_topic_num_partitions=1)) as broker:
         broker.create_topic("orders", 2)
         consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "dump-group",
                              "enable.auto.commit": False})
@@ -320,7 +321,8 @@ def test_coordinator_topics_of_a_broker_decoded(tmp_path: Path, capsys) -> None:
         txn.commit_transaction(30)
         consumer.close()
         wait_for_txn_state(broker.bootstrap, "dump-txn", "CompleteCommit")
-    assert partition_segments(tmp_path, "__consumer_offsets", 0)[0].parent == tmp_path / "__consumer_offsets-0"
+    # The broker's replica of __consumer_offsets-0 (one partition here), in its log dir as any topic's.
+    assert partition_segments(tmp_path, "__consumer_offsets", 0)[0].parent == tmp_path / "logs" / "__consumer_offsets-0"
 
     r = run_cli(capsys, "dump-log", "--data-dir", str(tmp_path), "--topic", "__consumer_offsets",
                 "--partition", "0", "--offsets-decoder")
@@ -350,9 +352,9 @@ def test_coordinator_topics_of_a_broker_decoded(tmp_path: Path, capsys) -> None:
     assert {v["producerId"] for v in values} == {values[0]["producerId"]}
     assert values[0]["transactionStatus"] == "Empty" and values[0]["transactionPartitions"] is None
     ongoing = next(v for v in values if v["transactionStatus"] == "PrepareCommit")
-    # The group's __consumer_offsets partition as Kafka places it (minikafka keeps every group in partition 0).
+    # The group's __consumer_offsets partition (one partition here).
     assert sorted((p["topic"], p["partitionIds"]) for p in ongoing["transactionPartitions"]) == [
-        ("__consumer_offsets", [partition_for_key("dump-group", 50)]), ("orders", [0])]
+        ("__consumer_offsets", [partition_for_key("dump-group", 1)]), ("orders", [0])]
     # The producer id the coordinator recorded is the one on the transaction's batch in orders-0.
     r = run_cli(capsys, "dump-log", "--data-dir", str(tmp_path), "--topic", "orders", "--partition", "0")
     assert {int(b["producerId"]) for b in txn_batches} == {values[-1]["producerId"]}

@@ -3,8 +3,11 @@
 Models Kafka's ``kafka.coordinator.group.GroupCoordinator`` (JoinGroup,
 SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, ListGroups,
 DescribeGroups, DeleteGroups) together with the in-memory half of
-``GroupMetadataManager`` (the group cache, offset expiry).  This broker is the
-coordinator of every group.
+``GroupMetadataManager`` (the group cache, offset expiry).  Run by a broker or a cluster
+(:meth:`~.core.CoordinatorCore.use_partitions`), its groups are kept per ``__consumer_offsets`` partition,
+each partition's shard loaded on that partition's leader (Kafka 4's coordinator runtime,
+:mod:`minikafka.broker.coordinator_runtime`); used on its own (tests), it coordinates every group and keeps
+its records in a local log.
 
 :class:`GroupCoordinator` is composed of one mixin a job:
 
@@ -32,8 +35,8 @@ Deliberate differences from Kafka:
   instead of no answer; a JoinGroup/SyncGroup superseded by a newer one from
   the same member is answered with REBALANCE_IN_PROGRESS.
 * Group assignments are not persisted; only offsets and each group's
-  generation/protocol type are (see :mod:`.offset_log`).  After a restart
-  groups are Empty and their members rejoin.
+  generation/protocol type are (see :mod:`.offset_log`).  After a restart or a
+  coordinator move groups are Empty and their members rejoin (Kafka persists members).
 * Static membership follows ``updateStaticMemberAndRebalance``: a static
   member rejoining with an unknown member id replaces its old id; in a Stable
   group that does not rebalance unless the selected protocol would change.

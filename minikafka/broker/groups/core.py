@@ -12,9 +12,13 @@ composes them.
 from __future__ import annotations
 
 import logging
+import shutil
 from pathlib import Path
 from typing import Callable
 
+import trio
+
+from ...common import OffsetAndMetadata, TopicPartition
 from ...common.clock import SYSTEM_CLOCK, Clock
 from ...protocol.errors import ErrorCode
 from ..config import BrokerConfig
@@ -31,7 +35,9 @@ from .metadata import (
 )
 from ..coordinator_log import compacted_log_config
 from ..log.cleaner_manager import CleanerTarget
-from .offset_log import OffsetLog
+from .offset_log import LoadedGroup, OffsetLog
+from ..coordinator_runtime import SYNC_LOAD_MAX_BYTES, CoordinatorReplica, CoordinatorShards, Shard, ShardState
+from ...common.hashing import partition_for_key
 
 # One logger for the whole coordinator, whichever module of it logs.
 log = logging.getLogger("minikafka.broker.groups.coordinator")
@@ -41,6 +47,19 @@ S = GroupState
 
 DEFAULT_RETENTION_CHECK_INTERVAL_S = 600.0  # offsets.retention.check.interval.ms
 
+
+
+def _replicated_value(base: OffsetAndMetadata | None, entries: list[tuple[int, OffsetAndMetadata]], hw: int
+                      ) -> tuple[OffsetAndMetadata | None, list[tuple[int, OffsetAndMetadata]]]:
+    """The value of a committed offset below the high watermark ``hw``, and the writes still above it."""
+    while entries and entries[0][0] < hw:
+        base = entries.pop(0)[1]
+    return base, entries
+
+
+def _generation(group: GroupMetadata) -> int:
+    """A classic group's generation, a consumer group's group epoch (what its metadata record holds)."""
+    return group.consumer.group_epoch if group.consumer is not None else group.generation_id
 
 
 class CoordinatorCore:
@@ -71,8 +90,187 @@ class CoordinatorCore:
             self._log = OffsetLog(Path(data_dir), clock=wall_clock, config=log_config)
         # (group type, generation or group epoch) last written for each group by _persist_group_metadata.
         self._persisted_meta: dict[str, tuple[str, int]] = {}
+        # With the coordinator runtime (use_partitions): which broker has each __consumer_offsets partition's
+        # shard loaded; the groups of every loaded shard are in self.groups.
+        self.shards: CoordinatorShards | None = None
+        self._tasks: trio.Nursery | None = None  # run()'s: loads of large partitions
+        # Offsets committed and not yet replicated, per group: partition -> (the value before them, then each
+        # (log offset of its record, value)); OffsetFetch reads what is replicated (Kafka's committed snapshot).
+        self._unreplicated: dict[str, dict[TopicPartition, tuple[OffsetAndMetadata | None,
+                                                                 list[tuple[int, OffsetAndMetadata]]]]] = {}
+        # The groups of unloaded shards, kept for their members (see _load_shard); by group id.
+        self._parked: dict[str, GroupMetadata] = {}
+        # Groups of an earlier version's local log, written to their partitions as those load (use_partitions).
+        self._legacy: dict[str, LoadedGroup] = {}
+        self._legacy_dir: Path | None = None
         if self._log is not None:
             self._load()
+
+    # ------------------------------------------------------------------ the coordinator runtime
+
+    def use_partitions(self) -> None:
+        """Keep the groups on the partitions of the replicated ``__consumer_offsets`` topic (Kafka 4's coordinator
+        runtime): each partition's shard is loaded on its leader (:meth:`on_election`), writes go to that
+        replica, and it is unloaded when leadership moves (:meth:`on_resignation`).  What a coordinator used on
+        its own kept in a local log (``<data_dir>/__consumer_offsets-0``, earlier versions) is carried over: each
+        group is written to its partition when that is first loaded, and the local log removed once all are."""
+        if self._log is not None:
+            self._log.close()
+            self._legacy = {gid: self._loaded_state(g) for gid, g in self.groups.items()}
+            self._legacy_dir = self._log.dir
+            self.groups.clear()
+            self._persisted_meta.clear()
+            if not self._legacy:
+                self._drop_legacy_dir()
+        self.shards = CoordinatorShards()
+        self._log = OffsetLog(None, clock=self.wall_clock, shards=self.shards, partition_for=self.partition_for)
+
+    def partition_for(self, group_id: str) -> int:
+        """The group's ``__consumer_offsets`` partition (Kafka's ``partitionFor``)."""
+        return partition_for_key(group_id, self.config.offsets_topic_num_partitions)
+
+    def coordinator_error(self, group_id: str, broker_id: int) -> ErrorCode:
+        """NONE when broker ``broker_id`` has the group's shard loaded (always, without the runtime);
+        COORDINATOR_LOAD_IN_PROGRESS while it loads it; NOT_COORDINATOR otherwise."""
+        if self.shards is None:
+            return E.NONE
+        return self.shards.error_for(self.partition_for(group_id), broker_id) or E.NONE
+
+    async def replicated(self, group_id: str) -> ErrorCode:
+        """Wait until the group's records written so far are replicated (``offsets.commit.timeout.ms``)."""
+        assert self._log is not None or self.shards is None
+        pending = self._log.pending_write(group_id) if self._log is not None else None
+        if pending is None:
+            return E.NONE
+        shard, offset = pending
+        return await shard.replica.wait_replicated(offset, self.config.offsets_commit_timeout_ms / 1000)
+
+    def _remember_unreplicated(self, group_id: str, before: dict[TopicPartition, OffsetAndMetadata | None],
+                               stored: dict[TopicPartition, OffsetAndMetadata]) -> None:
+        """Offsets just written for ``group_id`` (their record's offset is the partition's last written): until
+        the high watermark passes it, OffsetFetch answers the values ``before`` them."""
+        assert self._log is not None
+        pending = self._log.pending_write(group_id)
+        if pending is None:
+            return
+        shard, log_offset = pending
+        hw = shard.replica.log.high_watermark
+        if log_offset < hw:
+            return  # replicated already (an unreplicated partition)
+        history = self._unreplicated.setdefault(group_id, {})
+        for tp, om in stored.items():
+            base, entries = _replicated_value(*history.get(tp, (before.get(tp), [])), hw)
+            entries.append((log_offset, om))
+            history[tp] = (base, entries)
+
+    def _replicated_offsets(self, group_id: str, offsets: dict[TopicPartition, OffsetAndMetadata]
+                            ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        """``offsets`` as far as they are replicated: a value whose record the high watermark has not passed yet
+        reads as the one before it (Kafka's reads of the committed snapshot: a value a failover could lose is
+        never seen)."""
+        history = self._unreplicated.get(group_id)
+        if not history:
+            return dict(offsets)
+        shard = self.shards.get(self.partition_for(group_id)) if self.shards is not None else None
+        hw = shard.replica.log.high_watermark if shard is not None else 0
+        out: dict[TopicPartition, OffsetAndMetadata | None] = dict(offsets)
+        for tp in list(history):
+            base, entries = _replicated_value(*history[tp], hw)
+            if entries:
+                out[tp] = base
+            else:
+                del history[tp]
+        if not history:
+            del self._unreplicated[group_id]
+        return out
+
+    def on_election(self, replica: CoordinatorReplica) -> None:
+        """The broker of ``replica`` became the leader of its ``__consumer_offsets`` partition: the shard moves
+        there (unloaded from wherever it was) and is loaded from the replica's records, at once for a small
+        partition, by a task for a larger one (COORDINATOR_LOAD_IN_PROGRESS meanwhile)."""
+        if self.shards is None:
+            return
+        partition = replica.part.index
+        current = self.shards.get(partition)
+        if current is not None and current.replica is replica:
+            return
+        self._unload(partition)
+        shard = self.shards.shards[partition] = Shard(partition, replica)
+        if self._tasks is None or replica.log.size_in_bytes <= SYNC_LOAD_MAX_BYTES:
+            self._load_shard(shard)
+        else:
+            self._tasks.start_soon(self._load_shard_later, shard)
+
+    def on_resignation(self, broker_id: int, partition: int) -> None:
+        """``broker_id`` no longer leads the partition: its shard is unloaded there."""
+        if self.shards is None:
+            return
+        shard = self.shards.get(partition)
+        if shard is not None and shard.broker_id == broker_id:
+            self._unload(partition)
+
+    def on_broker_gone(self, broker_id: int) -> None:
+        """The broker stopped or crashed: every shard loaded on it goes, with its in-memory state."""
+        if self.shards is not None:
+            for partition in self.shards.on_broker(broker_id):
+                self._unload(partition)
+
+    async def _load_shard_later(self, shard: Shard) -> None:
+        await trio.lowlevel.checkpoint()
+        self._load_shard(shard)
+
+    def _load_shard(self, shard: Shard) -> None:
+        assert self.shards is not None and self._log is not None
+        if self.shards.get(shard.partition) is not shard or not shard.replica.leading:
+            return  # superseded meanwhile
+        parked = {g: self._parked.pop(g) for g in [g for g in self._parked if self.partition_for(g) == shard.partition]}
+        for gid, loaded in self._log.load_partition(shard.replica).items():
+            self._install(gid, loaded, parked.get(gid))
+        shard.state = ShardState.ACTIVE
+        if self._legacy:
+            self._carry_over(shard.partition)
+
+    def _carry_over(self, partition: int) -> None:
+        """Write the groups of an earlier version's local log that belong to ``partition`` into it (those it
+        does not hold yet); the local log goes once every group is carried over."""
+        assert self._log is not None
+        for gid in [g for g in self._legacy if self.partition_for(g) == partition]:
+            loaded = self._legacy.pop(gid)
+            if gid in self.groups:
+                continue
+            if loaded.group_type != GROUP_TYPE_CLASSIC or loaded.generation_id or loaded.protocol_type is not None:
+                self._log.write_group_metadata(gid, loaded.group_type, loaded.protocol_type, loaded.generation_id)
+            if loaded.offsets:
+                self._log.commit_offsets(gid, loaded.offsets)
+            self._install(gid, loaded)
+        if not self._legacy:
+            self._drop_legacy_dir()
+
+    def _drop_legacy_dir(self) -> None:
+        """The local log of an earlier version holds nothing more to carry over: it goes."""
+        if self._legacy_dir is not None and self._legacy_dir.exists():
+            shutil.rmtree(self._legacy_dir, ignore_errors=True)
+            log.info("removed %s: its groups are on __consumer_offsets", self._legacy_dir)
+        self._legacy_dir = None
+
+    def _loaded_state(self, group: GroupMetadata) -> LoadedGroup:
+        """What replay would recover of ``group`` (its type, generation, protocol type and offsets)."""
+        return LoadedGroup(group.protocol_type, _generation(group), group.group_type, dict(group.offsets))
+
+    def _unload(self, partition: int) -> None:
+        """Drop a shard and its groups' in-memory state (members waiting on a join or sync are answered
+        NOT_COORDINATOR, as Kafka's ``onResignation``)."""
+        assert self.shards is not None
+        if self.shards.shards.pop(partition, None) is None:
+            return
+        for gid in [g for g in self.groups if self.partition_for(g) == partition]:
+            group = self._parked[gid] = self.groups.pop(gid)
+            self._persisted_meta.pop(gid, None)
+            self._unreplicated.pop(gid, None)
+            for member in group.members.values():
+                member.resolve_join(JoinResult(member.member_id, E.NOT_COORDINATOR))
+                member.resolve_sync(SyncResult(E.NOT_COORDINATOR))
+        log.info("unloaded the groups of __consumer_offsets-%d", partition)
 
     # ------------------------------------------------------------------ infra
 
@@ -89,20 +287,34 @@ class CoordinatorCore:
     def _load(self) -> None:
         assert self._log is not None
         for gid, loaded in self._log.load().items():
-            group = GroupMetadata(gid, self._now_ms())
-            group.current_state_timestamp = None  # retention counts from commit times
-            group.protocol_type = loaded.protocol_type
-            group.generation_id = loaded.generation_id
-            group.offsets = loaded.offsets
-            group.pending_txn_offsets = loaded.pending_txn_offsets
-            if loaded.group_type == GROUP_TYPE_CONSUMER:
-                # Members are not persisted: the consumer group comes back Empty at its group epoch.
-                consumer = ConsumerGroup(gid)
-                consumer.group_epoch = consumer.assignment_epoch = loaded.generation_id
-                group.group_type, group.consumer = GROUP_TYPE_CONSUMER, consumer
-                group.protocol_type = CONSUMER_PROTOCOL_TYPE
+            self._install(gid, loaded)
+
+    def _install(self, gid: str, loaded: LoadedGroup, parked: GroupMetadata | None = None) -> None:
+        """A group as replay recovered it: Empty, as members are not written as records, unless ``parked``, the
+        group as its shard had it before it moved, is at the generation (group epoch) the records say: then it
+        keeps its members and assignment, as Kafka 4 reads them back from its member records, with the offsets
+        of the records."""
+        if parked is not None and (parked.group_type, _generation(parked)) == (loaded.group_type,
+                                                                              loaded.generation_id):
+            parked.offsets = loaded.offsets
+            parked.pending_txn_offsets = loaded.pending_txn_offsets
             self._persisted_meta[gid] = (loaded.group_type, loaded.generation_id)
-            self.groups[gid] = group
+            self.groups[gid] = parked
+            return
+        group = GroupMetadata(gid, self._now_ms())
+        group.current_state_timestamp = None  # retention counts from commit times
+        group.protocol_type = loaded.protocol_type
+        group.generation_id = loaded.generation_id
+        group.offsets = loaded.offsets
+        group.pending_txn_offsets = loaded.pending_txn_offsets
+        if loaded.group_type == GROUP_TYPE_CONSUMER:
+            # Members are not persisted: the consumer group comes back Empty at its group epoch.
+            consumer = ConsumerGroup(gid)
+            consumer.group_epoch = consumer.assignment_epoch = loaded.generation_id
+            group.group_type, group.consumer = GROUP_TYPE_CONSUMER, consumer
+            group.protocol_type = CONSUMER_PROTOCOL_TYPE
+        self._persisted_meta[gid] = (loaded.group_type, loaded.generation_id)
+        self.groups[gid] = group
 
     def _persist_group_metadata(self, group: GroupMetadata) -> None:
         """Write the group's type and generation (a consumer group's group epoch) if they changed since

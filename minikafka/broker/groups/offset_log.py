@@ -23,7 +23,13 @@ transactional offsets with it) unless the group has since moved to the other typ
 this format (``<data_dir>/__consumer_offsets/offsets.log``, JSON lines) are replayed once with the old code
 path, their live state written into the new log, and the old file removed.
 
-Deliberate differences from Kafka: no replication, no fsync per commit (a process crash loses nothing, a
+Run by a broker or cluster, the records go to the partition of each group's shard on the replicated
+``__consumer_offsets`` topic (``shards``: :mod:`~minikafka.broker.coordinator_runtime`), written to its leader
+replica and replicated as any records; :meth:`OffsetLog.load_partition` replays a partition when its shard
+loads.  Used on its own, one local partition log under ``data_dir`` (``<data_dir>/__consumer_offsets-0``, which
+earlier versions wrote and a broker now carries over into the topic).
+
+Deliberate differences from Kafka: no fsync per commit (a process crash loses nothing, a
 power cut may lose the tail), members are not persisted (``GroupMetadataValue`` carries no members: after a
 restart every group comes back Empty with its generation, protocol type and offsets; members rejoin), and
 of the KIP-848 records only the group epoch is written.
@@ -32,7 +38,7 @@ of the KIP-848 records only the group epoch is written.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,6 +50,7 @@ from ...protocol.coordinator_records import (ConsumerGroupMetadataKey, ConsumerG
 from ...protocol.records import NO_PRODUCER_EPOCH, RecordBatchHeader
 from ..coordinator_log import (OFFSETS_TOPIC, OFFSETS_TOPIC_SEGMENT_BYTES, CoordinatorLog, CoordinatorLogStore,
                                compacted_log_config)
+from ..coordinator_runtime import CoordinatorReplica, CoordinatorShards, NotLeaderError, Shard, replay_log
 from ..json_lines import replay_json_lines
 from ..log import LogConfig
 from .metadata import CONSUMER_PROTOCOL_TYPE, GROUP_TYPE_CLASSIC, GROUP_TYPE_CONSUMER
@@ -84,22 +91,30 @@ def _metadata_key(group_id: str, group_type: str) -> GroupMetadataKey | Consumer
 
 
 class OffsetLog(CoordinatorLogStore):
-    """One ``__consumer_offsets`` partition of a broker: the records of its groups."""
+    """The records of the groups: in one local ``__consumer_offsets`` partition log under ``data_dir`` (a
+    coordinator used on its own), or, with ``shards``, in the partition of each group's shard
+    (``partition_for(group)``), written to its leader replica (:mod:`~minikafka.broker.coordinator_runtime`)."""
 
-    def __init__(self, data_dir: Path, *, partition: int = 0, config: LogConfig | None = None,
-                 clock: Clock = SYSTEM_CLOCK) -> None:
-        self.data_dir = Path(data_dir)
+    def __init__(self, data_dir: Path | None, *, partition: int = 0, config: LogConfig | None = None,
+                 clock: Clock = SYSTEM_CLOCK, shards: CoordinatorShards | None = None,
+                 partition_for: Callable[[str], int] | None = None) -> None:
+        self.data_dir = Path(data_dir) if data_dir is not None else None
         self.partition = partition
         self.config = config or compacted_log_config(OFFSETS_TOPIC_SEGMENT_BYTES)
         self.clock = clock
-        self.dir = self.data_dir / f"{OFFSETS_TOPIC}-{partition}"
-        self.legacy_path = self.data_dir / LEGACY_DIR_NAME / LEGACY_FILE_NAME
+        self.dir = self.data_dir / f"{OFFSETS_TOPIC}-{partition}" if self.data_dir is not None else None
+        self.legacy_path = self.data_dir / LEGACY_DIR_NAME / LEGACY_FILE_NAME if self.data_dir is not None else None
         self._log: CoordinatorLog | None = None
+        self.shards = shards
+        self.partition_for = partition_for or (lambda group_id: 0)
+        # The last offset written to each partition (a write is answered once the high watermark passed it).
+        self.written: dict[int, int] = {}
         # The type of each group's live (not tombstoned) metadata record.
         self._meta_types: dict[str, str] = {}
 
     def load(self) -> dict[str, LoadedGroup]:
-        """Open the partition log (migrating an old JSON-lines file into it) and replay it."""
+        """Open the local partition log (migrating an old JSON-lines file into it) and replay it."""
+        assert self.data_dir is not None and self.legacy_path is not None
         self._log = CoordinatorLog(self.data_dir, OFFSETS_TOPIC, self.partition, self.config, clock=self.clock)
         if self.legacy_path.exists():
             self._migrate()
@@ -108,35 +123,86 @@ class OffsetLog(CoordinatorLogStore):
         log.info("loaded %d groups from %s (%d records)", len(replay.groups), self.dir, count)
         return replay.groups
 
+    def load_partition(self, replica: CoordinatorReplica) -> dict[str, LoadedGroup]:
+        """Replay a shard's partition from its leader replica (Kafka's ``CoordinatorLoaderImpl``)."""
+        types: dict[str, str] = {}
+        replay = _Replay(types)
+        part = replica.part
+        count = replay_log(replica.log, f"{part.topic}-{part.index}", replay.record, replay.marker)
+        for gid in [g for g in self._meta_types if self.partition_for(g) == part.index]:
+            del self._meta_types[gid]
+        self._meta_types.update(types)
+        self.written.pop(part.index, None)
+        log.info("broker %d loaded %d groups from %s-%d (%d records)", replica.broker_id, len(replay.groups),
+                 part.topic, part.index, count)
+        return replay.groups
+
+    def _append(self, group_id: str, records: list[tuple[bytes, bytes | None]], **kw: Any) -> None:
+        """Append ``records`` where the group's records go: the local log, or its shard's leader replica (not
+        loaded there, or its replica no longer leads: nothing is written, the state goes with the shard)."""
+        if self.shards is None:
+            if self._log is not None:
+                self._log.append(records, **kw)
+            return
+        partition = self.partition_for(group_id)
+        shard = self.shards.active(partition)
+        if shard is None:
+            log.debug("group %s: partition %d is not loaded here; %d record(s) not written", group_id, partition,
+                      len(records))
+            return
+        try:
+            last = shard.replica.append(records, **kw)
+        except NotLeaderError as exc:
+            log.info("group %s: %s", group_id, exc)
+            return
+        if last >= 0:
+            self.written[partition] = last
+
+    def pending_write(self, group_id: str) -> tuple[Shard, int] | None:
+        """The group's shard and the last offset written to its partition (None: nothing to wait for)."""
+        if self.shards is None:
+            return None
+        partition = self.partition_for(group_id)
+        shard = self.shards.get(partition)
+        last = self.written.get(partition)
+        return None if shard is None or last is None else (shard, last)
+
     # -- writes ---------------------------------------------------------------------------------------------
     def commit_offsets(self, group_id: str, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
         """OffsetCommit records."""
-        if self._log is not None:
-            self._log.append(_offset_records(group_id, offsets))
+        self._append(group_id, _offset_records(group_id, offsets))
 
     def commit_txn_offsets(self, group_id: str, producer_id: int, producer_epoch: int,
                            offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
         """OffsetCommit records in a transactional batch of the producer (TxnOffsetCommit)."""
-        if self._log is not None:
-            self._log.append(_offset_records(group_id, offsets), producer_id=producer_id,
-                             producer_epoch=producer_epoch, transactional=True)
+        self._append(group_id, _offset_records(group_id, offsets), producer_id=producer_id,
+                     producer_epoch=producer_epoch, transactional=True)
 
-    def end_txn(self, producer_id: int, commit: bool) -> None:
-        """The producer's transaction ended: its COMMIT or ABORT marker (if it wrote offsets here)."""
-        if self._log is not None:
-            self._log.end_txn(producer_id, commit)
+    def end_txn(self, group_id: str, producer_id: int, commit: bool) -> None:
+        """The producer's transaction ended: its COMMIT or ABORT marker in the group's partition (if it wrote
+        offsets there)."""
+        if self.shards is None:
+            if self._log is not None:
+                self._log.end_txn(producer_id, commit)
+            return
+        self.end_txn_partition(self.partition_for(group_id), producer_id, commit)
+
+    def end_txn_partition(self, partition: int, producer_id: int, commit: bool) -> None:
+        """The COMMIT or ABORT marker of ``producer_id``'s transaction in a shard's partition (if it is open
+        there)."""
+        shard = self.shards.active(partition) if self.shards is not None else None
+        if shard is not None:
+            shard.replica.end_txn(producer_id, commit)
 
     def remove_offsets(self, group_id: str, partitions: Iterable[TopicPartition]) -> None:
         """OffsetCommit tombstones (expired or deleted offsets)."""
-        if self._log is not None:
-            self._log.append([encode_record(OffsetCommitKey(group_id, tp[0], tp[1]), None)
-                              for tp in partitions])
+        self._append(group_id, [encode_record(OffsetCommitKey(group_id, tp[0], tp[1]), None) for tp in partitions])
 
     def write_group_metadata(self, group_id: str, group_type: str, protocol_type: str | None, generation: int,
                              current_state_timestamp: int = -1) -> None:
         """The group's GroupMetadata record (classic; no members) or ConsumerGroupMetadata record (its group
         epoch), then a tombstone for the other type's record if the group had one."""
-        if self._log is None:
+        if self._log is None and self.shards is None:
             return
         value: GroupRecordValue
         if group_type == GROUP_TYPE_CONSUMER:
@@ -148,22 +214,22 @@ class OffsetLog(CoordinatorLogStore):
         if previous is not None and previous != group_type:
             records.append(encode_record(_metadata_key(group_id, previous), None))
         self._meta_types[group_id] = group_type
-        self._log.append(records)
+        self._append(group_id, records)
 
     def delete_group(self, group_id: str, partitions: Iterable[TopicPartition]) -> None:
         """The group is gone: tombstones for its offsets and its metadata record (GroupMetadata when it
         never had one, as Kafka writes for a classic group)."""
-        if self._log is None:
+        if self._log is None and self.shards is None:
             return
         records = [encode_record(OffsetCommitKey(group_id, tp[0], tp[1]), None) for tp in partitions]
         group_type = self._meta_types.pop(group_id, GROUP_TYPE_CLASSIC)
         records.append(encode_record(_metadata_key(group_id, group_type), None))
-        self._log.append(records)
+        self._append(group_id, records)
 
     # -- the log cleaner, lifecycle -------------------------------------------------------------------------
     # -- migration of the JSON-lines log ---------------------------------------------------------------------
     def _migrate(self) -> None:
-        assert self._log is not None
+        assert self._log is not None and self.legacy_path is not None
         legacy: dict[str, LoadedGroup] = {}
         count = replay_json_lines(self.legacy_path, lambda rec: _apply_legacy(legacy, rec))
         for gid, g in legacy.items():

@@ -90,14 +90,17 @@ class OffsetsMixin(RebalanceMixin):
     ) -> dict[TopicPartition, ErrorCode]:
         out: dict[TopicPartition, ErrorCode] = {}
         stored: dict[TopicPartition, OffsetAndMetadata] = {}
+        before: dict[TopicPartition, OffsetAndMetadata | None] = {}
         for tp, om in offsets.items():
             if len(om.metadata) > OFFSET_METADATA_MAX_SIZE:
                 out[tp] = E.OFFSET_METADATA_TOO_LARGE
                 continue
+            before[tp] = group.offsets.get(tp)
             group.offsets[tp] = stored[tp] = om
             out[tp] = E.NONE
         if self._log is not None and stored:
             self._log.commit_offsets(group.group_id, stored)
+            self._remember_unreplicated(group.group_id, before, stored)
         return out
 
     # ---------------------------------------------------- TxnOffsetCommit
@@ -156,9 +159,23 @@ class OffsetsMixin(RebalanceMixin):
         group = self.groups.get(group_id)
         pending = group.pending_txn_offsets.pop(producer_id, None) if group is not None else None
         if self._log is not None:
-            self._log.end_txn(producer_id, commit)
+            self._log.end_txn(group_id, producer_id, commit)
         if group is not None and pending is not None and commit:
             group.offsets.update(pending)
+
+    def complete_txn_partition(self, partition: int, producer_id: int, commit: bool) -> None:
+        """The transaction ended for a ``__consumer_offsets`` partition (Kafka's marker there): the pending offsets
+        of the producer in every group of the partition are committed or dropped, and the marker is written
+        once (nothing without the coordinator runtime: :meth:`complete_txn_offsets` wrote it)."""
+        if self.shards is None:
+            return
+        for gid, group in self.groups.items():
+            if self.partition_for(gid) == partition:
+                pending = group.pending_txn_offsets.pop(producer_id, None)
+                if pending is not None and commit:
+                    group.offsets.update(pending)
+        if self._log is not None:
+            self._log.end_txn_partition(partition, producer_id, commit)
 
     def txn_offset_groups(self, producer_id: int) -> set[str]:
         """The groups holding offsets of the producer's open transaction (the transaction coordinator finds
@@ -194,9 +211,10 @@ class OffsetsMixin(RebalanceMixin):
             err = validate_consumer_group_offset_fetch(group.consumer, member_id, member_epoch)
             if err is not None:
                 return err, {}
+        offsets = self._replicated_offsets(group_id, group.offsets)
         if partitions is None:
-            return E.NONE, dict(sorted(group.offsets.items()))
-        return E.NONE, {tp: group.offsets.get(tp) for tp in partitions}
+            return E.NONE, dict(sorted((tp, om) for tp, om in offsets.items() if om is not None))
+        return E.NONE, {tp: offsets.get(tp) for tp in partitions}
 
     # -------------------------------------------------------- OffsetDelete
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+import trio
 
 from .core import log
 from .rebalance import RebalanceMixin
@@ -28,7 +29,12 @@ class TimerLoopMixin(RebalanceMixin):
     async def run(self) -> None:
         """The timer loop: expire deadlines, then sleep until the next one or a poke."""
         log.debug("group coordinator timer loop started")
-        await self._timer.run(lambda: self._fire_due(self.clock()), self._next_deadline)
+        async with trio.open_nursery() as tasks:
+            self._tasks = tasks  # the loads of large __consumer_offsets partitions
+            try:
+                await self._timer.run(lambda: self._fire_due(self.clock()), self._next_deadline)
+            finally:
+                self._tasks = None
 
     def _next_deadline(self) -> float:
         nxt = min(self._next_cleanup, self._consumer_next_deadline())

@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ...common import TopicPartition
 from ...protocol.errors import ErrorCode
 from ..partition import Partition
-from ..services import DelayedOperations, MetadataCache, PartitionLookup
+from ..services import DelayedOperations, GroupCoordinatorApi, MetadataCache, PartitionLookup
 
 # The authorized-operations fields' default when the request did not ask for them (Integer.MIN_VALUE); the
 # bits themselves come from .authorization.authorized_operations.
@@ -124,6 +125,20 @@ def failed_group_description(group_id: str, code: int, message: str | None = Non
             "authorized_operations": UNREQUESTED_OPERATIONS}
 
 
-def owns_every_group(group_id: str) -> bool:
-    """The default ``owns_group`` predicate of the group handlers: a broker alone coordinates every group."""
-    return True
+def coordinates_every_group(group_id: str) -> ErrorCode:
+    """The default ``coordinator_error`` of the group handlers: a broker alone coordinates every group (NONE).
+    A broker of a cluster answers NOT_COORDINATOR for a group it does not coordinate, and
+    COORDINATOR_LOAD_IN_PROGRESS while it loads the group's ``__consumer_offsets`` partition."""
+    return ErrorCode.NONE
+
+
+async def wait_replicated(coordinator: GroupCoordinatorApi, group_id: str,
+                          errors: dict[TopicPartition, ErrorCode]) -> None:
+    """Offsets the group coordinator took are answered once replicated (acks=all on ``__consumer_offsets``,
+    as Kafka's coordinator runtime answers a write): until then, or with the error that ended the wait (the
+    coordinator moved: NOT_COORDINATOR; ``offsets.commit.timeout.ms``: REQUEST_TIMED_OUT)."""
+    taken = [tp for tp, code in errors.items() if code == ErrorCode.NONE]
+    if taken:
+        code = await coordinator.replicated(group_id)
+        if code:
+            errors.update(dict.fromkeys(taken, code))

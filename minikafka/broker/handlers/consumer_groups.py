@@ -8,7 +8,8 @@ needs names.  As Kafka's ``KafkaApis`` does, with an authorizer: the heartbeat n
 topics a regex resolves to are kept only when the member may DESCRIBE them.  ConsumerGroupDescribe needs
 DESCRIBE on each group (GROUP_AUTHORIZATION_FAILED) and on every topic its members subscribe to or are
 assigned (TOPIC_AUTHORIZATION_FAILED for the group).  A broker that does not coordinate the group
-(``owns_group``) answers NOT_COORDINATOR.  The group's ``consumer.session.timeout.ms`` and
+(``coordinator_error``) answers NOT_COORDINATOR (COORDINATOR_LOAD_IN_PROGRESS while it loads it).
+The group's ``consumer.session.timeout.ms`` and
 ``consumer.heartbeat.interval.ms`` come from the group configs when given, else the broker's
 ``group.consumer.*`` defaults.
 """
@@ -39,7 +40,7 @@ from .authorization import (
     authorized_operations,
     filter_authorized,
 )
-from .common import UNREQUESTED_OPERATIONS, client_host, failed_group_description, owns_every_group
+from .common import UNREQUESTED_OPERATIONS, client_host, failed_group_description, coordinates_every_group
 
 if TYPE_CHECKING:
     from ...protocol import bodies as B
@@ -55,12 +56,12 @@ class ConsumerGroupHeartbeatHandler:
 
     def __init__(self, coordinator: ConsumerGroupCoordinatorApi, metadata: MetadataCache,
                  group_configs: GroupConfigs | None = None, authorizer: Authorizer | None = None,
-                 owns_group: Callable[[str], bool] = owns_every_group) -> None:
+                 coordinator_error: Callable[[str], ErrorCode] = coordinates_every_group) -> None:
         self.coordinator = coordinator
         self.metadata = metadata
         self.group_configs = group_configs
         self.authorizer = authorizer
-        self.owns_group = owns_group
+        self.coordinator_error = coordinator_error
 
     @staticmethod
     def _error(ctx: RequestContext, code: int, message: str | None = None) -> B.ConsumerGroupHeartbeatResponseBody:
@@ -83,8 +84,8 @@ class ConsumerGroupHeartbeatHandler:
             def authorized_topics(names: set[str]) -> set[str]:
                 return set(filter_authorized(authorizer, ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, names,
                                              log_if_denied=False))
-        if not self.owns_group(group_id):
-            return self._error(ctx, E.NOT_COORDINATOR)
+        if code := self.coordinator_error(group_id):
+            return self._error(ctx, code)
         owned: Assignment | None = None
         if req["topic_partitions"] is not None:
             owned = {}
@@ -121,11 +122,12 @@ class ConsumerGroupDescribeHandler:
     assignments (GROUP_ID_NOT_FOUND for groups that do not exist or are classic groups)."""
 
     def __init__(self, coordinator: ConsumerGroupCoordinatorApi, metadata: MetadataCache,
-                 authorizer: Authorizer | None = None, owns_group: Callable[[str], bool] = owns_every_group) -> None:
+                 authorizer: Authorizer | None = None,
+                 coordinator_error: Callable[[str], ErrorCode] = coordinates_every_group) -> None:
         self.coordinator = coordinator
         self.metadata = metadata
         self.authorizer = authorizer
-        self.owns_group = owns_group
+        self.coordinator_error = coordinator_error
 
     _failed = staticmethod(failed_group_description)
 
@@ -187,8 +189,8 @@ class ConsumerGroupDescribeHandler:
                 answers.append(self._failed(gid, E.GROUP_AUTHORIZATION_FAILED))
             elif not gid:
                 answers.append(self._failed(gid, E.INVALID_GROUP_ID))
-            elif not self.owns_group(gid):
-                answers.append(self._failed(gid, E.NOT_COORDINATOR))
+            elif code := self.coordinator_error(gid):
+                answers.append(self._failed(gid, code))
             else:
                 answers.append(None)
                 to_describe.append(gid)

@@ -34,7 +34,7 @@ from ..groups.metadata import GroupOverview
 from ..request import RequestContext
 from ..services import Authorizer, GroupCoordinatorApi, MetadataCache
 from .authorization import AclOperation, ResourceType, authorize, authorized_operations, filter_authorized
-from .common import UNREQUESTED_OPERATIONS, client_host, owns_every_group
+from .common import UNREQUESTED_OPERATIONS, client_host, coordinates_every_group, wait_replicated
 
 if TYPE_CHECKING:
     from ...protocol import bodies as B
@@ -78,10 +78,12 @@ class FindCoordinatorHandler:
     cluster); v4 answers a batch; v5 only says the client knows TRANSACTION_ABORTABLE (KIP-890)."""
 
     def __init__(self, metadata: MetadataCache, authorizer: Authorizer | None = None,
-                 share_state_partitions: int = 50) -> None:
+                 share_state_partitions: int = 50, ensure_offsets_topic: Callable[[], None] | None = None) -> None:
+        """``ensure_offsets_topic``: creates ``__consumer_offsets`` at the first group lookup, as Kafka does."""
         self.metadata = metadata
         self.authorizer = authorizer
         self.share_state_partitions = share_state_partitions  # share.coordinator.state.topic.num.partitions
+        self.ensure_offsets_topic = ensure_offsets_topic
 
     async def handle(self, ctx: RequestContext, req: B.FindCoordinatorRequestBody) -> B.FindCoordinatorResponseBody:
         key_type = req["key_type"]
@@ -107,6 +109,8 @@ class FindCoordinatorHandler:
                     return {"error_code": denied, "error_message": denied.name, "node_id": -1, "host": "",
                             "port": -1}
             # Its address on the client's listener: groups are placed by hash, transactions on the lowest broker.
+            if key_type == GROUP and self.ensure_offsets_topic is not None:
+                self.ensure_offsets_topic()
             return self._answer(self.metadata.group_coordinator(key, ctx.listener) if key_type == GROUP
                                 else self.metadata.coordinator(ctx.listener))
 
@@ -126,14 +130,15 @@ class FindCoordinatorHandler:
 
 
 class _GroupHandler:
-    """``owns_group``: whether this broker coordinates a group (leads its ``__consumer_offsets``
-    partition); a request about any other group is answered NOT_COORDINATOR, as Kafka does."""
+    """``coordinator_error``: NONE when this broker coordinates a group (has its ``__consumer_offsets``
+    partition's shard loaded), else the error the request gets, as Kafka answers it: NOT_COORDINATOR, or
+    COORDINATOR_LOAD_IN_PROGRESS while the shard loads."""
 
     def __init__(self, coordinator: GroupCoordinatorApi, authorizer: Authorizer | None = None,
-                 owns_group: Callable[[str], bool] = owns_every_group) -> None:
+                 coordinator_error: Callable[[str], ErrorCode] = coordinates_every_group) -> None:
         self.coordinator = coordinator
         self.authorizer = authorizer
-        self.owns_group = owns_group
+        self.coordinator_error = coordinator_error
 
     def _denied(self, ctx: RequestContext, req: Any, operation: AclOperation = AclOperation.READ) -> Any:
         """The request's error response when the principal may not do ``operation`` on its group
@@ -141,8 +146,8 @@ class _GroupHandler:
         if self.authorizer is not None and not authorize(self.authorizer, ctx, operation, ResourceType.GROUP,
                                                          req["group_id"]):
             code = E.GROUP_AUTHORIZATION_FAILED
-        elif not self.owns_group(req["group_id"]):
-            code = E.NOT_COORDINATOR
+        elif not_coordinator := self.coordinator_error(req["group_id"]):
+            code = not_coordinator
         else:
             return None
         return error_response(ctx.api_key, ctx.api_version, req, code, ctx.throttle_time_ms)
@@ -153,8 +158,9 @@ class JoinGroupHandler(_GroupHandler):
     assigned partitions (the coordinator works on topic ids there)."""
 
     def __init__(self, coordinator: GroupCoordinatorApi, authorizer: Authorizer | None = None,
-                 owns_group: Callable[[str], bool] = owns_every_group, metadata: MetadataCache | None = None) -> None:
-        super().__init__(coordinator, authorizer, owns_group)
+                 coordinator_error: Callable[[str], ErrorCode] = coordinates_every_group,
+                 metadata: MetadataCache | None = None) -> None:
+        super().__init__(coordinator, authorizer, coordinator_error)
         self.metadata = metadata
 
     async def handle(self, ctx: RequestContext, req: B.JoinGroupRequestBody) -> B.JoinGroupResponseBody:
@@ -250,8 +256,9 @@ class OffsetCommitHandler(_GroupHandler):
     group member's epoch in ``generation_id_or_member_epoch``; v10 names topics by id."""
 
     def __init__(self, coordinator: GroupCoordinatorApi, metadata: MetadataCache,
-                 authorizer: Authorizer | None = None, owns_group: Callable[[str], bool] = owns_every_group) -> None:
-        super().__init__(coordinator, authorizer, owns_group)
+                 authorizer: Authorizer | None = None,
+                 coordinator_error: Callable[[str], ErrorCode] = coordinates_every_group) -> None:
+        super().__init__(coordinator, authorizer, coordinator_error)
         self.metadata = metadata
 
     def _partition_exists(self, topic: str, partition: int) -> bool:
@@ -300,6 +307,7 @@ class OffsetCommitHandler(_GroupHandler):
                 offsets=offsets,
                 api_version=v,
             ))
+            await wait_replicated(self.coordinator, req["group_id"], errors)
 
         def code(i: int, partition: int) -> ErrorCode:
             name = names[i]
@@ -369,8 +377,9 @@ class OffsetFetchHandler(_GroupHandler):
     v10 names topics by id (``metadata`` resolves them)."""
 
     def __init__(self, coordinator: GroupCoordinatorApi, authorizer: Authorizer | None = None,
-                 owns_group: Callable[[str], bool] = owns_every_group, metadata: MetadataCache | None = None) -> None:
-        super().__init__(coordinator, authorizer, owns_group)
+                 coordinator_error: Callable[[str], ErrorCode] = coordinates_every_group,
+                 metadata: MetadataCache | None = None) -> None:
+        super().__init__(coordinator, authorizer, coordinator_error)
         self.metadata = metadata
 
     def _fetch(self, ctx: RequestContext, group_id: str, requested: list[TopicPartition] | None,
@@ -403,9 +412,7 @@ class OffsetFetchHandler(_GroupHandler):
         if self.authorizer is not None and not authorize(self.authorizer, ctx, AclOperation.DESCRIBE,
                                                          ResourceType.GROUP, group_id):
             return E.GROUP_AUTHORIZATION_FAILED
-        if not self.owns_group(group_id):
-            return E.NOT_COORDINATOR
-        return None
+        return self.coordinator_error(group_id) or None
 
     def _group(self, ctx: RequestContext, g: B.OffsetFetchRequestGroups, require_stable: bool
                ) -> B.OffsetFetchResponseGroups:
@@ -475,9 +482,9 @@ class ListGroupsHandler(_GroupHandler):
     ``share_groups``, when given, lists the share groups (id, state) kept by the share coordinator."""
 
     def __init__(self, coordinator: GroupCoordinatorApi, authorizer: Authorizer | None = None,
-                 owns_group: Callable[[str], bool] = owns_every_group,
+                 coordinator_error: Callable[[str], ErrorCode] = coordinates_every_group,
                  share_groups: Callable[[], Iterable[tuple[str, str]]] | None = None) -> None:
-        super().__init__(coordinator, authorizer, owns_group)
+        super().__init__(coordinator, authorizer, coordinator_error)
         self.share_groups = share_groups
 
     async def handle(self, ctx: RequestContext, req: B.ListGroupsRequestBody) -> B.ListGroupsResponseBody:
@@ -491,7 +498,7 @@ class ListGroupsHandler(_GroupHandler):
                 groups.extend(GroupOverview(gid, SHARE_PROTOCOL_TYPE, state, SHARE_PROTOCOL_TYPE)
                               for gid, state in self.share_groups()
                               if not wanted_states or state.lower() in wanted_states)
-        groups = [g for g in groups if self.owns_group(g.group_id)]
+        groups = [g for g in groups if not self.coordinator_error(g.group_id)]
         if self.authorizer is not None and not authorize(self.authorizer, ctx, AclOperation.DESCRIBE,
                                                          log_if_denied=False):
             # Without DESCRIBE on the cluster, only the groups the principal may describe.
@@ -517,8 +524,8 @@ class DescribeGroupsHandler(_GroupHandler):
             if self.authorizer is not None and not authorize(self.authorizer, ctx, AclOperation.DESCRIBE,
                                                              ResourceType.GROUP, gid):
                 code = E.GROUP_AUTHORIZATION_FAILED
-            elif not self.owns_group(gid):
-                code = E.NOT_COORDINATOR
+            elif not_coordinator := self.coordinator_error(gid):
+                code = not_coordinator
             if code is not None:
                 out.append({"error_code": code, "error_message": None, "group_id": gid, "group_state": "",
                             "protocol_type": "", "protocol_data": "", "members": []})
@@ -550,9 +557,9 @@ class DeleteGroupsHandler(_GroupHandler):
     groups (not known there) through ``delete_share_group`` when given."""
 
     def __init__(self, coordinator: GroupCoordinatorApi, authorizer: Authorizer | None = None,
-                 owns_group: Callable[[str], bool] = owns_every_group,
+                 coordinator_error: Callable[[str], ErrorCode] = coordinates_every_group,
                  delete_share_group: Callable[[str], ErrorCode] | None = None) -> None:
-        super().__init__(coordinator, authorizer, owns_group)
+        super().__init__(coordinator, authorizer, coordinator_error)
         self.delete_share_group = delete_share_group
 
     async def handle(self, ctx: RequestContext, req: B.DeleteGroupsRequestBody) -> B.DeleteGroupsResponseBody:
@@ -560,8 +567,9 @@ class DeleteGroupsHandler(_GroupHandler):
         allowed = set(names) if self.authorizer is None else filter_authorized(
             self.authorizer, ctx, AclOperation.DELETE, ResourceType.GROUP, names)
         results = dict.fromkeys(names, E.GROUP_AUTHORIZATION_FAILED)
-        results.update((n, E.NOT_COORDINATOR) for n in allowed if not self.owns_group(n))
-        results.update(self.coordinator.delete_groups([n for n in names if n in allowed and self.owns_group(n)]))
+        results.update((n, code) for n in allowed if (code := self.coordinator_error(n)))
+        results.update(self.coordinator.delete_groups([n for n in names
+                                                       if n in allowed and not self.coordinator_error(n)]))
         if self.delete_share_group is not None:
             for n, code in list(results.items()):
                 if code == E.GROUP_ID_NOT_FOUND:

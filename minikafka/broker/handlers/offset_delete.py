@@ -17,7 +17,7 @@ from ...protocol.errors import ErrorCode
 from ..request import RequestContext
 from ..services import Authorizer, GroupCoordinatorApi, MetadataCache
 from .authorization import AclOperation, ResourceType, authorize, filter_authorized
-from .common import owns_every_group
+from .common import coordinates_every_group
 
 if TYPE_CHECKING:
     from ...protocol import bodies as B
@@ -25,11 +25,11 @@ if TYPE_CHECKING:
 
 class OffsetDeleteHandler:
     def __init__(self, coordinator: GroupCoordinatorApi, metadata: MetadataCache, authorizer: Authorizer | None = None,
-                 owns_group: Callable[[str], bool] = owns_every_group) -> None:
+                 coordinator_error: Callable[[str], ErrorCode] = coordinates_every_group) -> None:
         self.coordinator = coordinator
         self.metadata = metadata
         self.authorizer = authorizer
-        self.owns_group = owns_group
+        self.coordinator_error = coordinator_error
 
     async def handle(self, ctx: RequestContext, req: B.OffsetDeleteRequestBody) -> B.OffsetDeleteResponseBody:
         group_id = req["group_id"]
@@ -54,8 +54,8 @@ class OffsetDeleteHandler:
                 else:
                     answered.setdefault(name, []).append(
                         {"partition_index": i, "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION})
-        if not self.owns_group(group_id):
-            return _group_error(ErrorCode.NOT_COORDINATOR)
+        if not_coordinator := self.coordinator_error(group_id):
+            return _group_error(not_coordinator)
         code, results = self.coordinator.delete_offsets(group_id, valid)
         if code:
             return _group_error(code)

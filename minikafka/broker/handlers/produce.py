@@ -120,6 +120,11 @@ class ProduceHandler:
                     for pd in td["partition_data"]]})
                 continue
             code, topic = found[td["name"]]
+            if topic is not None and topic.is_internal:  # Kafka: "Cannot append to internal topic"
+                responses.append({"name": td["name"], "topic_id": td["topic_id"], "partition_responses": [
+                    {"index": pd["index"], "error_code": ErrorCode.INVALID_TOPIC_EXCEPTION,
+                     "error_message": f"Cannot append to internal topic {td['name']}"} for pd in td["partition_data"]]})
+                continue
             for pd in td["partition_data"]:
                 index = pd["index"]
                 if not valid_acks:
@@ -200,7 +205,7 @@ class ProduceHandler:
         if part is None or not part.is_leader or (acks == -1 and part.is_replicated):
             return None
         topic = self.topics.lookup_many((name,), auto_create=False)[name][1]
-        if topic is None:
+        if topic is None or topic.is_internal:
             return None
         result = self.log.append_records(part, pd["records"], self.clock.time_ms(), self._max_message_bytes(topic))
         ctx.exempt_request_quota = acks == 0

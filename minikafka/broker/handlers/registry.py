@@ -106,10 +106,25 @@ def _is_coordinator(s: BrokerServices) -> Callable[[], bool]:
     return lambda: s.metadata.coordinator().node_id == s.config.node_id
 
 
-def _owns_group(s: BrokerServices) -> Callable[[str], bool]:
-    """Whether this broker coordinates a group (leads its ``__consumer_offsets`` partition)."""
+def _group_coordinator_error(s: BrokerServices) -> Callable[[str], ErrorCode]:
+    """NONE when this broker has the group's ``__consumer_offsets`` shard loaded, COORDINATOR_LOAD_IN_PROGRESS
+    while it loads it, NOT_COORDINATOR otherwise; the offsets topic is created first if it is not yet (as a
+    FindCoordinator creates it)."""
     node_id = s.config.node_id
-    return lambda group_id: s.metadata.group_coordinator(group_id).node_id == node_id
+    coordinator, ensure = s.group_coordinator, s.ensure_offsets_topic
+
+    def check(group_id: str) -> ErrorCode:
+        ensure()
+        return coordinator.coordinator_error(group_id, node_id)
+    return check
+
+
+def _share_coordinator_error(s: BrokerServices) -> Callable[[str], ErrorCode]:
+    """NONE when this broker leads the share group's ``__consumer_offsets`` partition, else NOT_COORDINATOR
+    (share groups are not loaded from the partition: their membership lives in memory)."""
+    node_id = s.config.node_id
+    return lambda group_id: (ErrorCode.NONE if s.metadata.group_coordinator(group_id).node_id == node_id
+                             else ErrorCode.NOT_COORDINATOR)
 
 
 def _built_on_first_request(factory: HandlerFactory) -> HandlerFactory:
@@ -129,12 +144,14 @@ def _built_on_first_request(factory: HandlerFactory) -> HandlerFactory:
 
 def _share_group_heartbeat(s: BrokerServices) -> Handler:
     from .share_groups import ShareGroupHeartbeatHandler
-    return ShareGroupHeartbeatHandler(s.share.membership(), authorizer=s.authorizer, owns_group=_owns_group(s)).handle
+    return ShareGroupHeartbeatHandler(s.share.membership(), authorizer=s.authorizer, 
+        coordinator_error=_share_coordinator_error(s)).handle
 
 
 def _share_group_describe(s: BrokerServices) -> Handler:
     from .share_groups import ShareGroupDescribeHandler
-    return ShareGroupDescribeHandler(s.share.membership(), authorizer=s.authorizer, owns_group=_owns_group(s)).handle
+    return ShareGroupDescribeHandler(s.share.membership(), authorizer=s.authorizer, 
+        coordinator_error=_share_coordinator_error(s)).handle
 
 
 def _share_fetch(s: BrokerServices) -> Handler:
@@ -152,19 +169,19 @@ def _share_acknowledge(s: BrokerServices) -> Handler:
 def _describe_share_group_offsets(s: BrokerServices) -> Handler:
     from .share_offsets import DescribeShareGroupOffsetsHandler
     return DescribeShareGroupOffsetsHandler(s.share.offsets(), s.share.membership(), s.metadata, s.fetch_log,
-                                            _owns_group(s), authorizer=s.authorizer).handle
+                                            _share_coordinator_error(s), authorizer=s.authorizer).handle
 
 
 def _alter_share_group_offsets(s: BrokerServices) -> Handler:
     from .share_offsets import AlterShareGroupOffsetsHandler
     return AlterShareGroupOffsetsHandler(s.share.offsets(), s.share.membership(), s.metadata, s.fetch_log,
-                                         _owns_group(s), authorizer=s.authorizer).handle
+                                         _share_coordinator_error(s), authorizer=s.authorizer).handle
 
 
 def _delete_share_group_offsets(s: BrokerServices) -> Handler:
     from .share_offsets import DeleteShareGroupOffsetsHandler
     return DeleteShareGroupOffsetsHandler(s.share.offsets(), s.share.membership(), s.metadata, s.fetch_log,
-                                          _owns_group(s), authorizer=s.authorizer).handle
+                                          _share_coordinator_error(s), authorizer=s.authorizer).handle
 
 
 HANDLER_FACTORIES: Mapping[ApiKey, HandlerFactory] = {
@@ -177,24 +194,27 @@ HANDLER_FACTORIES: Mapping[ApiKey, HandlerFactory] = {
     ApiKey.LIST_OFFSETS: lambda s: ListOffsetsHandler(s.replica_manager, authorizer=s.authorizer).handle,
     ApiKey.METADATA: lambda s: MetadataHandler(s.metadata, s.topics, s.config, authorizer=s.authorizer).handle,
     ApiKey.OFFSET_COMMIT: lambda s: OffsetCommitHandler(s.group_coordinator, s.metadata, authorizer=s.authorizer,
-                                                        owns_group=_owns_group(s)).handle,
+                                                        coordinator_error=_group_coordinator_error(s)).handle,
     ApiKey.OFFSET_FETCH: lambda s: OffsetFetchHandler(s.group_coordinator, authorizer=s.authorizer,
-                                                      owns_group=_owns_group(s), metadata=s.metadata).handle,
+                                                      coordinator_error=_group_coordinator_error(s),
+                                                      metadata=s.metadata).handle,
     ApiKey.FIND_COORDINATOR: lambda s: FindCoordinatorHandler(
         s.metadata, authorizer=s.authorizer,
-        share_state_partitions=s.config.share_coordinator_state_topic_num_partitions).handle,
+        share_state_partitions=s.config.share_coordinator_state_topic_num_partitions,
+        ensure_offsets_topic=s.ensure_offsets_topic).handle,
     ApiKey.JOIN_GROUP: lambda s: JoinGroupHandler(s.group_coordinator, authorizer=s.authorizer,
-                                                  owns_group=_owns_group(s), metadata=s.metadata).handle,
+                                                  coordinator_error=_group_coordinator_error(s),
+                                                  metadata=s.metadata).handle,
     ApiKey.HEARTBEAT: lambda s: HeartbeatHandler(s.group_coordinator, authorizer=s.authorizer,
-                                                 owns_group=_owns_group(s)).handle,
+                                                 coordinator_error=_group_coordinator_error(s)).handle,
     ApiKey.LEAVE_GROUP: lambda s: LeaveGroupHandler(s.group_coordinator, authorizer=s.authorizer,
-                                                    owns_group=_owns_group(s)).handle,
+                                                    coordinator_error=_group_coordinator_error(s)).handle,
     ApiKey.SYNC_GROUP: lambda s: SyncGroupHandler(s.group_coordinator, authorizer=s.authorizer,
-                                                  owns_group=_owns_group(s)).handle,
+                                                  coordinator_error=_group_coordinator_error(s)).handle,
     ApiKey.DESCRIBE_GROUPS: lambda s: DescribeGroupsHandler(s.group_coordinator, authorizer=s.authorizer,
-                                                            owns_group=_owns_group(s)).handle,
+                                                            coordinator_error=_group_coordinator_error(s)).handle,
     ApiKey.LIST_GROUPS: lambda s: ListGroupsHandler(s.group_coordinator, authorizer=s.authorizer,
-                                                    owns_group=_owns_group(s),
+                                                    coordinator_error=_group_coordinator_error(s),
                                                     share_groups=s.share.list_groups).handle,
     ApiKey.API_VERSIONS: lambda s: ApiVersionsHandler(supported_api_versions(
         set(HANDLER_FACTORIES) - disabled_api_keys(s.config.group_coordinator_rebalance_protocols)),
@@ -216,7 +236,7 @@ HANDLER_FACTORIES: Mapping[ApiKey, HandlerFactory] = {
                                                                authorizer=s.authorizer).handle,
     ApiKey.TXN_OFFSET_COMMIT: lambda s: TxnOffsetCommitHandler(s.group_coordinator, s.txn_coordinator,
                                                                s.metadata, authorizer=s.authorizer,
-                                                               owns_group=_owns_group(s)).handle,
+                                                               coordinator_error=_group_coordinator_error(s)).handle,
     ApiKey.DESCRIBE_PRODUCERS: lambda s: DescribeProducersHandler(s.replica_manager, authorizer=s.authorizer).handle,
     ApiKey.DESCRIBE_TRANSACTIONS: lambda s: DescribeTransactionsHandler(s.txn_coordinator,
                                                                         _is_coordinator(s),
@@ -236,7 +256,7 @@ HANDLER_FACTORIES: Mapping[ApiKey, HandlerFactory] = {
     ApiKey.CREATE_PARTITIONS: lambda s: CreatePartitionsHandler(s.controller, s.metadata,
                                                                 authorizer=s.authorizer).handle,
     ApiKey.DELETE_GROUPS: lambda s: DeleteGroupsHandler(s.group_coordinator, authorizer=s.authorizer,
-                                                        owns_group=_owns_group(s),
+                                                        coordinator_error=_group_coordinator_error(s),
                                                         delete_share_group=s.share.delete_group).handle,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: lambda s: AlterConfigsHandler(s.controller, s.metadata, s.broker_configs,
                                                                     incremental=True, authorizer=s.authorizer,
@@ -261,9 +281,11 @@ HANDLER_FACTORIES: Mapping[ApiKey, HandlerFactory] = {
     ApiKey.CREATE_ACLS: lambda s: CreateAclsHandler(s.authorizer).handle,
     ApiKey.DELETE_ACLS: lambda s: DeleteAclsHandler(s.authorizer).handle,
     ApiKey.CONSUMER_GROUP_HEARTBEAT: lambda s: ConsumerGroupHeartbeatHandler(
-        s.group_coordinator, s.metadata, s.group_configs, authorizer=s.authorizer, owns_group=_owns_group(s)).handle,
+        s.group_coordinator, s.metadata, s.group_configs, authorizer=s.authorizer,
+        coordinator_error=_group_coordinator_error(s)).handle,
     ApiKey.CONSUMER_GROUP_DESCRIBE: lambda s: ConsumerGroupDescribeHandler(
-        s.group_coordinator, s.metadata, authorizer=s.authorizer, owns_group=_owns_group(s)).handle,
+        s.group_coordinator, s.metadata, authorizer=s.authorizer,
+        coordinator_error=_group_coordinator_error(s)).handle,
     # KIP-932 share groups: built at their first request.
     ApiKey.SHARE_GROUP_HEARTBEAT: _built_on_first_request(_share_group_heartbeat),
     ApiKey.SHARE_GROUP_DESCRIBE: _built_on_first_request(_share_group_describe),
@@ -283,7 +305,7 @@ HANDLER_FACTORIES: Mapping[ApiKey, HandlerFactory] = {
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: lambda s: DescribeTopicPartitionsHandler(s.metadata, s.config,
                                                                                authorizer=s.authorizer).handle,
     ApiKey.OFFSET_DELETE: lambda s: OffsetDeleteHandler(s.group_coordinator, s.metadata, authorizer=s.authorizer,
-                                                        owns_group=_owns_group(s)).handle,
+                                                        coordinator_error=_group_coordinator_error(s)).handle,
     ApiKey.ELECT_LEADERS: lambda s: ElectLeadersHandler(s.leader_election, s.metadata,
                                                         authorizer=s.authorizer).handle,
     ApiKey.DESCRIBE_QUORUM: lambda s: DescribeQuorumHandler(s.metadata_quorum, s.clock,

@@ -7,7 +7,7 @@ authorizer the heartbeat needs READ on the group
 (GROUP_AUTHORIZATION_FAILED) and DESCRIBE on every subscribed topic (TOPIC_AUTHORIZATION_FAILED), the
 describe DESCRIBE on each group (GROUP_AUTHORIZATION_FAILED) and on every topic its members subscribe to
 or hold (TOPIC_AUTHORIZATION_FAILED for the group).  A broker that does not coordinate the group
-(``owns_group``) answers NOT_COORDINATOR.
+(``coordinator_error``) answers NOT_COORDINATOR.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from .authorization import (
     authorized_operations,
     filter_authorized,
 )
-from .common import UNREQUESTED_OPERATIONS, client_host, failed_group_description, owns_every_group
+from .common import UNREQUESTED_OPERATIONS, client_host, failed_group_description, coordinates_every_group
 
 if TYPE_CHECKING:
     from ..share.coordinator import ShareGroupDescription
@@ -39,10 +39,10 @@ class ShareGroupHeartbeatHandler:
     changed."""
 
     def __init__(self, coordinator: ShareGroupMembership, authorizer: Authorizer | None = None,
-                 owns_group: Callable[[str], bool] = owns_every_group) -> None:
+                 coordinator_error: Callable[[str], ErrorCode] = coordinates_every_group) -> None:
         self.coordinator = coordinator
         self.authorizer = authorizer
-        self.owns_group = owns_group
+        self.coordinator_error = coordinator_error
 
     def _error(self, ctx: RequestContext, code: ErrorCode, message: str | None = None
                ) -> B.ShareGroupHeartbeatResponseBody:
@@ -59,8 +59,8 @@ class ShareGroupHeartbeatHandler:
             if subscribed and len(filter_authorized(self.authorizer, ctx, AclOperation.DESCRIBE, ResourceType.TOPIC,
                                                     subscribed)) < len(set(subscribed)):
                 return self._error(ctx, E.TOPIC_AUTHORIZATION_FAILED)
-        if not self.owns_group(group_id):
-            return self._error(ctx, E.NOT_COORDINATOR)
+        if code := self.coordinator_error(group_id):
+            return self._error(ctx, code)
         result = self.coordinator.heartbeat(group_id, req["member_id"], req["member_epoch"], req["rack_id"],
                                             subscribed, ctx.client_id or "", client_host(ctx.peer))
         if result.error != E.NONE:
@@ -79,10 +79,10 @@ class ShareGroupDescribeHandler:
     """Describes share groups: state, epochs, assignor and members with their assignments."""
 
     def __init__(self, coordinator: ShareGroupMembership, authorizer: Authorizer | None = None,
-                 owns_group: Callable[[str], bool] = owns_every_group) -> None:
+                 coordinator_error: Callable[[str], ErrorCode] = coordinates_every_group) -> None:
         self.coordinator = coordinator
         self.authorizer = authorizer
-        self.owns_group = owns_group
+        self.coordinator_error = coordinator_error
 
     _failed = staticmethod(failed_group_description)
 
@@ -120,8 +120,8 @@ class ShareGroupDescribeHandler:
         for gid in req["group_ids"]:
             if not authorize(self.authorizer, ctx, AclOperation.DESCRIBE, ResourceType.GROUP, gid):
                 answers.append(self._failed(gid, E.GROUP_AUTHORIZATION_FAILED))
-            elif not self.owns_group(gid):
-                answers.append(self._failed(gid, E.NOT_COORDINATOR))
+            elif code := self.coordinator_error(gid):
+                answers.append(self._failed(gid, code))
             else:
                 answers.append(None)
                 to_describe.append(gid)

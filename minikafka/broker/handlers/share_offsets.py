@@ -19,7 +19,7 @@ store through :class:`~minikafka.broker.services.ShareGroupOffsets`.
 * Delete: DELETE on the group, READ on the topics; the group must be Empty; the share-partitions of
   each topic are forgotten (a later fetch initializes them from ``share.auto.offset.reset``).
 
-Cluster mode: a broker that does not coordinate the group answers NOT_COORDINATOR (``owns_group``).
+Cluster mode: a broker that does not coordinate the group answers NOT_COORDINATOR (``coordinator_error``).
 A group the share coordinator does not know but that has persisted share state (after a restart:
 share-group membership is not persisted) is treated as an Empty share group.
 """
@@ -35,7 +35,7 @@ from ...protocol.types import ZERO_UUID
 from ..request import RequestContext
 from ..services import Authorizer, FetchLog, MetadataCache, ShareGroupMembership, ShareGroupOffsets
 from .authorization import AclOperation, ResourceType, authorize, filter_authorized
-from .common import owns_every_group
+from .common import coordinates_every_group
 
 if TYPE_CHECKING:
     from ...protocol import bodies as B
@@ -43,13 +43,13 @@ if TYPE_CHECKING:
 
 class _ShareOffsetsBase:
     def __init__(self, offsets: ShareGroupOffsets, groups: ShareGroupMembership, metadata: MetadataCache,
-                 log: FetchLog, owns_group: Callable[[str], bool] = owns_every_group,
+                 log: FetchLog, coordinator_error: Callable[[str], ErrorCode] = coordinates_every_group,
                  authorizer: Authorizer | None = None) -> None:
         self.offsets = offsets
         self.groups = groups
         self.metadata = metadata
         self.log = log
-        self.owns_group = owns_group
+        self.coordinator_error = coordinator_error
         self.authorizer = authorizer
 
     def _group_error(self, ctx: RequestContext, group_id: str, operation: AclOperation,
@@ -59,8 +59,8 @@ class _ShareOffsetsBase:
         Empty) or NON_EMPTY_GROUP."""
         if not authorize(self.authorizer, ctx, operation, ResourceType.GROUP, group_id):
             return ErrorCode.GROUP_AUTHORIZATION_FAILED
-        if not self.owns_group(group_id):
-            return ErrorCode.NOT_COORDINATOR
+        if not_coordinator := self.coordinator_error(group_id):
+            return not_coordinator
         if not self.groups.exists(group_id):
             if create:
                 return self.groups.create_group(group_id) if group_id else ErrorCode.INVALID_GROUP_ID

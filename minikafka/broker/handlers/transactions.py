@@ -42,7 +42,7 @@ from ..request import RequestContext
 from ..services import (Authorizer, DelayedOperations, GroupCoordinatorApi, MetadataCache, PartitionLookup,
                         ProducerIdGenerator, TransactionCoordinatorApi, TxnMarkerLog)
 from .authorization import AclOperation, ResourceType, authorize, authorize_by_resource_type, filter_authorized
-from .common import PendingAck, await_acks, check_leader, owns_every_group
+from .common import PendingAck, await_acks, check_leader, coordinates_every_group, wait_replicated
 
 if TYPE_CHECKING:
     from ...protocol import bodies as B
@@ -251,12 +251,12 @@ class TxnOffsetCommitHandler:
 
     def __init__(self, groups: GroupCoordinatorApi, coordinator: TransactionCoordinatorApi,
                  metadata: MetadataCache, authorizer: Authorizer | None = None,
-                 owns_group: Callable[[str], bool] = owns_every_group) -> None:
+                 coordinator_error: Callable[[str], ErrorCode] = coordinates_every_group) -> None:
         self.groups = groups
         self.coordinator = coordinator
         self.metadata = metadata
         self.authorizer = authorizer
-        self.owns_group = owns_group  # whether this broker coordinates the group (else NOT_COORDINATOR)
+        self.coordinator_error = coordinator_error  # whether this broker coordinates the group (else NOT_COORDINATOR)
 
     async def handle(self, ctx: RequestContext, req: B.TxnOffsetCommitRequestBody) -> B.TxnOffsetCommitResponseBody:
         v = ctx.api_version
@@ -266,9 +266,9 @@ class TxnOffsetCommitHandler:
             if denied:
                 return error_response(ApiKey.TXN_OFFSET_COMMIT, v, req,  # type: ignore[return-value]
                                       code, ctx.throttle_time_ms)
-        if not self.owns_group(req["group_id"]):
+        if not_coordinator := self.coordinator_error(req["group_id"]):
             return error_response(ApiKey.TXN_OFFSET_COMMIT, v, req,  # type: ignore[return-value]
-                                  E.NOT_COORDINATOR, ctx.throttle_time_ms)
+                                  not_coordinator, ctx.throttle_time_ms)
         offsets: dict[TopicPartition, OffsetAndMetadata] = {}
         now_ms = self.groups.now_ms()
         for t in req["topics"]:
@@ -298,6 +298,7 @@ class TxnOffsetCommitHandler:
                     req["group_id"], req["producer_id"], req["member_id"] if v >= 3 else "",
                     req["group_instance_id"] if v >= 3 else None, req["generation_id"] if v >= 3 else -1, known,
                     producer_epoch=req["producer_epoch"]))
+                await wait_replicated(self.groups, req["group_id"], results)
         by_topic: dict[str, list[B.TxnOffsetCommitResponseTopicsPartitions]] = {}
         for tp in offsets:
             by_topic.setdefault(tp.topic, []).append({"partition_index": tp.partition, "error_code": results[tp]})

@@ -670,6 +670,11 @@ class Log:
         self.active_segment.flush(fsync)
         self._write_offsets_checkpoint()
 
+    @property
+    def closed(self) -> bool:
+        """Closed or deleted: nothing is appended any more."""
+        return self._closed
+
     def close(self) -> None:
         if self._closed:
             return

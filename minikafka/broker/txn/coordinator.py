@@ -65,6 +65,8 @@ class GroupTxnOffsets(Protocol):
 
     def complete_txn_offsets(self, group_id: str, producer_id: int, commit: bool) -> None: ...
 
+    def complete_txn_partition(self, partition: int, producer_id: int, commit: bool) -> None: ...
+
     def txn_offset_groups(self, producer_id: int) -> set[str]:
         """The groups holding offsets of the producer's open transaction."""
         ...
@@ -221,6 +223,10 @@ class TransactionCoordinator:
         if self.group_offsets is not None:
             for group in sorted(meta.groups):
                 self.group_offsets.complete_txn_offsets(group, meta.producer_id, commit)
+            # The marker of each __consumer_offsets partition, also where the groups are not known (a transaction
+            # loaded at start-up, before the partitions' shards were).
+            for partition in sorted(meta.offsets_partitions):
+                self.group_offsets.complete_txn_partition(partition, meta.producer_id, commit)
         await self.markers.write_markers(meta.producer_id, epoch, self.coordinator_epoch, commit,
                                          set(meta.partitions), meta.client_version)
         meta.transition(S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT, self.now_ms())

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..broker.network_links import parse_node
+from .network_links import parse_node
 
 if TYPE_CHECKING:
-    from ..broker.cluster import Cluster
+    from .cluster import Cluster
 
 #: What an unknown or malformed command is answered with.
 HELP = ("commands: stop ID (controlled shutdown) | crash ID (no shutdown: fenced when its session expires) | "

@@ -1,0 +1,202 @@
+"""The group coordinator on the replicated ``__consumer_offsets`` partitions (issue 25): the internal topic is
+created at the first FindCoordinator with Kafka's partition count and replication factor; each partition's
+shard is loaded on its leader (COORDINATOR_LOAD_IN_PROGRESS until done) and unloaded when leadership moves
+(NOT_COORDINATOR there); a commit is answered once replicated."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from minikafka.broker.broker import serve_broker
+from minikafka.broker.cluster import Cluster, serve_cluster
+from minikafka.broker.groups import GroupCoordinator
+from minikafka.broker.groups.offset_log import OffsetLog
+from minikafka.client.connection import KafkaConnection
+from minikafka.common import OffsetAndMetadata, TopicPartition
+from minikafka.protocol.api import ApiKey
+from minikafka.protocol.errors import ErrorCode
+from cluster_logs import connect
+from helpers import batch, produce, wait_until
+
+K = ApiKey
+FAST = dict(replica_fetch_wait_max_ms=50, replica_fetch_backoff_ms=50, broker_session_timeout_ms=400,
+            broker_heartbeat_interval_ms=50, replica_socket_timeout_ms=500, offsets_topic_num_partitions=5)
+OFFSETS = "__consumer_offsets"
+
+
+async def find_group_coordinator(conn: KafkaConnection, group: str) -> Any:
+    return await conn.request(K.FIND_COORDINATOR, 3, {"key": group, "key_type": 0})
+
+
+async def commit(conn: KafkaConnection, group: str, offset: int, topic: str = "t") -> int:
+    r = await conn.request(K.OFFSET_COMMIT, 2, {"group_id": group, "generation_id_or_member_epoch": -1,
+                                                "member_id": "", "topics": [
+        {"name": topic, "partitions": [{"partition_index": 0, "committed_offset": offset}]}]})
+    return r.topics[0].partitions[0].error_code
+
+
+async def fetch_committed(conn: KafkaConnection, group: str, topic: str = "t") -> tuple[int, int]:
+    """(the group's error code, partition 0's committed offset)."""
+    r = await conn.request(K.OFFSET_FETCH, 5, {"group_id": group, "topics": [{"name": topic,
+                                                                               "partition_indexes": [0]}]})
+    return r.error_code, r.topics[0].partitions[0].committed_offset if r.topics else -1
+
+
+def offsets_partition(cluster: Cluster, group: str) -> int:
+    return cluster.group_coordinator.partition_for(group)
+
+
+async def test_the_offsets_topic_is_created_at_the_first_find_coordinator_as_kafka_creates_it():
+    async with serve_cluster(3, **FAST) as cluster:
+        assert cluster.metadata.get_topic(OFFSETS) is None
+        c0 = await connect(cluster, 0)
+        fc = await find_group_coordinator(c0, "g")
+        topic = cluster.metadata.get_topic(OFFSETS)
+        assert topic is not None and topic.num_partitions == 5 and topic.replication_factor == 3
+        assert topic.configs["cleanup.policy"] == "compact"
+        leader = topic.partitions[offsets_partition(cluster, "g")].leader
+        assert fc.node_id == leader
+        md = await c0.request(K.METADATA, 12, {"topics": [{"name": OFFSETS}]})
+        assert md.topics[0].is_internal and len(md.topics[0].partitions) == 5
+        # Every partition's shard is loaded on its leader, every broker hosts its replicas.
+        shards = cluster.group_coordinator.shards
+        assert shards is not None
+        await wait_until(lambda: all(shards.error_for(p.partition, p.leader) is None for p in topic.partitions),
+                         what="every shard loaded")
+        for b in range(3):
+            assert sum(1 for (t, _p) in cluster.broker(b).replica_manager.partitions if t == OFFSETS) == 5
+        # Clients do not write to it, as in Kafka.
+        leader0 = await connect(cluster, topic.partitions[0].leader)
+        refused = await produce(leader0, OFFSETS, batch([b"x"]), acks=1)
+        assert refused.error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
+        await leader0.aclose()
+        await c0.aclose()
+
+    # Its replication factor is capped at the brokers there are.
+    async with serve_cluster(2, **FAST) as cluster:
+        c0 = await connect(cluster, 0)
+        await find_group_coordinator(c0, "g")
+        assert cluster.metadata.get_topic(OFFSETS).replication_factor == 2
+        await c0.aclose()
+
+
+async def test_a_commit_is_answered_once_its_records_are_replicated():
+    async with serve_cluster(3, **FAST, replica_lag_time_max_ms=60_000, offsets_commit_timeout_ms=300) as cluster:
+        cluster.broker(0).create_topic("t", 1, 3)
+        c0 = await connect(cluster, 0)
+        leader = (await find_group_coordinator(c0, "g")).node_id
+        followers = [b for b in range(3) if b != leader]
+        conn = await connect(cluster, leader)
+        assert await commit(conn, "g", 1) == ErrorCode.NONE
+        part = cluster.broker(leader).replica_manager.get(OFFSETS, offsets_partition(cluster, "g"))
+        assert part.log.high_watermark == part.log.log_end_offset  # answered: replicated to the ISR
+
+        # Followers cut off (and still in the ISR): the commit is taken but not answered until replicated ...
+        cut = cluster.partition_network([[leader], followers])
+        assert await commit(conn, "g", 2) == ErrorCode.REQUEST_TIMED_OUT  # offsets.commit.timeout.ms
+        answers: list[int] = []
+
+        async def commit_later() -> None:
+            answers.append(await commit(conn, "g", 3))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(commit_later)
+            await wait_until(lambda: part.log.log_end_offset > part.log.high_watermark, what="the commit appended")
+            assert answers == []
+            # Reads see what is replicated only (Kafka reads the committed snapshot): not 2 nor 3, which a
+            # failover now would lose.
+            reader = await connect(cluster, leader)
+            assert await fetch_committed(reader, "g") == (ErrorCode.NONE, 1)
+            await reader.aclose()
+            cluster.heal_network(cut.id)  # ... and answered once the followers have it
+            await wait_until(lambda: bool(answers), what="the commit answered")
+        assert answers == [ErrorCode.NONE]
+        assert await fetch_committed(conn, "g") == (ErrorCode.NONE, 3)
+        await conn.aclose()
+        await c0.aclose()
+
+
+async def test_the_shard_moves_with_leadership_and_loads_on_the_new_leader(monkeypatch: pytest.MonkeyPatch):
+    import minikafka.broker.groups.core as core
+
+    monkeypatch.setattr(core, "SYNC_LOAD_MAX_BYTES", -1)  # every load by a task: a window to look into
+    gate = trio.Event()
+    loading = GroupCoordinator._load_shard_later
+
+    async def held(self: GroupCoordinator, shard: Any) -> None:
+        await gate.wait()
+        await loading(self, shard)
+
+    monkeypatch.setattr(GroupCoordinator, "_load_shard_later", held)
+    async with serve_cluster(3, **FAST) as cluster:
+        cluster.broker(0).create_topic("t", 1, 3)
+        c0 = await connect(cluster, 0)
+        first = (await find_group_coordinator(c0, "g")).node_id
+        gate.set()
+        p = offsets_partition(cluster, "g")
+        await wait_until(lambda: cluster.group_coordinator.coordinator_error("g", first) == ErrorCode.NONE,
+                         what="the first load")
+        old = await connect(cluster, first)
+        assert await commit(old, "g", 42) == ErrorCode.NONE
+        gate = trio.Event()
+        pm = cluster.metadata.get_topic(OFFSETS).partitions[p]
+        second = next(b for b in pm.isr if b != first)
+        cluster.metadata.move_leader(OFFSETS, p, second)
+        new = await connect(cluster, second)
+        # The old leader resigned: NOT_COORDINATOR there; the new one is still loading the partition.
+        assert (await fetch_committed(old, "g"))[0] == ErrorCode.NOT_COORDINATOR
+        assert (await fetch_committed(new, "g"))[0] == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        assert await commit(new, "g", 43) == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        gate.set()
+        await wait_until(lambda: cluster.group_coordinator.coordinator_error("g", second) == ErrorCode.NONE,
+                         what="the load on the new leader")
+        assert await fetch_committed(new, "g") == (ErrorCode.NONE, 42)  # read back from its replica
+        assert (await find_group_coordinator(c0, "g")).node_id == second
+        for conn in (c0, old, new):
+            await conn.aclose()
+
+
+async def test_a_crashed_coordinators_groups_are_rebuilt_from_the_new_leaders_replica():
+    async with serve_cluster(3, **FAST) as cluster:
+        cluster.broker(0).create_topic("t", 1, 3)
+        c0 = await connect(cluster, 0)
+        first = (await find_group_coordinator(c0, "g")).node_id
+        conn = await connect(cluster, first)
+        assert await commit(conn, "g", 7) == ErrorCode.NONE
+        await conn.aclose()
+        await cluster.crash_broker(first)
+        assert "g" not in cluster.group_coordinator.groups  # its shard went with the process
+        await wait_until(lambda: cluster.metadata.group_coordinator("g").node_id not in (-1, first),
+                         what="the crashed coordinator fenced and its partition led elsewhere")
+        second = cluster.metadata.group_coordinator("g").node_id
+        other = await connect(cluster, second)
+        assert await fetch_committed(other, "g") == (ErrorCode.NONE, 7)
+        await other.aclose()
+        await c0.aclose()
+
+
+async def test_a_lone_brokers_groups_survive_a_restart_and_an_earlier_local_log_is_carried_over(tmp_path: Path):
+    # What an earlier version kept in <data_dir>/__consumer_offsets-0 ...
+    legacy = OffsetLog(tmp_path)
+    legacy.load()
+    legacy.write_group_metadata("old", "classic", "consumer", 3)
+    legacy.commit_offsets("old", {TopicPartition("t", 0): OffsetAndMetadata(11, commit_timestamp=1000)})
+    legacy.close()
+    settings = dict(data_dir=tmp_path, offsets_topic_num_partitions=3)
+    async with serve_broker(**settings) as broker:
+        broker.create_topic("t", 1, 1)
+        async with await KafkaConnection.connect("127.0.0.1", broker.port) as conn:
+            await find_group_coordinator(conn, "new")
+            # ... is in the replicated topic now, and the local log is gone.
+            assert await fetch_committed(conn, "old") == (ErrorCode.NONE, 11)
+            assert not (tmp_path / "__consumer_offsets-0").exists()
+            assert await commit(conn, "new", 5) == ErrorCode.NONE
+    async with serve_broker(**settings) as broker:
+        async with await KafkaConnection.connect("127.0.0.1", broker.port) as conn:
+            assert await fetch_committed(conn, "old") == (ErrorCode.NONE, 11)
+            assert await fetch_committed(conn, "new") == (ErrorCode.NONE, 5)
+            assert broker.group_coordinator.groups["old"].generation_id == 3
