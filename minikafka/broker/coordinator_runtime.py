@@ -16,8 +16,13 @@ loading; :func:`replay_log` reads a partition's records back.  A coordinator (th
 told of elections and resignations by the brokers' replica managers and keeps its state per shard.
 
 Deliberate differences: the brokers of one process share one coordinator object, holding every loaded
-shard (each bound to the broker that leads its partition: requests to any other broker are NOT_COORDINATOR);
-a small partition is loaded at once, in the election (:data:`SYNC_LOAD_MAX_BYTES`), a larger one in a task.
+shard (each bound to the broker that leads its partition: requests to any other broker are NOT_COORDINATOR,
+also to a cut-off former leader that would serve stale state in Kafka); a small partition is loaded at once,
+in the election (:data:`SYNC_LOAD_MAX_BYTES`), a larger one in a task.  Only offset commits wait for their
+records to be replicated (the group coordinator's other writes, generations and group epochs, are answered
+at once); reads see only replicated offsets.  Members are not written as records (Kafka 4 writes them): a
+group whose shard moves keeps its members when the records give it the generation it had.  The transaction
+and share coordinators are not on their partitions yet.
 """
 
 from __future__ import annotations

@@ -35,8 +35,9 @@ Deliberate differences from Kafka:
   instead of no answer; a JoinGroup/SyncGroup superseded by a newer one from
   the same member is answered with REBALANCE_IN_PROGRESS.
 * Group assignments are not persisted; only offsets and each group's
-  generation/protocol type are (see :mod:`.offset_log`).  After a restart or a
-  coordinator move groups are Empty and their members rejoin (Kafka persists members).
+  generation/protocol type are (see :mod:`.offset_log`).  After a restart groups
+  are Empty and their members rejoin (Kafka persists members); a group whose shard moves keeps its
+  members when the records give it the generation it had (:meth:`~.core.CoordinatorCore.on_election`).
 * Static membership follows ``updateStaticMemberAndRebalance``: a static
   member rejoining with an unknown member id replaces its old id; in a Stable
   group that does not rebalance unless the selected protocol would change.
