@@ -63,7 +63,7 @@ class CoordinatorAppender(Protocol):
     delayed_produce: DelayedOperationPurgatory
 
     def append_records(self, part: Partition, records: bytes | bytearray | memoryview, now_ms: int,
-                       max_message_bytes: int) -> ProduceResult: ...
+                       max_message_bytes: int, *, check_records: bool = True) -> ProduceResult: ...
 
     def write_txn_marker(self, part: Partition, producer_id: int, producer_epoch: int, coordinator_epoch: int,
                          commit: bool, transaction_version: int = 0) -> ErrorCode: ...
@@ -103,7 +103,8 @@ class CoordinatorReplica:
         now = self.clock.time_ms()
         batch = build_batch(recs, producer_id=producer_id, producer_epoch=producer_epoch,
                             is_transactional=transactional, base_timestamp=now)
-        result = self.appender.append_records(self.part, memoryview(bytearray(batch)), now, 1 << 30)
+        result = self.appender.append_records(self.part, memoryview(bytearray(batch)), now, 1 << 30,
+                                              check_records=False)  # built here: every record has its key
         if result.error:
             raise NotLeaderError(f"append to {self.part.topic}-{self.part.index} failed: {result.error.name}")
         return result.last_offset

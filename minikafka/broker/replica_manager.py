@@ -250,12 +250,13 @@ class ReplicaManager:
         return self.partitions.get((topic, index))  # type: ignore[call-overload]  # == TopicPartition(topic, index)
 
     # -- append ------------------------------------------------------------
-    def append_records(self, part: Partition, records: Records, now_ms: int, max_message_bytes: int
-                       ) -> ProduceResult:
+    def append_records(self, part: Partition, records: Records, now_ms: int, max_message_bytes: int, *,
+                       check_records: bool = True) -> ProduceResult:
         """Validate and append one partition's produce data (Kafka's ``appendToLocalLog``).
 
         ``records`` is normally a writable memoryview into the request frame; the
-        batches are stamped with offsets in place and stored without copying.
+        batches are stamped with offsets in place and stored without copying.  ``check_records`` False: a
+        coordinator's own records (``AppendOrigin.Coordinator``), not decoded again for the per-record checks.
         """
         if not records:
             return ProduceResult(ErrorCode.CORRUPT_MESSAGE, message="empty records")
@@ -275,7 +276,7 @@ class ReplicaManager:
         if not batches:
             return ProduceResult(ErrorCode.CORRUPT_MESSAGE, message="no complete record batch")
         lg = part.log
-        if needs_record_validation(lg.config, batches):  # compacted or timestamp-bounded: decode the records
+        if check_records and needs_record_validation(lg.config, batches):  # compacted, timestamp-bounded: decode
             try:
                 failure = validate_records(batches, lg.config, part.tp, now_ms)
             except CorruptRecordError as exc:
