@@ -218,6 +218,5 @@ class LinkGate:
 
     async def wait_open(self) -> None:
         """Return once the connection's link holds and its broker runs."""
-        links = self.links
-        while links.active and not links.reachable(self.broker, links.node_of(self.peername)):
-            await links.wait_change()
+        while self.blocked():
+            await self.links.wait_change()

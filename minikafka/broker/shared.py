@@ -29,6 +29,7 @@ from .faults import FaultInjector
 from .features import FeatureControlManager, FeaturesError
 from .groups import GroupCoordinator
 from .groups.group_config import GroupConfigManager
+from .groups.offset_log import has_local_log
 from .heartbeats import BrokerHeartbeatManager
 from .log.cleaner_manager import CleanerTarget, LogCleaner
 from .metadata import ClusterMetadata
@@ -75,8 +76,10 @@ class SharedServices:
         metadata = ClusterMetadata(broker_ids, data_dir, max_partitions=config.max_partitions,
                                    offsets_topic_partitions=config.offsets_topic_num_partitions,
                                    unclean_leader_election=config.unclean_leader_election_enable)
-        group_coordinator = GroupCoordinator(config, data_dir, wall_clock=clock)
-        group_coordinator.use_partitions()  # its groups live on the replicated __consumer_offsets partitions
+        # Its groups live on the replicated __consumer_offsets partitions; a local log left by an earlier version
+        # is opened only to be carried over into them.
+        group_coordinator = GroupCoordinator(config, data_dir if has_local_log(data_dir) else None, wall_clock=clock)
+        group_coordinator.use_partitions()
         producer_ids = ProducerIdManager()
         features = open_features(config, data_dir)
         txn_coordinator = TransactionCoordinator(config, data_dir, producer_ids, metadata, clock, group_coordinator,

@@ -98,7 +98,7 @@ async def test_txn_offset_commit_validates_the_member_epoch() -> None:
     assert c.txn_commit_offsets("g", 1000, "stranger", None, 1, offsets) == {("t", 0): E.UNKNOWN_MEMBER_ID}
     assert c.txn_commit_offsets("g", 1000, m.member_id, None, 1, offsets) == {("t", 0): E.NONE}
     assert c.pending_txn_partitions("g") == {("t", 0)}
-    c.complete_txn_offsets("g", 1000, commit=True)
+    c.complete_txn_partition(c.partition_for("g"), 1000, commit=True)
     assert await env.fetch(8, topics={"t": [0]}) == (0, {("t", 0): 5})
 
 

@@ -201,9 +201,9 @@ def test_offsets_log_replays_commits_tombstones_and_transactions(tmp_path: Path,
     # Producer 7 commits, producer 8 aborts, producer 9 is still open when the broker stops.
     offsets.commit_txn_offsets("classic", 7, 0, {TP1: om(70)})
     offsets.commit_txn_offsets("other", 8, 2, {TP0: om(80)})
-    offsets.end_txn("classic", 7, commit=True)
-    offsets.end_txn("other", 8, commit=False)
-    offsets.end_txn("other", 8, commit=True)  # a second completion writes nothing
+    offsets.end_txn(0, 7, commit=True)
+    offsets.end_txn(0, 8, commit=False)
+    offsets.end_txn(0, 8, commit=True)  # a second completion writes nothing
     offsets.commit_txn_offsets("open", 9, 0, {TP0: om(90)})
     # A classic group upgraded to a consumer group keeps its offsets.
     offsets.commit_offsets("upgraded", {TP0: om(5)})
@@ -236,7 +236,7 @@ def test_offsets_log_replays_commits_tombstones_and_transactions(tmp_path: Path,
     [target] = again.cleaner_targets()
     assert target.name == "__consumer_offsets-0" and target.log.config.compact
     assert target.last_stable_offset() == first_9 and target.active_producers() == {}
-    again.end_txn("open", 9, commit=False)
+    again.end_txn(0, 9, commit=False)
     assert again.log.last_stable_offset() == again.log.log.log_end_offset
     assert again.log.log.txn_index.entries[-1] == AbortedTxn(9, first_9, again.log.log.log_end_offset - 1,
                                                              again.log.log.log_end_offset)
@@ -252,9 +252,9 @@ async def test_cleaned_offsets_log_replays_to_the_same_groups(tmp_path: Path) ->
     for i in range(150):
         offsets.commit_offsets("g", {TP0: om(i), TP1: om(1000 + i)})
     offsets.commit_txn_offsets("g", 7, 0, {TP0: om(7000)})
-    offsets.end_txn("g", 7, commit=False)
+    offsets.end_txn(0, 7, commit=False)
     offsets.commit_txn_offsets("g", 8, 0, {TP1: om(8000)})
-    offsets.end_txn("g", 8, commit=True)
+    offsets.end_txn(0, 8, commit=True)
     offsets.commit_offsets("gone", {TP0: om(1)})
     offsets.delete_group("gone", [TP0])
     for i in range(50):  # fill segments past the ones to clean

@@ -57,6 +57,14 @@ def _replicated_value(base: OffsetAndMetadata | None, entries: list[tuple[int, O
     return base, entries
 
 
+def _dismiss_members(group: GroupMetadata) -> None:
+    """This coordinator no longer has the group: a JoinGroup or SyncGroup its members wait on is answered
+    NOT_COORDINATOR (they find the coordinator again)."""
+    for member in group.members.values():
+        member.resolve_join(JoinResult(member.member_id, E.NOT_COORDINATOR))
+        member.resolve_sync(SyncResult(E.NOT_COORDINATOR))
+
+
 def _generation(group: GroupMetadata) -> int:
     """A classic group's generation, a consumer group's group epoch (what its metadata record holds)."""
     return group.consumer.group_epoch if group.consumer is not None else group.generation_id
@@ -267,9 +275,7 @@ class CoordinatorCore:
             group = self._parked[gid] = self.groups.pop(gid)
             self._persisted_meta.pop(gid, None)
             self._unreplicated.pop(gid, None)
-            for member in group.members.values():
-                member.resolve_join(JoinResult(member.member_id, E.NOT_COORDINATOR))
-                member.resolve_sync(SyncResult(E.NOT_COORDINATOR))
+            _dismiss_members(group)
         log.info("unloaded the groups of __consumer_offsets-%d", partition)
 
     # ------------------------------------------------------------------ infra
@@ -354,9 +360,7 @@ class CoordinatorCore:
             return
         self._closed = True
         for group in self.groups.values():
-            for member in group.members.values():
-                member.resolve_join(JoinResult(member.member_id, E.NOT_COORDINATOR))
-                member.resolve_sync(SyncResult(E.NOT_COORDINATOR))
+            _dismiss_members(group)
         self._timer.close()
         if self._log is not None:
             self._log.close()

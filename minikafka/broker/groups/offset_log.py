@@ -90,6 +90,13 @@ def _metadata_key(group_id: str, group_type: str) -> GroupMetadataKey | Consumer
     return ConsumerGroupMetadataKey(group_id) if group_type == GROUP_TYPE_CONSUMER else GroupMetadataKey(group_id)
 
 
+def has_local_log(data_dir: Path | None) -> bool:
+    """Whether ``data_dir`` holds a local ``__consumer_offsets`` log of a coordinator used on its own (or of an
+    earlier version), JSON lines included."""
+    return data_dir is not None and ((data_dir / f"{OFFSETS_TOPIC}-0").is_dir()
+                                     or (data_dir / LEGACY_DIR_NAME / LEGACY_FILE_NAME).exists())
+
+
 class OffsetLog(CoordinatorLogStore):
     """The records of the groups: in one local ``__consumer_offsets`` partition log under ``data_dir`` (a
     coordinator used on its own), or, with ``shards``, in the partition of each group's shard
@@ -178,19 +185,14 @@ class OffsetLog(CoordinatorLogStore):
         self._append(group_id, _offset_records(group_id, offsets), producer_id=producer_id,
                      producer_epoch=producer_epoch, transactional=True)
 
-    def end_txn(self, group_id: str, producer_id: int, commit: bool) -> None:
-        """The producer's transaction ended: its COMMIT or ABORT marker in the group's partition (if it wrote
-        offsets there)."""
+    def end_txn(self, partition: int, producer_id: int, commit: bool) -> None:
+        """The COMMIT or ABORT marker of ``producer_id``'s transaction in ``partition``, if it is open there (the
+        local log, whatever ``partition``, without shards)."""
         if self.shards is None:
             if self._log is not None:
                 self._log.end_txn(producer_id, commit)
             return
-        self.end_txn_partition(self.partition_for(group_id), producer_id, commit)
-
-    def end_txn_partition(self, partition: int, producer_id: int, commit: bool) -> None:
-        """The COMMIT or ABORT marker of ``producer_id``'s transaction in a shard's partition (if it is open
-        there)."""
-        shard = self.shards.active(partition) if self.shards is not None else None
+        shard = self.shards.active(partition)
         if shard is not None:
             shard.replica.end_txn(producer_id, commit)
 

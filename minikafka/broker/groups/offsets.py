@@ -151,31 +151,18 @@ class OffsetsMixin(RebalanceMixin):
             self._log.commit_txn_offsets(group_id, producer_id, producer_epoch, stored)
         return out
 
-    def complete_txn_offsets(self, group_id: str, producer_id: int, commit: bool) -> None:
-        """The transaction ended (Kafka's ``scheduleHandleTxnCompletion``): its offsets are committed or dropped.
-
-        The log gets the transaction's marker once (the first group completed writes it; on replay it
-        completes every group's offsets of the producer), even when the group was deleted meanwhile."""
-        group = self.groups.get(group_id)
-        pending = group.pending_txn_offsets.pop(producer_id, None) if group is not None else None
-        if self._log is not None:
-            self._log.end_txn(group_id, producer_id, commit)
-        if group is not None and pending is not None and commit:
-            group.offsets.update(pending)
-
     def complete_txn_partition(self, partition: int, producer_id: int, commit: bool) -> None:
-        """The transaction ended for a ``__consumer_offsets`` partition (Kafka's marker there): the pending offsets
-        of the producer in every group of the partition are committed or dropped, and the marker is written
-        once (nothing without the coordinator runtime: :meth:`complete_txn_offsets` wrote it)."""
-        if self.shards is None:
-            return
+        """The transaction ended for a ``__consumer_offsets`` partition (Kafka's ``scheduleHandleTxnCompletion``
+        on the marker there): the producer's pending offsets in every group of the partition are committed or
+        dropped, and the partition gets the transaction's marker once, even when its groups were deleted
+        meanwhile or are not known yet (a transaction loaded at start-up, before the partition's shard)."""
         for gid, group in self.groups.items():
-            if self.partition_for(gid) == partition:
-                pending = group.pending_txn_offsets.pop(producer_id, None)
-                if pending is not None and commit:
+            if producer_id in group.pending_txn_offsets and self.partition_for(gid) == partition:
+                pending = group.pending_txn_offsets.pop(producer_id)
+                if commit:
                     group.offsets.update(pending)
         if self._log is not None:
-            self._log.end_txn_partition(partition, producer_id, commit)
+            self._log.end_txn(partition, producer_id, commit)
 
     def txn_offset_groups(self, producer_id: int) -> set[str]:
         """The groups holding offsets of the producer's open transaction (the transaction coordinator finds

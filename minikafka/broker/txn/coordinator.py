@@ -63,8 +63,6 @@ class ProducerIds(Protocol):
 class GroupTxnOffsets(Protocol):
     """The group coordinator's half of a transaction's offsets (TxnOffsetCommit, made visible on commit)."""
 
-    def complete_txn_offsets(self, group_id: str, producer_id: int, commit: bool) -> None: ...
-
     def complete_txn_partition(self, partition: int, producer_id: int, commit: bool) -> None: ...
 
     def txn_offset_groups(self, producer_id: int) -> set[str]:
@@ -221,10 +219,6 @@ class TransactionCoordinator:
     async def _complete(self, meta: TransactionMetadata, commit: bool, epoch: int) -> None:
         """Kafka's ``sendTxnMarkersCallback`` onwards: group offsets, markers, then Complete*."""
         if self.group_offsets is not None:
-            for group in sorted(meta.groups):
-                self.group_offsets.complete_txn_offsets(group, meta.producer_id, commit)
-            # The marker of each __consumer_offsets partition, also where the groups are not known (a transaction
-            # loaded at start-up, before the partitions' shards were).
             for partition in sorted(meta.offsets_partitions):
                 self.group_offsets.complete_txn_partition(partition, meta.producer_id, commit)
         await self.markers.write_markers(meta.producer_id, epoch, self.coordinator_epoch, commit,
