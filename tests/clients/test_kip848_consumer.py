@@ -101,10 +101,15 @@ def poll_all(members: list[Member], until, what: str, timeout: float = 30) -> No
 
 
 def stable(members: list[Member], topic: str, partitions: int = PARTITIONS) -> bool:
-    """Every live member holds partitions, none twice, all of the topic's."""
+    """Every live member holds partitions, none twice, all of the topic's, as evenly as the assignor spreads them.
+
+    Evenness tells the target assignment from a reconciliation under way (one member still holding a partition
+    it is revoking while the one it goes to waits), which covers the topic as well.
+    """
     held = [parts(m.consumer) for m in members if not m.closed]
     union = set().union(*held)
-    return (all(held) and sum(len(h) for h in held) == len(union)
+    sizes = [len(h) for h in held]
+    return (all(held) and sum(sizes) == len(union) and max(sizes) - min(sizes) <= 1
             and union == {(topic, p) for p in range(partitions)})
 
 

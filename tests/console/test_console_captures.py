@@ -41,19 +41,19 @@ def test_capture_start_stop_download_pcap(tmp_path: Path, page: Any) -> None:
         broker.create_topic("captured", partitions=1)
         page.goto(console_url(broker, "/#/captures"))
         # The page's first answer is shown (the "no files" line is there before it, the button states are not).
-        page.wait_for_function("() => document.querySelector('#capture-state').textContent.includes('not capturing')")
+        page.wait_for_function("() => document.querySelector('#capture-state')?.textContent.includes('not capturing')")
         assert page.is_visible("#capture-none")
         assert page.is_disabled("#capture-stop") and not page.is_disabled("#capture-start")
         assert str(tmp_path / "captures") in page.inner_text("#capture-state")
 
         page.click("#capture-start")
-        page.wait_for_function("() => document.querySelector('#capture-state').textContent.includes('capturing into')")
+        page.wait_for_function("() => document.querySelector('#capture-state')?.textContent.includes('capturing into')")
         producer = Producer({"bootstrap.servers": broker.bootstrap, "client.id": "captured-producer"})
         producer.produce("captured", b"hello")
         assert producer.flush(30) == 0
         page.click("#capture-stop")
         # The file written while capturing may be listed before the stop is done: wait for the stop itself.
-        page.wait_for_function("() => document.querySelector('#capture-stop').disabled")
+        page.wait_for_function("() => document.querySelector('#capture-stop')?.disabled")
         page.wait_for_selector(".mk-pcap")
         status, state = call(broker, "captures")
         assert status == 200 and not state["capturing"]
@@ -72,12 +72,12 @@ def test_capture_start_stop_download_pcap(tmp_path: Path, page: Any) -> None:
 
         # Captures restart into the same directory, in a new file; "all" exports every file as one pcap.
         page.click("#capture-start")
-        page.wait_for_function("() => document.querySelector('#capture-start').disabled")
+        page.wait_for_function("() => document.querySelector('#capture-start')?.disabled")
         producer.produce("captured", b"again")
         assert producer.flush(30) == 0
         assert call(broker, "captures/start", "POST")[0] == 409  # already capturing
         page.click("#capture-stop")
-        page.wait_for_function("() => document.querySelector('#capture-stop').disabled")
+        page.wait_for_function("() => document.querySelector('#capture-stop')?.disabled")
         page.wait_for_function("() => document.querySelectorAll('.mk-pcap').length === 2")
         status, everything = http(broker, "GET", "/console/api/captures/files/all/pcap")
         assert status == 200

@@ -33,7 +33,7 @@ def test_rule_added_in_the_browser_matches_a_producer(console_broker: BrokerThre
     producer = Producer({"bootstrap.servers": console_broker.bootstrap, "retry.backoff.ms": 50, "linger.ms": 0})
     producer.produce("faulted", b"x")
     assert producer.flush(30) == 0
-    page.wait_for_function("() => document.querySelector('.mk-matched[data-rule=\"1\"]').textContent === '2'")
+    page.wait_for_function("() => document.querySelector('.mk-matched[data-rule=\"1\"]')?.textContent === '2'")
     row = page.inner_text('#faults-table tbody tr')
     assert "error=NOT_LEADER_OR_FOLLOWER" in row
     (rule,) = call(console_broker, "faults")[1]["rules"]
@@ -49,11 +49,11 @@ def test_invalid_rule_shows_the_reason(console_broker: BrokerThread, page: Any) 
     page.wait_for_selector("#faults-form")
     page.fill("#faults-form input[name=api]", "Produce")
     page.click("#faults-form button[type=submit]")  # no action
-    page.wait_for_function("() => document.querySelector('#faults-error').textContent.includes('needs an action')")
+    page.wait_for_function("() => document.querySelector('#faults-error')?.textContent.includes('needs an action')")
     page.fill("#faults-form input[name=latency_ms]", "soon")
     page.click("#faults-form button[type=submit]")
     page.wait_for_function(
-        "() => document.querySelector('#faults-error').textContent.includes('latency_ms must be a number')")
+        "() => document.querySelector('#faults-error')?.textContent.includes('latency_ms must be a number')")
     page.fill("#faults-form input[name=latency_ms]", "5")
     page.check("#faults-form input[name=hold]")
     page.fill("#faults-form input[name=probability]", "0.5")

@@ -63,7 +63,7 @@ def test_group_lag_shown_and_charted(console_broker: BrokerThread, page: Any) ->
 
     # More records: the page follows the lag without a reload.
     produce(console_broker, "lagged", {0: 4})
-    page.wait_for_function("() => document.querySelector('.mk-lag[data-tp=\"lagged-0\"]').textContent === '7'")
+    page.wait_for_function("() => document.querySelector('.mk-lag[data-tp=\"lagged-0\"]')?.textContent === '7'")
 
 
 def test_reset_offsets_of_an_empty_group_changes_its_lag(console_broker: BrokerThread, page: Any) -> None:
@@ -76,12 +76,12 @@ def test_reset_offsets_of_an_empty_group_changes_its_lag(console_broker: BrokerT
     assert lag_text(page, "resets-0") == "6"
     page.select_option("#group-reset select[name=to]", "latest")
     page.click("#group-reset button[type=submit]")
-    page.wait_for_function("() => document.querySelector('.mk-lag[data-tp=\"resets-0\"]').textContent === '0'")
+    page.wait_for_function("() => document.querySelector('.mk-lag[data-tp=\"resets-0\"]')?.textContent === '0'")
 
     page.select_option("#group-reset select[name=to]", "offset")
     page.fill("#group-reset input[name=value]", "1")
     page.click("#group-reset button[type=submit]")
-    page.wait_for_function("() => document.querySelector('.mk-lag[data-tp=\"resets-0\"]').textContent === '9'")
+    page.wait_for_function("() => document.querySelector('.mk-lag[data-tp=\"resets-0\"]')?.textContent === '9'")
     status, group = call(console_broker, "groups/reset-group")
     assert status == 200 and [o["committed"] for o in group["offsets"]] == [1]
 
@@ -145,7 +145,7 @@ def test_members_and_assignment_and_no_reset_while_members(protocol: str, page: 
             assert "members-0, members-1" in page.inner_text("#group-members")
             assert page.is_visible("#group-not-empty") and page.is_disabled("#group-delete")
             consumer.commit(offsets=[TopicPartition("members", 0, 1)], asynchronous=False)
-            page.wait_for_function("() => document.querySelector('.mk-lag[data-tp=\"members-0\"]').textContent === '2'")
+            page.wait_for_function("() => document.querySelector('.mk-lag[data-tp=\"members-0\"]')?.textContent === '2'")
         finally:
             consumer.close()
         # Once the member left, the group is empty: its offsets can be reset.
@@ -186,7 +186,7 @@ def test_share_group_members_start_offsets_and_reset(console_broker: BrokerThrea
     page.wait_for_selector('.mk-lag[data-tp="shared-0"]')
     assert lag_text(page, "shared-0") == "0"
     page.click("#group-reset button[type=submit]")  # to earliest
-    page.wait_for_function("() => document.querySelector('.mk-lag[data-tp=\"shared-0\"]').textContent === '5'")
+    page.wait_for_function("() => document.querySelector('.mk-lag[data-tp=\"shared-0\"]')?.textContent === '5'")
     page.once("dialog", lambda dialog: dialog.accept())
     page.click("#group-delete")
     page.wait_for_selector("#groups-none", state="visible")

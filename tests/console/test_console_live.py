@@ -87,7 +87,7 @@ def test_fetch_session_numbers_follow_consumers(console_broker: BrokerThread, pa
         wait_until(lambda: consumer.poll(0.05) is None and
                    live(console_broker)["brokers"][0]["fetch_sessions"]["requests"].get("sessionless", 0) >= 3,
                    "sessionless fetches")
-        page.wait_for_function("() => Number(document.querySelector('[data-fact=\"sessionless fetches\"]').textContent) >= 3")
+        page.wait_for_function("() => Number(document.querySelector('[data-fact=\"sessionless fetches\"]')?.textContent) >= 3")
     finally:
         consumer.close()
 
@@ -99,7 +99,7 @@ def test_fetch_session_numbers_follow_consumers(console_broker: BrokerThread, pa
         wait_until(lambda: not kconsumer.poll(50) and
                    live(console_broker)["brokers"][0]["fetch_sessions"]["requests"].get("incremental", 0) >= 3,
                    "incremental fetches")
-        page.wait_for_function("() => document.querySelector('[data-fact=\"slots used\"]').textContent === '1 / 1000'")
+        page.wait_for_function("() => document.querySelector('[data-fact=\"slots used\"]')?.textContent === '1 / 1000'")
         page.wait_for_function(f"""() => {{ const c = {CHART.format(title="Fetch requests per second by session kind")};
             const i = c.plot().series.findIndex(s => s.label === 'incremental');
             return i > 0 && c.data()[i].some(v => v > 0); }}""")
@@ -108,7 +108,7 @@ def test_fetch_session_numbers_follow_consumers(console_broker: BrokerThread, pa
     finally:
         kconsumer.close()
     # Requests per API: the table lists Fetch with a latency.
-    page.wait_for_function("() => document.querySelector('#live-request-table').textContent.includes('Fetch')")
+    page.wait_for_function("() => document.querySelector('#live-request-table')?.textContent.includes('Fetch')")
     fetch = [r for r in live(console_broker)["brokers"][0]["requests"] if r["api"] == "Fetch"][0]
     assert fetch["count"] >= 6 and fetch["latency_ms"]["99thPercentile"] > 0
 

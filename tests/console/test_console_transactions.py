@@ -49,7 +49,7 @@ def test_open_then_committed_transaction(console_broker: BrokerThread, page: Any
     assert str(txn["producer_id"]) in page.inner_text("#producers-table")
 
     producer.commit_transaction(30)
-    page.wait_for_function("() => document.querySelector('#transactions-table tbody').textContent.includes('CompleteCommit')")
+    page.wait_for_function("() => document.querySelector('#transactions-table tbody')?.textContent.includes('CompleteCommit')")
     data = transactions(console_broker)
     assert data["transactions"][0]["partitions"] == []
     assert data["producers"][0]["current_txn_start_offset"] == -1
