@@ -68,11 +68,13 @@ from .inter_broker import InterBrokerChannel, InterBrokerConnector
 from .network_links import CONTROLLER, NetworkLinks
 from .coordinator_runtime import CoordinatorReplica
 from .partition import Partition
-from ..protocol.coordinator_records import OFFSETS_TOPIC
+from ..protocol.coordinator_records import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from .txn.verification import AddPartitionsToTxnManager
 
 if TYPE_CHECKING:
+    from .groups import GroupCoordinator
     from .partition import Partition
+    from .txn import TransactionCoordinator
     from .replica_fetcher import ReplicaFetcherManager
     from .share.coordinator import ShareGroupCoordinator
     from .share.manager import SharePartitionManager
@@ -354,7 +356,7 @@ class Broker:
         # KIP-890 verification of transactional produce goes to the coordinator over the wire.
         self.txn_channel = InterBrokerChannel(f"broker-{self.node_id}-txn-verifier", self.metadata.live.get,
                                               connector=self.inter_broker)
-        self.txn_verifier = AddPartitionsToTxnManager(self.txn_channel, self.metadata.coordinator)
+        self.txn_verifier = AddPartitionsToTxnManager(self.txn_channel, self.metadata.transaction_coordinator)
         # The request path: services -> handlers -> KafkaApis -> socket server.
         self.request_stats_observer = RequestStats()
         self.broker_metrics_observer = BrokerMetricsObserver(self.metadata)
@@ -457,7 +459,8 @@ class Broker:
             client_metrics_configs=self.client_metrics_configs, client_telemetry=self.client_metrics,
             reassignments=self.metadata, leader_election=self.metadata, metadata_quorum=self.metadata,
             scram_credentials=self.scram_credentials, delegation_tokens=self.delegation_tokens,
-            log_dirs=self.log_dirs, features=self.features, ensure_offsets_topic=self.ensure_offsets_topic)
+            log_dirs=self.log_dirs, features=self.features, ensure_offsets_topic=self.ensure_offsets_topic,
+            ensure_transaction_topic=self.ensure_transaction_topic)
 
     # -- observers and metrics ---------------------------------------------------------------------
     def observe(self, observer: RequestObserver) -> RequestObserver:
@@ -675,30 +678,49 @@ class Broker:
         self.replica_manager.apply_leadership()
 
     def _on_replica_leadership(self, part: Partition, leading: bool) -> None:
-        """Kafka's ``onElection`` / ``onResignation``: a ``__consumer_offsets`` partition this broker now leads
-        has its group coordinator shard loaded here; one it no longer leads is unloaded."""
-        if part.topic != OFFSETS_TOPIC:
+        """Kafka's ``onElection`` / ``onResignation``: a ``__consumer_offsets`` or ``__transaction_state``
+        partition this broker now leads is loaded here by its coordinator; one it no longer leads is unloaded."""
+        if part.topic == OFFSETS_TOPIC:
+            coordinator: GroupCoordinator | TransactionCoordinator = self.group_coordinator
+        elif part.topic == TRANSACTION_STATE_TOPIC:
+            coordinator = self.txn_coordinator
+        else:
             return
         if leading:
-            self.group_coordinator.on_election(CoordinatorReplica(self.node_id, self.replica_manager, part,
-                                                                  self.clock))
+            coordinator.on_election(CoordinatorReplica(self.node_id, self.replica_manager, part, self.clock))
         else:
-            self.group_coordinator.on_resignation(self.node_id, part.index)
+            coordinator.on_resignation(self.node_id, part.index)
 
     def ensure_offsets_topic(self) -> None:
         """Create ``__consumer_offsets`` if it does not exist yet (``offsets.topic.num.partitions`` partitions,
         ``offsets.topic.replication.factor`` replicas capped at the running brokers), as Kafka does at the
         first FindCoordinator for a group."""
-        if OFFSETS_TOPIC in self.metadata.topics:
-            return
-        cfg = self.config
+        if OFFSETS_TOPIC not in self.metadata.topics:
+            cfg = self.config
+            self._ensure_internal_topic(OFFSETS_TOPIC, cfg.offsets_topic_num_partitions,
+                                        cfg.offsets_topic_replication_factor, cfg.offsets_topic_segment_bytes)
+
+    def ensure_transaction_topic(self) -> None:
+        """Create ``__transaction_state`` if it does not exist yet (``transaction.state.log.num.partitions``
+        partitions, ``transaction.state.log.replication.factor`` replicas and ``transaction.state.log.min.isr``
+        as its ``min.insync.replicas``, both capped at the running brokers), as Kafka does at the first
+        FindCoordinator for a transactional id."""
+        if TRANSACTION_STATE_TOPIC not in self.metadata.topics:
+            cfg = self.config
+            self._ensure_internal_topic(TRANSACTION_STATE_TOPIC, cfg.transaction_state_log_num_partitions,
+                                        cfg.transaction_state_log_replication_factor,
+                                        cfg.transaction_state_log_segment_bytes, cfg.transaction_state_log_min_isr)
+
+    def _ensure_internal_topic(self, name: str, partitions: int, replication_factor: int, segment_bytes: int,
+                               min_isr: int | None = None) -> None:
+        configs = {"cleanup.policy": "compact", "segment.bytes": str(segment_bytes), "compression.type": "producer"}
+        if min_isr is not None:
+            replicas = min(replication_factor, len(self.metadata.placement_brokers()))
+            configs["min.insync.replicas"] = str(max(1, min(min_isr, replicas)))
         try:
-            self.metadata.ensure_internal_topic(
-                OFFSETS_TOPIC, cfg.offsets_topic_num_partitions, cfg.offsets_topic_replication_factor,
-                {"cleanup.policy": "compact", "segment.bytes": str(cfg.offsets_topic_segment_bytes),
-                 "compression.type": "producer"})
+            self.metadata.ensure_internal_topic(name, partitions, replication_factor, configs)
         except MetadataError as exc:
-            log.warning("broker %d: cannot create %s: %s", self.node_id, OFFSETS_TOPIC, exc)
+            log.warning("broker %d: cannot create %s: %s", self.node_id, name, exc)
 
     def _controller_reachable(self) -> bool:
         """Whether this broker runs and reaches the controller (always, for a lone broker)."""
@@ -722,6 +744,7 @@ class Broker:
 
     def _leave(self) -> None:
         self.group_coordinator.on_broker_gone(self.node_id)  # its shards go, with their in-memory state
+        self.txn_coordinator.on_broker_gone(self.node_id)
         if self.links is not None and self._on_links_change in self.links.listeners:
             self.links.listeners.remove(self._on_links_change)
         self._missed_metadata.clear()

@@ -39,10 +39,14 @@ them (:mod:`~minikafka.broker.coordinator_runtime`): each partition's shard is l
 partition's records, a commit is answered once replicated, and a leader change (a stop, a crash once fenced,
 an election) unloads the shard there and loads it on the new leader; FindCoordinator names that leader.
 The brokers share one group coordinator object holding every loaded shard.
-Transactions are not on their partitions yet: one shared transaction coordinator (state in
-``<data_dir>/__transaction_state-0``), whose markers go to the partition leaders
-over the wire (WriteTxnMarkers).  SCRAM credentials too: one store (``<data_dir>/__scram_credentials``),
-where the cluster's delegation tokens are kept as well.
+Transactional ids live likewise on ``__transaction_state`` (``transaction.state.log.num.partitions``,
+``transaction.state.log.replication.factor`` and ``transaction.state.log.min.isr`` capped at the running
+brokers; :mod:`~minikafka.broker.txn.state_manager`): each partition loaded on its leader, a state change
+answered once replicated, a transaction's markers sent from its coordinator's broker over the wire
+(WriteTxnMarkers) once its PrepareCommit/PrepareAbort is replicated, and resumed by the next leader when
+its coordinator goes.  Share groups are not on their partitions yet (state in
+``<data_dir>/__share_group_state-0``).  SCRAM credentials are kept once per process: one store
+(``<data_dir>/__scram_credentials``), where the cluster's delegation tokens are kept as well.
 ACLs likewise: one :class:`~minikafka.broker.security.authorizer.AclStore` for every broker's authorizer
 (``<data_dir>/acls.json``).
 """

@@ -54,6 +54,8 @@ _AT_LEAST = {
     "offsets_topic_num_partitions": 1, "offsets_topic_segment_bytes": 1, "offsets_topic_replication_factor": 1,
     "offsets_commit_timeout_ms": 1,
     "transaction_state_log_segment_bytes": 1, "share_coordinator_state_topic_segment_bytes": 1,
+    "transaction_state_log_num_partitions": 1, "transaction_state_log_replication_factor": 1,
+    "transaction_state_log_min_isr": 1, "request_timeout_ms": 1,
     "share_coordinator_state_topic_num_partitions": 1,
     "group_consumer_session_timeout_ms": 1, "group_consumer_heartbeat_interval_ms": 1,
     "group_share_session_timeout_ms": 1, "group_share_heartbeat_interval_ms": 1,
@@ -162,6 +164,15 @@ class BrokerConfig:
     offsets_topic_replication_factor: int = 3
     # How long an OffsetCommit waits for its records to be replicated (REQUEST_TIMED_OUT after).
     offsets_commit_timeout_ms: int = 5000
+    # The __transaction_state topic: its partition count places each transactional id's coordinator; created on
+    # the first FindCoordinator for a transactional id, its replication factor and min.insync.replicas capped
+    # at the registered, unfenced brokers.
+    transaction_state_log_num_partitions: int = 50
+    transaction_state_log_replication_factor: int = 3
+    transaction_state_log_min_isr: int = 2
+    # How long the transaction coordinator waits for its records to be replicated (Kafka's request.timeout.ms;
+    # COORDINATOR_NOT_AVAILABLE after).
+    request_timeout_ms: int = 30000
     # The __share_group_state topic: its partition count places each share-partition's share coordinator.
     share_coordinator_state_topic_num_partitions: int = 50
     # minikafka's own: the feature levels a new cluster is formatted with (kafka-storage.sh format
@@ -401,6 +412,10 @@ class BrokerConfig:
         "offsets.commit.timeout.ms": "offsets_commit_timeout_ms",
         "offsets.topic.segment.bytes": "offsets_topic_segment_bytes",
         "transaction.state.log.segment.bytes": "transaction_state_log_segment_bytes",
+        "transaction.state.log.num.partitions": "transaction_state_log_num_partitions",
+        "transaction.state.log.replication.factor": "transaction_state_log_replication_factor",
+        "transaction.state.log.min.isr": "transaction_state_log_min_isr",
+        "request.timeout.ms": "request_timeout_ms",
         "share.coordinator.state.topic.segment.bytes": "share_coordinator_state_topic_segment_bytes",
         "share.coordinator.state.topic.num.partitions": "share_coordinator_state_topic_num_partitions",
         "minikafka.bootstrap.features": "bootstrap_features",

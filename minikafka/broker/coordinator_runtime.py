@@ -22,7 +22,8 @@ in the election (:data:`SYNC_LOAD_MAX_BYTES`), a larger one in a task.  Only off
 records to be replicated (the group coordinator's other writes, generations and group epochs, are answered
 at once); reads see only replicated offsets.  Members are not written as records (Kafka 4 writes them): a
 group whose shard moves keeps its members when the records give it the generation it had.  The transaction
-and share coordinators are not on their partitions yet.
+coordinator runs on ``__transaction_state`` the same way (:mod:`~minikafka.broker.txn.state_manager`); the
+share coordinator is not on its partitions yet.
 """
 
 from __future__ import annotations

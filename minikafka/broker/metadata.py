@@ -18,7 +18,7 @@ from typing import Callable
 
 from ..common import Node, PartitionMetadata, TopicMetadata
 from ..common.types import INTERNAL_TOPICS
-from ..protocol.coordinator_records import OFFSETS_TOPIC
+from ..protocol.coordinator_records import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from ..common.hashing import partition_for_key
 from ..protocol.errors import ErrorCode
 from .config import StartupError
@@ -111,11 +111,12 @@ class ClusterMetadata:
 
     def __init__(self, broker_ids: list[int], data_dir: Path | None = None, *,
                  max_partitions: int = DEFAULT_MAX_PARTITIONS, offsets_topic_partitions: int = 50,
-                 unclean_leader_election: bool = False) -> None:
+                 transaction_topic_partitions: int = 50, unclean_leader_election: bool = False) -> None:
         self.broker_ids = list(broker_ids)
         # The broker default of unclean.leader.election.enable (a topic's own config overrides it).
         self.unclean_leader_election = unclean_leader_election
         self.offsets_topic_partitions = offsets_topic_partitions  # offsets.topic.num.partitions
+        self.transaction_topic_partitions = transaction_topic_partitions  # transaction.state.log.num.partitions
         self.data_dir = data_dir
         self.max_partitions = max_partitions  # partition replicas the cluster may hold (minikafka.max.partitions)
         self.replica_count = 0
@@ -226,21 +227,12 @@ class ClusterMetadata:
             return None
         return t.partitions[partition].leader
 
-    def coordinator(self, listener: str | None = None) -> Node:
-        """The transaction coordinator: the lowest live broker (-1 when none is up), at its
-        address on ``listener`` (port -1 when it has no such listener)."""
-        if not self.live:
-            return Node(-1, "", -1)
-        nid = min(self.live)
-        if listener is None:
-            return self.live[nid]
-        return self._endpoint(nid, listener) or Node(nid, "", -1)
-
     def ensure_internal_topic(self, name: str, num_partitions: int, replication_factor: int,
                               configs: dict[str, str]) -> TopicMetadata:
-        """An internal topic (``__consumer_offsets``), created now if it does not exist, as Kafka creates it
-        at the first FindCoordinator: ``num_partitions`` partitions with ``replication_factor`` replicas, capped
-        at the registered, unfenced brokers (MetadataError COORDINATOR_NOT_AVAILABLE when none is)."""
+        """An internal topic (``__consumer_offsets``, ``__transaction_state``), created now if it does not exist,
+        as Kafka creates it at the first FindCoordinator: ``num_partitions`` partitions with
+        ``replication_factor`` replicas, capped at the registered, unfenced brokers (MetadataError
+        COORDINATOR_NOT_AVAILABLE when none is)."""
         topic = self.topics.get(name)
         if topic is not None:
             return topic
@@ -250,14 +242,18 @@ class ClusterMetadata:
         return self.create_topic(name, num_partitions, min(replication_factor, available), configs)
 
     def offsets_partition_leader(self, partition: int) -> int:
-        """The leader of a ``__consumer_offsets`` partition (-1 when no broker is up, or when it has none).
+        """The leader of a ``__consumer_offsets`` partition (:meth:`internal_partition_leader`)."""
+        return self.internal_partition_leader(OFFSETS_TOPIC, partition)
+
+    def internal_partition_leader(self, name: str, partition: int) -> int:
+        """The leader of an internal topic's partition (-1 when no broker is up, or when it has none).
 
         Once the internal topic exists (:meth:`ensure_internal_topic`), its partition's leader.  Before, the
         partitions are placed as Kafka's rack-unaware assignment with a zero start index would place them
         (replicas ``broker_ids[p % n]`` onward, at most three), and the leader is the first live replica, or
         any live broker when none is.
         """
-        topic = self.topics.get(OFFSETS_TOPIC)
+        topic = self.topics.get(name)
         if topic is not None:
             pm = topic.partition(partition)
             return pm.leader if pm is not None and pm.leader in self.live else -1
@@ -281,6 +277,17 @@ class ClusterMetadata:
         (``abs(groupId.hashCode) % offsets.topic.num.partitions``, Kafka's ``partitionFor``), at its
         address on ``listener`` (port -1 when it has no such listener; node -1 when no broker is up)."""
         nid = self.offsets_partition_leader(partition_for_key(group_id, self.offsets_topic_partitions))
+        return self._node(nid, listener)
+
+    def transaction_coordinator(self, transactional_id: str, listener: str | None = None) -> Node:
+        """The coordinator of ``transactional_id``: the leader of its ``__transaction_state`` partition
+        (``transaction.state.log.num.partitions``), at its address on ``listener`` (as :meth:`group_coordinator`)."""
+        partition = partition_for_key(transactional_id, self.transaction_topic_partitions)
+        return self._node(self.internal_partition_leader(TRANSACTION_STATE_TOPIC, partition), listener)
+
+    def _node(self, nid: int, listener: str | None) -> Node:
+        """Live broker ``nid`` at its address on ``listener`` (port -1 when it has no such listener; node -1 for
+        no broker)."""
         if nid < 0:
             return Node(-1, "", -1)
         if listener is None:
@@ -291,12 +298,7 @@ class ClusterMetadata:
         """The share coordinator of a ``__share_group_state`` partition (FindCoordinator key type 2): its
         leader, the internal topic placed as Kafka would place it (:meth:`_placed_leader`), at
         its address on ``listener`` (port -1 when it has no such listener; node -1 when no broker is up)."""
-        nid = self._placed_leader(partition)
-        if nid < 0:
-            return Node(-1, "", -1)
-        if listener is None:
-            return self.live[nid]
-        return self._endpoint(nid, listener) or Node(nid, "", -1)
+        return self._node(self._placed_leader(partition), listener)
 
     # -- changes -----------------------------------------------------------
     def _assign(self, start: int, count: int, rf: int) -> list[list[int]]:

@@ -114,8 +114,9 @@ class MetadataCache(Protocol):
 
     def controller_id(self) -> int: ...
 
-    def coordinator(self, listener: str | None = None) -> Node:
-        """The broker that coordinates transactions (the lowest live one), at its address on ``listener``."""
+    def transaction_coordinator(self, transactional_id: str, listener: str | None = None) -> Node:
+        """The broker that coordinates ``transactional_id`` (the leader of its ``__transaction_state``
+        partition), at its address on ``listener``."""
         ...
 
     def group_coordinator(self, group_id: str, listener: str | None = None) -> Node:
@@ -539,8 +540,21 @@ class TransactionCoordinatorApi(Protocol):
     def describe(self, transactional_id: str) -> TransactionMetadata | None: ...
 
     def list_transactions(self, states: set[str] | None = None, producer_ids: set[int] | None = None,
-                          min_duration_ms: int = -1, pattern: CompiledRegex | None = None
-                          ) -> list[TransactionListing]: ...
+                          min_duration_ms: int = -1, pattern: CompiledRegex | None = None,
+                          broker_id: int | None = None) -> list[TransactionListing]: ...
+
+    def coordinator_error(self, transactional_id: str, broker_id: int) -> ErrorCode:
+        """NONE, NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS for the id on broker ``broker_id``."""
+        ...
+
+    def loaded(self, transactional_id: str) -> bool:
+        """Whether some broker has the id's ``__transaction_state`` partition loaded."""
+        ...
+
+    async def replicated(self, transactional_id: str) -> ErrorCode:
+        """Wait until the id's state written so far is replicated: NONE, NOT_COORDINATOR (moved) or
+        COORDINATOR_NOT_AVAILABLE (timed out)."""
+        ...
 
 
 class FinalizedFeatures(Protocol):
@@ -680,4 +694,6 @@ class BrokerServices:
     features: FinalizedFeatures
     # Creates __consumer_offsets if it does not exist yet (its partitions place and hold the groups).
     ensure_offsets_topic: Callable[[], None]
+    # Creates __transaction_state if it does not exist yet (its partitions place and hold transactional ids).
+    ensure_transaction_topic: Callable[[], None]
     authorizer: Authorizer | None = None  # None: no authorizer.class.name, nothing is checked

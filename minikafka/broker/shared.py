@@ -39,6 +39,7 @@ from .security.authorizer import AclStore, AclStoreError
 from .security.delegation_token import DelegationTokenManager
 from .security.scram import ScramCredentialStore
 from .txn import TransactionCoordinator
+from .txn.state_manager import has_local_log as has_local_txn_log
 
 if TYPE_CHECKING:
     from .share.coordinator import ShareGroupCoordinator
@@ -75,6 +76,7 @@ class SharedServices:
         (memory without one).  ConfigError / StartupError when a setting or a saved file is not valid."""
         metadata = ClusterMetadata(broker_ids, data_dir, max_partitions=config.max_partitions,
                                    offsets_topic_partitions=config.offsets_topic_num_partitions,
+                                   transaction_topic_partitions=config.transaction_state_log_num_partitions,
                                    unclean_leader_election=config.unclean_leader_election_enable)
         # Its groups live on the replicated __consumer_offsets partitions; a local log left by an earlier version
         # is opened only to be carried over into them.
@@ -82,8 +84,10 @@ class SharedServices:
         group_coordinator.use_partitions()
         producer_ids = ProducerIdManager()
         features = open_features(config, data_dir)
-        txn_coordinator = TransactionCoordinator(config, data_dir, producer_ids, metadata, clock, group_coordinator,
-                                                 features=features)
+        # Its transactional ids live on the replicated __transaction_state partitions (a local log likewise).
+        txn_coordinator = TransactionCoordinator(config, data_dir if has_local_txn_log(data_dir) else None,
+                                                 producer_ids, metadata, clock, group_coordinator, features=features)
+        txn_coordinator.use_partitions()
         scram_credentials = ScramCredentialStore.from_config(config, data_dir)
         delegation_tokens = DelegationTokenManager.from_config(config, data_dir, clock=clock)
         acls = open_acl_store(data_dir)

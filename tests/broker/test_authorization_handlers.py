@@ -504,7 +504,7 @@ def txn_env() -> tuple[Env, TransactionCoordinator]:
 
 async def test_init_producer_id() -> None:
     env, txn = txn_env()
-    handler = TX.InitProducerIdHandler(ProducerIdManager(), txn, lambda: True, env.authorizer)
+    handler = TX.InitProducerIdHandler(ProducerIdManager(), txn, authorizer=env.authorizer)
     transactional = {"transactional_id": "app-1", "transaction_timeout_ms": 60000}
     idempotent = {"transactional_id": None, "transaction_timeout_ms": 60000}
     r = await call(handler, K.INIT_PRODUCER_ID, 4, transactional)
@@ -526,7 +526,7 @@ async def test_add_partitions_and_offsets_and_end_txn() -> None:
     env, txn = txn_env()
     env.allow(TXN, "app-1", ALICE, O.WRITE)
     got = txn.init_producer_id("app-1", 60000)
-    add = TX.AddPartitionsToTxnHandler(txn, env.metadata, lambda: True, env.authorizer)
+    add = TX.AddPartitionsToTxnHandler(txn, env.metadata, authorizer=env.authorizer)
     fields = {"v3_and_below_transactional_id": "app-1", "v3_and_below_producer_id": got.producer_id,
               "v3_and_below_producer_epoch": got.producer_epoch,
               "v3_and_below_topics": [{"name": "t", "partitions": [0]}, {"name": "secret", "partitions": [0]}]}
@@ -551,7 +551,7 @@ async def test_add_partitions_and_offsets_and_end_txn() -> None:
     assert r.error_code == 0 and r.results_by_transaction[0].topic_results[0].results_by_partition[0] \
         .partition_error_code == 0
 
-    offsets = TX.AddOffsetsToTxnHandler(txn, lambda: True, env.authorizer)
+    offsets = TX.AddOffsetsToTxnHandler(txn, authorizer=env.authorizer)
     ofields = {"transactional_id": "app-1", "producer_id": got.producer_id, "producer_epoch": got.producer_epoch,
                "group_id": "g"}
     assert (await call(offsets, K.ADD_OFFSETS_TO_TXN, 3, ofields, principal=BOB)).error_code == \
@@ -560,7 +560,7 @@ async def test_add_partitions_and_offsets_and_end_txn() -> None:
     env.allow(G, "g", ALICE, O.READ)
     assert (await call(offsets, K.ADD_OFFSETS_TO_TXN, 3, ofields)).error_code == 0
 
-    end = TX.EndTxnHandler(txn, lambda: True, env.authorizer)
+    end = TX.EndTxnHandler(txn, authorizer=env.authorizer)
     r = await call(end, K.END_TXN, 3, {"transactional_id": "app-1", "producer_id": got.producer_id,
                                        "producer_epoch": got.producer_epoch, "committed": False}, principal=BOB)
     assert r.error_code == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
@@ -605,12 +605,12 @@ async def test_describe_and_list_transactions_and_producers() -> None:
                                                                       TopicPartition("secret", 0)])
     env.allow(TXN, "app-1", ALICE, O.DESCRIBE)
     env.allow(T, "t", ALICE, O.DESCRIBE)
-    describe = TX.DescribeTransactionsHandler(txn, lambda: True, env.authorizer)
+    describe = TX.DescribeTransactionsHandler(txn, authorizer=env.authorizer)
     r = await call(describe, K.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": ["app-1", "app-2"]})
     assert [(s.transactional_id, s.error_code) for s in r.transaction_states] == [
         ("app-1", 0), ("app-2", E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)]
     assert [t.topic for t in r.transaction_states[0].topics] == ["t"]  # "secret" is not shown
-    listing = TX.ListTransactionsHandler(txn, lambda: True, env.authorizer)
+    listing = TX.ListTransactionsHandler(txn, authorizer=env.authorizer)
     r = await call(listing, K.LIST_TRANSACTIONS, 1, {"state_filters": [], "producer_id_filters": []})
     assert [s.transactional_id for s in r.transaction_states] == ["app-1"]
     producers = TX.DescribeProducersHandler(env.log, env.authorizer)

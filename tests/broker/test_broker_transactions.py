@@ -472,14 +472,17 @@ async def test_cluster_markers_replicate_and_followers_track_the_lso():
                 {"name": "t", "num_partitions": 1, "replication_factor": 3}], "timeout_ms": 1000})
             assert resp.topics[0].error_code == 0
             leader_id = cluster.leader("t", 0)
+        # A transactional id the leader coordinates (the leader of its __transaction_state partition).
+        tid = next(t for t in (f"tx{i}" for i in range(100))
+                   if cluster.metadata.transaction_coordinator(t).node_id == leader_id)
         async with await KafkaConnection.connect("127.0.0.1", cluster.broker(leader_id).port) as c:
-            pid, epoch = await begin(c, "tx")
+            pid, epoch = await begin(c, tid)
             assert (await produce(c, "t", batch([b"a"], producer_id=pid, producer_epoch=epoch, base_sequence=0,
                                                 is_transactional=True))).error_code == 0
             followers = [cluster.broker(i).replica_manager.get("t", 0) for i in range(3) if i != leader_id]
             await wait_until(lambda: all(f.log.log_end_offset == 1 for f in followers), what="replication")
             assert all(f.last_stable_offset == 0 for f in followers)
-            end = await c.request(K.END_TXN, 3, {"transactional_id": "tx", "producer_id": pid,
+            end = await c.request(K.END_TXN, 3, {"transactional_id": tid, "producer_id": pid,
                                                 "producer_epoch": epoch, "committed": False})
             assert end.error_code == 0
             await wait_until(lambda: all(f.log.log_end_offset == 2 and f.last_stable_offset == f.log.high_watermark

@@ -486,8 +486,9 @@ def test_broker_thread_restart_keeps_offsets_transactions_and_share_state(tmp_pa
                 assert init.error_code == 0 and init.producer_epoch == 1  # the same id, its epoch bumped
 
         trio.run(after)
-        # The groups on the broker's replicas of __consumer_offsets; transactions still in their local log.
+        # The groups and transactions on the broker's replicas of __consumer_offsets and __transaction_state.
         assert any((tmp_path / "logs").glob("__consumer_offsets-*"))
-        assert (tmp_path / "__transaction_state-0").is_dir() and not (tmp_path / "__consumer_offsets-0").exists()
+        assert any((tmp_path / "logs").glob("__transaction_state-*"))
+        assert not (tmp_path / "__transaction_state-0").exists() and not (tmp_path / "__consumer_offsets-0").exists()
         assert (tmp_path / "__share_group_state-0").is_dir()
         assert not (tmp_path / "__consumer_offsets").exists()

@@ -68,6 +68,9 @@ async def test_find_coordinator_answers_each_groups_coordinator() -> None:
         node = metadata.group_coordinator(entry["key"])
         assert (entry["error_code"], entry["node_id"], entry["port"]) == (ErrorCode.NONE, node.node_id, node.port)
     assert len({e["node_id"] for e in response["coordinators"]}) > 1
-    # Transactional ids stay on the lowest live broker.
+    # Transactional ids are placed by their __transaction_state partition likewise.
     response = await handler.handle(ctx, {"key_type": 1, "coordinator_keys": keys})
-    assert {e["node_id"] for e in response["coordinators"]} == {0}
+    for entry in response["coordinators"]:
+        node = metadata.transaction_coordinator(entry["key"])
+        assert (entry["error_code"], entry["node_id"]) == (ErrorCode.NONE, node.node_id)
+    assert len({e["node_id"] for e in response["coordinators"]}) > 1

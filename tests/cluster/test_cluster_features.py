@@ -105,7 +105,9 @@ async def test_a_transaction_version_2_producer_across_brokers() -> None:
         cluster.broker(0).create_topic("t", 3, 3)
         coordinator = cluster.txn_coordinator
         conns = {b: await connect(cluster, b) for b in (0, 1, 2)}
-        init = await conns[0].request(K.INIT_PRODUCER_ID, 5, {"transactional_id": "tx", "transaction_timeout_ms": 60000,
+        cluster.broker(0).ensure_transaction_topic()  # (as a FindCoordinator would)
+        txn_conn = conns[cluster.metadata.transaction_coordinator("tx").node_id]
+        init = await txn_conn.request(K.INIT_PRODUCER_ID, 5, {"transactional_id": "tx", "transaction_timeout_ms": 60000,
                                                               "producer_id": -1, "producer_epoch": -1})
         pid, epoch = init.producer_id, init.producer_epoch
         for p in range(3):  # each partition to its leader, which has the coordinator add it
@@ -115,7 +117,7 @@ async def test_a_transaction_version_2_producer_across_brokers() -> None:
                                  partition=p, version=12, transactional_id="tx")
             assert sent.error_code == 0, sent
         assert len(coordinator.describe("tx").partitions) == 3
-        end = await conns[0].request(K.END_TXN, 5, {"transactional_id": "tx", "producer_id": pid,  # the coordinator
+        end = await txn_conn.request(K.END_TXN, 5, {"transactional_id": "tx", "producer_id": pid,  # the coordinator
                                                     "producer_epoch": epoch, "committed": True})
         assert (end.error_code, end.producer_epoch) == (0, epoch + 1)
         with trio.fail_after(10):

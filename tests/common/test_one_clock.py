@@ -253,7 +253,7 @@ def test_the_broker_hands_its_clock_to_its_coordinators_and_stores(tmp_path: Pat
     try:
         shared = broker.shared
         assert all(c is clock for c in (broker.client_metrics.clock, shared.client_telemetry.clock,
-                                        shared.txn_coordinator.state_log.clock))
+                                        shared.txn_coordinator.state.clock))
         token = shared.delegation_tokens.create_token("User:alice", "User:alice", [], -1)
         assert token.issue_timestamp == 1_700_000_000_000
         clock.sleep(7)

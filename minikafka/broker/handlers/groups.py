@@ -78,12 +78,14 @@ class FindCoordinatorHandler:
     cluster); v4 answers a batch; v5 only says the client knows TRANSACTION_ABORTABLE (KIP-890)."""
 
     def __init__(self, metadata: MetadataCache, authorizer: Authorizer | None = None,
-                 share_state_partitions: int = 50, ensure_offsets_topic: Callable[[], None] | None = None) -> None:
-        """``ensure_offsets_topic``: creates ``__consumer_offsets`` at the first group lookup, as Kafka does."""
+                 share_state_partitions: int = 50, ensure_offsets_topic: Callable[[], None] | None = None,
+                 ensure_transaction_topic: Callable[[], None] | None = None) -> None:
+        """``ensure_offsets_topic`` / ``ensure_transaction_topic``: create ``__consumer_offsets`` at the first
+        group lookup and ``__transaction_state`` at the first transactional id lookup, as Kafka does."""
         self.metadata = metadata
         self.authorizer = authorizer
         self.share_state_partitions = share_state_partitions  # share.coordinator.state.topic.num.partitions
-        self.ensure_offsets_topic = ensure_offsets_topic
+        self.ensure_topic = {GROUP: ensure_offsets_topic, TRANSACTION: ensure_transaction_topic}
 
     async def handle(self, ctx: RequestContext, req: B.FindCoordinatorRequestBody) -> B.FindCoordinatorResponseBody:
         key_type = req["key_type"]
@@ -108,11 +110,11 @@ class FindCoordinatorHandler:
                 if not authorize(self.authorizer, ctx, AclOperation.DESCRIBE, resource_type, key):
                     return {"error_code": denied, "error_message": denied.name, "node_id": -1, "host": "",
                             "port": -1}
-            # Its address on the client's listener: groups are placed by hash, transactions on the lowest broker.
-            if key_type == GROUP and self.ensure_offsets_topic is not None:
-                self.ensure_offsets_topic()
+            # The leader of the key's internal partition, at its address on the client's listener.
+            if (ensure := self.ensure_topic[key_type]) is not None:
+                ensure()
             return self._answer(self.metadata.group_coordinator(key, ctx.listener) if key_type == GROUP
-                                else self.metadata.coordinator(ctx.listener))
+                                else self.metadata.transaction_coordinator(key, ctx.listener))
 
         if ctx.api_version >= 4:
             return {"throttle_time_ms": ctx.throttle_time_ms,

@@ -101,9 +101,17 @@ def disabled_api_keys(rebalance_protocols: str) -> frozenset[int]:
     return frozenset(k for protocol, keys in PROTOCOL_API_KEYS.items() if protocol not in enabled for k in keys)
 
 
-def _is_coordinator(s: BrokerServices) -> Callable[[], bool]:
-    """Whether FindCoordinator names this broker (for groups and transactions alike)."""
-    return lambda: s.metadata.coordinator().node_id == s.config.node_id
+def _txn_coordinator_error(s: BrokerServices) -> Callable[[str], ErrorCode]:
+    """NONE when this broker has the transactional id's ``__transaction_state`` partition loaded,
+    COORDINATOR_LOAD_IN_PROGRESS while it loads it, NOT_COORDINATOR otherwise (the topic created first if it is
+    not yet, as a FindCoordinator creates it)."""
+    node_id = s.config.node_id
+    coordinator, ensure = s.txn_coordinator, s.ensure_transaction_topic
+
+    def check(transactional_id: str) -> ErrorCode:
+        ensure()
+        return coordinator.coordinator_error(transactional_id, node_id)
+    return check
 
 
 def _group_coordinator_error(s: BrokerServices) -> Callable[[str], ErrorCode]:
@@ -201,7 +209,7 @@ HANDLER_FACTORIES: Mapping[ApiKey, HandlerFactory] = {
     ApiKey.FIND_COORDINATOR: lambda s: FindCoordinatorHandler(
         s.metadata, authorizer=s.authorizer,
         share_state_partitions=s.config.share_coordinator_state_topic_num_partitions,
-        ensure_offsets_topic=s.ensure_offsets_topic).handle,
+        ensure_offsets_topic=s.ensure_offsets_topic, ensure_transaction_topic=s.ensure_transaction_topic).handle,
     ApiKey.JOIN_GROUP: lambda s: JoinGroupHandler(s.group_coordinator, authorizer=s.authorizer,
                                                   coordinator_error=_group_coordinator_error(s),
                                                   metadata=s.metadata).handle,
@@ -225,13 +233,14 @@ HANDLER_FACTORIES: Mapping[ApiKey, HandlerFactory] = {
                                                                 authorizer=s.authorizer).handle,
     ApiKey.DELETE_RECORDS: lambda s: DeleteRecordsHandler(s.records_deleter, authorizer=s.authorizer).handle,
     ApiKey.INIT_PRODUCER_ID: lambda s: InitProducerIdHandler(s.producer_ids, s.txn_coordinator,
-                                                             _is_coordinator(s), authorizer=s.authorizer).handle,
+                                                             _txn_coordinator_error(s), authorizer=s.authorizer).handle,
     ApiKey.ADD_PARTITIONS_TO_TXN: lambda s: AddPartitionsToTxnHandler(s.txn_coordinator, s.metadata,
-                                                                      _is_coordinator(s),
+                                                                      _txn_coordinator_error(s),
                                                                       authorizer=s.authorizer).handle,
-    ApiKey.ADD_OFFSETS_TO_TXN: lambda s: AddOffsetsToTxnHandler(s.txn_coordinator, _is_coordinator(s),
+    ApiKey.ADD_OFFSETS_TO_TXN: lambda s: AddOffsetsToTxnHandler(s.txn_coordinator, _txn_coordinator_error(s),
                                                                 authorizer=s.authorizer).handle,
-    ApiKey.END_TXN: lambda s: EndTxnHandler(s.txn_coordinator, _is_coordinator(s), authorizer=s.authorizer).handle,
+    ApiKey.END_TXN: lambda s: EndTxnHandler(s.txn_coordinator, _txn_coordinator_error(s),
+                                            authorizer=s.authorizer).handle,
     ApiKey.WRITE_TXN_MARKERS: lambda s: WriteTxnMarkersHandler(s.marker_log, s.delayed_produce,
                                                                authorizer=s.authorizer).handle,
     ApiKey.TXN_OFFSET_COMMIT: lambda s: TxnOffsetCommitHandler(s.group_coordinator, s.txn_coordinator,
@@ -239,9 +248,9 @@ HANDLER_FACTORIES: Mapping[ApiKey, HandlerFactory] = {
                                                                coordinator_error=_group_coordinator_error(s)).handle,
     ApiKey.DESCRIBE_PRODUCERS: lambda s: DescribeProducersHandler(s.replica_manager, authorizer=s.authorizer).handle,
     ApiKey.DESCRIBE_TRANSACTIONS: lambda s: DescribeTransactionsHandler(s.txn_coordinator,
-                                                                        _is_coordinator(s),
+                                                                        _txn_coordinator_error(s),
                                                                         authorizer=s.authorizer).handle,
-    ApiKey.LIST_TRANSACTIONS: lambda s: ListTransactionsHandler(s.txn_coordinator, _is_coordinator(s),
+    ApiKey.LIST_TRANSACTIONS: lambda s: ListTransactionsHandler(s.txn_coordinator, s.config.node_id,
                                                                   authorizer=s.authorizer).handle,
     ApiKey.OFFSET_FOR_LEADER_EPOCH: lambda s: OffsetForLeaderEpochHandler(s.replica_manager,
                                                                           authorizer=s.authorizer).handle,

@@ -5,7 +5,10 @@ clients, v4+ batched from brokers with ``verify_only``), AddOffsetsToTxn (25),
 EndTxn (26), WriteTxnMarkers (27, from the coordinator to partition leaders),
 TxnOffsetCommit (28), DescribeProducers (61), DescribeTransactions (65) and
 ListTransactions (66).  Coordinator APIs answer NOT_COORDINATOR on a broker
-that FindCoordinator would not name.  Older request versions get
+that does not have the transactional id's ``__transaction_state`` partition
+loaded (COORDINATOR_LOAD_IN_PROGRESS while it loads it), and answer a state change
+once its record is replicated (COORDINATOR_NOT_AVAILABLE when that times out,
+NOT_COORDINATOR when the partition moved first).  Older request versions get
 INVALID_PRODUCER_EPOCH where newer ones get PRODUCER_FENCED, as Kafka maps it.
 
 KIP-890 part 2 (transaction version 2, what a client uses when ApiVersions finalizes ``transaction.version``
@@ -29,6 +32,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import trio
@@ -50,7 +54,13 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 E = ErrorCode
-IsCoordinator = Callable[[], bool]
+# A transactional id's coordinator error on this broker: NONE, NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS.
+CoordinatorError = Callable[[str], ErrorCode]
+
+
+def coordinates_every_id(transactional_id: str) -> ErrorCode:
+    """A broker on its own coordinates every transactional id."""
+    return E.NONE
 MARKER_REPLICATION_TIMEOUT_S = 30.0
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})  # Kafka's Topic.isInternal
 
@@ -95,10 +105,11 @@ class InitProducerIdHandler:
     for a transactional id the coordinator's, fencing any older instance."""
 
     def __init__(self, producer_ids: ProducerIdGenerator, coordinator: TransactionCoordinatorApi,
-                 is_coordinator: IsCoordinator, authorizer: Authorizer | None = None) -> None:
+                 coordinator_error: CoordinatorError = coordinates_every_id,
+                 authorizer: Authorizer | None = None) -> None:
         self.producer_ids = producer_ids
         self.coordinator = coordinator
-        self.is_coordinator = is_coordinator
+        self.coordinator_error = coordinator_error
         self.authorizer = authorizer
 
     def _authorization_error(self, ctx: RequestContext, tid: str | None) -> ErrorCode:
@@ -124,10 +135,12 @@ class InitProducerIdHandler:
                         "producer_id": expected_pid, "producer_epoch": expected_epoch + 1}
             return {"throttle_time_ms": ctx.throttle_time_ms, "error_code": 0,
                     "producer_id": self.producer_ids.generate(), "producer_epoch": 0}
-        if not self.is_coordinator():
-            return {"throttle_time_ms": ctx.throttle_time_ms, "error_code": E.NOT_COORDINATOR, "producer_id": -1,
+        if not_coordinator := self.coordinator_error(tid):
+            return {"throttle_time_ms": ctx.throttle_time_ms, "error_code": not_coordinator, "producer_id": -1,
                     "producer_epoch": -1}
         got = self.coordinator.init_producer_id(tid, req["transaction_timeout_ms"], expected_pid, expected_epoch)
+        if not got.error and (unreplicated := await self.coordinator.replicated(tid)):
+            got = replace(got, error=unreplicated)
         return {"throttle_time_ms": ctx.throttle_time_ms, "error_code": fenced_error(got.error, v, 4),
                 "producer_id": got.producer_id if not got.error else -1,
                 "producer_epoch": got.producer_epoch if not got.error else -1}
@@ -137,13 +150,14 @@ class AddPartitionsToTxnHandler:
     """Clients (v0-3) add partitions to their transaction; brokers (v4+) batch them, or verify (KIP-890)."""
 
     def __init__(self, coordinator: TransactionCoordinatorApi, metadata: MetadataCache,
-                 is_coordinator: IsCoordinator, authorizer: Authorizer | None = None) -> None:
+                 coordinator_error: CoordinatorError = coordinates_every_id,
+                 authorizer: Authorizer | None = None) -> None:
         self.coordinator = coordinator
         self.metadata = metadata
-        self.is_coordinator = is_coordinator
+        self.coordinator_error = coordinator_error
         self.authorizer = authorizer
 
-    def _one(self, version: int, tid: str, pid: int, epoch: int, topics: list, verify_only: bool,
+    async def _one(self, version: int, tid: str, pid: int, epoch: int, topics: list, verify_only: bool,
              ctx: RequestContext | None = None) -> list[B.AddPartitionsToTxnResponseResultsByTopicV3AndBelow]:
         """One transaction's partitions; ``ctx`` (client requests, v0-3) to check WRITE on the transactional
         id and on each topic."""
@@ -156,8 +170,8 @@ class AddPartitionsToTxnHandler:
             writable = filter_authorized(self.authorizer, ctx, AclOperation.WRITE, ResourceType.TOPIC,
                                          {tp.topic for tp in tps} - INTERNAL_TOPICS)
             denied = {tp for tp in tps if tp.topic not in writable}
-        if not self.is_coordinator():
-            results = dict.fromkeys(tps, E.NOT_COORDINATOR)
+        if not_coordinator := self.coordinator_error(tid):
+            results = dict.fromkeys(tps, not_coordinator)
         elif verify_only:
             results = self.coordinator.verify_partitions(tid, pid, epoch, tps)
             if version < 5:  # v5 (KIP-890) brought TRANSACTION_ABORTABLE; earlier brokers know INVALID_TXN_STATE
@@ -172,8 +186,9 @@ class AddPartitionsToTxnHandler:
             else:
                 # v4+ comes from a partition leader adding for a transaction-version-2 client (KIP-890 part 2,
                 # Kafka's transactionVersionForAddPartitionsToTxn); v0-3 from a client of an older version.
-                results = dict.fromkeys(tps, self.coordinator.add_partitions(
-                    tid, pid, epoch, tps, transaction_version=2 if version >= 4 else 0))
+                code = self.coordinator.add_partitions(tid, pid, epoch, tps,
+                                                       transaction_version=2 if version >= 4 else 0)
+                results = dict.fromkeys(tps, code or await self.coordinator.replicated(tid))
         return self._by_topic(version, results)
 
     @staticmethod
@@ -189,7 +204,7 @@ class AddPartitionsToTxnHandler:
                      ) -> B.AddPartitionsToTxnResponseBody:
         v = ctx.api_version
         if v <= 3:
-            return {"throttle_time_ms": ctx.throttle_time_ms, "results_by_topic_v3_and_below": self._one(
+            return {"throttle_time_ms": ctx.throttle_time_ms, "results_by_topic_v3_and_below": await self._one(
                 v, req["v3_and_below_transactional_id"], req["v3_and_below_producer_id"],
                 req["v3_and_below_producer_epoch"], req["v3_and_below_topics"], False, ctx)}
         if self.authorizer is not None and not authorize(self.authorizer, ctx, AclOperation.CLUSTER_ACTION):
@@ -198,18 +213,19 @@ class AddPartitionsToTxnHandler:
                                   E.CLUSTER_AUTHORIZATION_FAILED, ctx.throttle_time_ms)
         return {"throttle_time_ms": ctx.throttle_time_ms, "error_code": 0, "results_by_transaction": [
             {"transactional_id": t["transactional_id"],
-             "topic_results": self._one(v, t["transactional_id"], t["producer_id"], t["producer_epoch"],
-                                        t["topics"], t["verify_only"])}
+             "topic_results": await self._one(v, t["transactional_id"], t["producer_id"], t["producer_epoch"],
+                                              t["topics"], t["verify_only"])}
             for t in req["transactions"]]}
 
 
 class AddOffsetsToTxnHandler:
     """The group's offsets join the transaction (Kafka adds the group's ``__consumer_offsets`` partition)."""
 
-    def __init__(self, coordinator: TransactionCoordinatorApi, is_coordinator: IsCoordinator,
+    def __init__(self, coordinator: TransactionCoordinatorApi,
+                 coordinator_error: CoordinatorError = coordinates_every_id,
                  authorizer: Authorizer | None = None) -> None:
         self.coordinator = coordinator
-        self.is_coordinator = is_coordinator
+        self.coordinator_error = coordinator_error
         self.authorizer = authorizer
 
     async def handle(self, ctx: RequestContext, req: B.AddOffsetsToTxnRequestBody) -> B.AddOffsetsToTxnResponseBody:
@@ -217,31 +233,37 @@ class AddOffsetsToTxnHandler:
             return {"throttle_time_ms": ctx.throttle_time_ms, "error_code": E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
         if _group_denied(self.authorizer, ctx, req["group_id"]):
             return {"throttle_time_ms": ctx.throttle_time_ms, "error_code": E.GROUP_AUTHORIZATION_FAILED}
-        if not self.is_coordinator():
-            return {"throttle_time_ms": ctx.throttle_time_ms, "error_code": E.NOT_COORDINATOR}
-        code = self.coordinator.add_partitions(req["transactional_id"], req["producer_id"], req["producer_epoch"],
+        tid = req["transactional_id"]
+        if not_coordinator := self.coordinator_error(tid):
+            return {"throttle_time_ms": ctx.throttle_time_ms, "error_code": not_coordinator}
+        code = self.coordinator.add_partitions(tid, req["producer_id"], req["producer_epoch"],
                                                groups=[req["group_id"]])
+        code = code or await self.coordinator.replicated(tid)
         return {"throttle_time_ms": ctx.throttle_time_ms, "error_code": fenced_error(code, ctx.api_version, 2)}
 
 
 class EndTxnHandler:
     """Commit or abort: answered once the coordinator has prepared it; the markers follow."""
 
-    def __init__(self, coordinator: TransactionCoordinatorApi, is_coordinator: IsCoordinator,
+    def __init__(self, coordinator: TransactionCoordinatorApi,
+                 coordinator_error: CoordinatorError = coordinates_every_id,
                  authorizer: Authorizer | None = None) -> None:
         self.coordinator = coordinator
-        self.is_coordinator = is_coordinator
+        self.coordinator_error = coordinator_error
         self.authorizer = authorizer
 
     async def handle(self, ctx: RequestContext, req: B.EndTxnRequestBody) -> B.EndTxnResponseBody:
         if _txn_id_denied(self.authorizer, ctx, req["transactional_id"]):
             return error_response(ApiKey.END_TXN, ctx.api_version, req,  # type: ignore[return-value]
                                   E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, ctx.throttle_time_ms)
-        if not self.is_coordinator():
-            return {"throttle_time_ms": ctx.throttle_time_ms, "error_code": E.NOT_COORDINATOR}
+        tid = req["transactional_id"]
+        if not_coordinator := self.coordinator_error(tid):
+            return {"throttle_time_ms": ctx.throttle_time_ms, "error_code": not_coordinator}
         v = ctx.api_version
-        got = self.coordinator.end_transaction(req["transactional_id"], req["producer_id"], req["producer_epoch"],
+        got = self.coordinator.end_transaction(tid, req["producer_id"], req["producer_epoch"],
                                                req["committed"], bump_epoch=v >= 5)
+        if not got.error and (unreplicated := await self.coordinator.replicated(tid)):
+            got = replace(got, error=unreplicated)
         return {"throttle_time_ms": ctx.throttle_time_ms, "error_code": fenced_error(got.error, v, 2),
                 "producer_id": got.producer_id, "producer_epoch": got.producer_epoch}
 
@@ -284,11 +306,13 @@ class TxnOffsetCommitHandler:
         results.update(dict.fromkeys(unknown, E.UNKNOWN_TOPIC_OR_PARTITION))
         known = {tp: om for tp, om in offsets.items() if tp not in results}
         if known:
-            code = E.NONE
-            if v >= 5:  # KIP-890 part 2: the commit adds the group to the transaction (no AddOffsetsToTxn)
-                code = implicit_add_error(self.coordinator.add_partitions(
-                    req["transactional_id"], req["producer_id"], req["producer_epoch"], groups=[req["group_id"]],
-                    transaction_version=2))
+            tid = req["transactional_id"]
+            # The transaction's coordinator is unknown while its partition loads or moves: the client retries.
+            code = E.NONE if self.coordinator.loaded(tid) else E.COORDINATOR_NOT_AVAILABLE
+            if v >= 5 and not code:  # KIP-890 part 2: the commit adds the group to the transaction
+                code = self.coordinator.add_partitions(tid, req["producer_id"], req["producer_epoch"],
+                                                       groups=[req["group_id"]], transaction_version=2)
+                code = implicit_add_error(code or await self.coordinator.replicated(tid))
             code = code or self.coordinator.txn_offset_commit_allowed(
                 req["transactional_id"], req["producer_id"], req["producer_epoch"], req["group_id"])
             if code:
@@ -385,10 +409,11 @@ class DescribeProducersHandler:
 
 
 class DescribeTransactionsHandler:
-    def __init__(self, coordinator: TransactionCoordinatorApi, is_coordinator: IsCoordinator,
+    def __init__(self, coordinator: TransactionCoordinatorApi,
+                 coordinator_error: CoordinatorError = coordinates_every_id,
                  authorizer: Authorizer | None = None) -> None:
         self.coordinator = coordinator
-        self.is_coordinator = is_coordinator
+        self.coordinator_error = coordinator_error
         self.authorizer = authorizer
 
     async def handle(self, ctx: RequestContext, req: B.DescribeTransactionsRequestBody
@@ -400,10 +425,11 @@ class DescribeTransactionsHandler:
                             "transaction_state": "", "transaction_timeout_ms": 0, "transaction_start_time_ms": -1,
                             "producer_id": -1, "producer_epoch": -1, "topics": []})
                 continue
-            meta = self.coordinator.describe(tid) if self.is_coordinator() else None
+            not_coordinator = self.coordinator_error(tid)
+            meta = None if not_coordinator else self.coordinator.describe(tid)
             if meta is None:
-                out.append({"error_code": E.TRANSACTIONAL_ID_NOT_FOUND if self.is_coordinator()
-                            else E.NOT_COORDINATOR, "transactional_id": tid, "transaction_state": "",
+                out.append({"error_code": not_coordinator or E.TRANSACTIONAL_ID_NOT_FOUND, "transactional_id": tid,
+                            "transaction_state": "",
                             "transaction_timeout_ms": 0, "transaction_start_time_ms": -1, "producer_id": -1,
                             "producer_epoch": -1, "topics": []})
                 continue
@@ -424,19 +450,19 @@ STATE_NAMES = ("Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCom
 
 
 class ListTransactionsHandler:
-    def __init__(self, coordinator: TransactionCoordinatorApi, is_coordinator: IsCoordinator,
+    """The transactional ids of the ``__transaction_state`` partitions loaded on this broker (admin clients
+    ask every broker and merge the answers)."""
+
+    def __init__(self, coordinator: TransactionCoordinatorApi, broker_id: int | None = None,
                  authorizer: Authorizer | None = None) -> None:
         self.coordinator = coordinator
-        self.is_coordinator = is_coordinator
+        self.broker_id = broker_id  # None: every loaded partition (a broker on its own)
         self.authorizer = authorizer
 
     async def handle(self, ctx: RequestContext, req: B.ListTransactionsRequestBody
                      ) -> B.ListTransactionsResponseBody:
         states = list(req["state_filters"] or [])
         unknown = [s for s in states if s not in STATE_NAMES]
-        if not self.is_coordinator():  # admin clients ask every broker: this one coordinates none
-            return {"throttle_time_ms": ctx.throttle_time_ms, "error_code": 0, "unknown_state_filters": unknown,
-                    "transaction_states": []}
         pattern = None
         source = req["transactional_id_pattern"] if ctx.api_version >= 2 else None
         if source:  # v2 (KIP-1152): an RE2/J expression the whole transactional id must match
@@ -448,7 +474,7 @@ class ListTransactionsHandler:
                         "unknown_state_filters": [], "transaction_states": []}
         listed = self.coordinator.list_transactions(
             set(states) or None, set(req["producer_id_filters"] or []) or None,
-            req["duration_filter"] if ctx.api_version >= 1 else -1, pattern)
+            req["duration_filter"] if ctx.api_version >= 1 else -1, pattern, self.broker_id)
         if self.authorizer is not None:  # only the transactional ids the principal may describe
             visible = filter_authorized(self.authorizer, ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID,
                                         (t.transactional_id for t in listed), log_if_denied=False)

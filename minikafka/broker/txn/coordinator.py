@@ -10,17 +10,21 @@ then go to every partition through the
 committed or dropped, and the transaction becomes CompleteCommit /
 CompleteAbort).  ``transaction.timeout.ms`` is enforced by a timer that aborts
 expired transactions under a bumped epoch (``abortTimedOutTransactions``), and
-ids idle for ``transactional.id.expiration.ms`` are removed.  State is kept in
-the ``__transaction_state`` log (:mod:`.state_log`) when there is a data dir;
-transactions found half-completed on load get their markers sent again.
+ids idle for ``transactional.id.expiration.ms`` are removed.  State is kept on
+the replicated ``__transaction_state`` partitions (:mod:`.state_manager`, after
+:meth:`TransactionCoordinator.use_partitions`; one local log without): each id
+is coordinated by the leader of its partition, which loads the partition when it
+becomes leader, answers a request once its record is replicated, and sends the
+markers of a transaction only once its PrepareCommit/PrepareAbort is; transactions
+found half-completed on load get their markers sent again, from the new
+coordinator, under its coordinator epoch (the partition's leader epoch).
 
-Deliberate differences from Kafka: one coordinator for every transactional id,
-shared by a cluster's brokers in one process (FindCoordinator names the
-lowest live broker, as for groups), so the coordinator epoch stays 0 and
-a coordinator broker stopping loses nothing; the groups of AddOffsetsToTxn
-are completed by a direct call to the group coordinator rather than by markers
-to their ``__consumer_offsets`` partitions (which the transaction log records,
-as Kafka's does).
+Deliberate differences from Kafka: one coordinator object holds the loaded
+partitions of every broker of a process (each bound to the broker leading it:
+elsewhere NOT_COORDINATOR); the groups of AddOffsetsToTxn are completed by a
+direct call to the group coordinator rather than by markers to their
+``__consumer_offsets`` partitions (which the transaction log records, as Kafka's
+does).
 """
 
 from __future__ import annotations
@@ -37,13 +41,13 @@ from ...common import Clock, TopicPartition
 from ...common.hashing import partition_for_key
 from ...protocol.errors import ErrorCode
 from ..config import BrokerConfig
-from ..coordinator_log import compacted_log_config
+from ..coordinator_runtime import CoordinatorReplica
 from ..features import TRANSACTION_VERSION
 from ..inter_broker import InterBrokerChannel, InterBrokerConnector
 from ..log.cleaner_manager import CleanerTarget
 from .markers import PartitionLeaders, TransactionMarkerChannelManager
 from .metadata import MAX_EPOCH, NO_PRODUCER_EPOCH, TransactionMetadata, TransactionState
-from .state_log import TransactionStateLog
+from .state_manager import TransactionStateManager
 
 if TYPE_CHECKING:
     from ..groups.consumer.subscription import CompiledRegex
@@ -110,26 +114,77 @@ class TransactionCoordinator:
         self.producer_ids = producer_ids
         self.clock = clock
         self.group_offsets = group_offsets
-        self.coordinator_epoch = 0
-        self.state_log = TransactionStateLog(
-            data_dir, clock=clock, offsets_topic_partitions=config.offsets_topic_num_partitions,
-            config=compacted_log_config(config.transaction_state_log_segment_bytes, config.topic_defaults()))
-        self.txns: dict[str, TransactionMetadata] = self.state_log.load()
-        if self.txns:
-            top = max(max(m.producer_id, m.last_producer_id) for m in self.txns.values())
-            producer_ids.next_id = max(producer_ids.next_id, top + 1)
-            self._find_groups()
+        self.cluster = cluster
+        self.state = TransactionStateManager(config, data_dir, clock)
+        self.state.on_load, self.state.on_unload = self._on_load, self._on_unload
         # Markers go to the leaders' inter-broker listener, in its security protocol.
         self.connector = InterBrokerConnector(config)
         self.channel = InterBrokerChannel("transaction-coordinator", lambda nid: cluster.live.get(nid),
                                           connector=self.connector)
         self.markers = TransactionMarkerChannelManager(self.channel, cluster)
+        # With the partitions: the markers of a broker's loaded partitions go out from it.
+        self._broker_markers: dict[int, TransactionMarkerChannelManager] = {}
         self._nursery: trio.Nursery | None = None
-        self._queued: list[tuple[TransactionMetadata, bool, int]] = [
-            (m, m.state == S.PREPARE_COMMIT, m.producer_epoch) for m in self.txns.values()
-            if m.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT)]
+        self._queued: list[tuple[TransactionMetadata, bool, int, int]] = []
+        # The completions under way, by __transaction_state partition (cancelled when it is unloaded).
+        self._completing: dict[int, set[trio.CancelScope]] = {}
         self.completions = 0  # transactions whose markers were all written (for tests and metrics)
         self._completed = trio.Event()
+        self._on_load(list(self.txns.values()))
+
+    @property
+    def txns(self) -> dict[str, TransactionMetadata]:
+        """The transactional ids of the loaded partitions."""
+        return self.state.txns
+
+    # -- the __transaction_state partitions -----------------------------------------------------------------
+    def use_partitions(self) -> None:
+        """Keep the ids on the replicated ``__transaction_state`` partitions (:mod:`.state_manager`)."""
+        self.state.use_partitions()
+        self._queued.clear()  # (they resume when their partition loads)
+        self._bump_producer_ids(self.state.legacy.values())
+
+    def coordinator_error(self, transactional_id: str, broker_id: int) -> ErrorCode:
+        """NONE when broker ``broker_id`` coordinates the id (has its partition loaded);
+        COORDINATOR_LOAD_IN_PROGRESS while it loads it; NOT_COORDINATOR otherwise."""
+        return self.state.coordinator_error(transactional_id, broker_id)
+
+    def loaded(self, transactional_id: str) -> bool:
+        """Whether some broker has the id's partition loaded (always, on its own)."""
+        return self.state.shards is None or self.state.shard_of(transactional_id) is not None
+
+    async def replicated(self, transactional_id: str) -> ErrorCode:
+        """Wait until the id's state written so far is replicated (:meth:`.TransactionStateManager.replicated`)."""
+        return await self.state.replicated(transactional_id)
+
+    def on_election(self, replica: CoordinatorReplica) -> None:
+        self.state.on_election(replica)
+
+    def on_resignation(self, broker_id: int, partition: int) -> None:
+        self.state.on_resignation(broker_id, partition)
+
+    def on_broker_gone(self, broker_id: int) -> None:
+        self.state.on_broker_gone(broker_id)
+
+    def _bump_producer_ids(self, metas: Iterable[TransactionMetadata]) -> None:
+        """New producer ids stay above those of ``metas`` (the block a restarted coordinator resumes after)."""
+        top = max((max(m.producer_id, m.last_producer_id) for m in metas), default=-1)
+        if top >= 0:
+            self.producer_ids.next_id = max(self.producer_ids.next_id, top + 1)
+
+    def _on_load(self, metas: list[TransactionMetadata]) -> None:
+        """Ids a partition's load brought: producer ids move past theirs, their groups are found again, and
+        transactions half-completed get their markers sent (again)."""
+        self._bump_producer_ids(metas)
+        self._find_groups(metas)
+        for meta in metas:
+            if meta.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+                self._start_completion(meta, meta.state == S.PREPARE_COMMIT, meta.producer_epoch, -1)
+
+    def _on_unload(self, partition: int) -> None:
+        """The partition moved: its completions stop here (its new coordinator resumes them)."""
+        for scope in self._completing.pop(partition, ()):
+            scope.cancel()
 
     def now_ms(self) -> int:
         return self.clock.time_ms()
@@ -142,19 +197,19 @@ class TransactionCoordinator:
         """The group's ``__consumer_offsets`` partition (Kafka's ``partitionFor``)."""
         return partition_for_key(group_id, self.config.offsets_topic_num_partitions)
 
-    def _find_groups(self) -> None:
+    def _find_groups(self, metas: Iterable[TransactionMetadata]) -> None:
         """After a load: the groups of each transaction with ``__consumer_offsets`` partitions are those of
         these partitions holding offsets of its producer (the log records partitions, not group ids)."""
         if self.group_offsets is None:
             return
-        for meta in self.txns.values():
+        for meta in metas:
             if meta.offsets_partitions:
                 meta.groups = {g for g in self.group_offsets.txn_offset_groups(meta.producer_id)
                                if self._offsets_partition(g) in meta.offsets_partitions}
 
     def cleaner_targets(self) -> list[CleanerTarget]:
-        """The ``__transaction_state`` log for the log cleaner (none without a data dir)."""
-        return self.state_log.cleaner_targets()
+        """The local ``__transaction_state`` log for the log cleaner (none without one)."""
+        return self.state.cleaner_targets()
 
     # -- running ---------------------------------------------------------------------------------
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -162,9 +217,10 @@ class TransactionCoordinator:
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
-                for meta, commit, epoch in self._queued:
-                    nursery.start_soon(self._complete, meta, commit, epoch)
+                for meta, commit, epoch, offset in self._queued:
+                    self._start_completion(meta, commit, epoch, offset)
                 self._queued.clear()
+                nursery.start_soon(self.state.run)
                 nursery.start_soon(self._timer_loop)
                 task_status.started()
                 await trio.sleep_forever()
@@ -172,9 +228,11 @@ class TransactionCoordinator:
             self._nursery = None
             with trio.CancelScope(shield=True):
                 await self.channel.aclose()
+                for manager in self._broker_markers.values():
+                    await manager.channel.aclose()
 
     def close(self) -> None:
-        self.state_log.close()
+        self.state.close()
 
     async def _timer_loop(self) -> None:
         cfg = self.config
@@ -194,8 +252,9 @@ class TransactionCoordinator:
             await self._completed.wait()
 
     # -- state changes ---------------------------------------------------------------------------
-    def _persist(self, meta: TransactionMetadata) -> None:
-        self.state_log.write(meta)
+    def _persist(self, meta: TransactionMetadata) -> int:
+        """Write ``meta``'s state; the offset of its record (-1: none to wait for)."""
+        return self.state.write(meta)
 
     def _bump_epoch(self, meta: TransactionMetadata) -> None:
         """Next epoch; a new producer id when the epoch is exhausted (Kafka's epoch overflow handling)."""
@@ -210,19 +269,42 @@ class TransactionCoordinator:
     def _begin_completion(self, meta: TransactionMetadata, commit: bool) -> None:
         now = self.now_ms()
         meta.transition(S.PREPARE_COMMIT if commit else S.PREPARE_ABORT, now)
-        self._persist(meta)
-        if self._nursery is not None:
-            self._nursery.start_soon(self._complete, meta, commit, meta.producer_epoch)
-        else:
-            self._queued.append((meta, commit, meta.producer_epoch))
+        offset = self._persist(meta)
+        self._start_completion(meta, commit, meta.producer_epoch, offset)
 
-    async def _complete(self, meta: TransactionMetadata, commit: bool, epoch: int) -> None:
-        """Kafka's ``sendTxnMarkersCallback`` onwards: group offsets, markers, then Complete*."""
+    def _start_completion(self, meta: TransactionMetadata, commit: bool, epoch: int, offset: int) -> None:
+        if self._nursery is not None:
+            self._nursery.start_soon(self._complete, meta, commit, epoch, offset)
+        else:
+            self._queued.append((meta, commit, epoch, offset))
+
+    async def _complete(self, meta: TransactionMetadata, commit: bool, epoch: int, offset: int) -> None:
+        """Kafka's ``sendTxnMarkersCallback`` onwards, once the Prepare* record (at ``offset``) is replicated:
+        group offsets, markers, then Complete*.  Given up when the id's partition is unloaded."""
+        tid = meta.transactional_id
+        partition = self.state.partition_for(tid)
+        with trio.CancelScope() as scope:
+            self._completing.setdefault(partition, set()).add(scope)
+            try:
+                await self._complete_replicated(meta, commit, epoch, offset)
+            finally:
+                scopes = self._completing.get(partition)
+                if scopes is not None:
+                    scopes.discard(scope)
+
+    async def _complete_replicated(self, meta: TransactionMetadata, commit: bool, epoch: int, offset: int) -> None:
+        tid = meta.transactional_id
+        while (code := await self.state.replicated(tid, offset)) == E.COORDINATOR_NOT_AVAILABLE:
+            pass  # (the ISR shrinks, or the partition moves, in the end)
+        if code or self.txns.get(tid) is not meta:
+            return  # the partition moved: its new coordinator completes the transaction
         if self.group_offsets is not None:
             for partition in sorted(meta.offsets_partitions):
                 self.group_offsets.complete_txn_partition(partition, meta.producer_id, commit)
-        await self.markers.write_markers(meta.producer_id, epoch, self.coordinator_epoch, commit,
-                                         set(meta.partitions), meta.client_version)
+        await self._markers_for(tid).write_markers(meta.producer_id, epoch, self.state.coordinator_epoch(tid),
+                                                   commit, set(meta.partitions), meta.client_version)
+        if self.txns.get(tid) is not meta:
+            return
         meta.transition(S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT, self.now_ms())
         meta.partitions.clear()
         meta.groups.clear()
@@ -233,6 +315,21 @@ class TransactionCoordinator:
         self.completions += 1
         self._completed.set()
         self._completed = trio.Event()
+
+    def _markers_for(self, transactional_id: str) -> TransactionMarkerChannelManager:
+        """Who sends the id's markers: the broker that has its partition loaded (tagged as coming from it, for
+        the links of a network partition), or the coordinator's own channel on its own."""
+        shard = self.state.shard_of(transactional_id)
+        if shard is None:
+            return self.markers
+        broker_id = shard.broker_id
+        manager = self._broker_markers.get(broker_id)
+        if manager is None:
+            connector = InterBrokerConnector(self.config, self.connector.links, lambda: broker_id)
+            channel = InterBrokerChannel(f"broker-{broker_id}-transaction-markers",
+                                         lambda nid: self.cluster.live.get(nid), connector=connector)
+            manager = self._broker_markers[broker_id] = TransactionMarkerChannelManager(channel, self.cluster)
+        return manager
 
     # -- InitProducerId ----------------------------------------------------------------------------
     def init_producer_id(self, transactional_id: str, timeout_ms: int, expected_producer_id: int = -1,
@@ -413,8 +510,8 @@ class TransactionCoordinator:
         for tid, meta in list(self.txns.items()):
             if meta.state in (S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT) and now - meta.last_update_ms >= horizon:
                 meta.transition(S.DEAD, now)
+                self.state.remove(tid)
                 del self.txns[tid]
-                self.state_log.remove(tid)
                 removed.append(tid)
         if removed:
             log.info("removed %d expired transactional id(s)", len(removed))
@@ -425,14 +522,16 @@ class TransactionCoordinator:
         return self.txns.get(transactional_id)
 
     def list_transactions(self, states: set[str] | None = None, producer_ids: set[int] | None = None,
-                          min_duration_ms: int = -1, pattern: CompiledRegex | None = None
-                          ) -> list[TransactionListing]:
+                          min_duration_ms: int = -1, pattern: CompiledRegex | None = None,
+                          broker_id: int | None = None) -> list[TransactionListing]:
         """Kafka's ``listTransactionStates``: the ids in one of ``states``, of one of ``producer_ids``, Ongoing
         for at least ``min_duration_ms`` and whose transactional id ``pattern`` fully matches (each filter
-        applies when given)."""
+        applies when given), of the partitions loaded on ``broker_id`` (every loaded one without)."""
         now = self.now_ms()
         out = []
         for meta in self.txns.values():
+            if broker_id is not None and self.coordinator_error(meta.transactional_id, broker_id):
+                continue
             if pattern is not None and pattern.fullmatch(meta.transactional_id) is None:
                 continue
             if states and meta.state.value not in states:

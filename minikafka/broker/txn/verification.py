@@ -47,15 +47,15 @@ def produce_error(code: ErrorCode) -> ErrorCode:
 class AddPartitionsToTxnManager:
     """Verifies (or adds) partitions with the coordinator over an inter-broker connection."""
 
-    def __init__(self, channel: InterBrokerChannel, coordinator: Callable[[], Node]) -> None:
+    def __init__(self, channel: InterBrokerChannel, coordinator: Callable[[str], Node]) -> None:
         self.channel = channel
-        self.coordinator = coordinator
+        self.coordinator = coordinator  # a transactional id's coordinator
 
     async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
                      partitions: list[TopicPartition], add_partitions: bool = False
                      ) -> dict[TopicPartition, ErrorCode]:
         """Each partition's error (NONE: in the transaction, or added with ``add_partitions``)."""
-        node = self.coordinator()
+        node = self.coordinator(transactional_id)
         if node.node_id < 0:
             return dict.fromkeys(partitions, ErrorCode.NOT_ENOUGH_REPLICAS)
         topics = partitions_by_topic(partitions)
