@@ -305,9 +305,10 @@ def wait_for_txn_state(bootstrap: str, transactional_id: str, state: str) -> Non
 @pytest.mark.clients
 def test_coordinator_topics_of_a_broker_decoded(tmp_path: Path, capsys) -> None:
     """A group's committed offsets (plain and within a transaction) and a transactional id's states, as a
-    stopped broker left them in D/logs/__consumer_offsets-0 and D/__transaction_state-0."""
+    stopped broker left them in its replicas D/logs/__consumer_offsets-0 and D/logs/__transaction_state-0."""
     with BrokerThread(BrokerConfig(port=0, data_dir=tmp_path, group_initial_rebalance_delay_ms=0,
-                                   offsets_topic_num_partitions=1)) as broker:
+                                   offsets_topic_num_partitions=1,
+                                   transaction_state_log_num_partitions=1)) as broker:
         broker.create_topic("orders", 2)
         consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "dump-group",
                              "enable.auto.commit": False})

@@ -1,0 +1,304 @@
+"""A nemesis against a 3-broker cluster under real clients (issue 25), checked as Jepsen's Kafka analyses check:
+for 60 s a random broker is crashed (and restarted), paused (and resumed) or cut off from everyone (and
+healed) every few seconds (any but the transactional loop's group coordinator: see :class:`Nemesis`), while an idempotent acks=all producer writes, a transactional
+consume-transform-produce loop runs and a group of consumers commits what it reads.  Then:
+
+* no acknowledged record is lost and none is written twice, and each partition keeps the acknowledged records
+  in the order they were acknowledged;
+* the read_committed output of the transactional loop holds exactly the input records below the offsets the
+  loop committed, each once: no transaction shows in part, none twice;
+* the consumers' committed offsets never went back, and nothing was read again after its commit succeeded;
+* once healed, every replica of every partition of the clients' topics holds the same records.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import sys
+import threading
+import time
+import traceback
+from collections import defaultdict
+from typing import Any
+
+import pytest
+
+import waiting
+from minikafka.testing import ClusterThread
+from cluster_logs import stored
+from test_coordinator_failover import CLIENT, FAST, CommittedOffsetsMonitor, CommittingConsumer, _committed_output, fill
+
+pytestmark = [pytest.mark.clients, pytest.mark.slow]
+
+log = logging.getLogger(__name__)
+
+NEMESIS_S = 60.0
+PARTITIONS = 3
+LOOP_GROUP = "nemesis-loop"
+SETTINGS = {**FAST, "replica_lag_time_max_ms": 1000, "replica_socket_timeout_ms": 1000, "min_insync_replicas": 2,
+            "default_replication_factor": 3}
+
+
+class Writer(threading.Thread):
+    """An idempotent acks=all confluent-kafka producer writing numbered values, round robin over the partitions,
+    about every ``interval_s``; it notes each acknowledged value with its partition and offset."""
+
+    def __init__(self, bootstrap: str, topic: str, interval_s: float = 0.005) -> None:
+        super().__init__(daemon=True, name="writer")
+        from confluent_kafka import Producer
+
+        self.producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
+                                  "linger.ms": 2, "message.timeout.ms": 120_000, **CLIENT})
+        self.topic, self.interval_s = topic, interval_s
+        self.acked: dict[bytes, tuple[int, int]] = {}
+        self.failed: list[tuple[bytes, str]] = []
+        self.sent = 0
+        self.stop = threading.Event()
+
+    def _delivered(self, err: Any, msg: Any) -> None:
+        if err is None:
+            self.acked[msg.value()] = (msg.partition(), msg.offset())
+        else:
+            self.failed.append((msg.value(), str(err)))
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            value = b"w%06d" % self.sent
+            self.producer.produce(self.topic, value=value, partition=self.sent % PARTITIONS,
+                                  on_delivery=self._delivered)
+            self.sent += 1
+            self.producer.poll(self.interval_s)
+        self.producer.flush(120)
+
+
+class TransformLoop(threading.Thread):
+    """Consume ``in``, write each value to ``out`` and commit the input offsets in the same transaction (up to ten
+    records, about ten transactions a second), until stopped; an abortable error aborts and goes back to the
+    committed offsets."""
+
+    def __init__(self, bootstrap: str, group: str) -> None:
+        super().__init__(daemon=True, name="transform-loop")
+        self.bootstrap, self.group = bootstrap, group
+        self.transactions = self.aborted = 0
+        self.stop = threading.Event()
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+
+        producer = Producer({"bootstrap.servers": self.bootstrap, "transactional.id": "nemesis-transform",
+                             "transaction.timeout.ms": 30_000, "linger.ms": 5, **CLIENT})
+        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.group,
+                             "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                             "isolation.level": "read_committed", **CLIENT})
+        try:
+            producer.init_transactions(60)
+            consumer.subscribe(["in"])
+            while not self.stop.is_set():
+                msgs = [m for m in consumer.consume(10, 0.2) if m.error() is None]
+                if not msgs:
+                    continue
+                try:
+                    producer.begin_transaction()
+                    for m in msgs:
+                        producer.produce("out", value=m.value(), partition=m.partition())
+                    producer.send_offsets_to_transaction(consumer.position(consumer.assignment()),
+                                                         consumer.consumer_group_metadata(), 30)
+                    self._commit(producer)
+                    self.transactions += 1
+                    self.stop.wait(0.1)  # a paced loop: its transactions span the nemesis' run
+                except KafkaException as exc:
+                    err = exc.args[0]
+                    if err.fatal() or not (err.txn_requires_abort() or err.retriable()):
+                        raise
+                    producer.abort_transaction(60)
+                    self.aborted += 1
+                    for tp in consumer.committed(consumer.assignment(), 30):  # back to what was committed
+                        consumer.seek(TopicPartition(tp.topic, tp.partition, max(tp.offset, 0)))
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            self.error = exc
+        finally:
+            consumer.close()
+            producer.flush(30)
+
+    @staticmethod
+    def _commit(producer: Any) -> None:
+        """Commit, again while the error is retriable (the commit's outcome is then not known yet)."""
+        from confluent_kafka import KafkaException
+
+        while True:
+            try:
+                producer.commit_transaction(60)
+                return
+            except KafkaException as exc:
+                if not exc.args[0].retriable():
+                    raise
+
+
+class Nemesis(threading.Thread):
+    """Every ``every_s``, one random broker is crashed, paused or cut off for ``for_s``, then brought back;
+    the next fault waits until every broker is back in every ISR, so that one broker at a time is away."""
+
+    def __init__(self, ct: ClusterThread, seed: int, every_s: float = 3.0, for_s: float = 1.5) -> None:
+        super().__init__(daemon=True, name="nemesis")
+        self.ct, self.rng, self.every_s, self.for_s = ct, random.Random(seed), every_s, for_s
+        self.done: list[tuple[str, int]] = []
+        self.stop = threading.Event()
+        self.error: BaseException | None = None
+
+    def _out_of_sync(self) -> list[str]:
+        """The partitions with a replica out of the ISR, or no leader: each with its replicas' log end offsets."""
+        cluster = self.ct.cluster
+        out = []
+        for t in cluster.metadata.topics.values():
+            for p in t.partitions:
+                if len(p.isr) != len(p.replicas) or p.leader < 0:
+                    ends = {}
+                    for b in p.replicas:
+                        part = cluster.brokers[b].replica_manager.get(t.name, p.partition) if b in cluster.brokers \
+                            else None
+                        ends[b] = (part.log.log_end_offset, part.log.high_watermark, part.leader_epoch) \
+                            if part is not None else None
+                    out.append(f"{t.name}-{p.partition} leader {p.leader} epoch {p.leader_epoch} isr {p.isr} {ends}")
+        return out
+
+    def run(self) -> None:
+        ct = self.ct
+        try:
+            while not self.stop.wait(self.every_s):
+                try:
+                    waiting.wait_for(lambda: not ct.call(self._out_of_sync), 60, "every replica back in sync", 0.05)
+                except AssertionError:
+                    log.error("out of sync after 60 s: %s", ct.call(self._out_of_sync))
+                    raise
+                # Any broker but the loop's group coordinator: librdkafka 2.16's send_offsets_to_transaction hangs,
+                # past its timeout, once the group coordinator it cached has left the metadata (librdkafka issues
+                # 5511 and 5456).  The loop's transaction coordinator, and every partition leader, may be hit.
+                spared = ct.call(lambda: ct.cluster.metadata.group_coordinator(LOOP_GROUP).node_id)
+                victim = self.rng.choice([b for b in ct.broker_ids if b != spared])
+                fault = self.rng.choice(["crash", "pause", "isolate"])
+                log.info("nemesis: %s broker %d", fault, victim)
+                if fault == "crash":
+                    ct.crash_broker(victim)
+                    time.sleep(self.for_s)
+                    ct.start_broker(victim)
+                elif fault == "pause":
+                    ct.pause_broker(victim)
+                    time.sleep(self.for_s)
+                    ct.resume_broker(victim)
+                else:
+                    ct.isolate_broker(victim)
+                    time.sleep(self.for_s)
+                    ct.heal_network()
+                self.done.append((fault, victim))
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            self.error = exc
+
+
+def stuck(ct: ClusterThread, threads: list[threading.Thread]) -> str:
+    """What a thread that did not stop is doing, and the transactional loop's transaction as its coordinator has it
+    (for the failure message)."""
+    frames = sys._current_frames()
+    stacks = ["".join(traceback.format_stack(frames[t.ident])) for t in threads if t.is_alive() and t.ident in frames]
+    meta = ct.call(lambda: ct.cluster.txn_coordinator.describe("nemesis-transform"))
+    return f"transaction: {meta}\n" + "\n".join(stacks)
+
+
+def replicas_converged(ct: ClusterThread) -> bool:
+    """Every replica of every partition of the clients' topics holds the same records (the internal topics'
+    replicas are compacted each by its own broker's cleaner, so are not byte for byte the same, as in Kafka)."""
+    def check() -> bool:
+        cluster = ct.cluster
+        for topic in cluster.metadata.topics.values():
+            if topic.name.startswith("__"):
+                continue
+            for p in topic.partitions:
+                logs = [cluster.broker(b).replica_manager.get(topic.name, p.partition).log for b in p.replicas]
+                if len({lg.log_end_offset for lg in logs}) != 1 or len({lg.high_watermark for lg in logs}) != 1:
+                    return False
+                if len({tuple(stored(lg)) for lg in logs}) != 1:
+                    return False
+        return True
+    return ct.call(check)
+
+
+def test_no_acknowledged_record_is_lost_or_doubled_through_crashes_pauses_and_partitions():
+    seed = random.randrange(1 << 30)
+    log.info("nemesis seed %d", seed)
+    with ClusterThread(3, **SETTINGS) as ct:
+        for topic in ("jepsen", "in", "out"):
+            ct.create_topic(topic, PARTITIONS, 3)
+        inputs = fill(ct.bootstrap, "in", PARTITIONS, 6000)
+        writer = Writer(ct.bootstrap, "jepsen")
+        loop = TransformLoop(ct.bootstrap, LOOP_GROUP)
+        events: list[tuple[int, int, bytes, float, float | None]] = []
+        lock = threading.Lock()
+        readers = [CommittingConsumer(ct.bootstrap, "nemesis-readers", "jepsen", events, lock) for _ in range(2)]
+        monitor = CommittedOffsetsMonitor(ct.bootstrap, "nemesis-readers", "jepsen", PARTITIONS)
+        nemesis = Nemesis(ct, seed)
+        threads: list[Any] = [writer, loop, *readers, monitor]
+        for t in threads:
+            t.start()
+        waiting.wait_for(lambda: len(writer.acked) >= 100 and loop.transactions >= 3, 60, "the clients under way")
+        nemesis.start()
+        time.sleep(NEMESIS_S)  # the nemesis' run time (the checks below wait for conditions)
+        nemesis.stop.set()
+        nemesis.join(90)
+        assert nemesis.error is None, (seed, nemesis.error)
+        ct.heal_network()
+        for b in ct.broker_ids:
+            if ct.broker_state(b) == "paused":
+                ct.resume_broker(b)
+            elif b not in ct.running_brokers:
+                ct.start_broker(b)
+        for t in threads:
+            t.stop.set()
+        for t in threads:
+            t.join(180)
+        assert loop.error is None and [r.error for r in readers] == [None, None], seed
+        assert len(nemesis.done) >= 10, nemesis.done
+        log.info("nemesis %s; %d of %d writes acknowledged; %d transactions, %d aborted; %d records read",
+                 nemesis.done, len(writer.acked), writer.sent, loop.transactions, loop.aborted, len(events))
+
+        # No acknowledged write lost, none doubled, each partition in acknowledgement order.
+        if any(t.is_alive() for t in threads):
+            log.error("threads still running: %s", stuck(ct, threads))
+        assert writer.acked and [t.name for t in threads if t.is_alive()] == [], seed
+        acked_by_partition: dict[int, list[tuple[int, bytes]]] = defaultdict(list)
+        for value, (partition, offset) in writer.acked.items():
+            acked_by_partition[partition].append((offset, value))
+        stored_values = _committed_output(ct.bootstrap, "jepsen", len(writer.acked))
+        assert len(stored_values) == len(set(stored_values)), (seed, "a record written twice")
+        assert set(writer.acked) <= set(stored_values), (seed, sorted(set(writer.acked) - set(stored_values))[:10])
+        assert set(stored_values) <= {b"w%06d" % i for i in range(writer.sent)}
+        for partition, entries in acked_by_partition.items():
+            by_offset = [v for _, v in sorted(entries)]
+            assert by_offset == sorted(by_offset), (seed, partition)  # acknowledged order kept
+
+        # The transactional loop: exactly the inputs below its committed offsets, each once.
+        from confluent_kafka import Consumer, TopicPartition
+
+        probe = Consumer({"bootstrap.servers": ct.bootstrap, "group.id": LOOP_GROUP, **CLIENT})
+        committed = {tp.partition: max(tp.offset, 0)
+                     for tp in probe.committed([TopicPartition("in", p) for p in range(PARTITIONS)], timeout=30)}
+        probe.close()
+        expected = {v for i, v in enumerate(inputs) if i // PARTITIONS < committed[i % PARTITIONS]}
+        assert loop.transactions >= 10, (seed, loop.transactions)
+        output = _committed_output(ct.bootstrap, "out", len(expected))
+        assert len(output) == len(set(output)), (seed, "an input transformed twice")
+        assert set(output) == expected, (seed, len(output), len(expected))
+
+        # The readers: committed offsets never went back, nothing read again after its commit.
+        assert monitor.backwards == [] and monitor.reads > 0, seed
+        with lock:
+            got = list(events)
+        by_record: dict[tuple[int, int], list[tuple[float, float | None]]] = defaultdict(list)
+        for p, off, _, consumed_at, committed_at in got:
+            by_record[(p, off)].append((consumed_at, committed_at))
+        for record, reads in by_record.items():
+            done = [c for _, c in reads if c is not None]
+            assert not (done and any(consumed > min(done) for consumed, _ in reads)), (seed, record, reads)
+
+        # Every replica the same.
+        waiting.wait_for(lambda: replicas_converged(ct), 60, "every replica holding the same records", 0.2)
