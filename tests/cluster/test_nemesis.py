@@ -1,7 +1,8 @@
 """A nemesis against a 3-broker cluster under real clients (issue 25), checked as Jepsen's Kafka analyses check:
 for 60 s a random broker is crashed (and restarted), paused (and resumed) or cut off from everyone (and
-healed) every few seconds (any but the transactional loop's group coordinator: see :class:`Nemesis`), while an idempotent acks=all producer writes, a transactional
-consume-transform-produce loop runs and a group of consumers commits what it reads.  Then:
+healed) every few seconds (any but the transactional loop's group coordinator: see :class:`Nemesis`), while
+an idempotent acks=all producer writes, a transactional consume-transform-produce loop runs and a group of
+consumers commits what it reads.  Then:
 
 * no acknowledged record is lost and none is written twice, and each partition keeps the acknowledged records
   in the order they were acknowledged;
