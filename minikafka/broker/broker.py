@@ -687,9 +687,16 @@ class Broker:
         else:
             return
         if leading:
-            coordinator.on_election(CoordinatorReplica(self.node_id, self.replica_manager, part, self.clock))
+            coordinator.on_election(CoordinatorReplica(self.node_id, self.replica_manager, part, self.clock,
+                                                       lambda: self._min_insync_replicas(part.topic)))
         else:
             coordinator.on_resignation(self.node_id, part.index)
+
+    def _min_insync_replicas(self, topic_name: str) -> int:
+        """The topic's ``min.insync.replicas`` (the broker's default when it sets none)."""
+        topic = self.metadata.get_topic(topic_name)
+        value = topic.configs.get("min.insync.replicas") if topic is not None else None
+        return int(value) if value is not None else self.config.min_insync_replicas
 
     def ensure_offsets_topic(self) -> None:
         """Create ``__consumer_offsets`` if it does not exist yet (``offsets.topic.num.partitions`` partitions,

@@ -69,6 +69,8 @@ class CoordinatorAppender(Protocol):
     def write_txn_marker(self, part: Partition, producer_id: int, producer_epoch: int, coordinator_epoch: int,
                          commit: bool, transaction_version: int = 0) -> ErrorCode: ...
 
+    def isr(self, part: Partition) -> list[int]: ...
+
 
 class NotLeaderError(Exception):
     """The replica no longer leads its partition: the shard's write is refused (NOT_COORDINATOR)."""
@@ -78,11 +80,18 @@ class CoordinatorReplica:
     """The leader replica of one internal-topic partition, as its coordinator shard writes to it (Kafka's
     ``CoordinatorPartitionWriter``) on broker ``broker_id``."""
 
-    def __init__(self, broker_id: int, appender: CoordinatorAppender, part: Partition, clock: Clock) -> None:
+    def __init__(self, broker_id: int, appender: CoordinatorAppender, part: Partition, clock: Clock,
+                 min_insync_replicas: Callable[[], int] = lambda: 1) -> None:
         self.broker_id = broker_id
         self.appender = appender
         self.part = part
         self.clock = clock  # stamps the batches
+        self.min_insync_replicas = min_insync_replicas  # the topic's min.insync.replicas
+
+    def enough_replicas(self) -> bool:
+        """Whether an acks=all write may be taken: the ISR is at least ``min.insync.replicas`` (else Kafka's
+        append fails with NOT_ENOUGH_REPLICAS)."""
+        return not self.part.is_replicated or len(self.appender.isr(self.part)) >= self.min_insync_replicas()
 
     @property
     def log(self) -> Log:

@@ -547,6 +547,10 @@ class TransactionCoordinatorApi(Protocol):
         """NONE, NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS for the id on broker ``broker_id``."""
         ...
 
+    def write_error(self, transactional_id: str) -> ErrorCode:
+        """COORDINATOR_NOT_AVAILABLE while the id's state cannot be written (too few in-sync replicas)."""
+        ...
+
     def loaded(self, transactional_id: str) -> bool:
         """Whether some broker has the id's ``__transaction_state`` partition loaded."""
         ...

@@ -202,6 +202,29 @@ async def test_a_prepared_transaction_gets_its_markers_from_the_next_coordinator
             await conn.aclose()
 
 
+async def test_a_partition_below_its_min_insync_replicas_takes_no_state_change():
+    """``transaction.state.log.min.isr`` (2, capped at the replicas): with its ISR shrunk to the leader, the
+    coordinator answers COORDINATOR_NOT_AVAILABLE (Kafka's append fails with NOT_ENOUGH_REPLICAS) and changes
+    nothing; with the follower back in sync, it takes the change."""
+    async with serve_cluster(2, **FAST) as cluster:
+        c0 = await connect(cluster, 0)
+        await find_txn_coordinator(c0, "tx")
+        partition = cluster.txn_coordinator.state.partition_for("tx")
+        pm = cluster.metadata.get_topic(TXN_TOPIC).partitions[partition]
+        assert cluster.metadata.get_topic(TXN_TOPIC).configs["min.insync.replicas"] == "2" and len(pm.isr) == 2
+        leader, follower = pm.leader, next(b for b in pm.replicas if b != pm.leader)
+        conn = await connect(cluster, leader)
+        await cluster.crash_broker(follower)
+        await wait_until(lambda: pm.isr == [leader], what="the ISR shrunk to the leader")
+        assert (await init_pid(conn, "tx")).error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
+        assert cluster.txn_coordinator.describe("tx") is None and state_records(cluster, leader, "tx") == []
+        await cluster.start_broker(follower)
+        await wait_until(lambda: len(pm.isr) == 2, what="the follower back in sync")
+        assert (await init_pid(conn, "tx")).error_code == 0
+        for conn_ in (c0, conn):
+            await conn_.aclose()
+
+
 async def test_a_lone_brokers_transactions_survive_a_restart_and_an_earlier_local_log_is_carried_over(
         tmp_path: Path):
     # What an earlier version kept in <data_dir>/__transaction_state-0 ...

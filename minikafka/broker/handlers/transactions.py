@@ -135,7 +135,7 @@ class InitProducerIdHandler:
                         "producer_id": expected_pid, "producer_epoch": expected_epoch + 1}
             return {"throttle_time_ms": ctx.throttle_time_ms, "error_code": 0,
                     "producer_id": self.producer_ids.generate(), "producer_epoch": 0}
-        if not_coordinator := self.coordinator_error(tid):
+        if not_coordinator := self.coordinator_error(tid) or self.coordinator.write_error(tid):
             return {"throttle_time_ms": ctx.throttle_time_ms, "error_code": not_coordinator, "producer_id": -1,
                     "producer_epoch": -1}
         got = self.coordinator.init_producer_id(tid, req["transaction_timeout_ms"], expected_pid, expected_epoch)
@@ -170,7 +170,7 @@ class AddPartitionsToTxnHandler:
             writable = filter_authorized(self.authorizer, ctx, AclOperation.WRITE, ResourceType.TOPIC,
                                          {tp.topic for tp in tps} - INTERNAL_TOPICS)
             denied = {tp for tp in tps if tp.topic not in writable}
-        if not_coordinator := self.coordinator_error(tid):
+        if not_coordinator := self.coordinator_error(tid) or (not verify_only and self.coordinator.write_error(tid)):
             results = dict.fromkeys(tps, not_coordinator)
         elif verify_only:
             results = self.coordinator.verify_partitions(tid, pid, epoch, tps)
@@ -234,7 +234,7 @@ class AddOffsetsToTxnHandler:
         if _group_denied(self.authorizer, ctx, req["group_id"]):
             return {"throttle_time_ms": ctx.throttle_time_ms, "error_code": E.GROUP_AUTHORIZATION_FAILED}
         tid = req["transactional_id"]
-        if not_coordinator := self.coordinator_error(tid):
+        if not_coordinator := self.coordinator_error(tid) or self.coordinator.write_error(tid):
             return {"throttle_time_ms": ctx.throttle_time_ms, "error_code": not_coordinator}
         code = self.coordinator.add_partitions(tid, req["producer_id"], req["producer_epoch"],
                                                groups=[req["group_id"]])
@@ -257,7 +257,7 @@ class EndTxnHandler:
             return error_response(ApiKey.END_TXN, ctx.api_version, req,  # type: ignore[return-value]
                                   E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, ctx.throttle_time_ms)
         tid = req["transactional_id"]
-        if not_coordinator := self.coordinator_error(tid):
+        if not_coordinator := self.coordinator_error(tid) or self.coordinator.write_error(tid):
             return {"throttle_time_ms": ctx.throttle_time_ms, "error_code": not_coordinator}
         v = ctx.api_version
         got = self.coordinator.end_transaction(tid, req["producer_id"], req["producer_epoch"],
@@ -310,8 +310,8 @@ class TxnOffsetCommitHandler:
             # The transaction's coordinator is unknown while its partition loads or moves: the client retries.
             code = E.NONE if self.coordinator.loaded(tid) else E.COORDINATOR_NOT_AVAILABLE
             if v >= 5 and not code:  # KIP-890 part 2: the commit adds the group to the transaction
-                code = self.coordinator.add_partitions(tid, req["producer_id"], req["producer_epoch"],
-                                                       groups=[req["group_id"]], transaction_version=2)
+                code = self.coordinator.write_error(tid) or self.coordinator.add_partitions(
+                    tid, req["producer_id"], req["producer_epoch"], groups=[req["group_id"]], transaction_version=2)
                 code = implicit_add_error(code or await self.coordinator.replicated(tid))
             code = code or self.coordinator.txn_offset_commit_allowed(
                 req["transactional_id"], req["producer_id"], req["producer_epoch"], req["group_id"])

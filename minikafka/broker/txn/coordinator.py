@@ -149,6 +149,10 @@ class TransactionCoordinator:
         COORDINATOR_LOAD_IN_PROGRESS while it loads it; NOT_COORDINATOR otherwise."""
         return self.state.coordinator_error(transactional_id, broker_id)
 
+    def write_error(self, transactional_id: str) -> ErrorCode:
+        """COORDINATOR_NOT_AVAILABLE while the id's state cannot be written (too few in-sync replicas)."""
+        return self.state.write_error(transactional_id)
+
     def loaded(self, transactional_id: str) -> bool:
         """Whether some broker has the id's partition loaded (always, on its own)."""
         return self.state.shards is None or self.state.shard_of(transactional_id) is not None

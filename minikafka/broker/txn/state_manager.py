@@ -108,6 +108,15 @@ class TransactionStateManager:
             return E.NONE
         return self.shards.error_for(self.partition_for(transactional_id), broker_id) or E.NONE
 
+    def write_error(self, transactional_id: str) -> ErrorCode:
+        """Whether a state change of the id can be written now: COORDINATOR_NOT_AVAILABLE while its partition's
+        ISR is below ``min.insync.replicas`` (Kafka's append fails with NOT_ENOUGH_REPLICAS, which the coordinator
+        answers so); checked before the change is made, so a refused write changes nothing."""
+        shard = self.shard_of(transactional_id)
+        if shard is not None and not shard.replica.enough_replicas():
+            return E.COORDINATOR_NOT_AVAILABLE
+        return E.NONE
+
     def shard_of(self, transactional_id: str) -> Shard | None:
         """The loaded partition of the id (None for a coordinator on its own, or when it is not loaded)."""
         return self.shards.active(self.partition_for(transactional_id)) if self.shards is not None else None
