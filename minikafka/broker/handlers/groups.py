@@ -72,7 +72,7 @@ def share_coordinator_key(key: str) -> str:
 
 class FindCoordinatorHandler:
     """The coordinator of a group (the leader of its ``__consumer_offsets`` partition), transactional id
-    (the lowest live broker) or, v6+ (KIP-932), share-partition (key ``groupId:topicId:partition``: the
+    (the leader of its ``__transaction_state`` partition) or, v6+ (KIP-932), share-partition (key ``groupId:topicId:partition``: the
     leader of its ``__share_group_state`` partition, ``abs(key.hashCode) %
     share.coordinator.state.topic.num.partitions``, which only brokers ask for: CLUSTER_ACTION on the
     cluster); v4 answers a batch; v5 only says the client knows TRANSACTION_ABORTABLE (KIP-890)."""
