@@ -274,6 +274,10 @@ class TransactionCoordinator:
         now = self.now_ms()
         meta.transition(S.PREPARE_COMMIT if commit else S.PREPARE_ABORT, now)
         offset = self._persist(meta)
+        if offset < 0 and self.state.shards is not None:
+            # Not written (the partition moved meanwhile): its next coordinator decides from what was written.
+            log.info("transaction %s: %s not written; no markers sent", meta.transactional_id, meta.state.value)
+            return
         self._start_completion(meta, commit, meta.producer_epoch, offset)
 
     def _start_completion(self, meta: TransactionMetadata, commit: bool, epoch: int, offset: int) -> None:
