@@ -98,6 +98,8 @@ async def test_a_commit_is_answered_once_its_records_are_replicated():
         # Followers cut off (and still in the ISR): the commit is taken but not answered until replicated ...
         cut = cluster.partition_network([[leader], followers])
         assert await commit(conn, "g", 2) == ErrorCode.REQUEST_TIMED_OUT  # offsets.commit.timeout.ms
+        # The next commit waits as long as the test takes to heal the network, however slow the machine.
+        cluster.group_coordinator.config.offsets_commit_timeout_ms = 120_000
         answers: list[int] = []
 
         async def commit_later() -> None:

@@ -1,8 +1,8 @@
 """A nemesis against a 3-broker cluster under real clients (issue 25), checked as Jepsen's Kafka analyses check:
-for 60 s a random broker is crashed (and restarted), paused (and resumed) or cut off from everyone (and
-healed) every few seconds (any but the transactional loop's group coordinator: see :class:`Nemesis`), while
-an idempotent acks=all producer writes, a transactional consume-transform-produce loop runs and a group of
-consumers commits what it reads.  Then:
+forty times (about a minute), a random broker is crashed (and restarted), paused (and resumed) or cut off
+from everyone (and healed) once the controller has fenced it (any broker but the transactional loop's group
+coordinator: see :class:`Nemesis`), while an idempotent acks=all producer writes, a transactional
+consume-transform-produce loop runs and a group of consumers commits what it reads.  Then:
 
 * no acknowledged record is lost and none is written twice, and each partition keeps the acknowledged records
   in the order they were acknowledged;
@@ -18,9 +18,9 @@ import logging
 import random
 import sys
 import threading
-import time
 import traceback
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -34,7 +34,7 @@ pytestmark = [pytest.mark.clients, pytest.mark.slow]
 
 log = logging.getLogger(__name__)
 
-NEMESIS_S = 60.0
+FAULTS = 40
 PARTITIONS = 3
 LOOP_GROUP = "nemesis-loop"
 SETTINGS = {**FAST, "replica_lag_time_max_ms": 1000, "replica_socket_timeout_ms": 1000, "min_insync_replicas": 2,
@@ -138,12 +138,15 @@ class TransformLoop(threading.Thread):
 
 
 class Nemesis(threading.Thread):
-    """Every ``every_s``, one random broker is crashed, paused or cut off for ``for_s``, then brought back;
-    the next fault waits until every broker is back in every ISR, so that one broker at a time is away."""
+    """Fault after fault: once the clients have made ``progress`` since the last fault and every replica is back
+    in sync (so one broker at a time is away), one random broker is crashed, paused or cut off from everyone
+    until the controller has fenced it (its leadership moved), then restarted, resumed or healed."""
 
-    def __init__(self, ct: ClusterThread, seed: int, every_s: float = 3.0, for_s: float = 1.5) -> None:
+    def __init__(self, ct: ClusterThread, seed: int, progress: Callable[[], tuple[int, ...]],
+                 step: tuple[int, ...]) -> None:
+        """``progress()``: the clients' counters; a fault waits until each grew by ``step`` since the last."""
         super().__init__(daemon=True, name="nemesis")
-        self.ct, self.rng, self.every_s, self.for_s = ct, random.Random(seed), every_s, for_s
+        self.ct, self.rng, self.progress, self.step = ct, random.Random(seed), progress, step
         self.done: list[tuple[str, int]] = []
         self.stop = threading.Event()
         self.error: BaseException | None = None
@@ -164,12 +167,23 @@ class Nemesis(threading.Thread):
                     out.append(f"{t.name}-{p.partition} leader {p.leader} epoch {p.leader_epoch} isr {p.isr} {ends}")
         return out
 
+    def _wait(self, condition: Callable[[], bool], what: str) -> bool:
+        """Wait (60 s at most) for ``condition``; False when stopped meanwhile."""
+        waiting.wait_for(lambda: self.stop.is_set() or condition(), 60, what, 0.02)
+        return not self.stop.is_set()
+
+    def _progressed(self, since: tuple[int, ...]) -> bool:
+        return all(now >= before + step for now, before, step in zip(self.progress(), since, self.step))
+
     def run(self) -> None:
         ct = self.ct
         try:
-            while not self.stop.wait(self.every_s):
+            while not self.stop.is_set():
+                since = self.progress()
+                if not self._wait(lambda: self._progressed(since), "the clients making progress"):
+                    return
                 try:
-                    waiting.wait_for(lambda: not ct.call(self._out_of_sync), 60, "every replica back in sync", 0.05)
+                    self._wait(lambda: not ct.call(self._out_of_sync), "every replica back in sync")
                 except AssertionError:
                     log.error("out of sync after 60 s: %s", ct.call(self._out_of_sync))
                     raise
@@ -180,18 +194,11 @@ class Nemesis(threading.Thread):
                 victim = self.rng.choice([b for b in ct.broker_ids if b != spared])
                 fault = self.rng.choice(["crash", "pause", "isolate"])
                 log.info("nemesis: %s broker %d", fault, victim)
-                if fault == "crash":
-                    ct.crash_broker(victim)
-                    time.sleep(self.for_s)
-                    ct.start_broker(victim)
-                elif fault == "pause":
-                    ct.pause_broker(victim)
-                    time.sleep(self.for_s)
-                    ct.resume_broker(victim)
-                else:
-                    ct.isolate_broker(victim)
-                    time.sleep(self.for_s)
-                    ct.heal_network()
+                {"crash": ct.crash_broker, "pause": ct.pause_broker, "isolate": ct.isolate_broker}[fault](victim)
+                waiting.wait_for(lambda: victim not in ct.call(lambda: list(ct.cluster.metadata.live)), 60,
+                                 f"broker {victim} fenced", 0.02)
+                {"crash": ct.start_broker, "pause": ct.resume_broker, "isolate": lambda _: ct.heal_network()}[
+                    fault](victim)
                 self.done.append((fault, victim))
         except BaseException as exc:  # noqa: BLE001 - reported by the test
             self.error = exc
@@ -237,13 +244,14 @@ def test_no_acknowledged_record_is_lost_or_doubled_through_crashes_pauses_and_pa
         lock = threading.Lock()
         readers = [CommittingConsumer(ct.bootstrap, "nemesis-readers", "jepsen", events, lock) for _ in range(2)]
         monitor = CommittedOffsetsMonitor(ct.bootstrap, "nemesis-readers", "jepsen", PARTITIONS)
-        nemesis = Nemesis(ct, seed)
+        nemesis = Nemesis(ct, seed, lambda: (len(writer.acked), loop.transactions, len(events)), (300, 5, 50))
         threads: list[Any] = [writer, loop, *readers, monitor]
         for t in threads:
             t.start()
         waiting.wait_for(lambda: len(writer.acked) >= 100 and loop.transactions >= 3, 60, "the clients under way")
         nemesis.start()
-        time.sleep(NEMESIS_S)  # the nemesis' run time (the checks below wait for conditions)
+        waiting.wait_for(lambda: len(nemesis.done) >= FAULTS or nemesis.error is not None, 600,
+                         f"{FAULTS} faults")
         nemesis.stop.set()
         nemesis.join(90)
         assert nemesis.error is None, (seed, nemesis.error)
@@ -258,7 +266,6 @@ def test_no_acknowledged_record_is_lost_or_doubled_through_crashes_pauses_and_pa
         for t in threads:
             t.join(180)
         assert loop.error is None and [r.error for r in readers] == [None, None], seed
-        assert len(nemesis.done) >= 10, nemesis.done
         log.info("nemesis %s; %d of %d writes acknowledged; %d transactions, %d aborted; %d records read",
                  nemesis.done, len(writer.acked), writer.sent, loop.transactions, loop.aborted, len(events))
 
