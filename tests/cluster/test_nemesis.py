@@ -180,8 +180,13 @@ class Nemesis(threading.Thread):
         try:
             while not self.stop.is_set():
                 since = self.progress()
-                if not self._wait(lambda: self._progressed(since), "the clients making progress"):
-                    return
+                try:
+                    if not self._wait(lambda: self._progressed(since), "the clients making progress"):
+                        return
+                except AssertionError:
+                    log.error("no progress in 60 s after %s: (writes, transactions, reads) %s then %s",
+                              self.done[-1:], since, self.progress())
+                    raise
                 try:
                     self._wait(lambda: not ct.call(self._out_of_sync), "every replica back in sync")
                 except AssertionError:
@@ -254,6 +259,8 @@ def test_no_acknowledged_record_is_lost_or_doubled_through_crashes_pauses_and_pa
                          f"{FAULTS} faults")
         nemesis.stop.set()
         nemesis.join(90)
+        if nemesis.error is not None:
+            log.error("the nemesis stopped: %s", stuck(ct, threads))
         assert nemesis.error is None, (seed, nemesis.error)
         ct.heal_network()
         for b in ct.broker_ids:
