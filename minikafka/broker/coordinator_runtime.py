@@ -230,6 +230,23 @@ class CoordinatorShards:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         return None
 
+    def elect(self, replica: CoordinatorReplica, unload: Callable[[int], None]) -> tuple[Shard, bool] | None:
+        """``replica``'s broker leads its partition now (Kafka's ``onElection``): the partition's current shard is
+        ``unload``-ed and a new one, LOADING, takes its place; returns it and whether it is small enough to load at
+        once (:data:`SYNC_LOAD_MAX_BYTES`).  None when ``replica`` is already the shard's."""
+        partition = replica.part.index
+        current = self.shards.get(partition)
+        if current is not None and current.replica is replica:
+            return None
+        unload(partition)
+        shard = self.shards[partition] = Shard(partition, replica)
+        return shard, replica.log.size_in_bytes <= SYNC_LOAD_MAX_BYTES
+
+    def loaded_on(self, broker_id: int, partition: int) -> bool:
+        """Whether the partition's shard is (being) loaded on ``broker_id`` (what a resignation there unloads)."""
+        shard = self.shards.get(partition)
+        return shard is not None and shard.broker_id == broker_id
+
     def on_broker(self, broker_id: int) -> list[int]:
         """The partitions whose shard is (being) loaded on ``broker_id``."""
         return [p for p, s in self.shards.items() if s.broker_id == broker_id]

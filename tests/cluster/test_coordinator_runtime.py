@@ -123,9 +123,9 @@ async def test_a_commit_is_answered_once_its_records_are_replicated():
 
 
 async def test_the_shard_moves_with_leadership_and_loads_on_the_new_leader(monkeypatch: pytest.MonkeyPatch):
-    import minikafka.broker.groups.core as core
+    import minikafka.broker.coordinator_runtime as coordinator_runtime
 
-    monkeypatch.setattr(core, "SYNC_LOAD_MAX_BYTES", -1)  # every load by a task: a window to look into
+    monkeypatch.setattr(coordinator_runtime, "SYNC_LOAD_MAX_BYTES", -1)  # every load by a task: a window to look into
     gate = trio.Event()
     loading = GroupCoordinator._load_shard_later
 

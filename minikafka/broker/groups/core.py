@@ -36,7 +36,7 @@ from .metadata import (
 from ..coordinator_log import compacted_log_config
 from ..log.cleaner_manager import CleanerTarget
 from .offset_log import LoadedGroup, OffsetLog
-from ..coordinator_runtime import SYNC_LOAD_MAX_BYTES, CoordinatorReplica, CoordinatorShards, Shard, ShardState
+from ..coordinator_runtime import CoordinatorReplica, CoordinatorShards, Shard, ShardState
 from ...common.hashing import partition_for_key
 
 # One logger for the whole coordinator, whichever module of it logs.
@@ -196,25 +196,18 @@ class CoordinatorCore:
         """The broker of ``replica`` became the leader of its ``__consumer_offsets`` partition: the shard moves
         there (unloaded from wherever it was) and is loaded from the replica's records, at once for a small
         partition, by a task for a larger one (COORDINATOR_LOAD_IN_PROGRESS meanwhile)."""
-        if self.shards is None:
+        elected = self.shards.elect(replica, self._unload) if self.shards is not None else None
+        if elected is None:
             return
-        partition = replica.part.index
-        current = self.shards.get(partition)
-        if current is not None and current.replica is replica:
-            return
-        self._unload(partition)
-        shard = self.shards.shards[partition] = Shard(partition, replica)
-        if self._tasks is None or replica.log.size_in_bytes <= SYNC_LOAD_MAX_BYTES:
+        shard, at_once = elected
+        if at_once or self._tasks is None:
             self._load_shard(shard)
         else:
             self._tasks.start_soon(self._load_shard_later, shard)
 
     def on_resignation(self, broker_id: int, partition: int) -> None:
         """``broker_id`` no longer leads the partition: its shard is unloaded there."""
-        if self.shards is None:
-            return
-        shard = self.shards.get(partition)
-        if shard is not None and shard.broker_id == broker_id:
+        if self.shards is not None and self.shards.loaded_on(broker_id, partition):
             self._unload(partition)
 
     def on_broker_gone(self, broker_id: int) -> None:

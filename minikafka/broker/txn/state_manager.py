@@ -39,8 +39,8 @@ from ...protocol.errors import ErrorCode
 from ...protocol.records import RecordBatchHeader
 from ..config import BrokerConfig
 from ..coordinator_log import TRANSACTION_STATE_TOPIC, compacted_log_config
-from ..coordinator_runtime import (SYNC_LOAD_MAX_BYTES, CoordinatorReplica, CoordinatorShards, NotLeaderError, Shard,
-                                   ShardState, replay_log)
+from ..coordinator_runtime import (CoordinatorReplica, CoordinatorShards, NotLeaderError, Shard, ShardState,
+                                   replay_log)
 from ..log.cleaner_manager import CleanerTarget
 from .metadata import TransactionMetadata
 from .state_log import LEGACY_DIR_NAME, LEGACY_FILE_NAME, TransactionStateLog, metadata_from_record, \
@@ -129,25 +129,19 @@ class TransactionStateManager:
     def on_election(self, replica: CoordinatorReplica) -> None:
         """``replica``'s broker leads its partition now: the partition is loaded there (at once when small, by
         a task otherwise, COORDINATOR_LOAD_IN_PROGRESS meanwhile)."""
-        if self.shards is None:
+        elected = self.shards.elect(replica, self._unload) if self.shards is not None else None
+        if elected is None:
             return
-        partition = replica.part.index
-        current = self.shards.get(partition)
-        if current is not None and current.replica is replica:
-            return
-        self._unload(partition)
-        shard = self.shards.shards[partition] = Shard(partition, replica)
-        if self._tasks is None or replica.log.size_in_bytes <= SYNC_LOAD_MAX_BYTES:
+        shard, at_once = elected
+        if at_once or self._tasks is None:
             self._load(shard)
         else:
             self._tasks.start_soon(self._load_later, shard)
 
     def on_resignation(self, broker_id: int, partition: int) -> None:
         """``broker_id`` no longer leads the partition: it is unloaded there."""
-        if self.shards is not None:
-            shard = self.shards.get(partition)
-            if shard is not None and shard.broker_id == broker_id:
-                self._unload(partition)
+        if self.shards is not None and self.shards.loaded_on(broker_id, partition):
+            self._unload(partition)
 
     def on_broker_gone(self, broker_id: int) -> None:
         """The broker stopped or crashed: the partitions loaded on it go, with their cache."""
