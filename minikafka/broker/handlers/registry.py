@@ -17,7 +17,7 @@ from ...protocol.errors import ErrorCode
 from ..error_responses import error_response
 from ..features import GROUP_VERSION, SHARE_VERSION
 from ..request import RequestContext
-from ..services import BrokerServices, FinalizedFeatures
+from ..services import BrokerServices, FinalizedFeatures, GroupCoordinatorApi, TransactionCoordinatorApi
 from .acls import CreateAclsHandler, DeleteAclsHandler, DescribeAclsHandler
 from .api_versions import ApiVersionsHandler
 from .config_resources import ListConfigResourcesHandler
@@ -101,30 +101,25 @@ def disabled_api_keys(rebalance_protocols: str) -> frozenset[int]:
     return frozenset(k for protocol, keys in PROTOCOL_API_KEYS.items() if protocol not in enabled for k in keys)
 
 
-def _txn_coordinator_error(s: BrokerServices) -> Callable[[str], ErrorCode]:
-    """NONE when this broker has the transactional id's ``__transaction_state`` partition loaded,
-    COORDINATOR_LOAD_IN_PROGRESS while it loads it, NOT_COORDINATOR otherwise (the topic created first if it is
-    not yet, as a FindCoordinator creates it)."""
-    node_id = s.config.node_id
-    coordinator, ensure = s.txn_coordinator, s.ensure_transaction_topic
-
-    def check(transactional_id: str) -> ErrorCode:
-        ensure()
-        return coordinator.coordinator_error(transactional_id, node_id)
+def _coordinator_error(coordinator: GroupCoordinatorApi | TransactionCoordinatorApi, ensure_topic: Callable[[], None],
+                       node_id: int) -> Callable[[str], ErrorCode]:
+    """NONE when this broker has the key's internal partition loaded, COORDINATOR_LOAD_IN_PROGRESS while it loads
+    it, NOT_COORDINATOR otherwise; the internal topic is created first if it is not yet (as a FindCoordinator
+    creates it)."""
+    def check(key: str) -> ErrorCode:
+        ensure_topic()
+        return coordinator.coordinator_error(key, node_id)
     return check
+
+
+def _txn_coordinator_error(s: BrokerServices) -> Callable[[str], ErrorCode]:
+    """A transactional id's coordinator error here (its ``__transaction_state`` partition)."""
+    return _coordinator_error(s.txn_coordinator, s.ensure_transaction_topic, s.config.node_id)
 
 
 def _group_coordinator_error(s: BrokerServices) -> Callable[[str], ErrorCode]:
-    """NONE when this broker has the group's ``__consumer_offsets`` shard loaded, COORDINATOR_LOAD_IN_PROGRESS
-    while it loads it, NOT_COORDINATOR otherwise; the offsets topic is created first if it is not yet (as a
-    FindCoordinator creates it)."""
-    node_id = s.config.node_id
-    coordinator, ensure = s.group_coordinator, s.ensure_offsets_topic
-
-    def check(group_id: str) -> ErrorCode:
-        ensure()
-        return coordinator.coordinator_error(group_id, node_id)
-    return check
+    """A group's coordinator error here (its ``__consumer_offsets`` partition)."""
+    return _coordinator_error(s.group_coordinator, s.ensure_offsets_topic, s.config.node_id)
 
 
 def _share_coordinator_error(s: BrokerServices) -> Callable[[str], ErrorCode]:
