@@ -128,21 +128,30 @@ async def test_an_id_is_coordinated_by_the_leader_of_its_partition_and_answered_
         await c0.aclose()
 
 
+async def open_transaction(cluster: Cluster) -> tuple[KafkaConnection, int, int, KafkaConnection, KafkaConnection,
+                                                       int, int]:
+    """Transaction ``tx`` open with one record in ``t``-0, whose only replica is on another broker than the
+    transaction's coordinator: (a connection to broker 0, the coordinator, the data leader, connections to
+    both, producer id, epoch)."""
+    c0 = await connect(cluster, 0)
+    await find_txn_coordinator(c0, "tx")
+    first = coordinator_of(cluster, "tx")
+    data_leader = next(b for b in range(3) if b != first)
+    cluster.broker(data_leader).create_topic("t", 1, 1, assignments={0: [data_leader]})
+    conn = await connect(cluster, first)
+    init = await init_pid(conn, "tx")
+    pid, epoch = init.producer_id, init.producer_epoch
+    assert await add_partition(conn, "tx", pid, epoch, "t") == 0
+    leader = await connect(cluster, data_leader)
+    sent = await produce(leader, "t", batch([b"v"], producer_id=pid, producer_epoch=epoch, base_sequence=0,
+                                            is_transactional=True), transactional_id="tx")
+    assert sent.error_code == 0
+    return c0, first, data_leader, conn, leader, pid, epoch
+
+
 async def test_an_ongoing_transaction_moves_with_its_partition_and_commits_at_the_new_coordinator():
     async with serve_cluster(3, **FAST) as cluster:
-        c0 = await connect(cluster, 0)
-        await find_txn_coordinator(c0, "tx")
-        first = coordinator_of(cluster, "tx")
-        data_leader = next(b for b in range(3) if b != first)
-        cluster.broker(data_leader).create_topic("t", 1, 1, assignments={0: [data_leader]})
-        conn = await connect(cluster, first)
-        init = await init_pid(conn, "tx")
-        pid, epoch = init.producer_id, init.producer_epoch
-        assert await add_partition(conn, "tx", pid, epoch, "t") == 0
-        leader = await connect(cluster, data_leader)
-        sent = await produce(leader, "t", batch([b"v"], producer_id=pid, producer_epoch=epoch, base_sequence=0,
-                                                is_transactional=True), transactional_id="tx")
-        assert sent.error_code == 0
+        c0, first, data_leader, conn, leader, pid, epoch = await open_transaction(cluster)
         await conn.aclose()
 
         await cluster.stop_broker(first)  # a controlled shutdown: leadership moves first
@@ -163,19 +172,7 @@ async def test_an_ongoing_transaction_moves_with_its_partition_and_commits_at_th
 
 async def test_a_prepared_transaction_gets_its_markers_from_the_next_coordinator_under_its_epoch():
     async with serve_cluster(3, **FAST) as cluster:
-        c0 = await connect(cluster, 0)
-        await find_txn_coordinator(c0, "tx")
-        first = coordinator_of(cluster, "tx")
-        data_leader = next(b for b in range(3) if b != first)
-        cluster.broker(data_leader).create_topic("t", 1, 1, assignments={0: [data_leader]})
-        conn = await connect(cluster, first)
-        init = await init_pid(conn, "tx")
-        pid, epoch = init.producer_id, init.producer_epoch
-        assert await add_partition(conn, "tx", pid, epoch, "t") == 0
-        leader = await connect(cluster, data_leader)
-        sent = await produce(leader, "t", batch([b"v"], producer_id=pid, producer_epoch=epoch, base_sequence=0,
-                                                is_transactional=True), transactional_id="tx")
-        assert sent.error_code == 0
+        c0, first, data_leader, conn, leader, pid, epoch = await open_transaction(cluster)
         # The data leader turns the coordinator's markers away: the commit is prepared, not completed ...
         rule = cluster.faults.add(api="WriteTxnMarkers", broker=data_leader, error="NOT_LEADER_OR_FOLLOWER")
         assert await end_txn(conn, "tx", pid, epoch, True) == 0
