@@ -62,13 +62,13 @@ from .security.delegation_token import DelegationTokenManager
 from .security.scram import ScramCredentialStore
 from .recording import CaptureSupport, TrafficRecorder
 from .services import BrokerServices, HandlerTimer, ShareGroupMembership, ShareGroupOffsets, SharePartitions
-from .shared import SharedServices
+from .shared import SharedServices, ensure_internal_topic
 from .task_time import TaskTimeInstrument
 from .inter_broker import InterBrokerChannel, InterBrokerConnector
 from .network_links import CONTROLLER, NetworkLinks
 from .coordinator_runtime import CoordinatorReplica
 from .partition import Partition
-from ..protocol.coordinator_records import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+from ..protocol.coordinator_records import OFFSETS_TOPIC, SHARE_GROUP_STATE_TOPIC, TRANSACTION_STATE_TOPIC
 from .txn.verification import AddPartitionsToTxnManager
 
 if TYPE_CHECKING:
@@ -78,6 +78,7 @@ if TYPE_CHECKING:
     from .replica_fetcher import ReplicaFetcherManager
     from .share.coordinator import ShareGroupCoordinator
     from .share.manager import SharePartitionManager
+    from .share.state_coordinator import ShareCoordinator
 
 log = logging.getLogger(__name__)
 
@@ -410,7 +411,7 @@ class Broker:
             return
         shares = self._share_partitions = SharePartitionManager(
             self.config, state, group_configs=self.group_configs, partitions=self.replica_manager,
-            notify=self.delayed_fetch.check_and_complete, wall_clock=self.clock)
+            notify=self.delayed_fetch.check_and_complete, wall_clock=self.clock, broker_id=self.node_id)
         if self._tasks is not None:
             self._tasks.start_soon(shares.run)
         if self._joined:
@@ -460,7 +461,8 @@ class Broker:
             reassignments=self.metadata, leader_election=self.metadata, metadata_quorum=self.metadata,
             scram_credentials=self.scram_credentials, delegation_tokens=self.delegation_tokens,
             log_dirs=self.log_dirs, features=self.features, ensure_offsets_topic=self.ensure_offsets_topic,
-            ensure_transaction_topic=self.ensure_transaction_topic)
+            ensure_transaction_topic=self.ensure_transaction_topic,
+            ensure_share_state_topic=self.ensure_share_state_topic)
 
     # -- observers and metrics ---------------------------------------------------------------------
     def observe(self, observer: RequestObserver) -> RequestObserver:
@@ -678,12 +680,15 @@ class Broker:
         self.replica_manager.apply_leadership()
 
     def _on_replica_leadership(self, part: Partition, leading: bool) -> None:
-        """Kafka's ``onElection`` / ``onResignation``: a ``__consumer_offsets`` or ``__transaction_state``
-        partition this broker now leads is loaded here by its coordinator; one it no longer leads is unloaded."""
+        """Kafka's ``onElection`` / ``onResignation``: a ``__consumer_offsets``, ``__transaction_state`` or
+        ``__share_group_state`` partition this broker now leads is loaded here by its coordinator; one it no longer
+        leads is unloaded."""
         if part.topic == OFFSETS_TOPIC:
-            coordinator: GroupCoordinator | TransactionCoordinator = self.group_coordinator
+            coordinator: GroupCoordinator | TransactionCoordinator | ShareCoordinator = self.group_coordinator
         elif part.topic == TRANSACTION_STATE_TOPIC:
             coordinator = self.txn_coordinator
+        elif part.topic == SHARE_GROUP_STATE_TOPIC:
+            coordinator = self.shared.share.state
         else:
             return
         if leading:
@@ -704,8 +709,8 @@ class Broker:
         first FindCoordinator for a group."""
         if OFFSETS_TOPIC not in self.metadata.topics:
             cfg = self.config
-            self._ensure_internal_topic(OFFSETS_TOPIC, cfg.offsets_topic_num_partitions,
-                                        cfg.offsets_topic_replication_factor, cfg.offsets_topic_segment_bytes)
+            ensure_internal_topic(self.metadata, OFFSETS_TOPIC, cfg.offsets_topic_num_partitions,
+                                  cfg.offsets_topic_replication_factor, cfg.offsets_topic_segment_bytes)
 
     def ensure_transaction_topic(self) -> None:
         """Create ``__transaction_state`` if it does not exist yet (``transaction.state.log.num.partitions``
@@ -714,20 +719,14 @@ class Broker:
         FindCoordinator for a transactional id."""
         if TRANSACTION_STATE_TOPIC not in self.metadata.topics:
             cfg = self.config
-            self._ensure_internal_topic(TRANSACTION_STATE_TOPIC, cfg.transaction_state_log_num_partitions,
-                                        cfg.transaction_state_log_replication_factor,
-                                        cfg.transaction_state_log_segment_bytes, cfg.transaction_state_log_min_isr)
+            ensure_internal_topic(self.metadata, TRANSACTION_STATE_TOPIC, cfg.transaction_state_log_num_partitions,
+                                  cfg.transaction_state_log_replication_factor, cfg.transaction_state_log_segment_bytes,
+                                  cfg.transaction_state_log_min_isr)
 
-    def _ensure_internal_topic(self, name: str, partitions: int, replication_factor: int, segment_bytes: int,
-                               min_isr: int | None = None) -> None:
-        configs = {"cleanup.policy": "compact", "segment.bytes": str(segment_bytes), "compression.type": "producer"}
-        if min_isr is not None:
-            replicas = min(replication_factor, len(self.metadata.placement_brokers()))
-            configs["min.insync.replicas"] = str(max(1, min(min_isr, replicas)))
-        try:
-            self.metadata.ensure_internal_topic(name, partitions, replication_factor, configs)
-        except MetadataError as exc:
-            log.warning("broker %d: cannot create %s: %s", self.node_id, name, exc)
+    def ensure_share_state_topic(self) -> None:
+        """Create ``__share_group_state`` if it does not exist yet (``share.coordinator.state.topic.*``), as Kafka
+        does at the first FindCoordinator for a share-partition."""
+        self.shared.share.state.ensure_topic()
 
     def _controller_reachable(self) -> bool:
         """Whether this broker runs and reaches the controller (always, for a lone broker)."""
@@ -752,6 +751,7 @@ class Broker:
     def _leave(self) -> None:
         self.group_coordinator.on_broker_gone(self.node_id)  # its shards go, with their in-memory state
         self.txn_coordinator.on_broker_gone(self.node_id)
+        self.shared.share.on_broker_gone(self.node_id)
         if self.links is not None and self._on_links_change in self.links.listeners:
             self.links.listeners.remove(self._on_links_change)
         self._missed_metadata.clear()

@@ -44,9 +44,11 @@ Transactional ids live likewise on ``__transaction_state`` (``transaction.state.
 brokers; :mod:`~minikafka.broker.txn.state_manager`): each partition loaded on its leader, a state change
 answered once replicated, a transaction's markers sent from its coordinator's broker over the wire
 (WriteTxnMarkers) once its PrepareCommit/PrepareAbort is replicated, and resumed by the next leader when
-its coordinator goes.  Share groups are not on their partitions yet (state in
-``<data_dir>/__share_group_state-0``).  SCRAM credentials are kept once per process: one store
-(``<data_dir>/__scram_credentials``), where the cluster's delegation tokens are kept as well.
+its coordinator goes.  Share-partition state likewise on ``__share_group_state``
+(``share.coordinator.state.topic.*``; :mod:`~minikafka.broker.share.state_coordinator`): written by the data
+partition's leader to the leader of the key's partition, an acknowledgement answered once replicated.
+SCRAM credentials are kept once per process: one store (``<data_dir>/__scram_credentials``), where the
+cluster's delegation tokens are kept as well.
 ACLs likewise: one :class:`~minikafka.broker.security.authorizer.AclStore` for every broker's authorizer
 (``<data_dir>/acls.json``).
 """

@@ -56,7 +56,8 @@ _AT_LEAST = {
     "transaction_state_log_segment_bytes": 1, "share_coordinator_state_topic_segment_bytes": 1,
     "transaction_state_log_num_partitions": 1, "transaction_state_log_replication_factor": 1,
     "transaction_state_log_min_isr": 1, "request_timeout_ms": 1,
-    "share_coordinator_state_topic_num_partitions": 1,
+    "share_coordinator_state_topic_num_partitions": 1, "share_coordinator_state_topic_replication_factor": 1,
+    "share_coordinator_state_topic_min_isr": 1, "share_coordinator_write_timeout_ms": 1,
     "group_consumer_session_timeout_ms": 1, "group_consumer_heartbeat_interval_ms": 1,
     "group_share_session_timeout_ms": 1, "group_share_heartbeat_interval_ms": 1,
     "group_share_record_lock_duration_ms": 1, "group_share_delivery_count_limit": 2,
@@ -173,8 +174,15 @@ class BrokerConfig:
     # How long the transaction coordinator waits for its records to be replicated (Kafka's request.timeout.ms;
     # COORDINATOR_NOT_AVAILABLE after).
     request_timeout_ms: int = 30000
-    # The __share_group_state topic: its partition count places each share-partition's share coordinator.
+    # The __share_group_state topic: its partition count places each share-partition's share coordinator;
+    # created at the first use of a share-partition, its replication factor and min.insync.replicas capped at
+    # the registered, unfenced brokers.
     share_coordinator_state_topic_num_partitions: int = 50
+    share_coordinator_state_topic_replication_factor: int = 3
+    share_coordinator_state_topic_min_isr: int = 2
+    # How long an acknowledgement waits for the share-partition state it wrote to be replicated
+    # (COORDINATOR_NOT_AVAILABLE after).
+    share_coordinator_write_timeout_ms: int = 5000
     # minikafka's own: the feature levels a new cluster is formatted with (kafka-storage.sh format
     # --release-version/--feature), "name=level,..." (e.g. "metadata.version=4.0-IV3,transaction.version=1");
     # empty: Kafka 4.2's defaults.  See minikafka.broker.features.
@@ -418,6 +426,9 @@ class BrokerConfig:
         "request.timeout.ms": "request_timeout_ms",
         "share.coordinator.state.topic.segment.bytes": "share_coordinator_state_topic_segment_bytes",
         "share.coordinator.state.topic.num.partitions": "share_coordinator_state_topic_num_partitions",
+        "share.coordinator.state.topic.replication.factor": "share_coordinator_state_topic_replication_factor",
+        "share.coordinator.state.topic.min.isr": "share_coordinator_state_topic_min_isr",
+        "share.coordinator.write.timeout.ms": "share_coordinator_write_timeout_ms",
         "minikafka.bootstrap.features": "bootstrap_features",
         "group.consumer.session.timeout.ms": "group_consumer_session_timeout_ms",
         "group.consumer.min.session.timeout.ms": "group_consumer_min_session_timeout_ms",

@@ -42,6 +42,14 @@ COORDINATOR_LEADER_EPOCH = 0  # the partition is never led by anyone else
 
 
 
+def has_local_log(data_dir: Path | None, topic: str, legacy_dir: str, legacy_file: str) -> bool:
+    """Whether ``data_dir`` holds the local ``<topic>-0`` log of a coordinator used on its own (or the JSON-lines
+    ``<legacy_dir>/<legacy_file>`` of an earlier version): what a coordinator on the replicated partitions carries
+    over into them."""
+    return data_dir is not None and ((data_dir / f"{topic}-0").is_dir()
+                                     or (data_dir / legacy_dir / legacy_file).exists())
+
+
 def compacted_log_config(segment_bytes: int, topic_defaults: Mapping[str, str] | None = None) -> LogConfig:
     """The LogConfig of an internal topic: ``cleanup.policy=compact`` and its ``segment.bytes``, the
     broker's cleaner defaults (``delete.retention.ms``, ``min.cleanable.dirty.ratio``, compaction lags)

@@ -22,16 +22,19 @@ in the election (:data:`SYNC_LOAD_MAX_BYTES`), a larger one in a task.  Only off
 records to be replicated (the group coordinator's other writes, generations and group epochs, are answered
 at once); reads see only replicated offsets.  Members are not written as records (Kafka 4 writes them): a
 group whose shard moves keeps its members when the records give it the generation it had.  The transaction
-coordinator runs on ``__transaction_state`` the same way (:mod:`~minikafka.broker.txn.state_manager`); the
-share coordinator is not on its partitions yet.
+coordinator runs on ``__transaction_state`` the same way (:mod:`~minikafka.broker.txn.state_manager`), the
+share coordinator on ``__share_group_state`` (:mod:`~minikafka.broker.share.state_coordinator`); all three
+follow leadership through :class:`ShardedCoordinator`.
 """
 
 from __future__ import annotations
 
 import enum
 import logging
+import shutil
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 import trio
@@ -250,3 +253,71 @@ class CoordinatorShards:
     def on_broker(self, broker_id: int) -> list[int]:
         """The partitions whose shard is (being) loaded on ``broker_id``."""
         return [p for p, s in self.shards.items() if s.broker_id == broker_id]
+
+
+class ShardedCoordinator:
+    """What every coordinator on its internal topic's partitions does when leadership moves (Kafka's
+    ``CoordinatorRuntime.scheduleLoadOperation`` / ``scheduleUnloadOperation``): an election loads the
+    partition's shard on its new leader (at once when small, else by a task of :meth:`run_loads`), a resignation
+    or a departed broker unloads it.  A coordinator says how to load one shard (:meth:`_load_shard`: replay the
+    replica's records, then mark it ACTIVE) and how to drop one (:meth:`_unload_shard`); ``internal_topic`` names
+    its topic.  An earlier version's local log (``_legacy_dir``) is removed by :meth:`_drop_legacy_dir` once
+    everything in it was carried over into the partitions."""
+
+    internal_topic = ""
+    shards: CoordinatorShards | None = None  # None: a coordinator used on its own, without partitions
+    _tasks: trio.Nursery | None = None  # where loads of large partitions run
+    _legacy_dir: Path | None = None
+
+    def on_election(self, replica: CoordinatorReplica) -> None:
+        """``replica``'s broker leads its partition now: the partition's shard moves there and is loaded from the
+        replica's records (COORDINATOR_LOAD_IN_PROGRESS meanwhile, for a large partition)."""
+        elected = self.shards.elect(replica, self._unload_shard) if self.shards is not None else None
+        if elected is None:
+            return
+        shard, at_once = elected
+        if at_once or self._tasks is None:
+            self._load_shard(shard)
+        else:
+            self._tasks.start_soon(self._load_later, shard)
+
+    def on_resignation(self, broker_id: int, partition: int) -> None:
+        """``broker_id`` no longer leads the partition: its shard is unloaded there."""
+        if self.shards is not None and self.shards.loaded_on(broker_id, partition):
+            self._unload_shard(partition)
+
+    def on_broker_gone(self, broker_id: int) -> None:
+        """The broker stopped or crashed: every shard loaded on it goes, with its in-memory state."""
+        if self.shards is not None:
+            for partition in self.shards.on_broker(broker_id):
+                self._unload_shard(partition)
+
+    async def run_loads(self) -> None:
+        """Load large partitions in tasks until cancelled."""
+        try:
+            async with trio.open_nursery() as nursery:
+                self._tasks = nursery
+                await trio.sleep_forever()
+        finally:
+            self._tasks = None
+
+    async def _load_later(self, shard: Shard) -> None:
+        await trio.lowlevel.checkpoint()
+        self._load_shard(shard)
+
+    def _superseded(self, shard: Shard) -> bool:
+        """Whether ``shard`` is no longer its partition's (another election came) or no longer leads."""
+        return self.shards is None or self.shards.get(shard.partition) is not shard or not shard.replica.leading
+
+    def _load_shard(self, shard: Shard) -> None:
+        raise NotImplementedError
+
+    def _unload_shard(self, partition: int) -> None:
+        raise NotImplementedError
+
+    def _drop_legacy_dir(self) -> None:
+        """The local log of an earlier version holds nothing more to carry over: it goes."""
+        if self._legacy_dir is not None and self._legacy_dir.exists():
+            shutil.rmtree(self._legacy_dir, ignore_errors=True)
+            log.info("removed %s: what it held is on %s", self._legacy_dir, self.internal_topic)
+        self._legacy_dir = None

@@ -18,7 +18,7 @@ from typing import Callable
 
 from ..common import Node, PartitionMetadata, TopicMetadata
 from ..common.types import INTERNAL_TOPICS
-from ..protocol.coordinator_records import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+from ..protocol.coordinator_records import OFFSETS_TOPIC, SHARE_GROUP_STATE_TOPIC, TRANSACTION_STATE_TOPIC
 from ..common.hashing import partition_for_key
 from ..protocol.errors import ErrorCode
 from .config import StartupError
@@ -295,10 +295,9 @@ class ClusterMetadata:
         return self._endpoint(nid, listener) or Node(nid, "", -1)
 
     def share_coordinator(self, partition: int, listener: str | None = None) -> Node:
-        """The share coordinator of a ``__share_group_state`` partition (FindCoordinator key type 2): its
-        leader, the internal topic placed as Kafka would place it (:meth:`_placed_leader`), at
-        its address on ``listener`` (port -1 when it has no such listener; node -1 when no broker is up)."""
-        return self._node(self._placed_leader(partition), listener)
+        """The share coordinator of a ``__share_group_state`` partition (FindCoordinator key type 2): its leader,
+        at its address on ``listener`` (as :meth:`group_coordinator`)."""
+        return self._node(self.internal_partition_leader(SHARE_GROUP_STATE_TOPIC, partition), listener)
 
     # -- changes -----------------------------------------------------------
     def _assign(self, start: int, count: int, rf: int) -> list[list[int]]:

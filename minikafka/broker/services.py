@@ -278,7 +278,8 @@ class ShareGroupAccess(Protocol):
 class SharePartitions(Protocol):
     """KIP-932 share-partitions and share sessions as ShareFetch and ShareAcknowledge use them (Kafka's
     ``SharePartitionManager``).  Implemented by :class:`~minikafka.broker.share.manager.SharePartitionManager`,
-    one per broker (the state it persists is shared by a cluster's brokers)."""
+    one per broker (the state it persists is kept by the share coordinator).  ``share_partition`` raises
+    ``ShareStateError`` when the share coordinator cannot be read."""
 
     def settings(self, group_id: str) -> ShareGroupSettings: ...
 
@@ -303,6 +304,10 @@ class SharePartitions(Protocol):
 
     def close_session(self, group_id: str, member_id: str, partitions: list[tuple[str, int]]) -> None: ...
 
+    async def persisted(self, group_id: str, topic: str, partition: int) -> ErrorCode:
+        """Wait until the share-partition state written so far is durable: NONE, or COORDINATOR_NOT_AVAILABLE."""
+        ...
+
 
 class ShareGroupOffsets(Protocol):
     """The persisted share-partition start offsets of share groups, for Describe/Alter/DeleteShareGroupOffsets
@@ -316,7 +321,9 @@ class ShareGroupOffsets(Protocol):
 
     def initialized_partitions(self, group_id: str) -> list[tuple[str, int]]: ...
 
-    def alter_start_offset(self, group_id: str, topic: str, partition: int, offset: int) -> None: ...
+    async def alter_start_offset(self, group_id: str, topic: str, partition: int, offset: int) -> ErrorCode:
+        """Start the share-partition over at ``offset``; answered once durable (else the coordinator's error)."""
+        ...
 
     def delete_state(self, group_id: str, topic: str, partition: int) -> bool: ...
 
@@ -700,4 +707,6 @@ class BrokerServices:
     ensure_offsets_topic: Callable[[], None]
     # Creates __transaction_state if it does not exist yet (its partitions place and hold transactional ids).
     ensure_transaction_topic: Callable[[], None]
+    # Creates __share_group_state if it does not exist yet (its partitions place and hold share-partition state).
+    ensure_share_state_topic: Callable[[], None]
     authorizer: Authorizer | None = None  # None: no authorizer.class.name, nothing is checked

@@ -12,6 +12,7 @@ most brokers never see one, and a broker's start-up is the cost of what it uses 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +24,8 @@ from ..common import Clock
 from .client_metrics.configs import ClientMetricsConfigStore
 from .client_metrics.receiver import ClientTelemetryStore
 from .config import BrokerConfig, ConfigError, StartupError
-from .coordinator_log import compacted_log_config
+from .coordinator_log import SHARE_GROUP_STATE_TOPIC, compacted_log_config
+from .coordinator_log import has_local_log as has_local_coordinator_log
 from .dynamic_config import DynamicConfigStore
 from .faults import FaultInjector
 from .features import FeatureControlManager, FeaturesError
@@ -32,7 +34,7 @@ from .groups.group_config import GroupConfigManager
 from .groups.offset_log import has_local_log
 from .heartbeats import BrokerHeartbeatManager
 from .log.cleaner_manager import CleanerTarget, LogCleaner
-from .metadata import ClusterMetadata
+from .metadata import ClusterMetadata, MetadataError
 from .network_links import NetworkLinks
 from .producer_state import ProducerIdManager
 from .security.authorizer import AclStore, AclStoreError
@@ -43,7 +45,9 @@ from .txn.state_manager import has_local_log as has_local_txn_log
 
 if TYPE_CHECKING:
     from .share.coordinator import ShareGroupCoordinator
-    from .share.partition_state import ShareStateStore
+    from .share.state_coordinator import ShareCoordinator
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,8 +96,8 @@ class SharedServices:
         delegation_tokens = DelegationTokenManager.from_config(config, data_dir, clock=clock)
         acls = open_acl_store(data_dir)
         group_configs = GroupConfigManager(config, data_dir)
-        share = ShareGroupServices(config, data_dir, metadata, group_configs, group_coordinator, clock)
         links = NetworkLinks()
+        share = ShareGroupServices(config, data_dir, metadata, group_configs, group_coordinator, clock, links)
         # The transaction coordinator's markers come from the broker it runs on (FindCoordinator's answer).
         txn_coordinator.connector.links, txn_coordinator.connector.source = links, metadata.controller_id
         return cls(metadata=metadata, group_coordinator=group_coordinator, producer_ids=producer_ids,
@@ -114,14 +118,14 @@ class SharedServices:
         nursery.start_soon(token_expiry_loop, self.delegation_tokens, config.delegation_token_expiry_check_interval_ms)
 
     def add_coordinator_logs(self, cleaner: LogCleaner) -> None:
-        """Have ``cleaner`` compact ``__consumer_offsets``, ``__transaction_state`` and ``__share_group_state``
-        (once per process, by whoever runs the coordinators)."""
+        """Have ``cleaner`` compact the local ``__consumer_offsets`` and ``__transaction_state`` logs of coordinators
+        used on their own (once per process, by whoever runs the coordinators; the replicated partitions are
+        compacted by their brokers' cleaners)."""
         cleaner.add_source(self.group_coordinator.cleaner_targets)
         cleaner.add_source(self.txn_coordinator.cleaner_targets)
-        cleaner.add_source(self.share.cleaner_targets)
 
     def close(self) -> None:
-        """Close the coordinators and the share-partition state (by whoever runs them)."""
+        """Close the coordinators (by whoever runs them)."""
         self.group_coordinator.close()
         self.txn_coordinator.close()
         self.share.close()
@@ -131,31 +135,30 @@ class SharedServices:
         """The KIP-932 share-group coordinator (built now if it was not yet)."""
         return self.share.coordinator
 
-    @property
-    def share_state(self) -> ShareStateStore:
-        """The KIP-932 share-partition state (built now if it was not yet)."""
-        return self.share.state
-
 
 class ShareGroupServices:
-    """KIP-932 share groups of a broker or cluster: the share-group coordinator (membership) and the
-    share-partition state (as if ``__share_group_state`` were replicated: a partition's new leader reads what
-    the old one wrote, in ``<data_dir>/__share_group_state-0``).
+    """KIP-932 share groups of a broker or cluster: the share-group coordinator (membership) and the share
+    coordinator, which keeps the share-partition state on the replicated ``__share_group_state`` partitions
+    (:mod:`~minikafka.broker.share.state_coordinator`).
 
     Both are built, and :mod:`minikafka.broker.share` imported, on first use (:meth:`build`, or reading
-    :attr:`coordinator` / :attr:`state`): a ShareGroupHeartbeat, ShareFetch, a share-group offsets request...
-    Until then there is no share group (they live in memory), so listing them needs nothing built.  Those that
-    build their own part when this is built (each broker's share-partitions) register in :attr:`on_build`."""
+    :attr:`coordinator` / :attr:`state`): a ShareGroupHeartbeat, ShareFetch, a share-group offsets request, a
+    broker becoming the leader of a ``__share_group_state`` partition...  Until then there is no share group
+    (they live in memory), so listing them needs nothing built.  Those that build their own part when this is
+    built (each broker's share-partitions) register in :attr:`on_build`."""
 
     def __init__(self, config: BrokerConfig, data_dir: Path | None, metadata: ClusterMetadata,
-                 group_configs: GroupConfigManager, group_coordinator: GroupCoordinator, clock: Clock) -> None:
+                 group_configs: GroupConfigManager, group_coordinator: GroupCoordinator, clock: Clock,
+                 links: NetworkLinks | None = None) -> None:
         self._config = config
         self._data_dir = data_dir
         self._metadata = metadata
         self._group_configs = group_configs
         self._group_coordinator = group_coordinator
         self._clock = clock
-        self._built: tuple[ShareGroupCoordinator, ShareStateStore] | None = None
+        self._links = links
+        self._built: tuple[ShareGroupCoordinator, ShareCoordinator] | None = None
+        self._state: ShareCoordinator | None = None
         self._nursery: trio.Nursery | None = None  # where the coordinator's timer runs once started
         self._closed = False
         self.on_build: list[Callable[[], object]] = []
@@ -164,15 +167,15 @@ class ShareGroupServices:
     def built(self) -> bool:
         return self._built is not None
 
-    def build(self) -> tuple[ShareGroupCoordinator, ShareStateStore]:
-        """The coordinator and state store, built (and started, when running) on the first call."""
+    def build(self) -> tuple[ShareGroupCoordinator, ShareCoordinator]:
+        """The share-group coordinator and the share coordinator, built (and started, when running) on the first
+        call."""
         if self._built is None:
-            state = share_state_store(self._config, self._data_dir, self._metadata, self._clock)
+            state = self.state
             coordinator = share_group_coordinator(self._config, self._metadata, self._group_configs,
                                                   self._group_coordinator)
             if self._closed:  # used after the broker or cluster stopped: its state is read, never written
                 coordinator.close()
-                state.close()
             self._built = coordinator, state
             if self._nursery is not None:
                 self._nursery.start_soon(coordinator.run)
@@ -185,8 +188,19 @@ class ShareGroupServices:
         return self.build()[0]
 
     @property
-    def state(self) -> ShareStateStore:
-        return self.build()[1]
+    def state(self) -> ShareCoordinator:
+        """The share coordinator (built now if it was not yet; the share groups need not be)."""
+        if self._state is None:
+            state = self._state = share_coordinator(self._config, self._data_dir, self._metadata, self._clock,
+                                                    self._links)
+            if self._nursery is not None:
+                self._nursery.start_soon(state.run_loads)
+        return self._state
+
+    def on_broker_gone(self, broker_id: int) -> None:
+        """The broker stopped or crashed: the ``__share_group_state`` partitions loaded on it go."""
+        if self._state is not None:
+            self._state.on_broker_gone(broker_id)
 
     def list_groups(self) -> list[tuple[str, str]]:
         """(group id, state) of each share group, without building anything (none before the first use)."""
@@ -197,18 +211,14 @@ class ShareGroupServices:
         self._nursery = nursery
         if self._built is not None:
             nursery.start_soon(self._built[0].run)
-
-    def cleaner_targets(self) -> list[CleanerTarget]:
-        """``__share_group_state`` for the log cleaner, once there is one."""
-        return self._built[1].cleaner_targets() if self._built is not None else []
+        if self._state is not None:
+            nursery.start_soon(self._state.run_loads)
 
     def close(self) -> None:
         self._closed = True
         self._nursery = None
         if self._built is not None:
-            coordinator, state = self._built
-            coordinator.close()
-            state.close()
+            self._built[0].close()
 
 
 def share_group_coordinator(config: BrokerConfig, metadata: ClusterMetadata, group_configs: GroupConfigManager,
@@ -245,13 +255,54 @@ def open_acl_store(data_dir: Path | None) -> AclStore:
         raise StartupError(str(exc)) from None
 
 
-def share_state_store(config: BrokerConfig, data_dir: Path | None, metadata: ClusterMetadata,
-                      clock: Clock) -> ShareStateStore:
-    """The ``__share_group_state`` store, a compacted log in ``data_dir`` (in memory without one)."""
+def share_coordinator(config: BrokerConfig, data_dir: Path | None, metadata: ClusterMetadata, clock: Clock,
+                      links: NetworkLinks | None) -> ShareCoordinator:
+    """The share coordinator on the ``__share_group_state`` partitions (created at its first use), carrying over
+    what a local store of an earlier version kept in ``data_dir``."""
     from .share.partition_state import ShareStateStore
+    from .share.state_coordinator import ShareCoordinator
 
-    return ShareStateStore(data_dir, metadata, clock=clock, config=compacted_log_config(
-        config.share_coordinator_state_topic_segment_bytes, config.topic_defaults()))
+    legacy = None
+    if has_local_share_log(data_dir):
+        legacy = ShareStateStore(data_dir, metadata, clock=clock, config=compacted_log_config(
+            config.share_coordinator_state_topic_segment_bytes, config.topic_defaults()))
+
+    def ensure_topic() -> None:
+        ensure_internal_topic(metadata, SHARE_GROUP_STATE_TOPIC, config.share_coordinator_state_topic_num_partitions,
+                              config.share_coordinator_state_topic_replication_factor,
+                              config.share_coordinator_state_topic_segment_bytes,
+                              config.share_coordinator_state_topic_min_isr)
+
+    def reachable(broker: int, coordinator: int) -> bool:
+        return links is None or broker == coordinator or (links.reachable(broker, coordinator)
+                                                          and links.reachable(coordinator, broker))
+
+    return ShareCoordinator(config.share_coordinator_state_topic_num_partitions, metadata,
+                            write_timeout_ms=config.share_coordinator_write_timeout_ms, ensure_topic=ensure_topic,
+                            reachable=reachable, legacy=legacy)
+
+
+def has_local_share_log(data_dir: Path | None) -> bool:
+    """Whether ``data_dir`` holds the share-partition state of an earlier version's local store (its log, or
+    its JSON lines ``__share_group_state/state.log``), without importing :mod:`minikafka.broker.share`."""
+    return has_local_coordinator_log(data_dir, SHARE_GROUP_STATE_TOPIC, SHARE_GROUP_STATE_TOPIC, "state.log")
+
+
+def ensure_internal_topic(metadata: ClusterMetadata, name: str, partitions: int, replication_factor: int,
+                          segment_bytes: int, min_isr: int | None = None) -> None:
+    """Create a coordinator's compacted internal topic if it does not exist yet, as Kafka does at its first use:
+    ``replication_factor`` replicas and ``min_isr`` as its ``min.insync.replicas``, both capped at the brokers new
+    replicas can go to."""
+    if name in metadata.topics:
+        return
+    configs = {"cleanup.policy": "compact", "segment.bytes": str(segment_bytes), "compression.type": "producer"}
+    if min_isr is not None:
+        replicas = min(replication_factor, len(metadata.placement_brokers()))
+        configs["min.insync.replicas"] = str(max(1, min(min_isr, replicas)))
+    try:
+        metadata.ensure_internal_topic(name, partitions, replication_factor, configs)
+    except MetadataError as exc:
+        log.warning("cannot create %s: %s", name, exc)
 
 
 async def token_expiry_loop(tokens: DelegationTokenManager, interval_ms: int) -> None:

@@ -1,5 +1,5 @@
-"""KIP-932 share-partitions in a cluster: the share-partition state is shared by the brokers (as if
-``__share_group_state`` were replicated), so a partition's new leader continues where the old one stopped,
+"""KIP-932 share-partitions in a cluster: the share-partition state is kept by the share coordinator on the
+replicated ``__share_group_state`` topic, so a partition's new leader continues where the old one stopped,
 and a broker that does not lead a partition answers NOT_LEADER_OR_FOLLOWER naming the leader."""
 
 from __future__ import annotations

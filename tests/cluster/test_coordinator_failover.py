@@ -1,7 +1,8 @@
 """A coordinator's broker crashes under real clients (issue 25): confluent-kafka consumers committing as they go
 find the new group coordinator, no committed offset goes back and nothing committed is consumed twice; a
 transactional consume-transform-produce loop outlives its transaction coordinator's crash with every input
-record once in the read_committed output."""
+record once in the read_committed output; confluent-kafka share consumers outlive the crash of the broker that
+keeps their share-partition state, no accepted record delivered again."""
 
 from __future__ import annotations
 
@@ -37,42 +38,66 @@ def fill(bootstrap: str, topic: str, partitions: int, count: int) -> list[bytes]
     return values
 
 
-class CommittingConsumer(threading.Thread):
-    """A confluent-kafka consumer of group ``group`` that commits each record synchronously once it has it,
-    noting when it consumed it and whether (and when) its commit succeeded."""
+class ConsumerThread(threading.Thread):
+    """A confluent-kafka consumer subscribed to ``topic`` in its own thread: :meth:`step` again and again until
+    stopped, noting ``(partition, offset, value, when it got it, when its commit succeeded or None)`` in
+    ``events``.  An exception ends it, kept for the test."""
 
-    def __init__(self, bootstrap: str, group: str, topic: str, events: list, lock: threading.Lock) -> None:
+    def __init__(self, consumer: Any, topic: str, events: list, lock: threading.Lock) -> None:
         super().__init__(daemon=True)
-        from confluent_kafka import Consumer
-
-        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
-                                  "auto.offset.reset": "earliest", "session.timeout.ms": 6000,
-                                  "heartbeat.interval.ms": 200, **CLIENT})
-        self.consumer.subscribe([topic])
+        self.consumer = consumer
+        consumer.subscribe([topic])
         self.events, self.lock = events, lock
         self.stop = threading.Event()
         self.error: BaseException | None = None
 
-    def run(self) -> None:
-        from confluent_kafka import KafkaException
+    def step(self) -> None:
+        raise NotImplementedError
 
+    def run(self) -> None:
         try:
             while not self.stop.is_set():
-                msg = self.consumer.poll(0.1)
-                if msg is None or msg.error() is not None:
-                    continue
-                consumed_at = time.monotonic()
-                try:
-                    self.consumer.commit(message=msg, asynchronous=False)
-                    committed_at: float | None = time.monotonic()
-                except KafkaException:
-                    committed_at = None  # the coordinator was away: someone may read it again
-                with self.lock:
-                    self.events.append((msg.partition(), msg.offset(), msg.value(), consumed_at, committed_at))
+                self.step()
         except BaseException as exc:  # noqa: BLE001 - reported by the test
             self.error = exc
         finally:
             self.consumer.close()
+
+
+class CommittingConsumer(ConsumerThread):
+    """A consumer of group ``group`` that commits each record synchronously once it has it."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str, events: list, lock: threading.Lock) -> None:
+        from confluent_kafka import Consumer
+
+        super().__init__(Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+                                   "auto.offset.reset": "earliest", "session.timeout.ms": 6000,
+                                   "heartbeat.interval.ms": 200, **CLIENT}), topic, events, lock)
+
+    def step(self) -> None:
+        from confluent_kafka import KafkaException
+
+        msg = self.consumer.poll(0.1)
+        if msg is None or msg.error() is not None:
+            return
+        consumed_at = time.monotonic()
+        try:
+            self.consumer.commit(message=msg, asynchronous=False)
+            committed_at: float | None = time.monotonic()
+        except KafkaException:
+            committed_at = None  # the coordinator was away: someone may read it again
+        with self.lock:
+            self.events.append((msg.partition(), msg.offset(), msg.value(), consumed_at, committed_at))
+
+
+def assert_none_read_after_its_commit(events: list[tuple[int, int, bytes, float, float | None]]) -> None:
+    """No record of ``events`` was read again after its commit succeeded."""
+    by_record: dict[tuple[int, int], list[tuple[float, float | None]]] = defaultdict(list)
+    for p, off, _, read_at, committed_at in events:
+        by_record[(p, off)].append((read_at, committed_at))
+    for record, reads in by_record.items():
+        committed = [c for _, c in reads if c is not None]
+        assert not any(read_at > min(committed) for read_at, _ in reads if committed), (record, reads)
 
 
 class CommittedOffsetsMonitor(threading.Thread):
@@ -145,14 +170,7 @@ def test_consumers_committing_as_they_go_outlive_their_group_coordinators_crash(
         assert {v for _, _, v, _, _ in got} == set(values)
         assert monitor.backwards == []  # no committed offset went back
         assert monitor.reads > 0
-        # Nothing read again once its commit succeeded.
-        by_record: dict[tuple[int, int], list[tuple[float, float | None]]] = defaultdict(list)
-        for p, off, _, consumed_at, committed_at in got:
-            by_record[(p, off)].append((consumed_at, committed_at))
-        twice = {k: v for k, v in by_record.items() if len(v) > 1}
-        for record, reads in twice.items():
-            committed = [c for _, c in reads if c is not None]
-            assert not any(consumed > min(committed) for consumed, _ in reads if committed), (record, reads)
+        assert_none_read_after_its_commit(got)
 
 
 def _committed_output(bootstrap: str, topic: str, expected: int) -> list[bytes]:
@@ -249,3 +267,112 @@ def test_a_transform_loop_outlives_its_transaction_coordinators_crash_with_every
         assert ct.call(lambda: ct.cluster.metadata.transaction_coordinator("transform").node_id) != stats["crashed"]
         out = _committed_output(ct.bootstrap, "out", len(values))
         assert sorted(out) == sorted(values)  # every input record once: none lost, none twice
+
+
+class AcceptingShareConsumer(ConsumerThread):
+    """A share consumer of share group ``group`` that accepts every record it gets and commits the
+    acknowledgements synchronously."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str, events: list, lock: threading.Lock) -> None:
+        from confluent_kafka import ShareConsumer
+
+        super().__init__(ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group,
+                                        "share.acknowledgement.mode": "explicit", **CLIENT}), topic, events, lock)
+
+    def step(self) -> None:
+        from confluent_kafka import AcknowledgeType, KafkaException
+
+        msgs = [m for m in self.consumer.poll(0.2) if m.error() is None]
+        if not msgs:
+            return
+        got_at = time.monotonic()
+        for m in msgs:
+            self.consumer.acknowledge(m, AcknowledgeType.ACCEPT)
+        try:
+            results = self.consumer.commit_sync(30)
+            failed = {tp.partition for tp, err in results.items() if err is not None}
+        except KafkaException:
+            failed = {m.partition() for m in msgs}  # the acknowledgements may or may not have been taken
+        committed_at = time.monotonic()
+        with self.lock:
+            self.events.extend((m.partition(), m.offset(), m.value(), got_at,
+                                None if m.partition() in failed else committed_at) for m in msgs)
+
+
+def _share_coordinator_apart(ct: ClusterThread, topic: str, partitions: int) -> tuple[str, int]:
+    """A share group whose share coordinator of ``topic``-0 is neither its group coordinator nor, once leaders
+    moved away from it, the leader of a partition of ``topic``: (the group, that broker)."""
+    from minikafka.broker.share.partition_state import ShareStateKey
+
+    def place() -> tuple[str, int]:
+        cluster = ct.cluster
+        cluster.broker(0).ensure_offsets_topic()
+        state = cluster.shared.share.state
+        state.ensure_topic()
+        for i in range(100):
+            group = f"share-{i}"
+            partition = state.partition_for(ShareStateKey(group, topic, 0))
+            assert partition is not None
+            coordinator = cluster.metadata.internal_partition_leader("__share_group_state", partition)
+            if coordinator != cluster.metadata.group_coordinator(group).node_id:
+                break
+        cluster.broker(0).group_configs.set_overrides(group, {"share.auto.offset.reset": "earliest"})
+        for p, pm in enumerate(cluster.metadata.topics[topic].partitions):
+            if pm.leader == coordinator:
+                cluster.metadata.move_leader(topic, p, next(b for b in pm.isr if b != coordinator))
+        return group, coordinator
+
+    return ct.call(place)
+
+
+def test_share_consumers_outlive_their_share_coordinators_crash():
+    """Three confluent-kafka share consumers accept what they get; the broker that keeps the state of their
+    share-partition ``sq``-0 crashes, and more records come: they carry on, every record is accepted, and none
+    comes back once its acceptance committed."""
+    from minikafka.broker.share.partition_state import ShareStateKey
+
+    # Records whose acknowledgement was refused while no broker had the state (COORDINATOR_NOT_AVAILABLE) come
+    # back once their 2 s locks expire.
+    with ClusterThread(3, **FAST, group_share_record_lock_duration_ms=2000) as ct:
+        ct.create_topic("sq", 3, 3)
+        waiting.wait_for(lambda: ct.call(lambda: all(len(pm.isr) == 3 for pm in
+                                                     ct.cluster.metadata.topics["sq"].partitions)), 30)
+        group, coordinator = _share_coordinator_apart(ct, "sq", 3)
+        values = fill(ct.bootstrap, "sq", 3, 300)
+        events: list[tuple[int, int, bytes, float, float | None]] = []
+        lock = threading.Lock()
+        consumers = [AcceptingShareConsumer(ct.bootstrap, group, "sq", events, lock) for _ in range(3)]
+        for c in consumers:
+            c.start()
+
+        def accepted() -> set[bytes]:
+            with lock:
+                return {v for _, _, v, _, committed in events if committed is not None}
+
+        def coordinator_now() -> int:
+            partition = ct.cluster.shared.share.state.partition_for(ShareStateKey(group, "sq", 0))
+            return ct.cluster.metadata.internal_partition_leader("__share_group_state", partition)
+
+        from confluent_kafka import Producer
+
+        producer = Producer({"bootstrap.servers": ct.bootstrap, "enable.idempotence": True, "linger.ms": 5})
+        try:
+            waiting.wait_for(lambda: accepted() == set(values), 120, interval=0.01)
+            producer.list_topics("sq", timeout=10)  # the leaders known before the crash: more records at once after
+            ct.crash_broker(coordinator)
+            values += [b"s%05d" % i for i in range(300)]
+            for i, value in enumerate(values[300:]):
+                producer.produce("sq", value=value, partition=i % 3)
+            assert producer.flush(60) == 0
+            # The survivors' acknowledgements reach the next share coordinator of sq-0, which loaded its state.
+            waiting.wait_for(lambda: accepted() == set(values), 180, interval=0.05)
+            assert ct.call(coordinator_now) not in (-1, coordinator)
+        finally:
+            for c in consumers:
+                c.stop.set()
+            for c in consumers:
+                c.join(30)
+        assert [c.error for c in consumers] == [None] * 3
+        with lock:
+            got = list(events)
+        assert_none_read_after_its_commit(got)  # nothing delivered again once its acceptance was committed

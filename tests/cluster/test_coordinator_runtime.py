@@ -127,13 +127,13 @@ async def test_the_shard_moves_with_leadership_and_loads_on_the_new_leader(monke
 
     monkeypatch.setattr(coordinator_runtime, "SYNC_LOAD_MAX_BYTES", -1)  # every load by a task: a window to look into
     gate = trio.Event()
-    loading = GroupCoordinator._load_shard_later
+    loading = GroupCoordinator._load_later
 
     async def held(self: GroupCoordinator, shard: Any) -> None:
         await gate.wait()
         await loading(self, shard)
 
-    monkeypatch.setattr(GroupCoordinator, "_load_shard_later", held)
+    monkeypatch.setattr(GroupCoordinator, "_load_later", held)
     async with serve_cluster(3, **FAST) as cluster:
         cluster.broker(0).create_topic("t", 1, 3)
         c0 = await connect(cluster, 0)

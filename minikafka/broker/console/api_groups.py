@@ -147,8 +147,8 @@ class GroupsView:
         return out
 
     # -- changing --------------------------------------------------------------------------------
-    def reset_offsets(self, group: GroupMetadata | ShareGroup, to: str, value: int | None, topic: str | None,
-                      request: Request) -> list[dict[str, Any]]:
+    async def reset_offsets(self, group: GroupMetadata | ShareGroup, to: str, value: int | None, topic: str | None,
+                            request: Request) -> list[dict[str, Any]]:
         """``--reset-offsets --to-earliest|--to-latest|--to-datetime|--to-offset`` of every partition with an
         offset (or every partition of ``topic``); the group must be empty.  Offsets are clamped to the log
         (as the tool does) and a timestamp with no record after it resets to the log end."""
@@ -192,7 +192,9 @@ class GroupsView:
             new[tp] = min(max(offset, low), high)
         if isinstance(group, ShareGroup):
             for tp, offset in new.items():
-                self.share_offsets.alter_start_offset(group.group_id, tp.topic, tp.partition, offset)
+                code = await self.share_offsets.alter_start_offset(group.group_id, tp.topic, tp.partition, offset)
+                if code:
+                    raise ConsoleError(409, ErrorCode(code).name, f"{tp.topic}-{tp.partition}: {ErrorCode(code).name}")
         else:
             now = self.coordinator.now_ms()
             errors = self.coordinator.commit_offsets(
@@ -245,7 +247,7 @@ def routes(ctx: ConsoleContext) -> list[BaseRoute]:
         group_id = request.path_params["group_id"]
         to, value, topic = _reset_request(await read_json(request))
         ctx.require(request, AclOperation.READ, ResourceType.GROUP, group_id)
-        return {"reset": view.reset_offsets(view.find(group_id), to, value, topic, request)}
+        return {"reset": await view.reset_offsets(view.find(group_id), to, value, topic, request)}
 
     async def delete(request: Request) -> Any:
         group_id = request.path_params["group_id"]

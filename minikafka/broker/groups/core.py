@@ -12,11 +12,8 @@ composes them.
 from __future__ import annotations
 
 import logging
-import shutil
 from pathlib import Path
 from typing import Callable
-
-import trio
 
 from ...common import OffsetAndMetadata, TopicPartition
 from ...common.clock import SYSTEM_CLOCK, Clock
@@ -33,10 +30,10 @@ from .metadata import (
     JoinResult,
     SyncResult,
 )
-from ..coordinator_log import compacted_log_config
+from ..coordinator_log import OFFSETS_TOPIC, compacted_log_config
 from ..log.cleaner_manager import CleanerTarget
 from .offset_log import LoadedGroup, OffsetLog
-from ..coordinator_runtime import CoordinatorReplica, CoordinatorShards, Shard, ShardState
+from ..coordinator_runtime import CoordinatorShards, Shard, ShardedCoordinator, ShardState
 from ...common.hashing import partition_for_key
 
 # One logger for the whole coordinator, whichever module of it logs.
@@ -70,8 +67,10 @@ def _generation(group: GroupMetadata) -> int:
     return group.consumer.group_epoch if group.consumer is not None else group.generation_id
 
 
-class CoordinatorCore:
+class CoordinatorCore(ShardedCoordinator):
     """The group cache, clocks and offsets-log glue of :class:`~.coordinator.GroupCoordinator`."""
+
+    internal_topic = OFFSETS_TOPIC
 
     def __init__(
         self,
@@ -100,8 +99,6 @@ class CoordinatorCore:
         self._persisted_meta: dict[str, tuple[str, int]] = {}
         # With the coordinator runtime (use_partitions): which broker has each __consumer_offsets partition's
         # shard loaded; the groups of every loaded shard are in self.groups.
-        self.shards: CoordinatorShards | None = None
-        self._tasks: trio.Nursery | None = None  # run()'s: loads of large partitions
         # Offsets committed and not yet replicated, per group: partition -> (the value before them, then each
         # (log offset of its record, value)); OffsetFetch reads what is replicated (Kafka's committed snapshot).
         self._unreplicated: dict[str, dict[TopicPartition, tuple[OffsetAndMetadata | None,
@@ -110,7 +107,6 @@ class CoordinatorCore:
         self._parked: dict[str, GroupMetadata] = {}
         # Groups of an earlier version's local log, written to their partitions as those load (use_partitions).
         self._legacy: dict[str, LoadedGroup] = {}
-        self._legacy_dir: Path | None = None
         if self._log is not None:
             self._load()
 
@@ -192,38 +188,12 @@ class CoordinatorCore:
             del self._unreplicated[group_id]
         return out
 
-    def on_election(self, replica: CoordinatorReplica) -> None:
-        """The broker of ``replica`` became the leader of its ``__consumer_offsets`` partition: the shard moves
-        there (unloaded from wherever it was) and is loaded from the replica's records, at once for a small
-        partition, by a task for a larger one (COORDINATOR_LOAD_IN_PROGRESS meanwhile)."""
-        elected = self.shards.elect(replica, self._unload) if self.shards is not None else None
-        if elected is None:
-            return
-        shard, at_once = elected
-        if at_once or self._tasks is None:
-            self._load_shard(shard)
-        else:
-            self._tasks.start_soon(self._load_shard_later, shard)
-
-    def on_resignation(self, broker_id: int, partition: int) -> None:
-        """``broker_id`` no longer leads the partition: its shard is unloaded there."""
-        if self.shards is not None and self.shards.loaded_on(broker_id, partition):
-            self._unload(partition)
-
-    def on_broker_gone(self, broker_id: int) -> None:
-        """The broker stopped or crashed: every shard loaded on it goes, with its in-memory state."""
-        if self.shards is not None:
-            for partition in self.shards.on_broker(broker_id):
-                self._unload(partition)
-
-    async def _load_shard_later(self, shard: Shard) -> None:
-        await trio.lowlevel.checkpoint()
-        self._load_shard(shard)
-
     def _load_shard(self, shard: Shard) -> None:
-        assert self.shards is not None and self._log is not None
-        if self.shards.get(shard.partition) is not shard or not shard.replica.leading:
-            return  # superseded meanwhile
+        """Install the groups of the partition's records (those an unload parked get their members back when
+        the records give them the generation they had)."""
+        assert self._log is not None
+        if self._superseded(shard):
+            return
         parked = {g: self._parked.pop(g) for g in [g for g in self._parked if self.partition_for(g) == shard.partition]}
         for gid, loaded in self._log.load_partition(shard.replica).items():
             self._install(gid, loaded, parked.get(gid))
@@ -247,18 +217,11 @@ class CoordinatorCore:
         if not self._legacy:
             self._drop_legacy_dir()
 
-    def _drop_legacy_dir(self) -> None:
-        """The local log of an earlier version holds nothing more to carry over: it goes."""
-        if self._legacy_dir is not None and self._legacy_dir.exists():
-            shutil.rmtree(self._legacy_dir, ignore_errors=True)
-            log.info("removed %s: its groups are on __consumer_offsets", self._legacy_dir)
-        self._legacy_dir = None
-
     def _loaded_state(self, group: GroupMetadata) -> LoadedGroup:
         """What replay would recover of ``group`` (its type, generation, protocol type and offsets)."""
         return LoadedGroup(group.protocol_type, _generation(group), group.group_type, dict(group.offsets))
 
-    def _unload(self, partition: int) -> None:
+    def _unload_shard(self, partition: int) -> None:
         """Drop a shard and its groups' in-memory state (members waiting on a join or sync are answered
         NOT_COORDINATOR, as Kafka's ``onResignation``)."""
         assert self.shards is not None

@@ -48,6 +48,7 @@ from ...protocol.coordinator_records import (ConsumerGroupMetadataKey, ConsumerG
                                              GroupMetadataKey, GroupMetadataValue, GroupRecordValue,
                                              OffsetCommitKey, OffsetCommitValue, decode_group_record, encode_record)
 from ...protocol.records import NO_PRODUCER_EPOCH, RecordBatchHeader
+from ..coordinator_log import has_local_log as has_local_coordinator_log
 from ..coordinator_log import (OFFSETS_TOPIC, OFFSETS_TOPIC_SEGMENT_BYTES, CoordinatorLog, CoordinatorLogStore,
                                compacted_log_config)
 from ..coordinator_runtime import CoordinatorReplica, CoordinatorShards, NotLeaderError, Shard, replay_log
@@ -91,10 +92,9 @@ def _metadata_key(group_id: str, group_type: str) -> GroupMetadataKey | Consumer
 
 
 def has_local_log(data_dir: Path | None) -> bool:
-    """Whether ``data_dir`` holds a local ``__consumer_offsets`` log of a coordinator used on its own (or of an
-    earlier version), JSON lines included."""
-    return data_dir is not None and ((data_dir / f"{OFFSETS_TOPIC}-0").is_dir()
-                                     or (data_dir / LEGACY_DIR_NAME / LEGACY_FILE_NAME).exists())
+    """Whether ``data_dir`` holds a local ``__consumer_offsets`` log to carry over
+    (:func:`~..coordinator_log.has_local_log`)."""
+    return has_local_coordinator_log(data_dir, OFFSETS_TOPIC, LEGACY_DIR_NAME, LEGACY_FILE_NAME)
 
 
 class OffsetLog(CoordinatorLogStore):

@@ -72,20 +72,23 @@ def share_coordinator_key(key: str) -> str:
 
 class FindCoordinatorHandler:
     """The coordinator of a group (the leader of its ``__consumer_offsets`` partition), transactional id
-    (the leader of its ``__transaction_state`` partition) or, v6+ (KIP-932), share-partition (key ``groupId:topicId:partition``: the
-    leader of its ``__share_group_state`` partition, ``abs(key.hashCode) %
+    (the leader of its ``__transaction_state`` partition) or, v6+ (KIP-932), share-partition (key
+    ``groupId:topicId:partition``: the leader of its ``__share_group_state`` partition, ``abs(key.hashCode) %
     share.coordinator.state.topic.num.partitions``, which only brokers ask for: CLUSTER_ACTION on the
     cluster); v4 answers a batch; v5 only says the client knows TRANSACTION_ABORTABLE (KIP-890)."""
 
     def __init__(self, metadata: MetadataCache, authorizer: Authorizer | None = None,
                  share_state_partitions: int = 50, ensure_offsets_topic: Callable[[], None] | None = None,
-                 ensure_transaction_topic: Callable[[], None] | None = None) -> None:
-        """``ensure_offsets_topic`` / ``ensure_transaction_topic``: create ``__consumer_offsets`` at the first
-        group lookup and ``__transaction_state`` at the first transactional id lookup, as Kafka does."""
+                 ensure_transaction_topic: Callable[[], None] | None = None,
+                 ensure_share_state_topic: Callable[[], None] | None = None) -> None:
+        """``ensure_offsets_topic`` / ``ensure_transaction_topic`` / ``ensure_share_state_topic``: create
+        ``__consumer_offsets`` at the first group lookup, ``__transaction_state`` at the first transactional id
+        lookup and ``__share_group_state`` at the first share-partition lookup, as Kafka does."""
         self.metadata = metadata
         self.authorizer = authorizer
         self.share_state_partitions = share_state_partitions  # share.coordinator.state.topic.num.partitions
-        self.ensure_topic = {GROUP: ensure_offsets_topic, TRANSACTION: ensure_transaction_topic}
+        self.ensure_topic = {GROUP: ensure_offsets_topic, TRANSACTION: ensure_transaction_topic,
+                             SHARE: ensure_share_state_topic}
 
     async def handle(self, ctx: RequestContext, req: B.FindCoordinatorRequestBody) -> B.FindCoordinatorResponseBody:
         key_type = req["key_type"]
@@ -104,6 +107,8 @@ class FindCoordinatorHandler:
                 except ValueError as exc:
                     return {"error_code": E.INVALID_REQUEST, "error_message": str(exc), "node_id": -1, "host": "",
                             "port": -1}
+                if (ensure := self.ensure_topic[SHARE]) is not None:
+                    ensure()
                 return self._answer(self.metadata.share_coordinator(partition, ctx.listener))
             if self.authorizer is not None:
                 resource_type, denied = _COORDINATOR_RESOURCE[key_type]

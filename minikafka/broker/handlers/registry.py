@@ -204,7 +204,8 @@ HANDLER_FACTORIES: Mapping[ApiKey, HandlerFactory] = {
     ApiKey.FIND_COORDINATOR: lambda s: FindCoordinatorHandler(
         s.metadata, authorizer=s.authorizer,
         share_state_partitions=s.config.share_coordinator_state_topic_num_partitions,
-        ensure_offsets_topic=s.ensure_offsets_topic, ensure_transaction_topic=s.ensure_transaction_topic).handle,
+        ensure_offsets_topic=s.ensure_offsets_topic, ensure_transaction_topic=s.ensure_transaction_topic,
+        ensure_share_state_topic=s.ensure_share_state_topic).handle,
     ApiKey.JOIN_GROUP: lambda s: JoinGroupHandler(s.group_coordinator, authorizer=s.authorizer,
                                                   coordinator_error=_group_coordinator_error(s),
                                                   metadata=s.metadata).handle,

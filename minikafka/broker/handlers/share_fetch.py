@@ -46,7 +46,7 @@ from ..partition import Partition
 from ..request import RequestContext
 from ..services import Authorizer, ClientQuota, DelayedOperations, FetchLog, MetadataCache, SharePartitions
 from ..share.partition import AckBatch, AcquiredRecords, FetchedBatch, ShareAcquireMode, validate_ack_batches
-from ..share.partition_state import ShareStateKey
+from ..share.partition_state import ShareStateError, ShareStateKey
 from ..share.session import FINAL_EPOCH, ShareSessionError, TopicIdPartition
 from .authorization import AclOperation, ResourceType, authorize, filter_authorized
 
@@ -147,6 +147,13 @@ class ShareHandlerBase:
             return err
         return self.shares.acknowledge(group_id, member_id, part, batches)
 
+    async def _persisted(self, group_id: str, acknowledged: list[_Partition]) -> None:
+        """Wait until the acknowledgements applied are durable (their share-partition state replicated): an
+        acknowledgement is answered only then, or with COORDINATOR_NOT_AVAILABLE."""
+        for entry in acknowledged:
+            if entry.ack_error == ErrorCode.NONE and entry.name is not None:
+                entry.ack_error = await self.shares.persisted(group_id, entry.name, entry.key.partition)
+
     def _current_leader(self, name: str | None, index: int) -> tuple[int, int]:
         topic = self.metadata.get_topic(name) if name is not None else None
         if topic is None or not 0 <= index < topic.num_partitions:
@@ -221,6 +228,7 @@ class ShareFetchHandler(ShareHandlerBase):
             entry.ack_error = self._acknowledge(ctx, group_id, member_id, name, key.partition, batches, authorized,
                                                 allow_renew=version >= 2)
         fetched = await self._fetch(ctx, req, group_id, member_id, fetching, names, authorized)
+        await self._persisted(group_id, list(results.values()))
         if epoch == FINAL_EPOCH:
             self.shares.close_session(group_id, member_id, [(n, k.partition) for k in session_partitions
                                                             if (n := names.get(k.topic_id)) is not None])
@@ -272,7 +280,8 @@ class ShareFetchHandler(ShareHandlerBase):
         read(fetchable)
         min_bytes = min(max(req["min_bytes"], 1), max_bytes)
         deadline = trio.current_time() + max(req["max_wait_ms"], 0) / 1000
-        if budget.used_bytes >= min_bytes or budget.acquired or trio.current_time() >= deadline:
+        if (budget.used_bytes >= min_bytes or budget.acquired or any(e.error for e in fetchable)
+                or trio.current_time() >= deadline):
             return out
         watch_keys: dict[Hashable, _Partition] = {}
         for entry in fetchable:
@@ -299,7 +308,11 @@ class ShareFetchHandler(ShareHandlerBase):
         """Read one partition from its share-partition's next fetch offset and acquire what it can."""
         part = entry.part
         assert part is not None
-        sp = self.shares.share_partition(group_id, part)
+        try:
+            sp = self.shares.share_partition(group_id, part)
+        except ShareStateError as exc:  # its share coordinator cannot be read: the consumer fetches again
+            entry.error = exc.code
+            return
         lg = part.log
         max_offset = part.last_stable_offset if read_committed else lg.high_watermark
         offset = sp.next_fetch_offset()
@@ -411,6 +424,9 @@ class ShareAcknowledgeHandler(ShareHandlerBase):
                 parts.append({"partition_index": index, "error_code": err, "error_message": None,
                               "current_leader": {"leader_id": leader_id, "leader_epoch": leader_epoch}})
             responses.append({"topic_id": t["topic_id"], "partitions": parts})
+            for part in parts:  # answered once durable
+                if part["error_code"] == ErrorCode.NONE and name is not None:
+                    part["error_code"] = await self.shares.persisted(group_id, name, part["partition_index"])
         if epoch == FINAL_EPOCH:
             self.shares.close_session(group_id, member_id, [(n, k.partition) for k in session_partitions
                                                             if (n := names.get(k.topic_id)) is not None])

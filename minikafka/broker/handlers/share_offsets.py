@@ -164,7 +164,7 @@ class AlterShareGroupOffsetsHandler(_ShareOffsetsBase):
                 elif offset < 0:
                     code = ErrorCode.INVALID_REQUEST
                 else:
-                    self.offsets.alter_start_offset(group_id, name, index, offset)
+                    code = await self.offsets.alter_start_offset(group_id, name, index, offset)
                 parts.append({"partition_index": index, "error_code": code, "error_message": None})
             responses.append({"topic_name": name, "topic_id": self._topic_id(name), "partitions": parts})
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "responses": responses}

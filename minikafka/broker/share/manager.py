@@ -44,7 +44,7 @@ from ..groups.group_config import GroupConfig
 from ..partition import Partition
 from .partition import (AckBatch, AcquiredRecords, FetchedBatch, InFlightBatch, RecordState, ShareAcquireMode,
                         SharePartition)
-from .partition_state import PersistedShareState, ShareStateKey, ShareStateStore
+from .partition_state import PersistedShareState, SharePersister, ShareStateError, ShareStateKey, ShareStateStore
 from .session import ShareFetchContext, ShareSessionCache, ShareSessionKey, TopicIdPartition
 
 log = logging.getLogger(__name__)
@@ -82,14 +82,17 @@ class _Cached:
 class SharePartitionManager:
     """This broker's share-partitions, share sessions and acquisition lock timer."""
 
-    def __init__(self, config: BrokerConfig, store: ShareStateStore | None = None, *,
+    def __init__(self, config: BrokerConfig, store: SharePersister | None = None, *,
                  group_configs: GroupConfigSource | None = None, partitions: PartitionSource | None = None,
                  notify: Callable[[Hashable], object] | None = None,
-                 clock: Callable[[], float] = trio.current_time, wall_clock: Clock = SYSTEM_CLOCK) -> None:
-        """``partitions`` lets the lock timer check it still leads a partition before writing its state;
+                 clock: Callable[[], float] = trio.current_time, wall_clock: Clock = SYSTEM_CLOCK,
+                 broker_id: int | None = None) -> None:
+        """``store``: where the state is read and written (the share coordinator; an in-memory store by default).
+        ``partitions`` lets the lock timer check it still leads a partition before writing its state;
         ``notify(key)`` wakes the ShareFetches waiting on a share-partition (the fetch purgatory)."""
         self.config = config
-        self.store = store if store is not None else ShareStateStore()
+        self.broker_id = config.node_id if broker_id is None else broker_id
+        self.store: SharePersister = store if store is not None else ShareStateStore()
         self.group_configs = group_configs
         self.partitions = partitions
         self.notify = notify
@@ -122,12 +125,17 @@ class SharePartitionManager:
 
     def share_partition(self, group_id: str, part: Partition) -> SharePartition:
         """The share-partition of ``group_id`` on ``part`` (a partition this broker leads), initialized
-        from its persisted state or ``share.auto.offset.reset`` (Kafka's ``maybeInitialize``)."""
+        from its persisted state or ``share.auto.offset.reset`` (Kafka's ``maybeInitialize``); raises
+        :class:`ShareStateError` when its share coordinator cannot be read.  A cached one whose persisted state
+        epoch moved on (AlterShareGroupOffsets started it over) is initialized again."""
         key = ShareStateKey(group_id, part.topic, part.index)
         cached = self._cache.get(key)
-        if cached is not None and cached.leader_epoch == part.leader_epoch:
+        if cached is not None and cached.leader_epoch == part.leader_epoch and not self._started_over(key, cached):
             sp = cached.share_partition
         else:
+            err = self.store.state_error(key, self.broker_id)
+            if err:
+                raise ShareStateError(err)
             sp = self._load(key, part)
             self._cache[key] = _Cached(sp, part.leader_epoch)
         log_start = part.log.log_start_offset
@@ -136,6 +144,10 @@ class SharePartitionManager:
             sp.move_start_to(log_start)
             self._persist(key, sp)
         return sp
+
+    def _started_over(self, key: ShareStateKey, cached: _Cached) -> bool:
+        persisted = self.store.get(key)
+        return persisted is not None and persisted.state_epoch > cached.share_partition.state_epoch
 
     def _load(self, key: ShareStateKey, part: Partition) -> SharePartition:
         state = self.store.get(key)
@@ -164,9 +176,20 @@ class SharePartitionManager:
                 return found[0]
         return lg.high_watermark
 
-    def _persist(self, key: ShareStateKey, sp: SharePartition) -> None:
+    def _persist(self, key: ShareStateKey, sp: SharePartition) -> ErrorCode:
+        """Write the share-partition's state (a snapshot).  When the write is refused the state stays in memory
+        (the next snapshot carries it); FENCED_STATE_EPOCH drops the share-partition, as Kafka's fenced
+        share-partition handler does: the next fetch initializes it from the state written meanwhile."""
         start, epoch, runs = sp.snapshot()
-        self.store.put(key, PersistedShareState(start, epoch, tuple(runs)))
+        err = self.store.put(key, PersistedShareState(start, epoch, tuple(runs)))
+        if err == ErrorCode.FENCED_STATE_EPOCH:
+            self._cache.pop(key, None)
+        return err
+
+    async def persisted(self, group_id: str, topic: str, partition: int) -> ErrorCode:
+        """Wait until the state written for the share-partition is durable (its snapshot replicated): NONE, or
+        COORDINATOR_NOT_AVAILABLE."""
+        return await self.store.replicated(ShareStateKey(group_id, topic, partition))
 
     def _changed(self, key: ShareStateKey) -> None:
         if self.notify is not None:
@@ -195,12 +218,15 @@ class SharePartitionManager:
         cached = self._cache.get(key)
         if cached is None or cached.leader_epoch != part.leader_epoch:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        err = self.store.state_error(key, self.broker_id, write=True)
+        if err:
+            return err  # refused before anything changed, as Kafka rolls back a failed write
         sp = cached.share_partition
         settings = self.settings(group_id)
         err = sp.acknowledge(member_id, batches, self.now_ms(), settings.record_lock_duration_ms,
                              settings.delivery_count_limit)
         if err == ErrorCode.NONE:
-            self._persist(key, sp)
+            err = self._persist(key, sp)
             self._schedule(sp.next_lock_deadline())
             self._changed(key)
         return err
@@ -265,14 +291,19 @@ class SharePartitionManager:
     def initialized_partitions(self, group_id: str) -> list[tuple[str, int]]:
         return sorted((k.topic, k.partition) for k in self.store.keys(group_id))
 
-    def alter_start_offset(self, group_id: str, topic: str, partition: int, offset: int) -> None:
+    async def alter_start_offset(self, group_id: str, topic: str, partition: int, offset: int) -> ErrorCode:
         """Reset a share-partition to start at ``offset`` with nothing in flight (Kafka's
-        InitializeShareGroupState from AlterShareGroupOffsets, with a new state epoch)."""
+        InitializeShareGroupState from AlterShareGroupOffsets, with a new state epoch; the share-partition leader
+        starts over from it); answered once durable."""
         key = ShareStateKey(group_id, topic, partition)
+        err = self.store.state_error(key, self.broker_id, write=True)
+        if err:
+            return err
         old = self.store.get(key)
         self._cache.pop(key, None)
-        self.store.put(key, PersistedShareState(offset, (old.state_epoch + 1) if old is not None else 0, ()))
+        err = self.store.put(key, PersistedShareState(offset, (old.state_epoch + 1) if old is not None else 0, ()))
         self._changed(key)
+        return err or await self.store.replicated(key)
 
     def delete_state(self, group_id: str, topic: str, partition: int) -> bool:
         """Forget a share-partition (Kafka's DeleteShareGroupState): the next fetch initializes it again."""

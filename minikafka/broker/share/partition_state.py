@@ -12,9 +12,13 @@ states with their delivery counts.  With a data dir every change is appended to
 id no longer exists (a deleted topic) is ignored.  Logs of earlier versions
 (``<data_dir>/__share_group_state/state.log``, JSON lines) are migrated into the new log on load and removed.
 
-Deliberate differences: no share coordinator; a :class:`ShareStateStore` is one object shared by the brokers
-of a cluster (``SharedServices``) so a new partition leader reads what the old one wrote; only snapshots are
-written (Kafka writes ``ShareUpdate`` records between snapshots); no leader epochs (written as -1); no fsync.
+:class:`SharePersister` is what a share-partition leader reads and writes its state through (Kafka's
+``Persister``): a :class:`ShareStateStore` on its own (unit tests, a share-partition manager used alone), or the
+share coordinator on the replicated ``__share_group_state`` partitions (:mod:`.state_coordinator`), which a
+broker runs and which carries over what a store of an earlier version kept in ``<data_dir>/__share_group_state-0``.
+
+Deliberate differences: only snapshots are written (Kafka writes ``ShareUpdate`` records between snapshots); no
+leader epochs (written as -1); no fsync.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
 from ...common import SYSTEM_CLOCK, Clock, TopicMetadata
+from ...protocol.errors import ErrorCode
 from ...protocol.coordinator_records import (ShareSnapshotKey, ShareSnapshotValue, ShareStateBatch,
                                              decode_share_record, encode_record)
 from ...protocol.records import RecordBatchHeader
@@ -67,9 +72,60 @@ class TopicIds(Protocol):
     def get_topic_by_id(self, topic_id: uuid.UUID) -> TopicMetadata | None: ...
 
 
+class ShareStateError(Exception):
+    """A share-partition could not be initialized: its share coordinator answered ``code``."""
+
+    def __init__(self, code: ErrorCode) -> None:
+        super().__init__(code.name)
+        self.code = code
+
+
+class SharePersister(Protocol):
+    """Where a share-partition leader reads and writes share-partition state (Kafka's ``Persister``:
+    ReadShareGroupState, WriteShareGroupState, DeleteShareGroupState)."""
+
+    def state_error(self, key: ShareStateKey, broker_id: int, *, write: bool = False) -> ErrorCode:
+        """NONE when broker ``broker_id`` may read (``write``: and write) the state of ``key`` now, else the error
+        its share coordinator answers (COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS...)."""
+        ...
+
+    def get(self, key: ShareStateKey) -> PersistedShareState | None: ...
+
+    def put(self, key: ShareStateKey, state: PersistedShareState) -> ErrorCode:
+        """Write ``state`` (a new snapshot): NONE; FENCED_STATE_EPOCH when its state epoch is older than the
+        stored one's; the coordinator's error when it cannot be written."""
+        ...
+
+    def delete(self, key: ShareStateKey) -> bool: ...
+
+    def keys(self, group_id: str | None = None) -> list[ShareStateKey]: ...
+
+    async def replicated(self, key: ShareStateKey) -> ErrorCode:
+        """Wait until what was written for ``key`` is durable: NONE, or COORDINATOR_NOT_AVAILABLE."""
+        ...
+
+
+def snapshot_value(snapshot_epoch: int, state: PersistedShareState) -> ShareSnapshotValue:
+    """The ``ShareSnapshotValue`` record of ``state``."""
+    return ShareSnapshotValue(snapshot_epoch, state.state_epoch, NO_LEADER_EPOCH, state.start_offset,
+                              tuple(ShareStateBatch(*b) for b in state.batches))
+
+
+def persisted_state(value: ShareSnapshotValue) -> PersistedShareState:
+    """The state a ``ShareSnapshotValue`` record holds."""
+    return PersistedShareState(value.start_offset, value.state_epoch, tuple(
+        (b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in value.state_batches))
+
+
+def next_snapshot_epoch(previous: int | None) -> int:
+    """The snapshot epoch after ``previous`` (a uint16 that wraps; 0 for the first)."""
+    return 0 if previous is None else (previous + 1) % _SNAPSHOT_EPOCHS
+
+
 class ShareStateStore(CoordinatorLogStore):
     """Share-partition state by (group, topic, partition), backed by a ``__share_group_state`` log with a
-    data dir (``topics`` then resolves topic names to the ids the records carry)."""
+    data dir (``topics`` then resolves topic names to the ids the records carry); a :class:`SharePersister`
+    always available, whose writes are durable at once."""
 
     def __init__(self, data_dir: Path | None = None, topics: TopicIds | None = None, *, partition: int = 0,
                  config: LogConfig | None = None, clock: Clock = SYSTEM_CLOCK) -> None:
@@ -99,12 +155,18 @@ class ShareStateStore(CoordinatorLogStore):
         """The share-partitions with state (of one group)."""
         return [k for k in self._states if group_id is None or k.group_id == group_id]
 
+    def state_error(self, key: ShareStateKey, broker_id: int, *, write: bool = False) -> ErrorCode:
+        return ErrorCode.NONE
+
+    async def replicated(self, key: ShareStateKey) -> ErrorCode:
+        return ErrorCode.NONE
+
     # -- writes --------------------------------------------------------------------------------
-    def put(self, key: ShareStateKey, state: PersistedShareState) -> None:
-        if self._states.get(key) == state:
-            return
-        self._states[key] = state
-        self._write_snapshot(key, state)
+    def put(self, key: ShareStateKey, state: PersistedShareState) -> ErrorCode:
+        if self._states.get(key) != state:
+            self._states[key] = state
+            self._write_snapshot(key, state)
+        return ErrorCode.NONE
 
     def delete(self, key: ShareStateKey) -> bool:
         if self._states.pop(key, None) is None:
@@ -123,12 +185,9 @@ class ShareStateStore(CoordinatorLogStore):
         if topic_id is None:
             log.warning("share state of %s not persisted: topic %s has no id", key, key.topic)
             return
-        previous = self._snapshot_epochs.get(key)
-        epoch = 0 if previous is None else (previous + 1) % _SNAPSHOT_EPOCHS
-        self._snapshot_epochs[key] = epoch
-        value = ShareSnapshotValue(epoch, state.state_epoch, NO_LEADER_EPOCH, state.start_offset,
-                                   tuple(ShareStateBatch(*b) for b in state.batches))
-        self._log.append([encode_record(ShareSnapshotKey(key.group_id, topic_id, key.partition), value)])
+        epoch = self._snapshot_epochs[key] = next_snapshot_epoch(self._snapshot_epochs.get(key))
+        self._log.append([encode_record(ShareSnapshotKey(key.group_id, topic_id, key.partition),
+                                        snapshot_value(epoch, state))])
 
     def _topic_id(self, key: ShareStateKey) -> uuid.UUID | None:
         known = self._topic_ids.get(key)
@@ -155,8 +214,7 @@ class ShareStateStore(CoordinatorLogStore):
                 self._snapshot_epochs.pop(key, None)
                 self._topic_ids.pop(key, None)
                 return
-            self._states[key] = PersistedShareState(v.start_offset, v.state_epoch, tuple(
-                (b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in v.state_batches))
+            self._states[key] = persisted_state(v)
             self._snapshot_epochs[key] = v.snapshot_epoch
             self._topic_ids[key] = k.topic_id
 

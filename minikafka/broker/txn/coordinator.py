@@ -224,7 +224,7 @@ class TransactionCoordinator:
                 for meta, commit, epoch, offset in self._queued:
                     self._start_completion(meta, commit, epoch, offset)
                 self._queued.clear()
-                nursery.start_soon(self.state.run)
+                nursery.start_soon(self.state.run_loads)
                 nursery.start_soon(self._timer_loop)
                 task_status.started()
                 await trio.sleep_forever()

@@ -26,11 +26,8 @@ is replicated).
 from __future__ import annotations
 
 import logging
-import shutil
 from collections.abc import Callable
 from pathlib import Path
-
-import trio
 
 from ...common import Clock
 from ...common.hashing import partition_for_key
@@ -39,8 +36,8 @@ from ...protocol.errors import ErrorCode
 from ...protocol.records import RecordBatchHeader
 from ..config import BrokerConfig
 from ..coordinator_log import TRANSACTION_STATE_TOPIC, compacted_log_config
-from ..coordinator_runtime import (CoordinatorReplica, CoordinatorShards, NotLeaderError, Shard, ShardState,
-                                   replay_log)
+from ..coordinator_log import has_local_log as has_local_coordinator_log
+from ..coordinator_runtime import CoordinatorShards, NotLeaderError, Shard, ShardedCoordinator, ShardState, replay_log
 from ..log.cleaner_manager import CleanerTarget
 from .metadata import TransactionMetadata
 from .state_log import LEGACY_DIR_NAME, LEGACY_FILE_NAME, TransactionStateLog, metadata_from_record, \
@@ -52,15 +49,16 @@ E = ErrorCode
 
 
 def has_local_log(data_dir: Path | None) -> bool:
-    """Whether ``data_dir`` holds a local ``__transaction_state`` log of a coordinator used on its own (or of an
-    earlier version), JSON lines included."""
-    return data_dir is not None and ((data_dir / f"{TRANSACTION_STATE_TOPIC}-0").is_dir()
-                                     or (data_dir / LEGACY_DIR_NAME / LEGACY_FILE_NAME).exists())
+    """Whether ``data_dir`` holds a local ``__transaction_state`` log to carry over
+    (:func:`~..coordinator_log.has_local_log`)."""
+    return has_local_coordinator_log(data_dir, TRANSACTION_STATE_TOPIC, LEGACY_DIR_NAME, LEGACY_FILE_NAME)
 
 
-class TransactionStateManager:
+class TransactionStateManager(ShardedCoordinator):
     """The cache of transactional ids of the loaded ``__transaction_state`` partitions, their loading and
     unloading, and the writes of their state changes."""
+
+    internal_topic = TRANSACTION_STATE_TOPIC
 
     def __init__(self, config: BrokerConfig, data_dir: Path | None, clock: Clock) -> None:
         self.config = config
@@ -69,10 +67,7 @@ class TransactionStateManager:
             data_dir, clock=clock, offsets_topic_partitions=config.offsets_topic_num_partitions,
             config=compacted_log_config(config.transaction_state_log_segment_bytes, config.topic_defaults()))
         self.txns: dict[str, TransactionMetadata] = self.local_log.load()
-        self.shards: CoordinatorShards | None = None  # with use_partitions
         self._legacy: dict[str, TransactionMetadata] = {}
-        self._legacy_dir: Path | None = None
-        self._tasks: trio.Nursery | None = None  # loads of large partitions
         self.written: dict[int, int] = {}  # the last offset written to each partition
         # Told of the ids a load brings (to resume their completion) and of a partition unloaded.
         self.on_load: Callable[[list[TransactionMetadata]], None] = lambda metas: None
@@ -126,46 +121,9 @@ class TransactionStateManager:
         shard = self.shard_of(transactional_id)
         return shard.replica.part.leader_epoch if shard is not None else 0
 
-    def on_election(self, replica: CoordinatorReplica) -> None:
-        """``replica``'s broker leads its partition now: the partition is loaded there (at once when small, by
-        a task otherwise, COORDINATOR_LOAD_IN_PROGRESS meanwhile)."""
-        elected = self.shards.elect(replica, self._unload) if self.shards is not None else None
-        if elected is None:
+    def _load_shard(self, shard: Shard) -> None:
+        if self._superseded(shard):
             return
-        shard, at_once = elected
-        if at_once or self._tasks is None:
-            self._load(shard)
-        else:
-            self._tasks.start_soon(self._load_later, shard)
-
-    def on_resignation(self, broker_id: int, partition: int) -> None:
-        """``broker_id`` no longer leads the partition: it is unloaded there."""
-        if self.shards is not None and self.shards.loaded_on(broker_id, partition):
-            self._unload(partition)
-
-    def on_broker_gone(self, broker_id: int) -> None:
-        """The broker stopped or crashed: the partitions loaded on it go, with their cache."""
-        if self.shards is not None:
-            for partition in self.shards.on_broker(broker_id):
-                self._unload(partition)
-
-    async def run(self) -> None:
-        """Load large partitions in tasks until cancelled."""
-        try:
-            async with trio.open_nursery() as nursery:
-                self._tasks = nursery
-                await trio.sleep_forever()
-        finally:
-            self._tasks = None
-
-    async def _load_later(self, shard: Shard) -> None:
-        await trio.lowlevel.checkpoint()
-        self._load(shard)
-
-    def _load(self, shard: Shard) -> None:
-        assert self.shards is not None
-        if self.shards.get(shard.partition) is not shard or not shard.replica.leading:
-            return  # superseded meanwhile
         loaded: dict[str, TransactionMetadata] = {}
 
         def apply(h: RecordBatchHeader, key: bytes, value: bytes | None) -> None:
@@ -191,7 +149,7 @@ class TransactionStateManager:
                      shard.broker_id, count)
         self.on_load(list(loaded.values()))
 
-    def _unload(self, partition: int) -> None:
+    def _unload_shard(self, partition: int) -> None:
         assert self.shards is not None
         if self.shards.shards.pop(partition, None) is None:
             return
@@ -200,12 +158,6 @@ class TransactionStateManager:
         self.written.pop(partition, None)
         self.on_unload(partition)
         log.info("unloaded the transactional ids of %s-%d", TRANSACTION_STATE_TOPIC, partition)
-
-    def _drop_legacy_dir(self) -> None:
-        if self._legacy_dir is not None and self._legacy_dir.exists():
-            shutil.rmtree(self._legacy_dir, ignore_errors=True)
-            log.info("removed %s: its transactional ids are on %s", self._legacy_dir, TRANSACTION_STATE_TOPIC)
-        self._legacy_dir = None
 
     # -- writes ------------------------------------------------------------------------------------------
     def write(self, meta: TransactionMetadata) -> int:
