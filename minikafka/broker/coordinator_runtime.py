@@ -18,10 +18,11 @@ told of elections and resignations by the brokers' replica managers and keeps it
 Deliberate differences: the brokers of one process share one coordinator object, holding every loaded
 shard (each bound to the broker that leads its partition: requests to any other broker are NOT_COORDINATOR,
 also to a cut-off former leader that would serve stale state in Kafka); a small partition is loaded at once,
-in the election (:data:`SYNC_LOAD_MAX_BYTES`), a larger one in a task.  Only offset commits wait for their
-records to be replicated (the group coordinator's other writes, generations and group epochs, are answered
-at once); reads see only replicated offsets.  Members are not written as records (Kafka 4 writes them): a
-group whose shard moves keeps its members when the records give it the generation it had.  The transaction
+in the election (:data:`SYNC_LOAD_MAX_BYTES`), a larger one in a task.  The group coordinator answers an offset
+commit, the SyncGroup that completes a classic rebalance and a ConsumerGroupHeartbeat once their records are
+replicated (a JoinGroup, whose generation Kafka writes only with the members' assignments, at once); reads see
+only replicated offsets.  A group whose shard moves is rebuilt from its records, members and assignments
+included, as Kafka 4 rebuilds it.  The transaction
 coordinator runs on ``__transaction_state`` the same way (:mod:`~minikafka.broker.txn.state_manager`), the
 share coordinator on ``__share_group_state`` (:mod:`~minikafka.broker.share.state_coordinator`); all three
 follow leadership through :class:`ShardedCoordinator`.

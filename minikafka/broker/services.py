@@ -361,6 +361,10 @@ class ConsumerGroupCoordinatorApi(Protocol):
         ``authorized_topics`` filters the topics a regex resolves to."""
         ...
 
+    async def replicated(self, group_id: str) -> ErrorCode:
+        """Wait until the group's records written so far are replicated (as :class:`GroupCoordinatorApi`)."""
+        ...
+
     def consumer_group_describe(self, group_ids: list[str]) -> list[DescribedConsumerGroup]: ...
 
 

@@ -13,7 +13,8 @@ Which versions are written, as Kafka 3.9 / 4.0 write them:
 * ``OffsetCommitKey`` v1, ``OffsetCommitValue`` v1 with an expire timestamp, else v3
   (``GroupCoordinatorRecordHelpers.newOffsetCommitRecord``, ``MetadataVersion.offsetCommitValueVersion``);
 * ``GroupMetadataKey`` v2, ``GroupMetadataValue`` v3 (``groupMetadataValueVersion``);
-* ``ConsumerGroupMetadataKey`` v3, ``ConsumerGroupMetadataValue`` v0 (``newConsumerGroupEpochRecord``);
+* ``ConsumerGroupMetadataKey`` v3, ``ConsumerGroupMetadataValue`` v0 (``newConsumerGroupEpochRecord``), and a
+  consumer group's other records, types 4 to 8, at v0 (:mod:`.consumer_group_records`);
 * ``TransactionLogKey`` v0, ``TransactionLogValue`` v1 (``TransactionLog.valueToBytes`` with
   ``transaction.version`` >= 1: the flexible version, whose tagged fields carry the previous producer id
   and the client's transaction version);
@@ -29,6 +30,8 @@ import struct
 import uuid
 from typing import Any, NamedTuple, Union
 
+from . import consumer_group_records as cg
+from .consumer_group_records import ConsumerGroupRecordKey, ConsumerGroupRecordValue
 from .exceptions import CoordinatorRecordError, ProtocolError
 from .schema import Message, f
 
@@ -221,8 +224,8 @@ class ShareSnapshotValue(NamedTuple):
     state_batches: tuple[ShareStateBatch, ...] = ()
 
 
-GroupRecordKey = Union[OffsetCommitKey, GroupMetadataKey, ConsumerGroupMetadataKey]
-GroupRecordValue = Union[OffsetCommitValue, GroupMetadataValue, ConsumerGroupMetadataValue]
+GroupRecordKey = Union[OffsetCommitKey, GroupMetadataKey, ConsumerGroupMetadataKey, ConsumerGroupRecordKey]
+GroupRecordValue = Union[OffsetCommitValue, GroupMetadataValue, ConsumerGroupMetadataValue, ConsumerGroupRecordValue]
 CoordinatorKey = Union[GroupRecordKey, TransactionLogKey, ShareSnapshotKey]
 CoordinatorValue = Union[GroupRecordValue, TransactionLogValue, ShareSnapshotValue]
 
@@ -246,12 +249,12 @@ def _prefixed(message: Message, version: int, obj: Any) -> bytes:
 _KEY_WRITERS: dict[type, tuple[Message, int]] = {
     OffsetCommitKey: (_OFFSET_COMMIT_KEY, 1), GroupMetadataKey: (_GROUP_METADATA_KEY, 2),
     ConsumerGroupMetadataKey: (_CONSUMER_GROUP_METADATA_KEY, 3), TransactionLogKey: (_TRANSACTION_LOG_KEY, 0),
-    ShareSnapshotKey: (_SHARE_SNAPSHOT_KEY, 0),
+    ShareSnapshotKey: (_SHARE_SNAPSHOT_KEY, 0), **cg.KEY_WRITERS,
 }
 _VALUE_WRITERS: dict[type, tuple[Message, int]] = {
     OffsetCommitValue: (_OFFSET_COMMIT_VALUE, 3), GroupMetadataValue: (_GROUP_METADATA_VALUE, 3),
     ConsumerGroupMetadataValue: (_CONSUMER_GROUP_METADATA_VALUE, 0), TransactionLogValue: (_TRANSACTION_LOG_VALUE, 1),
-    ShareSnapshotValue: (_SHARE_SNAPSHOT_VALUE, 0),
+    ShareSnapshotValue: (_SHARE_SNAPSHOT_VALUE, 0), **cg.VALUE_WRITERS,
 }
 
 
@@ -274,6 +277,8 @@ def encode_value(value: CoordinatorValue | None) -> bytes | None:
     message, version = writer
     if isinstance(value, OffsetCommitValue) and value.expire_timestamp >= 0:
         version = 1
+    if type(value) in cg.VALUE_WRITERS:
+        return _VERSION.pack(version) + message.build(cg.plain_value(value), version)  # type: ignore[arg-type]
     return _prefixed(message, version, value)
 
 
@@ -309,9 +314,13 @@ def _value(data: bytes | memoryview | None, message: Message) -> Any:
 def decode_group_record(key: bytes | memoryview, value: bytes | memoryview | None
                         ) -> tuple[GroupRecordKey, GroupRecordValue | None]:
     """A ``__consumer_offsets`` record (Kafka's ``GroupCoordinatorRecordSerde``); value None: a tombstone.
-    Record types this coordinator does not keep (KIP-848 members, assignments, share groups) raise
+    Record types this coordinator does not keep (share groups', a consumer group's regular expressions) raise
     :class:`CoordinatorRecordError`."""
     record_type, body = _split(key, "key")
+    if record_type in cg.SCHEMAS:
+        key_schema, value_schema = cg.SCHEMAS[record_type]
+        return cg.typed_record(record_type, _parse(key_schema, record_type, body, "key"),
+                               _value(value, value_schema))
     if record_type in (0, 1):
         k = _parse(_OFFSET_COMMIT_KEY, record_type, body, "key")
         v = _value(value, _OFFSET_COMMIT_VALUE)
@@ -377,13 +386,15 @@ SHARE_GROUP_STATE_TOPIC = "__share_group_state"
 
 #: Each coordinator topic's record types (the key version) -> (key schema, value schema), as Kafka's
 #: ``CoordinatorRecordSerde`` of the topic maps them: what ``kafka-dump-log.sh``'s decoders print.  Types
-#: this broker never writes (KIP-848 members and assignments, share groups' records, ShareUpdate) are absent.
+#: this broker never writes (share groups' records, a consumer group's regular expressions, ShareUpdate) are
+#: absent.
 RECORD_SCHEMAS: dict[str, dict[int, tuple[Message, Message]]] = {
     OFFSETS_TOPIC: {
         0: (_OFFSET_COMMIT_KEY, _OFFSET_COMMIT_VALUE),
         1: (_OFFSET_COMMIT_KEY, _OFFSET_COMMIT_VALUE),
         2: (_GROUP_METADATA_KEY, _GROUP_METADATA_VALUE),
         3: (_CONSUMER_GROUP_METADATA_KEY, _CONSUMER_GROUP_METADATA_VALUE),
+        **cg.SCHEMAS,
     },
     TRANSACTION_STATE_TOPIC: {0: (_TRANSACTION_LOG_KEY, _TRANSACTION_LOG_VALUE)},
     SHARE_GROUP_STATE_TOPIC: {0: (_SHARE_SNAPSHOT_KEY, _SHARE_SNAPSHOT_VALUE)},

@@ -221,30 +221,42 @@ async def test_groups_another_broker_coordinates_are_not_coordinator() -> None:
 # ------------------------------------------------------------------ persistence
 
 
-async def test_group_type_epoch_and_offsets_survive_a_restart(tmp_path: Path) -> None:
+async def test_a_consumer_group_its_members_and_offsets_survive_a_restart(tmp_path: Path) -> None:
+    """Kafka's records of a consumer group (its epoch, members, target and current assignments) bring it back
+    after a restart: Stable at its epoch, each member carrying on with its epoch and partitions."""
     env = GroupEnv(tmp_path)
     a, b = KipMember(env, ["t"]), KipMember(env, ["t"])
     for _ in range(3):
         for m in (a, b):
             await m.heartbeat()
-    epoch = env.consumer().group_epoch
+    before = env.consumer()
+    epoch = before.group_epoch
     assert epoch == 2
+    assignments = {mid: m.assigned_partitions for mid, m in before.members.items()}
+    targets = before.target_assignment
     assert await env.commit(9, a.member_id, a.epoch, {("t", 0): 42, ("u", 1): 7}) == {("t", 0): 0, ("u", 1): 0}
     env = env.restart()
     g = env.group()
-    assert g.group_type == "consumer" and g.consumer.group_epoch == epoch and not g.consumer.members
+    assert g.group_type == "consumer" and g.consumer.group_epoch == g.consumer.assignment_epoch == epoch
+    assert {mid: m.assigned_partitions for mid, m in g.consumer.members.items()} == assignments
+    assert g.consumer.target_assignment == targets
+    assert {m.member_epoch for m in g.consumer.members.values()} == {epoch}
     assert await env.fetch(9, topics={"t": [0], "u": [1]}) == (0, {("t", 0): 42, ("u", 1): 7})
     r = await env.call(K.LIST_GROUPS, 5, {"states_filter": [], "types_filter": []})
-    assert [(x.group_id, x.group_type, x.group_state) for x in r.groups] == [("g", "consumer", "Empty")]
-    # Members are not persisted: the old member is unknown and rejoins at the next group epoch.
-    r = await env.consumer_heartbeat(a.member_id, a.epoch, owned={"t": {0}})
-    assert r.error_code == E.UNKNOWN_MEMBER_ID
-    a.env, a.epoch = env, 0
-    assert (await a.heartbeat()).error_code == E.NONE
-    assert env.consumer().group_epoch == epoch + 1
-    # A second restart keeps the new epoch; deleting the group removes it from the log for good.
+    assert [(x.group_id, x.group_type, x.group_state) for x in r.groups] == [("g", "consumer", "Stable")]
+    # The members carry on: their heartbeats at their epoch are answered with no new epoch and no rebalance.
+    for m in (a, b):
+        m.env = env
+        r = await m.heartbeat()
+        assert (r.error_code, r.member_epoch) == (E.NONE, epoch)
+    assert env.consumer().group_epoch == epoch
+    # A member leaves: its records go (tombstones), so a second restart has only the other one.
+    a.env = env
+    assert (await env.consumer_heartbeat(a.member_id, -1)).error_code == E.NONE
     env = env.restart()
-    assert env.consumer().group_epoch == epoch + 1
+    assert set(env.consumer().members) == {b.member_id} and env.consumer().group_epoch == epoch + 1
+    b.env = env
+    assert (await env.consumer_heartbeat(b.member_id, -1)).error_code == E.NONE
     assert (await env.call(K.DELETE_GROUPS, 2, {"groups_names": ["g"]})).results[0].error_code == 0
     env = env.restart()
     assert env.coordinator.groups == {}

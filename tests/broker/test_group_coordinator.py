@@ -610,7 +610,11 @@ async def test_offsets_survive_restart_and_torn_last_line(tmp_path: Path, autoju
     b3.group_coordinator.close()
 
 
-async def test_generation_persisted_across_restart(tmp_path: Path, nursery: trio.Nursery, autojump_clock: Any) -> None:
+async def test_a_classic_groups_members_and_assignments_survive_a_restart(tmp_path: Path, nursery: trio.Nursery,
+                                                                          autojump_clock: Any) -> None:
+    """Kafka's classic groups keep their members in the GroupMetadata record written when the leader's assignment
+    comes in: after a restart the group is Stable at its generation, its members carry on where they were (their
+    assignments included), and one that does not heartbeat within its session leaves through a rebalance."""
     cfg = make_config(data_dir=tmp_path)
     coord = make_coordinator(cfg, tmp_path)
     nursery.start_soon(coord.run)
@@ -621,10 +625,16 @@ async def test_generation_persisted_across_restart(tmp_path: Path, nursery: trio
     nursery.start_soon(coord2.run)
     b2 = StubBroker(coord2, cfg)
     g = coord2.get_group("g")
-    assert g is not None and g.state == GroupState.EMPTY and g.generation_id == gen and g.protocol_type == "consumer"
-    assert await heartbeat(b2, leader, gen) == E.UNKNOWN_MEMBER_ID  # members rejoin after a restart
-    j = await join(b2, version=3)
-    assert j.generation_id == gen + 1
+    assert g is not None and g.state == GroupState.STABLE and g.generation_id == gen and g.protocol_type == "consumer"
+    assert g.leader_id == leader and {m: g.get(m).assignment for m in g.members} == {leader: b"A", follower: b"B"}
+    assert await heartbeat(b2, leader, gen) == E.NONE  # no rejoin: the member carries on
+    r = await sync(b2, follower, gen)
+    assert r.error_code == E.NONE and r.assignment == b"B"  # its assignment, as the record held it
+    # The follower falls silent: once its session expires the group rebalances without it.
+    for _ in range(12):
+        await trio.sleep(1)
+        assert await heartbeat(b2, leader, gen) in (E.NONE, E.REBALANCE_IN_PROGRESS)
+    assert follower not in g.members and g.state in (GroupState.PREPARING_REBALANCE, GroupState.COMPLETING_REBALANCE)
     coord2.close()
 
 

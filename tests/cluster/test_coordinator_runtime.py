@@ -5,6 +5,7 @@ shard is loaded on its leader (COORDINATOR_LOAD_IN_PROGRESS until done) and unlo
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -177,6 +178,116 @@ async def test_a_crashed_coordinators_groups_are_rebuilt_from_the_new_leaders_re
         second = cluster.metadata.group_coordinator("g").node_id
         other = await connect(cluster, second)
         assert await fetch_committed(other, "g") == (ErrorCode.NONE, 7)
+        await other.aclose()
+        await c0.aclose()
+
+
+async def join_and_sync(conn: KafkaConnection, group: str) -> tuple[str, int]:
+    """One classic member joins ``group`` (with the MEMBER_ID_REQUIRED round) and, as its leader, syncs the
+    assignment ``b"all"``: (member id, generation)."""
+    join = {"group_id": group, "session_timeout_ms": 10_000, "rebalance_timeout_ms": 10_000, "member_id": "",
+            "group_instance_id": None, "protocol_type": "consumer", "protocols": [{"name": "range",
+                                                                                 "metadata": b"sub"}]}
+    r = await conn.request(K.JOIN_GROUP, 5, join)
+    assert r.error_code == ErrorCode.MEMBER_ID_REQUIRED
+    r = await conn.request(K.JOIN_GROUP, 5, {**join, "member_id": r.member_id})
+    assert r.error_code == 0 and r.leader == r.member_id
+    s = await conn.request(K.SYNC_GROUP, 5, {"group_id": group, "generation_id": r.generation_id,
+                                             "member_id": r.member_id, "group_instance_id": None,
+                                             "protocol_type": "consumer", "protocol_name": "range",
+                                             "assignments": [{"member_id": r.member_id, "assignment": b"all"}]})
+    assert s.error_code == 0 and s.assignment == b"all"
+    return r.member_id, r.generation_id
+
+
+async def heartbeat(conn: KafkaConnection, group: str, member: str, generation: int) -> int:
+    r = await conn.request(K.HEARTBEAT, 4, {"group_id": group, "generation_id": generation, "member_id": member,
+                                            "group_instance_id": None})
+    return r.error_code
+
+
+async def test_a_classic_group_keeps_its_members_when_its_coordinator_crashes():
+    """The SyncGroup that completes a rebalance is answered once the group's record, members and assignments
+    included, is replicated; the next coordinator loads the group Stable with them, so its member carries on
+    without rejoining."""
+    async with serve_cluster(3, **FAST, group_initial_rebalance_delay_ms=0) as cluster:
+        c0 = await connect(cluster, 0)
+        first = (await find_group_coordinator(c0, "g")).node_id
+        conn = await connect(cluster, first)
+        member, generation = await join_and_sync(conn, "g")
+        await conn.aclose()
+        await cluster.crash_broker(first)
+        await wait_until(lambda: cluster.metadata.group_coordinator("g").node_id not in (-1, first),
+                         what="the crashed coordinator fenced and its partition led elsewhere")
+        second = cluster.metadata.group_coordinator("g").node_id
+        group = cluster.group_coordinator.get_group("g")
+        assert group is not None and group.state.value == "Stable" and group.generation_id == generation
+        assert group.leader_id == member and group.get(member).assignment == b"all"
+        other = await connect(cluster, second)
+        assert await heartbeat(other, "g", member, generation) == ErrorCode.NONE
+        await other.aclose()
+        await c0.aclose()
+
+
+class Kip848Member:
+    """A KIP-848 member over the wire: heartbeats with the partitions it was last given (so revocations complete)."""
+
+    def __init__(self, conn: KafkaConnection, group: str, topics: list[str]) -> None:
+        self.conn, self.group, self.topics = conn, group, topics
+        self.member_id, self.epoch = str(uuid.uuid4()), 0  # (v1: the member names itself, KIP-1082)
+        self.owned: list[dict[str, Any]] = []
+
+    async def heartbeat(self) -> Any:
+        joining = self.epoch == 0
+        r = await self.conn.request(K.CONSUMER_GROUP_HEARTBEAT, 1, {
+            "group_id": self.group, "member_id": self.member_id, "member_epoch": self.epoch, "instance_id": None,
+            "rack_id": None, "rebalance_timeout_ms": 30_000 if joining else -1,
+            "subscribed_topic_names": self.topics if joining else None, "subscribed_topic_regex": None,
+            "server_assignor": None, "topic_partitions": self.owned})
+        if r.error_code == 0:
+            self.member_id, self.epoch = r.member_id, r.member_epoch
+            if r.assignment is not None:
+                self.owned = [{"topic_id": t.topic_id, "partitions": list(t.partitions)}
+                              for t in r.assignment.topic_partitions]
+        return r
+
+
+async def test_a_consumer_group_keeps_its_members_and_assignments_when_its_coordinator_crashes():
+    """A ConsumerGroupHeartbeat is answered once the group's records (its epoch, members, target and current
+    assignments) are replicated; the next coordinator rebuilds the group from them, so its members carry on at
+    their epochs with their partitions: no new group epoch, no rebalance."""
+    async with serve_cluster(3, **FAST) as cluster:
+        cluster.broker(0).create_topic("t", 4, 3)
+        c0 = await connect(cluster, 0)
+        first = (await find_group_coordinator(c0, "g")).node_id
+        conn = await connect(cluster, first)
+        members = [Kip848Member(conn, "g", ["t"]) for _ in range(2)]
+
+        async def reconcile() -> bool:
+            for m in members:
+                assert (await m.heartbeat()).error_code == 0
+            return cluster.group_coordinator.get_group("g").consumer.state.value == "Stable"
+
+        for _ in range(10):
+            if await reconcile():
+                break
+        before = cluster.group_coordinator.get_group("g").consumer
+        assert before.state.value == "Stable"
+        assigned = {mid: m.assigned_partitions for mid, m in before.members.items()}
+        epoch = before.group_epoch
+        await conn.aclose()
+        await cluster.crash_broker(first)
+        await wait_until(lambda: cluster.metadata.group_coordinator("g").node_id not in (-1, first),
+                         what="the crashed coordinator fenced and its partition led elsewhere")
+        after = cluster.group_coordinator.get_group("g").consumer
+        assert after is not before and after.group_epoch == epoch and after.state.value == "Stable"
+        assert {mid: m.assigned_partitions for mid, m in after.members.items()} == assigned
+        other = await connect(cluster, cluster.metadata.group_coordinator("g").node_id)
+        for m in members:
+            m.conn = other
+            r = await m.heartbeat()
+            assert (r.error_code, r.member_epoch) == (0, epoch)
+        assert cluster.group_coordinator.get_group("g").consumer.group_epoch == epoch
         await other.aclose()
         await c0.aclose()
 

@@ -34,10 +34,9 @@ Deliberate differences from Kafka:
   that is removed while a request of its is pending gets an error answer
   instead of no answer; a JoinGroup/SyncGroup superseded by a newer one from
   the same member is answered with REBALANCE_IN_PROGRESS.
-* Group assignments are not persisted; only offsets and each group's
-  generation/protocol type are (see :mod:`.offset_log`).  After a restart groups
-  are Empty and their members rejoin (Kafka persists members); a group whose shard moves keeps its
-  members when the records give it the generation it had (:meth:`~.core.CoordinatorCore.on_election`).
+* As Kafka, a group's members and assignments are written as records (see :mod:`.offset_log`): after a
+  restart or a coordinator move a classic group comes back Stable with its members, a consumer group with
+  its members, target and current assignments, each member given a fresh session.
 * Static membership follows ``updateStaticMemberAndRebalance``: a static
   member rejoining with an unknown member id replaces its old id; in a Stable
   group that does not rebalance unless the selected protocol would change.

@@ -20,7 +20,7 @@ from ...common.clock import SYSTEM_CLOCK, Clock
 from ...protocol.errors import ErrorCode
 from ..config import BrokerConfig
 from ..deadline_loop import DeadlineLoop
-from .consumer.model import ConsumerGroup, ConsumerGroupState
+from .consumer.model import ConsumerGroup, ConsumerGroupState, MemberState
 from .metadata import (
     CONSUMER_PROTOCOL_TYPE,
     GROUP_TYPE_CLASSIC,
@@ -28,8 +28,11 @@ from .metadata import (
     GroupMetadata,
     GroupState,
     JoinResult,
+    MemberMetadata,
     SyncResult,
 )
+from ...protocol.coordinator_records import GroupMemberMetadata
+from .consumer import records as consumer_records
 from ..coordinator_log import OFFSETS_TOPIC, compacted_log_config
 from ..log.cleaner_manager import CleanerTarget
 from .offset_log import LoadedGroup, OffsetLog
@@ -60,6 +63,23 @@ def _dismiss_members(group: GroupMetadata) -> None:
     for member in group.members.values():
         member.resolve_join(JoinResult(member.member_id, E.NOT_COORDINATOR))
         member.resolve_sync(SyncResult(E.NOT_COORDINATOR))
+
+
+def _member_records(group: GroupMetadata) -> tuple[GroupMemberMetadata, ...]:
+    """The members of a Stable classic group as its GroupMetadata record holds them (Kafka's ``storeGroup``):
+    their subscription for the group's protocol and their assignment."""
+    if group.state != GroupState.STABLE or group.protocol_name is None:
+        return ()
+    protocol = group.protocol_name
+    return tuple(GroupMemberMetadata(m.member_id, m.client_id, m.client_host, m.session_timeout_ms,
+                                     m.metadata(protocol), m.assignment, m.rebalance_timeout_ms, m.group_instance_id)
+                 for m in group.members.values())
+
+
+def _record_of(group_type: str, generation: int, protocol: str | None = None, leader: str | None = None,
+               members: tuple[GroupMemberMetadata, ...] = ()) -> tuple[object, ...]:
+    """What a group's metadata record says (to write it only when that changed)."""
+    return (group_type, generation, protocol, leader, members) if members else (group_type, generation)
 
 
 def _generation(group: GroupMetadata) -> int:
@@ -95,16 +115,16 @@ class CoordinatorCore(ShardedCoordinator):
         if data_dir is not None:
             log_config = compacted_log_config(config.offsets_topic_segment_bytes, config.topic_defaults())
             self._log = OffsetLog(Path(data_dir), clock=wall_clock, config=log_config)
-        # (group type, generation or group epoch) last written for each group by _persist_group_metadata.
-        self._persisted_meta: dict[str, tuple[str, int]] = {}
+        # What each group's metadata record last written by _persist_group_metadata said (see _record_of).
+        self._persisted_meta: dict[str, tuple[object, ...]] = {}
         # With the coordinator runtime (use_partitions): which broker has each __consumer_offsets partition's
         # shard loaded; the groups of every loaded shard are in self.groups.
         # Offsets committed and not yet replicated, per group: partition -> (the value before them, then each
         # (log offset of its record, value)); OffsetFetch reads what is replicated (Kafka's committed snapshot).
         self._unreplicated: dict[str, dict[TopicPartition, tuple[OffsetAndMetadata | None,
                                                                  list[tuple[int, OffsetAndMetadata]]]]] = {}
-        # The groups of unloaded shards, kept for their members (see _load_shard); by group id.
-        self._parked: dict[str, GroupMetadata] = {}
+        # The member and assignment records of each consumer group as last written (what the next write changes).
+        self._consumer_written: dict[str, consumer_records.Records] = {}
         # Groups of an earlier version's local log, written to their partitions as those load (use_partitions).
         self._legacy: dict[str, LoadedGroup] = {}
         if self._log is not None:
@@ -189,14 +209,12 @@ class CoordinatorCore(ShardedCoordinator):
         return out
 
     def _load_shard(self, shard: Shard) -> None:
-        """Install the groups of the partition's records (those an unload parked get their members back when
-        the records give them the generation they had)."""
+        """Install the groups of the partition's records, members and assignments included."""
         assert self._log is not None
         if self._superseded(shard):
             return
-        parked = {g: self._parked.pop(g) for g in [g for g in self._parked if self.partition_for(g) == shard.partition]}
         for gid, loaded in self._log.load_partition(shard.replica).items():
-            self._install(gid, loaded, parked.get(gid))
+            self._install(gid, loaded)
         shard.state = ShardState.ACTIVE
         if self._legacy:
             self._carry_over(shard.partition)
@@ -210,7 +228,10 @@ class CoordinatorCore(ShardedCoordinator):
             if gid in self.groups:
                 continue
             if loaded.group_type != GROUP_TYPE_CLASSIC or loaded.generation_id or loaded.protocol_type is not None:
-                self._log.write_group_metadata(gid, loaded.group_type, loaded.protocol_type, loaded.generation_id)
+                self._log.write_group_metadata(gid, loaded.group_type, loaded.protocol_type, loaded.generation_id,
+                                               protocol=loaded.protocol, leader=loaded.leader, members=loaded.members,
+                                               consumer_records=[(k, v) for (_, k), v in
+                                                                 loaded.consumer_records.items()])
             if loaded.offsets:
                 self._log.commit_offsets(gid, loaded.offsets)
             self._install(gid, loaded)
@@ -219,7 +240,10 @@ class CoordinatorCore(ShardedCoordinator):
 
     def _loaded_state(self, group: GroupMetadata) -> LoadedGroup:
         """What replay would recover of ``group`` (its type, generation, protocol type and offsets)."""
-        return LoadedGroup(group.protocol_type, _generation(group), group.group_type, dict(group.offsets))
+        return LoadedGroup(group.protocol_type, _generation(group), group.group_type, dict(group.offsets),
+                           protocol=group.protocol_name, leader=group.leader_id, members=_member_records(group),
+                           consumer_records=consumer_records.group_records(group.consumer)
+                           if group.consumer is not None else {})
 
     def _unload_shard(self, partition: int) -> None:
         """Drop a shard and its groups' in-memory state (members waiting on a join or sync are answered
@@ -228,8 +252,9 @@ class CoordinatorCore(ShardedCoordinator):
         if self.shards.shards.pop(partition, None) is None:
             return
         for gid in [g for g in self.groups if self.partition_for(g) == partition]:
-            group = self._parked[gid] = self.groups.pop(gid)
+            group = self.groups.pop(gid)
             self._persisted_meta.pop(gid, None)
+            self._consumer_written.pop(gid, None)
             self._unreplicated.pop(gid, None)
             _dismiss_members(group)
         log.info("unloaded the groups of __consumer_offsets-%d", partition)
@@ -242,6 +267,11 @@ class CoordinatorCore(ShardedCoordinator):
     def _deadline(self, timeout_ms: int) -> float:
         return self.clock() + timeout_ms / 1000.0
 
+    def _schedule_heartbeat(self, member: MemberMetadata, timeout_ms: int | None = None) -> None:
+        """Kafka's ``completeAndScheduleNextExpiration``."""
+        member.heartbeat_deadline = self._deadline(member.session_timeout_ms if timeout_ms is None else timeout_ms)
+        self._schedule(member.heartbeat_deadline)
+
     def _schedule(self, deadline: float) -> None:
         """Wake the timer loop if ``deadline`` is earlier than its planned wake-up."""
         self._timer.schedule(deadline)
@@ -251,18 +281,11 @@ class CoordinatorCore(ShardedCoordinator):
         for gid, loaded in self._log.load().items():
             self._install(gid, loaded)
 
-    def _install(self, gid: str, loaded: LoadedGroup, parked: GroupMetadata | None = None) -> None:
-        """A group as replay recovered it: Empty, as members are not written as records, unless ``parked``, the
-        group as its shard had it before it moved, is at the generation (group epoch) the records say: then it
-        keeps its members and assignment, as Kafka 4 reads them back from its member records, with the offsets
-        of the records."""
-        if parked is not None and (parked.group_type, _generation(parked)) == (loaded.group_type,
-                                                                              loaded.generation_id):
-            parked.offsets = loaded.offsets
-            parked.pending_txn_offsets = loaded.pending_txn_offsets
-            self._persisted_meta[gid] = (loaded.group_type, loaded.generation_id)
-            self.groups[gid] = parked
-            return
+    def _install(self, gid: str, loaded: LoadedGroup) -> None:
+        """A group as replay recovered it, as Kafka's ``GroupMetadataManager.replay`` and ``onLoaded`` rebuild it:
+        a classic group with members in its record comes back Stable with them, their subscriptions and
+        assignments; a consumer group with its members, target assignment and each member's current assignment.
+        Every member gets a fresh session to heartbeat in."""
         group = GroupMetadata(gid, self._now_ms())
         group.current_state_timestamp = None  # retention counts from commit times
         group.protocol_type = loaded.protocol_type
@@ -270,28 +293,78 @@ class CoordinatorCore(ShardedCoordinator):
         group.offsets = loaded.offsets
         group.pending_txn_offsets = loaded.pending_txn_offsets
         if loaded.group_type == GROUP_TYPE_CONSUMER:
-            # Members are not persisted: the consumer group comes back Empty at its group epoch.
-            consumer = ConsumerGroup(gid)
-            consumer.group_epoch = consumer.assignment_epoch = loaded.generation_id
+            consumer = consumer_records.rebuild(gid, loaded.generation_id, loaded.consumer_records)
+            self._arm_consumer_members(consumer)
+            consumer.update_state(self._now_ms())
             group.group_type, group.consumer = GROUP_TYPE_CONSUMER, consumer
             group.protocol_type = CONSUMER_PROTOCOL_TYPE
-        self._persisted_meta[gid] = (loaded.group_type, loaded.generation_id)
+            self._consumer_written[gid] = dict(loaded.consumer_records)
+        elif loaded.members and loaded.protocol is not None:
+            self._install_members(group, loaded)
+        self._persisted_meta[gid] = _record_of(loaded.group_type, loaded.generation_id, loaded.protocol,
+                                               loaded.leader, loaded.members)
         self.groups[gid] = group
 
+    def _arm_consumer_members(self, cg: ConsumerGroup) -> None:
+        """Kafka's ``onLoaded`` for a consumer group: a session timer for every member (a classic one's own
+        session timeout), a rebalance timer for those that still have partitions to revoke."""
+        for m in cg.members.values():
+            session_ms = (m.classic_protocols.session_timeout_ms if m.classic_protocols is not None
+                          else self.config.group_consumer_session_timeout_ms)
+            m.session_deadline = self._deadline(session_ms)
+            self._schedule(m.session_deadline)
+            if m.state == MemberState.UNREVOKED_PARTITIONS and m.classic_protocols is None:
+                m.rebalance_deadline = self._deadline(m.rebalance_timeout_ms)
+                m.rebalance_deadline_epoch = m.member_epoch
+                self._schedule(m.rebalance_deadline)
+
+    def _install_members(self, group: GroupMetadata, loaded: LoadedGroup) -> None:
+        """The members of a Stable classic group's record, each with a fresh session."""
+        assert loaded.protocol is not None
+        for rec in loaded.members:
+            rebalance_timeout = rec.rebalance_timeout if rec.rebalance_timeout >= 0 else rec.session_timeout
+            member = MemberMetadata(rec.member_id, rec.group_instance_id, rec.client_id, rec.client_host,
+                                    rebalance_timeout, rec.session_timeout, group.protocol_type or "",
+                                    [(loaded.protocol, rec.subscription)])
+            member.assignment = rec.assignment
+            group.add(member, None)
+            self._schedule_heartbeat(member)
+        if loaded.leader in group.members:
+            group.leader_id = loaded.leader
+        group.protocol_name = loaded.protocol
+        group.subscribed_topics = group.compute_subscribed_topics()
+        group.state = GroupState.STABLE
+
     def _persist_group_metadata(self, group: GroupMetadata) -> None:
-        """Write the group's type and generation (a consumer group's group epoch) if they changed since
-        last written (Kafka's GroupMetadata / ConsumerGroupMetadata records), so a restarted broker
-        knows a consumer group is one."""
-        if group.consumer is not None:
-            meta = (GROUP_TYPE_CONSUMER, group.consumer.group_epoch)
+        """Write what changed of the group since last written, in one batch: a classic group's GroupMetadata
+        record (its generation and, once Stable, its protocol, leader and members with their subscriptions and
+        assignments, as Kafka's ``storeGroup``); a consumer group's ConsumerGroupMetadata record (its group
+        epoch) and its member, subscription and assignment records (:mod:`.consumer.records`), or the tombstones
+        of those of a consumer group that became a classic one."""
+        gid = group.group_id
+        group_type, protocol, leader = GROUP_TYPE_CONSUMER, None, None
+        members: tuple[GroupMemberMetadata, ...] = ()
+        if group.consumer is None:
+            group_type, protocol, leader = GROUP_TYPE_CLASSIC, group.protocol_name, group.leader_id
+            members = _member_records(group)
+            now: consumer_records.Records = {}
         else:
-            meta = (GROUP_TYPE_CLASSIC, group.generation_id)
-        if self._persisted_meta.get(group.group_id) != meta:
-            self._persisted_meta[group.group_id] = meta
-            if self._log is not None:
-                state_ts = group.current_state_timestamp
-                self._log.write_group_metadata(group.group_id, meta[0], group.protocol_type, meta[1],
-                                               -1 if state_ts is None else state_ts)
+            now = consumer_records.group_records(group.consumer)
+        changes = consumer_records.changed_records(self._consumer_written.get(gid, {}), now)
+        if now:
+            self._consumer_written[gid] = now
+        else:
+            self._consumer_written.pop(gid, None)
+        meta = _record_of(group_type, _generation(group), protocol, leader, members)
+        changed = self._persisted_meta.get(gid) != meta
+        if not changed and not changes:
+            return
+        self._persisted_meta[gid] = meta
+        if self._log is not None:
+            state_ts = group.current_state_timestamp
+            self._log.write_group_metadata(gid, group_type, group.protocol_type, _generation(group),
+                                           -1 if state_ts is None else state_ts, protocol=protocol, leader=leader,
+                                           members=members, consumer_records=changes, metadata=changed)
 
     def _inactive_error(self, group_id: str | None, need_non_empty: bool) -> ErrorCode | None:
         """Kafka's ``validateGroupStatus``."""
@@ -339,5 +412,7 @@ class CoordinatorCore(ShardedCoordinator):
         group.pending_members.clear()
         self.groups.pop(group.group_id, None)
         self._persisted_meta.pop(group.group_id, None)
+        written = self._consumer_written.pop(group.group_id, {})
         if self._log is not None:
-            self._log.delete_group(group.group_id, offsets)
+            self._log.delete_group(group.group_id, offsets,
+                                   [k for k, _ in consumer_records.changed_records(written, {})])

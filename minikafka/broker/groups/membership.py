@@ -85,6 +85,7 @@ class MembershipMixin(ClassicMembersMixin):
                     m.assignment = bytes(assignments.get(mid, b""))
                 self._propagate_assignment(group, E.NONE)
                 group.transition_to(S.STABLE, self._now_ms())
+                self._persist_group_metadata(group)  # the members answered once it is replicated (storeGroup)
         elif group.state == S.STABLE:
             self._remove_pending_sync_member(group, member_id)
             member = group.get(member_id)

@@ -441,15 +441,15 @@ class GroupMetadata:
         self.generation_id += 1
         if self.members:
             self.protocol_name = self.select_protocol()
-            self.subscribed_topics = self._compute_subscribed_topics()
+            self.subscribed_topics = self.compute_subscribed_topics()
             self.transition_to(GroupState.COMPLETING_REBALANCE, now_ms)
         else:
             self.protocol_name = None
-            self.subscribed_topics = self._compute_subscribed_topics()
+            self.subscribed_topics = self.compute_subscribed_topics()
             self.transition_to(GroupState.EMPTY, now_ms)
         self.pending_sync_members.clear()
 
-    def _compute_subscribed_topics(self) -> set[str] | None:
+    def compute_subscribed_topics(self) -> set[str] | None:
         """Topics the consumer members subscribe to (None when unknown)."""
         if self.protocol_type != CONSUMER_PROTOCOL_TYPE or self.protocol_name is None:
             return None if self.members else set()

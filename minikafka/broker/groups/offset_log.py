@@ -9,11 +9,14 @@ records (:mod:`minikafka.protocol.coordinator_records`):
 ``OffsetCommitKey(group, topic, partition)`` -> ``OffsetCommitValue``
     a committed offset; a tombstone when it expires (``offsets.retention.minutes``) or its group is deleted;
 ``GroupMetadataKey(group)`` -> ``GroupMetadataValue``
-    a classic group's protocol type and generation, written when a generation starts;
-``ConsumerGroupMetadataKey(group)`` -> ``ConsumerGroupMetadataValue``
-    a KIP-848 consumer group's group epoch.  When a group changes type the new type's record is written,
-    then a tombstone for the old one (Kafka writes the old type's tombstones on conversion);
-    deleting a group writes a tombstone for each of its offsets and for its metadata record;
+    a classic group's protocol type and generation and, once its leader's assignment is in, its protocol,
+    leader and members with their subscriptions and assignments (Kafka's ``storeGroup``);
+``ConsumerGroupMetadataKey(group)`` -> ``ConsumerGroupMetadataValue``, with the group's other records
+    a KIP-848 consumer group's group epoch; its subscribed topics, its members' metadata, its target assignment
+    and each member's current assignment (:mod:`.consumer.records`), each written when it changes, tombstoned
+    when its member leaves.  When a group changes type the new type's record is written, then a tombstone for
+    the old one (Kafka writes the old type's tombstones on conversion); deleting a group writes a tombstone for
+    each of its offsets, member records and its metadata record;
 TxnOffsetCommit
     ``OffsetCommit`` records in a *transactional* batch of the producer, pending until the transaction's
     COMMIT or ABORT marker (a control batch, written when the transaction coordinator completes it).
@@ -30,9 +33,8 @@ loads.  Used on its own, one local partition log under ``data_dir`` (``<data_dir
 earlier versions wrote and a broker now carries over into the topic).
 
 Deliberate differences from Kafka: no fsync per commit (a process crash loses nothing, a
-power cut may lose the tail), members are not persisted (``GroupMetadataValue`` carries no members: after a
-restart every group comes back Empty with its generation, protocol type and offsets; members rejoin), and
-of the KIP-848 records only the group epoch is written.
+power cut may lose the tail); a consumer group's regular expressions are resolved again on load rather than
+written (ConsumerGroupRegularExpression records).
 """
 
 from __future__ import annotations
@@ -45,8 +47,10 @@ from typing import Any
 
 from ...common import SYSTEM_CLOCK, Clock, OffsetAndMetadata, TopicPartition
 from ...protocol.coordinator_records import (ConsumerGroupMetadataKey, ConsumerGroupMetadataValue,
-                                             GroupMetadataKey, GroupMetadataValue, GroupRecordValue,
-                                             OffsetCommitKey, OffsetCommitValue, decode_group_record, encode_record)
+                                             GroupMemberMetadata, GroupMetadataKey, GroupMetadataValue,
+                                             GroupRecordValue, OffsetCommitKey, OffsetCommitValue,
+                                             decode_group_record, encode_record)
+from ...protocol.consumer_group_records import ConsumerGroupRecordKey, ConsumerGroupRecordValue
 from ...protocol.records import NO_PRODUCER_EPOCH, RecordBatchHeader
 from ..coordinator_log import has_local_log as has_local_coordinator_log
 from ..coordinator_log import (OFFSETS_TOPIC, OFFSETS_TOPIC_SEGMENT_BYTES, CoordinatorLog, CoordinatorLogStore,
@@ -73,7 +77,17 @@ class LoadedGroup:
     generation_id: int = 0  # a consumer group's group epoch
     group_type: str = GROUP_TYPE_CLASSIC
     offsets: dict[TopicPartition, OffsetAndMetadata] = field(default_factory=dict)
+    # A classic group's protocol, leader and members (their subscription and assignment) at its last record.
+    protocol: str | None = None
+    leader: str | None = None
+    members: tuple[GroupMemberMetadata, ...] = ()
+    # A consumer group's other records (members, target and current assignments, subscribed topics), by
+    # (key type, key).
+    consumer_records: dict[tuple[type, ConsumerGroupRecordKey], ConsumerGroupRecordValue] = field(default_factory=dict)
     pending_txn_offsets: dict[int, dict[TopicPartition, OffsetAndMetadata]] = field(default_factory=dict)
+
+
+ConsumerRecordChanges = Iterable[tuple[ConsumerGroupRecordKey, ConsumerGroupRecordValue | None]]
 
 
 def _offset_value(om: OffsetAndMetadata) -> OffsetCommitValue:
@@ -201,29 +215,39 @@ class OffsetLog(CoordinatorLogStore):
         self._append(group_id, [encode_record(OffsetCommitKey(group_id, tp[0], tp[1]), None) for tp in partitions])
 
     def write_group_metadata(self, group_id: str, group_type: str, protocol_type: str | None, generation: int,
-                             current_state_timestamp: int = -1) -> None:
-        """The group's GroupMetadata record (classic; no members) or ConsumerGroupMetadata record (its group
-        epoch), then a tombstone for the other type's record if the group had one."""
+                             current_state_timestamp: int = -1, *, protocol: str | None = None,
+                             leader: str | None = None, members: tuple[GroupMemberMetadata, ...] = (),
+                             consumer_records: ConsumerRecordChanges = (), metadata: bool = True) -> None:
+        """The group's GroupMetadata record (classic: its generation, protocol, leader and members with their
+        subscription and assignment) or ConsumerGroupMetadata record (its group epoch), then a tombstone for the
+        other type's record if the group had one; with ``consumer_records`` (a consumer group's member and
+        assignment records, or their tombstones) in the same batch.  ``metadata`` False: only those."""
         if self._log is None and self.shards is None:
             return
-        value: GroupRecordValue
-        if group_type == GROUP_TYPE_CONSUMER:
-            value = ConsumerGroupMetadataValue(generation)
-        else:
-            value = GroupMetadataValue(protocol_type or "", generation, current_state_timestamp=current_state_timestamp)
-        records = [encode_record(_metadata_key(group_id, group_type), value)]
-        previous = self._meta_types.get(group_id)
-        if previous is not None and previous != group_type:
-            records.append(encode_record(_metadata_key(group_id, previous), None))
-        self._meta_types[group_id] = group_type
-        self._append(group_id, records)
+        records = [encode_record(k, v) for k, v in consumer_records]
+        if metadata:
+            value: GroupRecordValue
+            if group_type == GROUP_TYPE_CONSUMER:
+                value = ConsumerGroupMetadataValue(generation)
+            else:
+                value = GroupMetadataValue(protocol_type or "", generation, protocol, leader, current_state_timestamp,
+                                           members)
+            records.append(encode_record(_metadata_key(group_id, group_type), value))
+            previous = self._meta_types.get(group_id)
+            if previous is not None and previous != group_type:
+                records.append(encode_record(_metadata_key(group_id, previous), None))
+            self._meta_types[group_id] = group_type
+        if records:
+            self._append(group_id, records)
 
-    def delete_group(self, group_id: str, partitions: Iterable[TopicPartition]) -> None:
-        """The group is gone: tombstones for its offsets and its metadata record (GroupMetadata when it
-        never had one, as Kafka writes for a classic group)."""
+    def delete_group(self, group_id: str, partitions: Iterable[TopicPartition],
+                     consumer_keys: Iterable[ConsumerGroupRecordKey] = ()) -> None:
+        """The group is gone: tombstones for its offsets, a consumer group's member and assignment records and its
+        metadata record (GroupMetadata when it never had one, as Kafka writes for a classic group)."""
         if self._log is None and self.shards is None:
             return
         records = [encode_record(OffsetCommitKey(group_id, tp[0], tp[1]), None) for tp in partitions]
+        records += [encode_record(k, None) for k in consumer_keys]
         group_type = self._meta_types.pop(group_id, GROUP_TYPE_CLASSIC)
         records.append(encode_record(_metadata_key(group_id, group_type), None))
         self._append(group_id, records)
@@ -281,8 +305,14 @@ class _Replay:
                 group.offsets[tp] = om
         elif isinstance(k, GroupMetadataKey):
             self._metadata(k.group, GROUP_TYPE_CLASSIC, v)
-        else:
+        elif isinstance(k, ConsumerGroupMetadataKey):
             self._metadata(k.group_id, GROUP_TYPE_CONSUMER, v)
+        else:
+            records = self.groups.setdefault(k.group_id, LoadedGroup()).consumer_records
+            if v is None:
+                records.pop((type(k), k), None)
+            else:
+                records[(type(k), k)] = v  # type: ignore[assignment]
 
     def _metadata(self, group_id: str, group_type: str, v: GroupRecordValue | None) -> None:
         if v is None:
@@ -297,6 +327,7 @@ class _Replay:
             g.protocol_type, g.generation_id = CONSUMER_PROTOCOL_TYPE, v.epoch
         elif isinstance(v, GroupMetadataValue):
             g.protocol_type, g.generation_id = v.protocol_type or None, v.generation
+            g.protocol, g.leader, g.members = v.protocol, v.leader, tuple(v.members)
         else:
             raise TypeError(f"a {type(v).__name__} under a group metadata key")
         g.group_type = group_type

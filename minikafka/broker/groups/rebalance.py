@@ -112,8 +112,8 @@ class RebalanceMixin(CoordinatorCore):
             self._schedule(group.join_deadline)
             return
         group.init_next_generation(self._now_ms())
-        self._persist_group_metadata(group)
         if group.state == S.EMPTY:
+            self._persist_group_metadata(group)  # (a group with members is written once its leader's assignment is in)
             log.info("group %s with generation %d is now empty", group.group_id, group.generation_id)
             return
         log.info("stabilized group %s generation %d with %d members",
@@ -179,11 +179,6 @@ class RebalanceMixin(CoordinatorCore):
         group.remove(member_id)
         if group.state == S.PREPARING_REBALANCE:
             self._try_complete_join(group)
-
-    def _schedule_heartbeat(self, member: MemberMetadata, timeout_ms: int | None = None) -> None:
-        """Kafka's ``completeAndScheduleNextExpiration``."""
-        member.heartbeat_deadline = self._deadline(member.session_timeout_ms if timeout_ms is None else timeout_ms)
-        self._schedule(member.heartbeat_deadline)
 
     def _on_expire_heartbeat(self, group: GroupMetadata, member: MemberMetadata) -> None:
         if not member.is_new and (member.is_awaiting_join or member.is_awaiting_sync):

@@ -8,7 +8,8 @@ from typing import Any
 from ...common import TopicPartition
 from ...protocol.errors import ErrorCode
 from ..partition import Partition
-from ..services import DelayedOperations, GroupCoordinatorApi, MetadataCache, PartitionLookup
+from ..services import (ConsumerGroupCoordinatorApi, DelayedOperations, GroupCoordinatorApi, MetadataCache,
+                        PartitionLookup)
 
 # The authorized-operations fields' default when the request did not ask for them (Integer.MIN_VALUE); the
 # bits themselves come from .authorization.authorized_operations.
@@ -130,6 +131,18 @@ def coordinates_every_group(group_id: str) -> ErrorCode:
     A broker of a cluster answers NOT_COORDINATOR for a group it does not coordinate, and
     COORDINATOR_LOAD_IN_PROGRESS while it loads the group's ``__consumer_offsets`` partition."""
     return ErrorCode.NONE
+
+
+async def group_write_error(coordinator: GroupCoordinatorApi | ConsumerGroupCoordinatorApi, group_id: str
+                            ) -> ErrorCode:
+    """Wait until what the group coordinator wrote for the group (a classic group's members at the end of a
+    rebalance, a consumer group's members and assignments) is replicated, as Kafka answers a write once it is
+    committed: NONE, else the error the member gets (Kafka's ``handleOperationException``): NOT_COORDINATOR when
+    leadership moved, COORDINATOR_NOT_AVAILABLE when the write timed out."""
+    code = await coordinator.replicated(group_id)
+    if code == ErrorCode.NONE:
+        return code
+    return ErrorCode.NOT_COORDINATOR if code == ErrorCode.NOT_COORDINATOR else ErrorCode.COORDINATOR_NOT_AVAILABLE
 
 
 async def wait_replicated(coordinator: GroupCoordinatorApi, group_id: str,

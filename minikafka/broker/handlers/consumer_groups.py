@@ -40,7 +40,8 @@ from .authorization import (
     authorized_operations,
     filter_authorized,
 )
-from .common import UNREQUESTED_OPERATIONS, client_host, failed_group_description, coordinates_every_group
+from .common import (UNREQUESTED_OPERATIONS, client_host, coordinates_every_group, failed_group_description,
+                     group_write_error)
 
 if TYPE_CHECKING:
     from ...protocol import bodies as B
@@ -107,6 +108,8 @@ class ConsumerGroupHeartbeatHandler:
             authorized_topics=authorized_topics)
         if result.error != E.NONE:
             return self._error(ctx, result.error, result.error_message)
+        if code := await group_write_error(self.coordinator, group_id):  # answered once its records are replicated
+            return self._error(ctx, code)
         assignment: B.ConsumerGroupHeartbeatResponseAssignment | None = None
         if result.assignment is not None:
             assignment = {"topic_partitions": [

@@ -34,7 +34,8 @@ from ..groups.metadata import GroupOverview
 from ..request import RequestContext
 from ..services import Authorizer, GroupCoordinatorApi, MetadataCache
 from .authorization import AclOperation, ResourceType, authorize, authorized_operations, filter_authorized
-from .common import UNREQUESTED_OPERATIONS, client_host, coordinates_every_group, wait_replicated
+from .common import UNREQUESTED_OPERATIONS, client_host, coordinates_every_group, group_write_error, \
+    wait_replicated
 
 if TYPE_CHECKING:
     from ...protocol import bodies as B
@@ -223,6 +224,10 @@ class SyncGroupHandler(_GroupHandler):
             group_instance_id=req["group_instance_id"],
             assignments={a["member_id"]: bytes(a["assignment"]) for a in req["assignments"]},
         )
+        if result.error == E.NONE and (code := await group_write_error(self.coordinator, req["group_id"])):
+            # (answered once the group's record, its members and their assignments, is replicated: storeGroup)
+            return {"throttle_time_ms": ctx.throttle_time_ms, "error_code": code, "protocol_type": None,
+                    "protocol_name": None, "assignment": b""}
         return {"throttle_time_ms": ctx.throttle_time_ms, "error_code": result.error,
                 "protocol_type": result.protocol_type, "protocol_name": result.protocol_name,
                 "assignment": result.assignment}

@@ -11,8 +11,9 @@ next to the classic mixins; consumer groups live in the same ``groups`` map as c
 
 Deliberate differences from Kafka:
 
-* No records: each heartbeat updates the in-memory group directly (the group epoch and type are persisted
-  through the offsets log by :meth:`~.core.CoordinatorCore._persist_group_metadata`).
+* Each heartbeat updates the in-memory group directly; what changed is then written as Kafka's records
+  (:meth:`~.core.CoordinatorCore._persist_group_metadata`, :mod:`.records`) and the heartbeat answered once they
+  are replicated.
 * Regular expressions are resolved synchronously (see :mod:`.subscription`): a member bringing a new regex
   gets its topics in the same heartbeat, and the group epoch is bumped then rather than by a later
   asynchronous resolution.

@@ -298,7 +298,7 @@ class MigrationMixin(ConsumerGroupMixin, RebalanceMixin):
         for mm in members:
             group.add(mm, None)
         group.protocol_name = group.select_protocol()
-        group.subscribed_topics = group._compute_subscribed_topics()
+        group.subscribed_topics = group.compute_subscribed_topics()
         for mm in members:
             mm.assignment = self._encode_assignment(cg, targets[mm.member_id], mm.metadata(group.protocol_name))
             self._schedule_heartbeat(mm)

@@ -4,12 +4,12 @@ Models Kafka's ``org.apache.kafka.coordinator.group.modern.consumer.ConsumerGrou
 ``ConsumerGroupMember`` (plus ``MemberState`` and ``ConsumerGroup.ConsumerGroupState``).  Partitions
 are kept by topic id (``uuid.UUID``) as Kafka keeps them; ``Assignment`` maps topic id -> partitions.
 
-Deliberate differences from Kafka: the records Kafka writes to ``__consumer_offsets`` to rebuild
-this state (ConsumerGroupMemberMetadata, TargetAssignment, CurrentMemberAssignment, ...) are not
-written: a consumer group's membership lives in memory (shared by a cluster's brokers) and only its
-committed offsets and type are persisted, with the classic group's record.  Members are mutable
-objects updated in place instead of immutable values rebuilt through builders; ``session_deadline``
-and ``rebalance_deadline`` are the timers Kafka schedules in its timer (coordinator clock seconds).
+The records Kafka writes to ``__consumer_offsets`` to rebuild this state (ConsumerGroupMemberMetadata,
+TargetAssignment, CurrentMemberAssignment, ...) are made from it and back in :mod:`.records`.
+
+Deliberate differences from Kafka: members are mutable objects updated in place instead of immutable values
+rebuilt through builders; ``session_deadline`` and ``rebalance_deadline`` are the timers Kafka schedules in its
+timer (coordinator clock seconds).
 """
 
 from __future__ import annotations
