@@ -36,9 +36,11 @@ balancing: no per-broker imbalance threshold); ElectLeaders on request.  Groups 
 ``__consumer_offsets`` topic, created at the first FindCoordinator (``offsets.topic.num.partitions``,
 ``offsets.topic.replication.factor`` capped at the running brokers), as Kafka 4's coordinator runtime keeps
 them (:mod:`~minikafka.broker.coordinator_runtime`): each partition's shard is loaded on its leader from the
-partition's records, a commit is answered once replicated, and a leader change (a stop, a crash once fenced,
-an election) unloads the shard there and loads it on the new leader; FindCoordinator names that leader.
-The brokers share one group coordinator object holding every loaded shard.
+partition's records (classic, consumer and share groups with their members and assignments, and offsets), a
+commit, a SyncGroup completing a rebalance and a consumer or share group heartbeat are answered once their
+records are replicated, and a leader change (a stop, a crash once fenced, an election) unloads the shard there
+and loads it on the new leader; FindCoordinator names that leader.  The brokers share one group coordinator
+object holding every loaded shard.
 Transactional ids live likewise on ``__transaction_state`` (``transaction.state.log.num.partitions``,
 ``transaction.state.log.replication.factor`` and ``transaction.state.log.min.isr`` capped at the running
 brokers; :mod:`~minikafka.broker.txn.state_manager`): each partition loaded on its leader, a state change

@@ -203,7 +203,10 @@ class ShareGroupServices:
             self._state.on_broker_gone(broker_id)
 
     def list_groups(self) -> list[tuple[str, str]]:
-        """(group id, state) of each share group, without building anything (none before the first use)."""
+        """(group id, state) of each share group, without building anything when there is none (before the first
+        use, unless the group coordinator's partitions hold some)."""
+        if self._built is None and self._group_coordinator.has_share_groups():
+            self.build()
         return self._built[0].list_groups() if self._built is not None else []
 
     def start(self, nursery: trio.Nursery) -> None:
@@ -231,6 +234,9 @@ def share_group_coordinator(config: BrokerConfig, metadata: ClusterMetadata, gro
                                          other_group_exists=lambda group_id: group_coordinator.get_group(group_id)
                                          is not None)
     group_coordinator.share_group_exists = share_groups.exists
+    # Its groups are kept on the group coordinator's __consumer_offsets partitions, as Kafka keeps them.
+    share_groups.writer = group_coordinator
+    group_coordinator.attach_share_groups(share_groups)
     return share_groups
 
 

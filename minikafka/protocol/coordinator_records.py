@@ -14,7 +14,8 @@ Which versions are written, as Kafka 3.9 / 4.0 write them:
   (``GroupCoordinatorRecordHelpers.newOffsetCommitRecord``, ``MetadataVersion.offsetCommitValueVersion``);
 * ``GroupMetadataKey`` v2, ``GroupMetadataValue`` v3 (``groupMetadataValueVersion``);
 * ``ConsumerGroupMetadataKey`` v3, ``ConsumerGroupMetadataValue`` v0 (``newConsumerGroupEpochRecord``), and a
-  consumer group's other records, types 4 to 8, at v0 (:mod:`.consumer_group_records`);
+  consumer group's other records, types 4 to 8, and a share group's, types 9 to 14, at v0
+  (:mod:`.modern_group_records`);
 * ``TransactionLogKey`` v0, ``TransactionLogValue`` v1 (``TransactionLog.valueToBytes`` with
   ``transaction.version`` >= 1: the flexible version, whose tagged fields carry the previous producer id
   and the client's transaction version);
@@ -30,8 +31,8 @@ import struct
 import uuid
 from typing import Any, NamedTuple, Union
 
-from . import consumer_group_records as cg
-from .consumer_group_records import ConsumerGroupRecordKey, ConsumerGroupRecordValue
+from . import modern_group_records as cg
+from .modern_group_records import ModernGroupRecordKey, ModernGroupRecordValue
 from .exceptions import CoordinatorRecordError, ProtocolError
 from .schema import Message, f
 
@@ -224,8 +225,8 @@ class ShareSnapshotValue(NamedTuple):
     state_batches: tuple[ShareStateBatch, ...] = ()
 
 
-GroupRecordKey = Union[OffsetCommitKey, GroupMetadataKey, ConsumerGroupMetadataKey, ConsumerGroupRecordKey]
-GroupRecordValue = Union[OffsetCommitValue, GroupMetadataValue, ConsumerGroupMetadataValue, ConsumerGroupRecordValue]
+GroupRecordKey = Union[OffsetCommitKey, GroupMetadataKey, ConsumerGroupMetadataKey, ModernGroupRecordKey]
+GroupRecordValue = Union[OffsetCommitValue, GroupMetadataValue, ConsumerGroupMetadataValue, ModernGroupRecordValue]
 CoordinatorKey = Union[GroupRecordKey, TransactionLogKey, ShareSnapshotKey]
 CoordinatorValue = Union[GroupRecordValue, TransactionLogValue, ShareSnapshotValue]
 
@@ -314,7 +315,8 @@ def _value(data: bytes | memoryview | None, message: Message) -> Any:
 def decode_group_record(key: bytes | memoryview, value: bytes | memoryview | None
                         ) -> tuple[GroupRecordKey, GroupRecordValue | None]:
     """A ``__consumer_offsets`` record (Kafka's ``GroupCoordinatorRecordSerde``); value None: a tombstone.
-    Record types this coordinator does not keep (share groups', a consumer group's regular expressions) raise
+    Record types this coordinator does not keep (a consumer group's regular expressions, a share group's state
+    partitions) raise
     :class:`CoordinatorRecordError`."""
     record_type, body = _split(key, "key")
     if record_type in cg.SCHEMAS:
@@ -386,8 +388,8 @@ SHARE_GROUP_STATE_TOPIC = "__share_group_state"
 
 #: Each coordinator topic's record types (the key version) -> (key schema, value schema), as Kafka's
 #: ``CoordinatorRecordSerde`` of the topic maps them: what ``kafka-dump-log.sh``'s decoders print.  Types
-#: this broker never writes (share groups' records, a consumer group's regular expressions, ShareUpdate) are
-#: absent.
+#: this broker never writes (a consumer group's regular expressions, a share group's state partitions,
+#: ShareUpdate) are absent.
 RECORD_SCHEMAS: dict[str, dict[int, tuple[Message, Message]]] = {
     OFFSETS_TOPIC: {
         0: (_OFFSET_COMMIT_KEY, _OFFSET_COMMIT_VALUE),

@@ -172,7 +172,7 @@ def test_share_snapshot_records_match_kafkas_bytes() -> None:
 
 
 def test_records_that_do_not_decode_raise() -> None:
-    for bad in (b"\x00", i16(9) + string("g"), i16(1) + string("g")):  # short, unknown type, truncated key
+    for bad in (b"\x00", i16(15) + string("g"), i16(1) + string("g")):  # short, unknown type, truncated key
         with pytest.raises(CoordinatorRecordError):
             decode_group_record(bad, None)
     with pytest.raises(CoordinatorRecordError):  # a value version Kafka never had

@@ -292,6 +292,61 @@ async def test_a_consumer_group_keeps_its_members_and_assignments_when_its_coord
         await c0.aclose()
 
 
+async def share_heartbeat(conn: KafkaConnection, group: str, member: str, epoch: int,
+                          topics: list[str] | None = None) -> Any:
+    return await conn.request(K.SHARE_GROUP_HEARTBEAT, 1, {"group_id": group, "member_id": member,
+                                                           "member_epoch": epoch, "rack_id": None,
+                                                           "subscribed_topic_names": topics})
+
+
+async def test_a_share_group_keeps_its_members_when_its_coordinator_crashes_or_its_broker_restarts(tmp_path: Path):
+    """A share group's records (its epoch, members, target and current assignments) are written to its
+    ``__consumer_offsets`` partition and a ShareGroupHeartbeat is answered once they are replicated: the next
+    coordinator, or the broker restarted, rebuilds the group with its members, who carry on at their epoch."""
+    async with serve_cluster(3, **FAST) as cluster:
+        cluster.broker(0).create_topic("t", 4, 3)
+        c0 = await connect(cluster, 0)
+        first = (await find_group_coordinator(c0, "sg")).node_id
+        conn = await connect(cluster, first)
+        members = {}
+        for _ in range(2):
+            r = await share_heartbeat(conn, "sg", str(uuid.uuid4()), 0, ["t"])
+            assert r.error_code == 0
+            members[r.member_id] = r.member_epoch
+        for mid in members:  # the first member catches up with the second's join
+            r = await share_heartbeat(conn, "sg", mid, members[mid])
+            members[mid] = r.member_epoch
+        before = cluster.shared.share_groups.groups["sg"]
+        assigned = {mid: m.assigned_partitions for mid, m in before.members.items()}
+        assert sorted(p for a in assigned.values() for ps in a.values() for p in ps) == [0, 1, 2, 3]
+        await conn.aclose()
+        await cluster.crash_broker(first)
+        await wait_until(lambda: cluster.metadata.group_coordinator("sg").node_id not in (-1, first),
+                         what="the crashed coordinator fenced and its partition led elsewhere")
+        after = cluster.shared.share_groups.groups["sg"]
+        assert after is not before and after.group_epoch == before.group_epoch
+        assert {mid: m.assigned_partitions for mid, m in after.members.items()} == assigned
+        other = await connect(cluster, cluster.metadata.group_coordinator("sg").node_id)
+        for mid, epoch in members.items():
+            r = await share_heartbeat(other, "sg", mid, epoch)
+            assert (r.error_code, r.member_epoch) == (0, epoch)
+        assert cluster.shared.share_groups.groups["sg"].group_epoch == before.group_epoch
+        await other.aclose()
+        await c0.aclose()
+
+    async with serve_broker(data_dir=tmp_path, offsets_topic_num_partitions=3) as broker:
+        broker.create_topic("t", 2)
+        async with await KafkaConnection.connect("127.0.0.1", broker.port) as conn:
+            joined = await share_heartbeat(conn, "sg", str(uuid.uuid4()), 0, ["t"])
+            assert joined.error_code == 0
+    async with serve_broker(data_dir=tmp_path, offsets_topic_num_partitions=3) as broker:
+        async with await KafkaConnection.connect("127.0.0.1", broker.port) as conn:
+            r = await conn.request(K.LIST_GROUPS, 5, {"states_filter": [], "types_filter": ["share"]})
+            assert [(g.group_id, g.group_state) for g in r.groups] == [("sg", "Stable")]
+            r = await share_heartbeat(conn, "sg", joined.member_id, joined.member_epoch)
+            assert (r.error_code, r.member_epoch) == (0, joined.member_epoch)
+
+
 async def test_a_lone_brokers_groups_survive_a_restart_and_an_earlier_local_log_is_carried_over(tmp_path: Path):
     # What an earlier version kept in <data_dir>/__consumer_offsets-0 ...
     legacy = OffsetLog(tmp_path)

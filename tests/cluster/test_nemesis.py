@@ -168,6 +168,19 @@ class Nemesis(threading.Thread):
                     out.append(f"{t.name}-{p.partition} leader {p.leader} epoch {p.leader_epoch} isr {p.isr} {ends}")
         return out
 
+    def _fetchers(self) -> str:
+        """The paused brokers, the network partitions and each broker's replica fetchers: the leader each fetches
+        from, its rounds, whether it is connected, and its partitions not in sync (for the failure message)."""
+        cluster = self.ct.cluster
+        out = [f"paused {sorted(cluster.links.paused)} partitions {list(cluster.links.partitions.values())}"]
+        for b, broker in sorted(cluster.brokers.items()):
+            manager = broker._fetcher_manager
+            for leader, f in sorted(manager.fetchers.items()) if manager is not None else []:
+                behind = {f"{tp.topic}-{tp.partition}": (st.fetch_offset, st.truncating, st.delayed_until, st.lag)
+                          for tp, st in f.partitions.items() if not st.in_sync or st.lag}
+                out.append(f"broker {b} from {leader}: rounds {f.rounds} connected {f.conn is not None} {behind}")
+        return "\n".join(out)
+
     def _wait(self, condition: Callable[[], bool], what: str) -> bool:
         """Wait (60 s at most) for ``condition``; False when stopped meanwhile."""
         waiting.wait_for(lambda: self.stop.is_set() or condition(), 60, what, 0.02)
@@ -176,13 +189,29 @@ class Nemesis(threading.Thread):
     def _progressed(self, since: tuple[int, ...]) -> bool:
         return all(now >= before + step for now, before, step in zip(self.progress(), since, self.step))
 
+    def _work_round(self, since: tuple[int, ...]) -> bool:
+        """Wait until each client did a round of work (``step``) since ``since``, however slowly the machine lets
+        them, as long as each that has not yet done its round gets something done within every 60 s (a stalled
+        client fails the test); False when stopped meanwhile."""
+        while not self._progressed(since):
+            window = self.progress()
+            behind = [i for i, (now, before, step) in enumerate(zip(window, since, self.step)) if now < before + step]
+
+            def moved() -> bool:
+                now = self.progress()
+                return self._progressed(since) or all(now[i] > window[i] for i in behind)
+
+            if not self._wait(moved, "the clients making progress"):
+                return False
+        return True
+
     def run(self) -> None:
         ct = self.ct
         try:
             while not self.stop.is_set():
                 since = self.progress()
                 try:
-                    if not self._wait(lambda: self._progressed(since), "the clients making progress"):
+                    if not self._work_round(since):
                         return
                 except AssertionError:
                     log.error("no progress in 60 s after %s: (writes, transactions, reads) %s then %s",
@@ -192,6 +221,7 @@ class Nemesis(threading.Thread):
                     self._wait(lambda: not ct.call(self._out_of_sync), "every replica back in sync")
                 except AssertionError:
                     log.error("out of sync after 60 s: %s", ct.call(self._out_of_sync))
+                    log.error("links and fetchers: %s", ct.call(self._fetchers))
                     raise
                 # Any broker but the loop's group coordinator: librdkafka 2.16's send_offsets_to_transaction hangs,
                 # past its timeout, once the group coordinator it cached has left the metadata (librdkafka issues

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from kafka_json import load_schema, shared_dir, snake_case
-from minikafka.protocol import consumer_group_records as cg
+from minikafka.protocol import modern_group_records as cg
 from minikafka.protocol.coordinator_records import RECORD_SCHEMAS, decode_group_record, encode_record
 from minikafka.protocol.schema import Field, Message, VersionRange
 

@@ -219,6 +219,7 @@ def test_client_ids_and_regexes() -> None:
         ("ShareGroupDescribeResponse", "groups.members.client_id", "clientId"),
         ("GroupMetadataValue", "members.client_id", "clientId"),
         ("ConsumerGroupMemberMetadataValue", "client_id", "clientId"),
+        ("ShareGroupMemberMetadataValue", "client_id", "clientId"),
         ("ConsumerGroupMemberMetadataValue", "subscribed_topic_regex", "topicRegex"),
         ("ConsumerGroupHeartbeatRequest", "subscribed_topic_regex", "topicRegex"),
         ("ConsumerGroupDescribeResponse", "groups.members.subscribed_topic_regex", "topicRegex"),

@@ -383,7 +383,7 @@ def test_offsets_decoder_prints_what_kafka_prints(tmp_path: Path, capsys) -> Non
         cr.encode_record(cr.GroupMetadataKey("other"), cr.GroupMetadataValue("connect", 1, None, None, -1,
                                                                              (member._replace(assignment=b""),))),
         cr.encode_record(cr.ConsumerGroupMetadataKey("g2"), cr.ConsumerGroupMetadataValue(5)),
-        (b"\x00\x0a\x00\x01g", b"\x00\x00"),  # a record type minikafka does not write (a share group member)
+        (b"\x00\x0f\x00\x01g", b"\x00\x00"),  # a record type minikafka does not write (share state partitions)
         (cr.encode_key(cr.OffsetCommitKey("g", "orders", 3)), b"\x00\x09xx"),  # a value version nobody knows
     ])
     r = run_cli(capsys, "dump-log", "--files", str(segment), "--offsets-decoder", "--skip-record-metadata")
@@ -406,7 +406,7 @@ def test_offsets_decoder_prints_what_kafka_prints(tmp_path: Path, capsys) -> Non
         '"generation":1,"protocol":null,"leader":null,"currentStateTimestamp":-1,"members":' + members +
         f'"subscription":"{base64.b64encode(subscription).decode()}","assignment":""}}]}}}}',
         '| key: {"type":"3","data":{"groupId":"g2"}} payload: {"version":"0","data":{"epoch":5}}',
-        "| key: Unknown record type 10 at offset 6, skipping.",
+        "| key: Unknown record type 15 at offset 6, skipping.",
         "| key: Error at offset 7, skipping. Can't read version 9 of OffsetCommitValue",
     ]
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Protocol
 
 from ...common import OffsetAndMetadata, TopicPartition
 from ...common.clock import SYSTEM_CLOCK, Clock
@@ -35,7 +35,7 @@ from ...protocol.coordinator_records import GroupMemberMetadata
 from .consumer import records as consumer_records
 from ..coordinator_log import OFFSETS_TOPIC, compacted_log_config
 from ..log.cleaner_manager import CleanerTarget
-from .offset_log import LoadedGroup, OffsetLog
+from .offset_log import ConsumerRecordChanges, LoadedGroup, ModernRecords, OffsetLog
 from ..coordinator_runtime import CoordinatorShards, Shard, ShardedCoordinator, ShardState
 from ...common.hashing import partition_for_key
 
@@ -87,6 +87,18 @@ def _generation(group: GroupMetadata) -> int:
     return group.consumer.group_epoch if group.consumer is not None else group.generation_id
 
 
+class ShareGroupShards(Protocol):
+    """The share-group coordinator, as the group coordinator's shards tell it of the share groups they hold."""
+
+    def load_partition(self, partition: int, groups: dict[str, ModernRecords]) -> None:
+        """The partition loaded: ``groups`` are its share groups, by group id, with their records."""
+        ...
+
+    def unload_partition(self, partition: int) -> None:
+        """The partition is no longer loaded here: its share groups go."""
+        ...
+
+
 class CoordinatorCore(ShardedCoordinator):
     """The group cache, clocks and offsets-log glue of :class:`~.coordinator.GroupCoordinator`."""
 
@@ -107,7 +119,12 @@ class CoordinatorCore(ShardedCoordinator):
         self.retention_check_interval_s = retention_check_interval_s
         self.groups: dict[str, GroupMetadata] = {}
         # Whether a group id names a share group (one namespace with the share-group coordinator's groups).
-        self.share_group_exists: Callable[[str], bool] = lambda group_id: False
+        self.share_group_exists: Callable[[str], bool] = self._share_group_pending
+        # KIP-932 share groups live on the same partitions, kept by the share-group coordinator (built at their
+        # first use, then attached: attach_share_groups): each load hands it the share groups it found, each
+        # unload tells it.  What loads found before it was attached waits here, by partition.
+        self.share_groups: ShareGroupShards | None = None
+        self._share_loaded: dict[int, dict[str, ModernRecords]] = {}
         self._closed = False
         self._timer = DeadlineLoop(clock)  # session, join, sync and rebalance deadlines; offset retention
         self._next_cleanup = clock() + retention_check_interval_s
@@ -215,6 +232,7 @@ class CoordinatorCore(ShardedCoordinator):
             return
         for gid, loaded in self._log.load_partition(shard.replica).items():
             self._install(gid, loaded)
+        self._hand_share_groups(shard.partition, self._log.loaded_share_groups)
         shard.state = ShardState.ACTIVE
         if self._legacy:
             self._carry_over(shard.partition)
@@ -245,12 +263,42 @@ class CoordinatorCore(ShardedCoordinator):
                            consumer_records=consumer_records.group_records(group.consumer)
                            if group.consumer is not None else {})
 
+    # ------------------------------------------------------------------ share groups (KIP-932)
+
+    def attach_share_groups(self, shards: ShareGroupShards) -> None:
+        """The share-group coordinator is built: it takes the share groups loaded so far and those to come."""
+        self.share_groups = shards
+        pending, self._share_loaded = self._share_loaded, {}
+        for partition, groups in pending.items():
+            shards.load_partition(partition, groups)
+
+    def has_share_groups(self) -> bool:
+        """Whether loads found share groups no share-group coordinator took yet."""
+        return any(self._share_loaded.values())
+
+    def _share_group_pending(self, group_id: str) -> bool:
+        return any(group_id in groups for groups in self._share_loaded.values())
+
+    def _hand_share_groups(self, partition: int, groups: dict[str, ModernRecords]) -> None:
+        if self.share_groups is not None:
+            self.share_groups.load_partition(partition, groups)
+        elif groups:
+            self._share_loaded[partition] = groups
+
+    def write_share_records(self, group_id: str, records: ConsumerRecordChanges) -> None:
+        """A share group's records (or tombstones), where the group's records go."""
+        if self._log is not None:
+            self._log.write_records(group_id, records)
+
     def _unload_shard(self, partition: int) -> None:
         """Drop a shard and its groups' in-memory state (members waiting on a join or sync are answered
         NOT_COORDINATOR, as Kafka's ``onResignation``)."""
         assert self.shards is not None
         if self.shards.shards.pop(partition, None) is None:
             return
+        self._share_loaded.pop(partition, None)
+        if self.share_groups is not None:
+            self.share_groups.unload_partition(partition)
         for gid in [g for g in self.groups if self.partition_for(g) == partition]:
             group = self.groups.pop(gid)
             self._persisted_meta.pop(gid, None)
@@ -280,6 +328,7 @@ class CoordinatorCore(ShardedCoordinator):
         assert self._log is not None
         for gid, loaded in self._log.load().items():
             self._install(gid, loaded)
+        self._hand_share_groups(0, self._log.loaded_share_groups)
 
     def _install(self, gid: str, loaded: LoadedGroup) -> None:
         """A group as replay recovered it, as Kafka's ``GroupMetadataManager.replay`` and ``onLoaded`` rebuild it:

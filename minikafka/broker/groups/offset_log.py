@@ -50,7 +50,9 @@ from ...protocol.coordinator_records import (ConsumerGroupMetadataKey, ConsumerG
                                              GroupMemberMetadata, GroupMetadataKey, GroupMetadataValue,
                                              GroupRecordValue, OffsetCommitKey, OffsetCommitValue,
                                              decode_group_record, encode_record)
-from ...protocol.consumer_group_records import ConsumerGroupRecordKey, ConsumerGroupRecordValue
+from ...protocol.modern_group_records import (SHARE_GROUP_KEYS, ConsumerGroupRecordKey, ConsumerGroupRecordValue,
+                                              ModernGroupRecordKey, ShareGroupMetadataKey, ShareGroupRecordKey,
+                                              ShareGroupRecordValue)
 from ...protocol.records import NO_PRODUCER_EPOCH, RecordBatchHeader
 from ..coordinator_log import has_local_log as has_local_coordinator_log
 from ..coordinator_log import (OFFSETS_TOPIC, OFFSETS_TOPIC_SEGMENT_BYTES, CoordinatorLog, CoordinatorLogStore,
@@ -87,7 +89,9 @@ class LoadedGroup:
     pending_txn_offsets: dict[int, dict[TopicPartition, OffsetAndMetadata]] = field(default_factory=dict)
 
 
-ConsumerRecordChanges = Iterable[tuple[ConsumerGroupRecordKey, ConsumerGroupRecordValue | None]]
+ConsumerRecordChanges = Iterable[tuple[ModernGroupRecordKey, GroupRecordValue | None]]
+#: A share group's records by (key type, key), as replay leaves them.
+ModernRecords = dict[tuple[type, ShareGroupRecordKey], ShareGroupRecordValue]
 
 
 def _offset_value(om: OffsetAndMetadata) -> OffsetCommitValue:
@@ -132,6 +136,8 @@ class OffsetLog(CoordinatorLogStore):
         self.written: dict[int, int] = {}
         # The type of each group's live (not tombstoned) metadata record.
         self._meta_types: dict[str, str] = {}
+        # The share groups' records the last load found (KIP-932: the share-group coordinator keeps them).
+        self.loaded_share_groups: dict[str, ModernRecords] = {}
 
     def load(self) -> dict[str, LoadedGroup]:
         """Open the local partition log (migrating an old JSON-lines file into it) and replay it."""
@@ -142,6 +148,7 @@ class OffsetLog(CoordinatorLogStore):
         replay = _Replay(self._meta_types)
         count = self._log.replay(replay.record, replay.marker)
         log.info("loaded %d groups from %s (%d records)", len(replay.groups), self.dir, count)
+        self.loaded_share_groups = replay.share_groups
         return replay.groups
 
     def load_partition(self, replica: CoordinatorReplica) -> dict[str, LoadedGroup]:
@@ -156,6 +163,7 @@ class OffsetLog(CoordinatorLogStore):
         self.written.pop(part.index, None)
         log.info("broker %d loaded %d groups from %s-%d (%d records)", replica.broker_id, len(replay.groups),
                  part.topic, part.index, count)
+        self.loaded_share_groups = replay.share_groups
         return replay.groups
 
     def _append(self, group_id: str, records: list[tuple[bytes, bytes | None]], **kw: Any) -> None:
@@ -240,8 +248,14 @@ class OffsetLog(CoordinatorLogStore):
         if records:
             self._append(group_id, records)
 
+    def write_records(self, group_id: str, records: ConsumerRecordChanges) -> None:
+        """Records of a modern group (or their tombstones) where the group's records go."""
+        encoded = [encode_record(k, v) for k, v in records]
+        if encoded and (self._log is not None or self.shards is not None):
+            self._append(group_id, encoded)
+
     def delete_group(self, group_id: str, partitions: Iterable[TopicPartition],
-                     consumer_keys: Iterable[ConsumerGroupRecordKey] = ()) -> None:
+                     consumer_keys: Iterable[ModernGroupRecordKey] = ()) -> None:
         """The group is gone: tombstones for its offsets, a consumer group's member and assignment records and its
         metadata record (GroupMetadata when it never had one, as Kafka writes for a classic group)."""
         if self._log is None and self.shards is None:
@@ -283,6 +297,8 @@ class _Replay:
         self.meta_types = meta_types
         self.meta_types.clear()
         self.pending: dict[int, set[str]] = {}  # producer id -> groups with its transactional offsets
+        # The share groups' records (KIP-932; the share-group coordinator keeps those groups), by group id.
+        self.share_groups: dict[str, ModernRecords] = {}
 
     def record(self, h: RecordBatchHeader, key: bytes, value: bytes | None) -> None:
         k, v = decode_group_record(key, value)
@@ -307,12 +323,13 @@ class _Replay:
             self._metadata(k.group, GROUP_TYPE_CLASSIC, v)
         elif isinstance(k, ConsumerGroupMetadataKey):
             self._metadata(k.group_id, GROUP_TYPE_CONSUMER, v)
+        elif type(k) in SHARE_GROUP_KEYS:
+            if isinstance(k, ShareGroupMetadataKey) and v is None:
+                self.share_groups.pop(k.group_id, None)  # (Kafka writes the group's epoch tombstone last)
+            elif v is not None or k.group_id in self.share_groups:
+                _put(self.share_groups.setdefault(k.group_id, {}), k, v)
         else:
-            records = self.groups.setdefault(k.group_id, LoadedGroup()).consumer_records
-            if v is None:
-                records.pop((type(k), k), None)
-            else:
-                records[(type(k), k)] = v  # type: ignore[assignment]
+            _put(self.groups.setdefault(k.group_id, LoadedGroup()).consumer_records, k, v)
 
     def _metadata(self, group_id: str, group_type: str, v: GroupRecordValue | None) -> None:
         if v is None:
@@ -339,6 +356,14 @@ class _Replay:
             pending = g.pending_txn_offsets.pop(producer_id, None) if g is not None else None
             if g is not None and pending and commit:
                 g.offsets.update(pending)
+
+
+def _put(records: dict[Any, Any], key: ModernGroupRecordKey, value: GroupRecordValue | None) -> None:
+    """Apply one modern group record to what a group's records hold (by :func:`record_id`)."""
+    if value is None:
+        records.pop((type(key), key), None)
+    else:
+        records[(type(key), key)] = value
 
 
 def _apply_legacy(groups: dict[str, LoadedGroup], rec: dict[str, Any]) -> None:

@@ -122,14 +122,6 @@ def _group_coordinator_error(s: BrokerServices) -> Callable[[str], ErrorCode]:
     return _coordinator_error(s.group_coordinator, s.ensure_offsets_topic, s.config.node_id)
 
 
-def _share_coordinator_error(s: BrokerServices) -> Callable[[str], ErrorCode]:
-    """NONE when this broker leads the share group's ``__consumer_offsets`` partition, else NOT_COORDINATOR
-    (share groups are not loaded from the partition: their membership lives in memory)."""
-    node_id = s.config.node_id
-    return lambda group_id: (ErrorCode.NONE if s.metadata.group_coordinator(group_id).node_id == node_id
-                             else ErrorCode.NOT_COORDINATOR)
-
-
 def _built_on_first_request(factory: HandlerFactory) -> HandlerFactory:
     """``factory``, run (and the modules it imports loaded) at the handler's first request: the KIP-932 share
     group handlers cost a broker's start-up nothing until a client uses share groups."""
@@ -147,14 +139,15 @@ def _built_on_first_request(factory: HandlerFactory) -> HandlerFactory:
 
 def _share_group_heartbeat(s: BrokerServices) -> Handler:
     from .share_groups import ShareGroupHeartbeatHandler
-    return ShareGroupHeartbeatHandler(s.share.membership(), authorizer=s.authorizer, 
-        coordinator_error=_share_coordinator_error(s)).handle
+    return ShareGroupHeartbeatHandler(s.share.membership(), authorizer=s.authorizer,
+                                      coordinator_error=_group_coordinator_error(s),
+                                      group_writes=s.group_coordinator).handle
 
 
 def _share_group_describe(s: BrokerServices) -> Handler:
     from .share_groups import ShareGroupDescribeHandler
     return ShareGroupDescribeHandler(s.share.membership(), authorizer=s.authorizer, 
-        coordinator_error=_share_coordinator_error(s)).handle
+        coordinator_error=_group_coordinator_error(s)).handle
 
 
 def _share_fetch(s: BrokerServices) -> Handler:
@@ -172,19 +165,19 @@ def _share_acknowledge(s: BrokerServices) -> Handler:
 def _describe_share_group_offsets(s: BrokerServices) -> Handler:
     from .share_offsets import DescribeShareGroupOffsetsHandler
     return DescribeShareGroupOffsetsHandler(s.share.offsets(), s.share.membership(), s.metadata, s.fetch_log,
-                                            _share_coordinator_error(s), authorizer=s.authorizer).handle
+                                            _group_coordinator_error(s), authorizer=s.authorizer).handle
 
 
 def _alter_share_group_offsets(s: BrokerServices) -> Handler:
     from .share_offsets import AlterShareGroupOffsetsHandler
     return AlterShareGroupOffsetsHandler(s.share.offsets(), s.share.membership(), s.metadata, s.fetch_log,
-                                         _share_coordinator_error(s), authorizer=s.authorizer).handle
+                                         _group_coordinator_error(s), authorizer=s.authorizer).handle
 
 
 def _delete_share_group_offsets(s: BrokerServices) -> Handler:
     from .share_offsets import DeleteShareGroupOffsetsHandler
     return DeleteShareGroupOffsetsHandler(s.share.offsets(), s.share.membership(), s.metadata, s.fetch_log,
-                                          _share_coordinator_error(s), authorizer=s.authorizer).handle
+                                          _group_coordinator_error(s), authorizer=s.authorizer).handle
 
 
 HANDLER_FACTORIES: Mapping[ApiKey, HandlerFactory] = {

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from ...protocol.errors import ErrorCode
 from ..request import RequestContext
-from ..services import Authorizer, ShareGroupMembership
+from ..services import Authorizer, GroupCoordinatorApi, ShareGroupMembership
 from .authorization import (
     AclOperation,
     ResourceType,
@@ -25,7 +25,8 @@ from .authorization import (
     authorized_operations,
     filter_authorized,
 )
-from .common import UNREQUESTED_OPERATIONS, client_host, failed_group_description, coordinates_every_group
+from .common import (UNREQUESTED_OPERATIONS, client_host, coordinates_every_group, failed_group_description,
+                     group_write_error)
 
 if TYPE_CHECKING:
     from ..share.coordinator import ShareGroupDescription
@@ -39,10 +40,13 @@ class ShareGroupHeartbeatHandler:
     changed."""
 
     def __init__(self, coordinator: ShareGroupMembership, authorizer: Authorizer | None = None,
-                 coordinator_error: Callable[[str], ErrorCode] = coordinates_every_group) -> None:
+                 coordinator_error: Callable[[str], ErrorCode] = coordinates_every_group,
+                 group_writes: GroupCoordinatorApi | None = None) -> None:
+        """``group_writes``: where the group's records are written (answered once they are replicated)."""
         self.coordinator = coordinator
         self.authorizer = authorizer
         self.coordinator_error = coordinator_error
+        self.group_writes = group_writes
 
     def _error(self, ctx: RequestContext, code: ErrorCode, message: str | None = None
                ) -> B.ShareGroupHeartbeatResponseBody:
@@ -65,6 +69,8 @@ class ShareGroupHeartbeatHandler:
                                             subscribed, ctx.client_id or "", client_host(ctx.peer))
         if result.error != E.NONE:
             return self._error(ctx, result.error, result.error_message)
+        if self.group_writes is not None and (code := await group_write_error(self.group_writes, group_id)):
+            return self._error(ctx, code)  # (answered once the group's records are replicated)
         assignment: B.ShareGroupHeartbeatResponseAssignment | None = None
         if result.assignment is not None:
             assignment = {"topic_partitions": [{"topic_id": topic_id, "partitions": sorted(parts)}
@@ -79,10 +85,13 @@ class ShareGroupDescribeHandler:
     """Describes share groups: state, epochs, assignor and members with their assignments."""
 
     def __init__(self, coordinator: ShareGroupMembership, authorizer: Authorizer | None = None,
-                 coordinator_error: Callable[[str], ErrorCode] = coordinates_every_group) -> None:
+                 coordinator_error: Callable[[str], ErrorCode] = coordinates_every_group,
+                 group_writes: GroupCoordinatorApi | None = None) -> None:
+        """``group_writes``: where the group's records are written (answered once they are replicated)."""
         self.coordinator = coordinator
         self.authorizer = authorizer
         self.coordinator_error = coordinator_error
+        self.group_writes = group_writes
 
     _failed = staticmethod(failed_group_description)
 

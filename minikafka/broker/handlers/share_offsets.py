@@ -20,8 +20,8 @@ store through :class:`~minikafka.broker.services.ShareGroupOffsets`.
   each topic are forgotten (a later fetch initializes them from ``share.auto.offset.reset``).
 
 Cluster mode: a broker that does not coordinate the group answers NOT_COORDINATOR (``coordinator_error``).
-A group the share coordinator does not know but that has persisted share state (after a restart:
-share-group membership is not persisted) is treated as an Empty share group.
+A group the share-group coordinator does not know but that has persisted share state (its members all gone and
+the group deleted, say) is treated as an Empty share group.
 """
 
 from __future__ import annotations

@@ -27,9 +27,14 @@ A heartbeat:
 The response carries the assignment when the member joined or its assignment changed, and the group's
 ``share.heartbeat.interval.ms``.
 
-Deliberate differences from Kafka: nothing is written to ``__consumer_offsets`` (the groups live in
-memory, shared by the brokers of a cluster; after a restart members rejoin a group that starts again at
-epoch 0); session timeouts are deadlines served by one timer loop (:meth:`ShareGroupCoordinator.run`)
+As Kafka, a group's epoch, members, target and current assignments are written as records to its
+``__consumer_offsets`` partition (:mod:`.records`, through ``writer``: the group coordinator, whose shards hand
+the groups back when a partition loads, :meth:`ShareGroupCoordinator.load_partition`, and take them when it
+unloads), and a heartbeat is answered once they are replicated: a restart or a coordinator move keeps the group
+and its members.
+
+Deliberate differences from Kafka: one coordinator object holds the share groups of every broker's loaded
+partitions; session timeouts are deadlines served by one timer loop (:meth:`ShareGroupCoordinator.run`)
 instead of Kafka's timer wheel; the share-group state initialization that Kafka's coordinator asks of the
 share coordinator is left to the share partitions, which initialize themselves on first fetch.
 """
@@ -41,7 +46,7 @@ import math
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 
 from ...common import TopicMetadata
@@ -52,6 +57,8 @@ from ..deadline_loop import DeadlineLoop
 from ..groups.consumer.model import TopicImage
 from ..groups.consumer.subscription import topic_images
 from ..groups.group_config import GroupConfig
+from ..groups.consumer.records import changed_records
+from . import records as share_records
 from .assignor import ASSIGNOR_NAME, simple_assign
 from .group import MemberAssignment, ShareGroup, ShareGroupMember
 
@@ -127,6 +134,14 @@ class ShareGroupDescription:
         return out
 
 
+class ShareGroupWriter(Protocol):
+    """Where a share group's records go: the group coordinator's ``__consumer_offsets`` partitions."""
+
+    def partition_for(self, group_id: str) -> int: ...
+
+    def write_share_records(self, group_id: str, records: list[tuple[Any, Any]]) -> None: ...
+
+
 class ShareGroupCoordinator:
     """Share-group membership for the brokers of a cluster (see the module docstring).
 
@@ -143,6 +158,9 @@ class ShareGroupCoordinator:
         self.clock = clock
         self.other_group_exists = other_group_exists
         self.groups: dict[str, ShareGroup] = {}
+        # Where the groups' records are written (None: nowhere), and each group's records as last written.
+        self.writer: ShareGroupWriter | None = None
+        self._written: dict[str, share_records.Records] = {}
         # Told (group id, member id) when a member leaves or is fenced (its share sessions end, its records
         # are released) ...
         self.member_listeners: list[Callable[[str, str], None]] = []
@@ -184,7 +202,7 @@ class ShareGroupCoordinator:
         if self._closed:
             return E.COORDINATOR_NOT_AVAILABLE
         try:
-            self._share_group(group_id, create=True)
+            self._persist(self._share_group(group_id, create=True))
         except ShareGroupError as exc:
             return exc.code
         return E.NONE
@@ -201,6 +219,7 @@ class ShareGroupCoordinator:
             return E.NON_EMPTY_GROUP
         group.dead = True
         del self.groups[group_id]
+        self._write(group_id, {})  # tombstones, its epoch last
         log.info("share group %s deleted", group_id)
         _notify(self.group_listeners, group_id)
         return E.NONE
@@ -283,6 +302,7 @@ class ShareGroupCoordinator:
             member.assigned_partitions = {t: set(ps) for t, ps in target.items()}
         cfg = self.group_configs.group_config(group_id)
         self._schedule_session_timeout(member, cfg.share_session_timeout_ms)
+        self._persist(group)
         changed = member.assigned_partitions != old_assignment
         return ShareGroupHeartbeatResult(
             member_id=member_id, member_epoch=member.member_epoch,
@@ -322,7 +342,43 @@ class ShareGroupCoordinator:
         group.group_epoch += 1
         group.subscription_metadata = self._subscription_metadata(group)
         log.info("[GroupId %s] Bumped group epoch to %d.", group.group_id, group.group_epoch)
+        self._persist(group)
         _notify(self.member_listeners, group.group_id, member_id)
+
+    # -- the records (Kafka's share-group records in __consumer_offsets) ------------------------------
+    def _persist(self, group: ShareGroup) -> None:
+        """Write what changed of the group since last written."""
+        self._write(group.group_id, share_records.group_records(group))
+
+    def _write(self, group_id: str, now: share_records.Records) -> None:
+        changes = changed_records(self._written.get(group_id, {}), now)
+        if now:
+            self._written[group_id] = now
+        else:
+            self._written.pop(group_id, None)
+        if changes and self.writer is not None:
+            self.writer.write_share_records(group_id, changes)
+
+    def load_partition(self, partition: int, groups: dict[str, Any]) -> None:
+        """The group coordinator loaded a partition: its share groups come back with their members, each given a
+        fresh session (Kafka's ``onLoaded``)."""
+        for gid, records in groups.items():
+            group = share_records.rebuild(gid, records)
+            timeout_ms = self.group_configs.group_config(gid).share_session_timeout_ms
+            for member in group.members.values():
+                self._schedule_session_timeout(member, timeout_ms)
+            self.groups[gid] = group
+            self._written[gid] = dict(records)
+        if groups:
+            log.info("loaded %d share groups of __consumer_offsets-%d", len(groups), partition)
+
+    def unload_partition(self, partition: int) -> None:
+        """The partition is no longer loaded here: its share groups go (the next leader loads them)."""
+        if self.writer is None:
+            return
+        for gid in [g for g in self.groups if self.writer.partition_for(g) == partition]:
+            del self.groups[gid]
+            self._written.pop(gid, None)
 
     # -- ShareGroupDescribe ------------------------------------------------------------------------
     def describe(self, group_ids: Iterable[str]) -> list[ShareGroupDescription]:

@@ -15,9 +15,11 @@ racks of partitions are not written (Kafka stopped using them in 4.0).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import uuid
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
 
-from ....protocol import consumer_group_records as r
+from ....protocol import modern_group_records as r
 from .model import Assignment, ClassicMemberMetadata, ConsumerGroup, ConsumerGroupMember, MemberState, TopicImage
 from .subscription import metadata_hash, resolve_regex
 
@@ -25,7 +27,7 @@ from .subscription import metadata_hash, resolve_regex
 Records = dict[tuple[type, r.ConsumerGroupRecordKey], r.ConsumerGroupRecordValue]
 
 
-def record_id(key: r.ConsumerGroupRecordKey) -> tuple[type, r.ConsumerGroupRecordKey]:
+def record_id(key: r.ModernGroupRecordKey) -> tuple[type, r.ModernGroupRecordKey]:
     """What tells a record apart from another group record: its key and the key's type."""
     return type(key), key
 
@@ -43,46 +45,61 @@ def _assignment(parts: r.TopicPartitions) -> Assignment:
     return {t: set(ps) for t, ps in parts if ps}
 
 
+def topics_metadata(images: Mapping[str, TopicImage]) -> tuple[tuple[uuid.UUID, str, int], ...]:
+    """A group's subscribed topics as its PartitionMetadata record holds them: (id, name, partitions)."""
+    return tuple((img.topic_id, img.name, img.num_partitions) for _, img in sorted(images.items()))
+
+
+def keyed(records: Iterable[tuple[Any, Any]]) -> dict[tuple[type, Any], Any]:
+    """``(key, value)`` records by :func:`record_id`."""
+    return {(type(k), k): v for k, v in records}
+
+
 def group_records(cg: ConsumerGroup) -> Records:
     """Every record the group is kept as besides its epoch, in the order Kafka writes them."""
+    return keyed(_group_records(cg))
+
+
+def _group_records(cg: ConsumerGroup) -> Iterator[tuple[r.ConsumerGroupRecordKey, r.ConsumerGroupRecordValue]]:
     gid = cg.group_id
-    out: Records = {}
-
-    def put(key: r.ConsumerGroupRecordKey, value: r.ConsumerGroupRecordValue) -> None:
-        out[record_id(key)] = value
-
-    put(r.ConsumerGroupPartitionMetadataKey(gid), r.ConsumerGroupPartitionMetadataValue(tuple(
-        (img.topic_id, img.name, img.num_partitions) for _, img in sorted(cg.subscribed_topics.items()))))
+    yield (r.ConsumerGroupPartitionMetadataKey(gid),
+           r.ConsumerGroupPartitionMetadataValue(topics_metadata(cg.subscribed_topics)))
     for m in cg.members.values():
         classic = None
         if m.classic_protocols is not None:
             classic = r.ClassicMemberMetadataValue(m.classic_protocols.session_timeout_ms,
                                                    tuple(m.classic_protocols.supported_protocols))
-        put(r.ConsumerGroupMemberMetadataKey(gid, m.member_id), r.ConsumerGroupMemberMetadataValue(
+        yield r.ConsumerGroupMemberMetadataKey(gid, m.member_id), r.ConsumerGroupMemberMetadataValue(
             m.instance_id, m.rack_id, m.client_id, m.client_host, tuple(m.subscribed_topic_names),
-            m.subscribed_topic_regex, m.rebalance_timeout_ms, m.server_assignor, classic))
+            m.subscribed_topic_regex, m.rebalance_timeout_ms, m.server_assignor, classic)
     for mid, target in cg.target_assignment.items():
-        put(r.ConsumerGroupTargetAssignmentMemberKey(gid, mid), r.ConsumerGroupTargetAssignmentMemberValue(
-            _partitions(target)))
-    put(r.ConsumerGroupTargetAssignmentMetadataKey(gid), r.ConsumerGroupTargetAssignmentMetadataValue(
-        cg.assignment_epoch))
+        yield (r.ConsumerGroupTargetAssignmentMemberKey(gid, mid),
+               r.ConsumerGroupTargetAssignmentMemberValue(_partitions(target)))
+    yield (r.ConsumerGroupTargetAssignmentMetadataKey(gid),
+           r.ConsumerGroupTargetAssignmentMetadataValue(cg.assignment_epoch))
     for m in cg.members.values():
-        put(r.ConsumerGroupCurrentMemberAssignmentKey(gid, m.member_id), r.ConsumerGroupCurrentMemberAssignmentValue(
+        yield r.ConsumerGroupCurrentMemberAssignmentKey(gid, m.member_id), r.ConsumerGroupCurrentMemberAssignmentValue(
             m.member_epoch, m.previous_member_epoch, STATE_IDS[m.state], _partitions(m.assigned_partitions),
-            _partitions(m.partitions_pending_revocation)))
-    return out
+            _partitions(m.partitions_pending_revocation))
 
 
-def changed_records(before: Mapping[tuple[type, r.ConsumerGroupRecordKey], r.ConsumerGroupRecordValue],
-                    now: Records) -> list[tuple[r.ConsumerGroupRecordKey, r.ConsumerGroupRecordValue | None]]:
+def changed_records(before: Mapping[Any, Any], now: Mapping[Any, Any]
+                    ) -> list[tuple[r.ModernGroupRecordKey, r.ModernGroupRecordValue | None]]:
     """What to write to go from ``before`` to ``now``: each new or changed record, then a tombstone for each one
     gone (a member's current assignment first, its metadata last, as Kafka removes a member)."""
-    out: list[tuple[r.ConsumerGroupRecordKey, r.ConsumerGroupRecordValue | None]] = [
+    out: list[tuple[r.ModernGroupRecordKey, r.ModernGroupRecordValue | None]] = [
         (rid[1], v) for rid, v in now.items() if before.get(rid) != v]
     gone = [rid for rid in before if rid not in now]
-    order: dict[type, int] = {r.ConsumerGroupCurrentMemberAssignmentKey: 0, r.ConsumerGroupTargetAssignmentMemberKey: 1}
-    out += [(rid[1], None) for rid in sorted(gone, key=lambda rid: order.get(rid[0], 2))]
+    out += [(rid[1], None) for rid in sorted(gone, key=lambda rid: _TOMBSTONE_ORDER.get(rid[0], 2))]
     return out
+
+
+# Tombstones go as Kafka writes them: a member's current assignment, then its target, then the rest, a share
+# group's epoch last.
+_TOMBSTONE_ORDER: dict[type, int] = {
+    r.ConsumerGroupCurrentMemberAssignmentKey: 0, r.ShareGroupCurrentMemberAssignmentKey: 0,
+    r.ConsumerGroupTargetAssignmentMemberKey: 1, r.ShareGroupTargetAssignmentMemberKey: 1,
+    r.ShareGroupMetadataKey: 3}
 
 
 def rebuild(group_id: str, epoch: int, records: Records) -> ConsumerGroup:

@@ -1,8 +1,12 @@
-"""The records a KIP-848 consumer group keeps in ``__consumer_offsets`` besides its epoch (Kafka's
-``GroupCoordinatorRecordHelpers``): its subscribed topics' metadata (type 4), each member's metadata (type 5), the
-target assignment's epoch (type 6) and each member's target (type 7), and each member's current assignment
-(type 8).  Declared field by field as Kafka's record JSON (``group-coordinator``) has them; every value is
-written at v0.  :mod:`.coordinator_records` encodes and decodes them with the other coordinator records.
+"""The records the modern groups keep in ``__consumer_offsets`` (Kafka's ``GroupCoordinatorRecordHelpers``).
+
+A KIP-848 consumer group, besides its epoch (type 3): its subscribed topics' metadata (type 4), each member's
+metadata (type 5), the target assignment's epoch (type 6) and each member's target (type 7), and each member's
+current assignment (type 8).  A KIP-932 share group likewise: its subscribed topics' metadata (type 9), each
+member's metadata (10), its epoch (11), the target assignment's epoch (12) and each member's target (13), and
+each member's current assignment (14).  Declared field by field as Kafka's record JSON (``group-coordinator``)
+has them; every value is written at v0.  :mod:`.coordinator_records` encodes and decodes them with the other
+coordinator records.
 
 A member's partitions are ``(topic id, partitions)`` pairs, as the records name topics by id.  Pure: no I/O.
 """
@@ -21,10 +25,7 @@ _TOPIC_PARTITIONS = [
     f("topic_id", "uuid", "0+", entity="topicId"),
     f("partitions", "[]int32", "0+", entity="partitionIndex"),
 ]
-PARTITION_METADATA_KEY = Message("ConsumerGroupPartitionMetadataKey", _NO_API_KEY, "4", None, [
-    f("group_id", "string", "4", entity="groupId"),
-])
-PARTITION_METADATA_VALUE = Message("ConsumerGroupPartitionMetadataValue", _NO_API_KEY, "0", "0+", [
+_TOPICS_METADATA = [
     f("topics", [
         f("topic_id", "uuid", "0+", entity="topicId"),
         f("topic_name", "string", "0+", entity="topicName"),
@@ -34,7 +35,11 @@ PARTITION_METADATA_VALUE = Message("ConsumerGroupPartitionMetadataValue", _NO_AP
             f("racks", "[]string", "0+"),
         ], "0+"),
     ], "0+"),
+]
+PARTITION_METADATA_KEY = Message("ConsumerGroupPartitionMetadataKey", _NO_API_KEY, "4", None, [
+    f("group_id", "string", "4", entity="groupId"),
 ])
+PARTITION_METADATA_VALUE = Message("ConsumerGroupPartitionMetadataValue", _NO_API_KEY, "0", "0+", _TOPICS_METADATA)
 MEMBER_METADATA_KEY = Message("ConsumerGroupMemberMetadataKey", _NO_API_KEY, "5", None, [
     f("group_id", "string", "5", entity="groupId"),
     f("member_id", "string", "5"),
@@ -79,6 +84,40 @@ CURRENT_MEMBER_ASSIGNMENT_VALUE = Message("ConsumerGroupCurrentMemberAssignmentV
     f("state", "int8", "0+"),
     f("assigned_partitions", _TOPIC_PARTITIONS, "0+"),
     f("partitions_pending_revocation", _TOPIC_PARTITIONS, "0+"),
+])
+
+
+def _group_key(name: str, record_type: int, member: bool = False) -> Message:
+    fields = [f("group_id", "string", str(record_type), entity="groupId")]
+    if member:
+        fields.append(f("member_id", "string", str(record_type)))
+    return Message(name, _NO_API_KEY, str(record_type), None, fields)
+
+
+SHARE_PARTITION_METADATA_KEY = _group_key("ShareGroupPartitionMetadataKey", 9)
+SHARE_PARTITION_METADATA_VALUE = Message("ShareGroupPartitionMetadataValue", _NO_API_KEY, "0", "0+", _TOPICS_METADATA)
+SHARE_MEMBER_METADATA_KEY = _group_key("ShareGroupMemberMetadataKey", 10, member=True)
+SHARE_MEMBER_METADATA_VALUE = Message("ShareGroupMemberMetadataValue", _NO_API_KEY, "0", "0+", [
+    f("rack_id", "string", "0+", nullable="0+"),
+    f("client_id", "string", "0+", entity="clientId"),
+    f("client_host", "string", "0+"),
+    f("subscribed_topic_names", "[]string", "0+", entity="topicName"),
+])
+SHARE_METADATA_KEY = _group_key("ShareGroupMetadataKey", 11)
+SHARE_METADATA_VALUE = Message("ShareGroupMetadataValue", _NO_API_KEY, "0", "0+", [f("epoch", "int32", "0+")])
+SHARE_TARGET_ASSIGNMENT_METADATA_KEY = _group_key("ShareGroupTargetAssignmentMetadataKey", 12)
+SHARE_TARGET_ASSIGNMENT_METADATA_VALUE = Message("ShareGroupTargetAssignmentMetadataValue", _NO_API_KEY, "0", "0+",
+                                                 [f("assignment_epoch", "int32", "0+")])
+SHARE_TARGET_ASSIGNMENT_MEMBER_KEY = _group_key("ShareGroupTargetAssignmentMemberKey", 13, member=True)
+SHARE_TARGET_ASSIGNMENT_MEMBER_VALUE = Message("ShareGroupTargetAssignmentMemberValue", _NO_API_KEY, "0", "0+", [
+    f("topic_partitions", _TOPIC_PARTITIONS, "0+"),
+])
+SHARE_CURRENT_MEMBER_ASSIGNMENT_KEY = _group_key("ShareGroupCurrentMemberAssignmentKey", 14, member=True)
+SHARE_CURRENT_MEMBER_ASSIGNMENT_VALUE = Message("ShareGroupCurrentMemberAssignmentValue", _NO_API_KEY, "0", "0+", [
+    f("member_epoch", "int32", "0+"),
+    f("previous_member_epoch", "int32", "0+"),
+    f("state", "int8", "0+"),
+    f("assigned_partitions", _TOPIC_PARTITIONS, "0+"),
 ])
 
 # -- typed keys and values ---------------------------------------------------------------------------------
@@ -157,6 +196,75 @@ class ConsumerGroupCurrentMemberAssignmentValue(NamedTuple):
     partitions_pending_revocation: TopicPartitions
 
 
+class ShareGroupPartitionMetadataKey(NamedTuple):
+    """The metadata of a share group's subscribed topics (record type 9)."""
+
+    group_id: str
+
+
+class ShareGroupPartitionMetadataValue(NamedTuple):
+    topics: tuple[tuple[uuid.UUID, str, int], ...]  # (topic id, name, partition count)
+
+
+class ShareGroupMemberMetadataKey(NamedTuple):
+    """A share group member's metadata (record type 10)."""
+
+    group_id: str
+    member_id: str
+
+
+class ShareGroupMemberMetadataValue(NamedTuple):
+    rack_id: str | None
+    client_id: str
+    client_host: str
+    subscribed_topic_names: tuple[str, ...]
+
+
+class ShareGroupMetadataKey(NamedTuple):
+    """A share group's epoch (record type 11)."""
+
+    group_id: str
+
+
+class ShareGroupMetadataValue(NamedTuple):
+    epoch: int
+
+
+class ShareGroupTargetAssignmentMetadataKey(NamedTuple):
+    """The epoch of a share group's target assignment (record type 12)."""
+
+    group_id: str
+
+
+class ShareGroupTargetAssignmentMetadataValue(NamedTuple):
+    assignment_epoch: int
+
+
+class ShareGroupTargetAssignmentMemberKey(NamedTuple):
+    """A share group member's target assignment (record type 13)."""
+
+    group_id: str
+    member_id: str
+
+
+class ShareGroupTargetAssignmentMemberValue(NamedTuple):
+    topic_partitions: TopicPartitions
+
+
+class ShareGroupCurrentMemberAssignmentKey(NamedTuple):
+    """A share group member's current assignment (record type 14)."""
+
+    group_id: str
+    member_id: str
+
+
+class ShareGroupCurrentMemberAssignmentValue(NamedTuple):
+    member_epoch: int
+    previous_member_epoch: int
+    state: int  # Kafka's MemberState (a share group member is always STABLE, 0)
+    assigned_partitions: TopicPartitions
+
+
 # What each key is written as (its version is the record type), and each value's message (written at v0).
 KEY_WRITERS: dict[type, tuple[Message, int]] = {
     ConsumerGroupPartitionMetadataKey: (PARTITION_METADATA_KEY, 4),
@@ -164,6 +272,12 @@ KEY_WRITERS: dict[type, tuple[Message, int]] = {
     ConsumerGroupTargetAssignmentMetadataKey: (TARGET_ASSIGNMENT_METADATA_KEY, 6),
     ConsumerGroupTargetAssignmentMemberKey: (TARGET_ASSIGNMENT_MEMBER_KEY, 7),
     ConsumerGroupCurrentMemberAssignmentKey: (CURRENT_MEMBER_ASSIGNMENT_KEY, 8),
+    ShareGroupPartitionMetadataKey: (SHARE_PARTITION_METADATA_KEY, 9),
+    ShareGroupMemberMetadataKey: (SHARE_MEMBER_METADATA_KEY, 10),
+    ShareGroupMetadataKey: (SHARE_METADATA_KEY, 11),
+    ShareGroupTargetAssignmentMetadataKey: (SHARE_TARGET_ASSIGNMENT_METADATA_KEY, 12),
+    ShareGroupTargetAssignmentMemberKey: (SHARE_TARGET_ASSIGNMENT_MEMBER_KEY, 13),
+    ShareGroupCurrentMemberAssignmentKey: (SHARE_CURRENT_MEMBER_ASSIGNMENT_KEY, 14),
 }
 VALUE_WRITERS: dict[type, tuple[Message, int]] = {
     ConsumerGroupPartitionMetadataValue: (PARTITION_METADATA_VALUE, 0),
@@ -171,6 +285,12 @@ VALUE_WRITERS: dict[type, tuple[Message, int]] = {
     ConsumerGroupTargetAssignmentMetadataValue: (TARGET_ASSIGNMENT_METADATA_VALUE, 0),
     ConsumerGroupTargetAssignmentMemberValue: (TARGET_ASSIGNMENT_MEMBER_VALUE, 0),
     ConsumerGroupCurrentMemberAssignmentValue: (CURRENT_MEMBER_ASSIGNMENT_VALUE, 0),
+    ShareGroupPartitionMetadataValue: (SHARE_PARTITION_METADATA_VALUE, 0),
+    ShareGroupMemberMetadataValue: (SHARE_MEMBER_METADATA_VALUE, 0),
+    ShareGroupMetadataValue: (SHARE_METADATA_VALUE, 0),
+    ShareGroupTargetAssignmentMetadataValue: (SHARE_TARGET_ASSIGNMENT_METADATA_VALUE, 0),
+    ShareGroupTargetAssignmentMemberValue: (SHARE_TARGET_ASSIGNMENT_MEMBER_VALUE, 0),
+    ShareGroupCurrentMemberAssignmentValue: (SHARE_CURRENT_MEMBER_ASSIGNMENT_VALUE, 0),
 }
 #: Record type -> (key schema, value schema).
 SCHEMAS: dict[int, tuple[Message, Message]] = {
@@ -179,6 +299,12 @@ SCHEMAS: dict[int, tuple[Message, Message]] = {
     6: (TARGET_ASSIGNMENT_METADATA_KEY, TARGET_ASSIGNMENT_METADATA_VALUE),
     7: (TARGET_ASSIGNMENT_MEMBER_KEY, TARGET_ASSIGNMENT_MEMBER_VALUE),
     8: (CURRENT_MEMBER_ASSIGNMENT_KEY, CURRENT_MEMBER_ASSIGNMENT_VALUE),
+    9: (SHARE_PARTITION_METADATA_KEY, SHARE_PARTITION_METADATA_VALUE),
+    10: (SHARE_MEMBER_METADATA_KEY, SHARE_MEMBER_METADATA_VALUE),
+    11: (SHARE_METADATA_KEY, SHARE_METADATA_VALUE),
+    12: (SHARE_TARGET_ASSIGNMENT_METADATA_KEY, SHARE_TARGET_ASSIGNMENT_METADATA_VALUE),
+    13: (SHARE_TARGET_ASSIGNMENT_MEMBER_KEY, SHARE_TARGET_ASSIGNMENT_MEMBER_VALUE),
+    14: (SHARE_CURRENT_MEMBER_ASSIGNMENT_KEY, SHARE_CURRENT_MEMBER_ASSIGNMENT_VALUE),
 }
 
 ConsumerGroupRecordKey = (ConsumerGroupPartitionMetadataKey | ConsumerGroupMemberMetadataKey
@@ -187,14 +313,27 @@ ConsumerGroupRecordKey = (ConsumerGroupPartitionMetadataKey | ConsumerGroupMembe
 ConsumerGroupRecordValue = (ConsumerGroupPartitionMetadataValue | ConsumerGroupMemberMetadataValue
                             | ConsumerGroupTargetAssignmentMetadataValue | ConsumerGroupTargetAssignmentMemberValue
                             | ConsumerGroupCurrentMemberAssignmentValue)
+ShareGroupRecordKey = (ShareGroupPartitionMetadataKey | ShareGroupMemberMetadataKey | ShareGroupMetadataKey
+                       | ShareGroupTargetAssignmentMetadataKey | ShareGroupTargetAssignmentMemberKey
+                       | ShareGroupCurrentMemberAssignmentKey)
+ShareGroupRecordValue = (ShareGroupPartitionMetadataValue | ShareGroupMemberMetadataValue | ShareGroupMetadataValue
+                         | ShareGroupTargetAssignmentMetadataValue | ShareGroupTargetAssignmentMemberValue
+                         | ShareGroupCurrentMemberAssignmentValue)
+SHARE_GROUP_KEYS = frozenset({ShareGroupPartitionMetadataKey, ShareGroupMemberMetadataKey, ShareGroupMetadataKey,
+                              ShareGroupTargetAssignmentMetadataKey, ShareGroupTargetAssignmentMemberKey,
+                              ShareGroupCurrentMemberAssignmentKey})
+ModernGroupRecordKey = ConsumerGroupRecordKey | ShareGroupRecordKey
+ModernGroupRecordValue = ConsumerGroupRecordValue | ShareGroupRecordValue
 
 
 def _partitions(items: Any) -> TopicPartitions:
     return tuple((t.topic_id, tuple(t.partitions)) for t in items)
 
 
-def typed_record(record_type: int, k: Any, v: Any) -> tuple[ConsumerGroupRecordKey, ConsumerGroupRecordValue | None]:
-    """The typed key and value (None: a tombstone) of a parsed record of ``record_type`` (4 to 8)."""
+def typed_record(record_type: int, k: Any, v: Any) -> tuple[ModernGroupRecordKey, ModernGroupRecordValue | None]:
+    """The typed key and value (None: a tombstone) of a parsed record of ``record_type`` (4 to 14)."""
+    if record_type >= 9:
+        return _typed_share_record(record_type, k, v)
     if record_type == 4:
         return ConsumerGroupPartitionMetadataKey(k.group_id), None if v is None else \
             ConsumerGroupPartitionMetadataValue(tuple((t.topic_id, t.topic_name, t.num_partitions) for t in v.topics))
@@ -221,13 +360,34 @@ def typed_record(record_type: int, k: Any, v: Any) -> tuple[ConsumerGroupRecordK
                                                   _partitions(v.partitions_pending_revocation))
 
 
+def _typed_share_record(record_type: int, k: Any, v: Any) -> tuple[ShareGroupRecordKey, ShareGroupRecordValue | None]:
+    if record_type == 9:
+        return ShareGroupPartitionMetadataKey(k.group_id), None if v is None else \
+            ShareGroupPartitionMetadataValue(tuple((t.topic_id, t.topic_name, t.num_partitions) for t in v.topics))
+    if record_type == 10:
+        return ShareGroupMemberMetadataKey(k.group_id, k.member_id), None if v is None else \
+            ShareGroupMemberMetadataValue(v.rack_id, v.client_id, v.client_host, tuple(v.subscribed_topic_names))
+    if record_type == 11:
+        return ShareGroupMetadataKey(k.group_id), None if v is None else ShareGroupMetadataValue(v.epoch)
+    if record_type == 12:
+        return ShareGroupTargetAssignmentMetadataKey(k.group_id), None if v is None else \
+            ShareGroupTargetAssignmentMetadataValue(v.assignment_epoch)
+    if record_type == 13:
+        return ShareGroupTargetAssignmentMemberKey(k.group_id, k.member_id), None if v is None else \
+            ShareGroupTargetAssignmentMemberValue(_partitions(v.topic_partitions))
+    assert record_type == 14
+    return ShareGroupCurrentMemberAssignmentKey(k.group_id, k.member_id), None if v is None else \
+        ShareGroupCurrentMemberAssignmentValue(v.member_epoch, v.previous_member_epoch, v.state,
+                                               _partitions(v.assigned_partitions))
+
+
 def _plain_partitions(parts: TopicPartitions) -> list[dict[str, Any]]:
     return [{"topic_id": t, "partitions": list(p)} for t, p in parts]
 
 
-def plain_value(value: ConsumerGroupRecordValue) -> dict[str, Any]:
+def plain_value(value: ModernGroupRecordValue) -> dict[str, Any]:
     """``value`` as the dict its schema builds (the topic lists as their structs)."""
-    if isinstance(value, ConsumerGroupPartitionMetadataValue):
+    if isinstance(value, (ConsumerGroupPartitionMetadataValue, ShareGroupPartitionMetadataValue)):
         return {"topics": [{"topic_id": t, "topic_name": n, "num_partitions": c, "partition_metadata": []}
                            for t, n, c in value.topics]}
     if isinstance(value, ConsumerGroupMemberMetadataValue):
@@ -238,8 +398,12 @@ def plain_value(value: ConsumerGroupRecordValue) -> dict[str, Any]:
             "session_timeout_ms": cm.session_timeout_ms,
             "supported_protocols": [{"name": n, "metadata": m} for n, m in cm.supported_protocols]}
         return out
-    if isinstance(value, ConsumerGroupTargetAssignmentMemberValue):
+    if isinstance(value, ShareGroupMemberMetadataValue):
+        return {**value._asdict(), "subscribed_topic_names": list(value.subscribed_topic_names)}
+    if isinstance(value, (ConsumerGroupTargetAssignmentMemberValue, ShareGroupTargetAssignmentMemberValue)):
         return {"topic_partitions": _plain_partitions(value.topic_partitions)}
+    if isinstance(value, ShareGroupCurrentMemberAssignmentValue):
+        return {**value._asdict(), "assigned_partitions": _plain_partitions(value.assigned_partitions)}
     if isinstance(value, ConsumerGroupCurrentMemberAssignmentValue):
         return {**value._asdict(), "assigned_partitions": _plain_partitions(value.assigned_partitions),
                 "partitions_pending_revocation": _plain_partitions(value.partitions_pending_revocation)}
