@@ -15,19 +15,22 @@ from .core import CoordinatorCore, E, S, log
 from .metadata import CONSUMER_PROTOCOL_TYPE, GROUP_TYPE_CONSUMER, GroupMetadata, GroupOverview, GroupSummary
 
 
-class AdminMixin(CoordinatorCore):
-    """ListGroups, DescribeGroups and DeleteGroups."""
+class GroupAdmin:
+    """ListGroups, DescribeGroups and DeleteGroups over the groups of ``core`` (a part of the group coordinator)."""
+
+    def __init__(self, core: CoordinatorCore) -> None:
+        self.core = core
 
     def list_groups(self, states: set[str] | None = None,
                     types: set[str] | None = None) -> tuple[ErrorCode, list[GroupOverview]]:
         """Kafka's ``listGroups``: ``states`` filters by state name (case-insensitive, trimmed), ``types``
         by group type (``classic``, ``consumer``; case-insensitive, an unknown type matches nothing)."""
-        if self._closed:
+        if self.core._closed:
             return E.COORDINATOR_NOT_AVAILABLE, []
         wanted_states = {s.strip().lower() for s in states} if states else None
         wanted_types = {t.lower() for t in types} if types else None
         out = []
-        for group in self.groups.values():
+        for group in self.core.groups.values():
             overview = group_overview(group)
             if wanted_states is not None and overview.state.lower() not in wanted_states:
                 continue
@@ -40,10 +43,10 @@ class AdminMixin(CoordinatorCore):
         """Kafka's ``describeGroups``: a group that does not exist, or is not a classic group, is
         GROUP_ID_NOT_FOUND in a Dead summary with a message (DescribeGroups before v6 reports it
         as a Dead group without an error)."""
-        err = self._inactive_error(group_id, need_non_empty=False)
+        err = self.core._inactive_error(group_id, need_non_empty=False)
         if err is not None:
             return err, GroupSummary("", "", "", [])
-        group = self.groups.get(group_id)
+        group = self.core.groups.get(group_id)
         if group is None:
             return E.GROUP_ID_NOT_FOUND, GroupSummary(S.DEAD.value, "", "", [], f"Group {group_id} not found.")
         if group.consumer is not None:
@@ -55,15 +58,15 @@ class AdminMixin(CoordinatorCore):
         """Kafka's ``deleteGroups``: only Empty groups can be deleted (with their offsets)."""
         out: dict[str, ErrorCode] = {}
         for gid in group_ids:
-            err = self._inactive_error(gid, need_non_empty=False)
+            err = self.core._inactive_error(gid, need_non_empty=False)
             if err is not None:
                 out[gid] = err
                 continue
-            group = self.groups.get(gid)
+            group = self.core.groups.get(gid)
             if group is None or group.state == S.DEAD:
                 out[gid] = E.GROUP_ID_NOT_FOUND
             elif is_empty(group):
-                self._remove_group(group)
+                self.core._remove_group(group)
                 log.info("deleted group %s", gid)
                 out[gid] = E.NONE
             else:

@@ -44,19 +44,23 @@ Deliberate differences from Kafka:
 
 from __future__ import annotations
 
-from .admin import AdminMixin
+from typing import Any
+
 from ...common import TopicPartition
+from ...protocol.errors import ErrorCode
+from .admin import GroupAdmin
+from .consumer.heartbeat import ConsumerGroupMixin
 from .core import DEFAULT_RETENTION_CHECK_INTERVAL_S
 from .join import JoinGroupMixin
 from .membership import MembershipMixin
-from .offsets import OFFSET_METADATA_MAX_SIZE, OffsetsMixin
-from .consumer.heartbeat import ConsumerGroupMixin
+from .metadata import GroupOverview, GroupSummary, OffsetAndMetadata
+from .offsets import OFFSET_METADATA_MAX_SIZE, OffsetMetadataManager
 from .timers import TimerLoopMixin
 
 __all__ = ["DEFAULT_RETENTION_CHECK_INTERVAL_S", "OFFSET_METADATA_MAX_SIZE", "GroupCoordinator", "TopicPartition"]
 
 
-class GroupCoordinator(TimerLoopMixin, JoinGroupMixin, MembershipMixin, OffsetsMixin, AdminMixin, ConsumerGroupMixin):
+class GroupCoordinator(TimerLoopMixin, JoinGroupMixin, MembershipMixin, ConsumerGroupMixin):
     """Kafka's classic ``GroupCoordinator`` for one broker.
 
     ``clock`` gives seconds for timers (session, rebalance and join-delay
@@ -64,3 +68,54 @@ class GroupCoordinator(TimerLoopMixin, JoinGroupMixin, MembershipMixin, OffsetsM
     a ``MockClock``); ``wall_clock``, a :class:`~minikafka.common.clock.Clock`, gives the epoch
     milliseconds stamped on offset commits and used for offset retention.
     """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.offsets = OffsetMetadataManager(self)
+        self.admin = GroupAdmin(self)
+
+    # -- offsets (the OffsetMetadataManager part) ---------------------------------------------------------
+    def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int,
+                       offsets: dict[TopicPartition, OffsetAndMetadata], *, api_version: int = 8
+                       ) -> dict[TopicPartition, ErrorCode]:
+        return self.offsets.commit_offsets(group_id, member_id, group_instance_id, generation_id, offsets,
+                                           api_version=api_version)
+
+    def txn_commit_offsets(self, group_id: str, producer_id: int, member_id: str, group_instance_id: str | None,
+                           generation_id: int, offsets: dict[TopicPartition, OffsetAndMetadata], *,
+                           producer_epoch: int = -1) -> dict[TopicPartition, ErrorCode]:
+        return self.offsets.txn_commit_offsets(group_id, producer_id, member_id, group_instance_id, generation_id,
+                                               offsets, producer_epoch=producer_epoch)
+
+    def complete_txn_partition(self, partition: int, producer_id: int, commit: bool) -> None:
+        self.offsets.complete_txn_partition(partition, producer_id, commit)
+
+    def txn_offset_groups(self, producer_id: int) -> set[str]:
+        return self.offsets.txn_offset_groups(producer_id)
+
+    def pending_txn_partitions(self, group_id: str) -> set[TopicPartition]:
+        return self.offsets.pending_txn_partitions(group_id)
+
+    def fetch_offsets(self, group_id: str, partitions: list[TopicPartition] | None, require_stable: bool = False,
+                      *, member_id: str | None = None, member_epoch: int = -1
+                      ) -> tuple[ErrorCode, dict[TopicPartition, OffsetAndMetadata | None]]:
+        return self.offsets.fetch_offsets(group_id, partitions, require_stable, member_id=member_id,
+                                          member_epoch=member_epoch)
+
+    def delete_offsets(self, group_id: str, topics: dict[str, list[int]]
+                       ) -> tuple[ErrorCode, dict[str, dict[int, ErrorCode]]]:
+        return self.offsets.delete_offsets(group_id, topics)
+
+    def cleanup_group_metadata(self) -> int:
+        return self.offsets.cleanup_group_metadata()
+
+    # -- administration (the GroupAdmin part) -------------------------------------------------------------
+    def list_groups(self, states: set[str] | None = None,
+                    types: set[str] | None = None) -> tuple[ErrorCode, list[GroupOverview]]:
+        return self.admin.list_groups(states, types)
+
+    def describe_group(self, group_id: str) -> tuple[ErrorCode, GroupSummary]:
+        return self.admin.describe_group(group_id)
+
+    def delete_groups(self, group_ids: list[str]) -> dict[str, ErrorCode]:
+        return self.admin.delete_groups(group_ids)

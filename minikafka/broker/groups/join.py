@@ -12,6 +12,7 @@ from __future__ import annotations
 import uuid
 
 from .consumer.classic_members import ClassicMembersMixin
+from .rebalance import validate_current_member
 from .consumer.subscription import TopicsImage
 from .core import E, S, log
 from .metadata import (
@@ -175,7 +176,7 @@ class JoinGroupMixin(ClassicMembersMixin):
                 rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols, reason,
             )
             return
-        err = self._validate_current_member(group, member_id, group_instance_id)
+        err = validate_current_member(group, member_id, group_instance_id)
         if err is not None:
             reply.set(JoinResult(member_id, err))
             return

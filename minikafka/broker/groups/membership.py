@@ -11,6 +11,7 @@ from ...protocol.errors import ErrorCode
 from .core import E, S, log
 from .metadata import UNKNOWN_MEMBER_ID, Reply, SyncResult
 from .consumer.classic_members import ClassicMembersMixin
+from .rebalance import validate_current_member
 
 
 class MembershipMixin(ClassicMembersMixin):
@@ -54,7 +55,7 @@ class MembershipMixin(ClassicMembersMixin):
         if group.state == S.DEAD:
             err = E.COORDINATOR_NOT_AVAILABLE
         else:
-            err = self._validate_current_member(group, member_id, group_instance_id)
+            err = validate_current_member(group, member_id, group_instance_id)
             if err is None:
                 if generation_id != group.generation_id:
                     err = E.ILLEGAL_GENERATION
@@ -106,7 +107,7 @@ class MembershipMixin(ClassicMembersMixin):
             return self._classic_heartbeat_to_consumer_group(group, generation_id, member_id, group_instance_id)
         if group.state == S.DEAD:
             return E.COORDINATOR_NOT_AVAILABLE
-        err = self._validate_current_member(group, member_id, group_instance_id)
+        err = validate_current_member(group, member_id, group_instance_id)
         if err is not None:
             return err
         if generation_id != group.generation_id:
@@ -147,7 +148,7 @@ class MembershipMixin(ClassicMembersMixin):
                 self._remove_pending_member_and_update_group(group, member_id)
                 out.append((member_id, instance_id, E.NONE))
             else:
-                err = self._validate_current_member(group, member_id, instance_id)
+                err = validate_current_member(group, member_id, instance_id)
                 if err is None:
                     log.info("member %s leaves group %s (reason: %s)", member_id, group_id, reason or "not provided")
                     self._remove_member_and_update_group(group, group.get(member_id), why)

@@ -16,15 +16,20 @@ from __future__ import annotations
 from ...protocol.errors import ErrorCode
 from ...common import TopicPartition
 from .consumer.model import ConsumerGroup
-from .core import E, S, log
+from .core import CoordinatorCore, E, S, log
 from .metadata import CONSUMER_PROTOCOL_TYPE, UNKNOWN_MEMBER_ID, GroupMetadata, OffsetAndMetadata
-from .rebalance import RebalanceMixin
+from .rebalance import validate_current_member
 
 OFFSET_METADATA_MAX_SIZE = 4096  # offset.metadata.max.bytes
 
 
-class OffsetsMixin(RebalanceMixin):
-    """OffsetCommit, OffsetFetch and offset expiry."""
+class OffsetMetadataManager:
+    """OffsetCommit, TxnOffsetCommit, OffsetFetch, OffsetDelete and offset expiry of the groups of a coordinator
+    (Kafka's ``OffsetMetadataManager``, a part of its ``GroupCoordinatorShard``): over ``core``, the groups and
+    the ``__consumer_offsets`` records they are kept in."""
+
+    def __init__(self, core: CoordinatorCore) -> None:
+        self.core = core
 
     # -------------------------------------------------------- OffsetCommit
 
@@ -47,21 +52,21 @@ class OffsetsMixin(RebalanceMixin):
         def all_(err: ErrorCode) -> dict[TopicPartition, ErrorCode]:
             return {tp: err for tp in offsets}
 
-        err = self._inactive_error(group_id, need_non_empty=False) or self._share_group_error(group_id)
+        err = self.core._inactive_error(group_id, need_non_empty=False) or self.core._share_group_error(group_id)
         if err is not None:
             return all_(err)
-        group = self.groups.get(group_id)
+        group = self.core.groups.get(group_id)
         if group is None:
             if generation_id >= 0:
                 return all_(E.GROUP_ID_NOT_FOUND if api_version >= 9 else E.ILLEGAL_GENERATION)
             # A group that does not use group management: allow the commit.
-            group = self.groups[group_id] = GroupMetadata(group_id, self._now_ms())
+            group = self.core.groups[group_id] = GroupMetadata(group_id, self.core._now_ms())
         if group.consumer is not None:
             err = validate_consumer_group_offset_commit(group.consumer, member_id, generation_id, api_version,
                                                         transactional=False)
             if err is not None:
                 return all_(err)
-            self._persist_group_metadata(group)
+            self.core._persist_group_metadata(group)
             return self._store_offsets(group, offsets)
         err = self._validate_offset_commit(group, generation_id, member_id, group_instance_id)
         if err is not None:
@@ -69,7 +74,7 @@ class OffsetsMixin(RebalanceMixin):
         if group.state == S.COMPLETING_REBALANCE:
             return all_(E.REBALANCE_IN_PROGRESS)
         if group.state in (S.STABLE, S.PREPARING_REBALANCE):
-            self._schedule_heartbeat(group.get(member_id))
+            self.core._schedule_heartbeat(group.get(member_id))
         return self._store_offsets(group, offsets)
 
     def _validate_offset_commit(self, group: GroupMetadata, generation_id: int, member_id: str,
@@ -77,7 +82,7 @@ class OffsetsMixin(RebalanceMixin):
         if group.state == S.DEAD:
             return E.COORDINATOR_NOT_AVAILABLE
         if generation_id >= 0 or member_id != UNKNOWN_MEMBER_ID or group_instance_id is not None:
-            err = self._validate_current_member(group, member_id, group_instance_id)
+            err = validate_current_member(group, member_id, group_instance_id)
             if err is None and generation_id != group.generation_id:
                 err = E.ILLEGAL_GENERATION
             return err
@@ -98,9 +103,9 @@ class OffsetsMixin(RebalanceMixin):
             before[tp] = group.offsets.get(tp)
             group.offsets[tp] = stored[tp] = om
             out[tp] = E.NONE
-        if self._log is not None and stored:
-            self._log.commit_offsets(group.group_id, stored)
-            self._remember_unreplicated(group.group_id, before, stored)
+        if self.core._log is not None and stored:
+            self.core._log.commit_offsets(group.group_id, stored)
+            self.core._remember_unreplicated(group.group_id, before, stored)
         return out
 
     # ---------------------------------------------------- TxnOffsetCommit
@@ -122,12 +127,12 @@ class OffsetsMixin(RebalanceMixin):
         With group metadata (KIP-447: a generation, member id or instance id) the member is checked
         as for OffsetCommit, so a zombie from an older generation is fenced (ILLEGAL_GENERATION,
         UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID)."""
-        err = self._inactive_error(group_id, need_non_empty=True)
+        err = self.core._inactive_error(group_id, need_non_empty=True)
         if err is not None:
             return {tp: err for tp in offsets}
-        group = self.groups.get(group_id)
+        group = self.core.groups.get(group_id)
         if group is None:
-            group = self.groups[group_id] = GroupMetadata(group_id, self._now_ms())
+            group = self.core.groups[group_id] = GroupMetadata(group_id, self.core._now_ms())
         if group.consumer is not None:
             # The generation carries the member epoch; a stale one is ILLEGAL_GENERATION here.
             err = validate_consumer_group_offset_commit(group.consumer, member_id, generation_id, 9,
@@ -147,8 +152,8 @@ class OffsetsMixin(RebalanceMixin):
                 continue
             pending[tp] = stored[tp] = om
             out[tp] = E.NONE
-        if self._log is not None and stored:
-            self._log.commit_txn_offsets(group_id, producer_id, producer_epoch, stored)
+        if self.core._log is not None and stored:
+            self.core._log.commit_txn_offsets(group_id, producer_id, producer_epoch, stored)
         return out
 
     def complete_txn_partition(self, partition: int, producer_id: int, commit: bool) -> None:
@@ -156,22 +161,22 @@ class OffsetsMixin(RebalanceMixin):
         on the marker there): the producer's pending offsets in every group of the partition are committed or
         dropped, and the partition gets the transaction's marker once, even when its groups were deleted
         meanwhile or are not known yet (a transaction loaded at start-up, before the partition's shard)."""
-        for gid, group in self.groups.items():
-            if producer_id in group.pending_txn_offsets and self.partition_for(gid) == partition:
+        for gid, group in self.core.groups.items():
+            if producer_id in group.pending_txn_offsets and self.core.partition_for(gid) == partition:
                 pending = group.pending_txn_offsets.pop(producer_id)
                 if commit:
                     group.offsets.update(pending)
-        if self._log is not None:
-            self._log.end_txn(partition, producer_id, commit)
+        if self.core._log is not None:
+            self.core._log.end_txn(partition, producer_id, commit)
 
     def txn_offset_groups(self, producer_id: int) -> set[str]:
         """The groups holding offsets of the producer's open transaction (the transaction coordinator finds
         a loaded transaction's groups by them)."""
-        return {gid for gid, g in self.groups.items() if producer_id in g.pending_txn_offsets}
+        return {gid for gid, g in self.core.groups.items() if producer_id in g.pending_txn_offsets}
 
     def pending_txn_partitions(self, group_id: str) -> set[TopicPartition]:
         """Partitions with offsets in an open transaction (OffsetFetch ``require_stable``: UNSTABLE_OFFSET_COMMIT)."""
-        group = self.groups.get(group_id)
+        group = self.core.groups.get(group_id)
         if group is None:
             return set()
         return {tp for pending in group.pending_txn_offsets.values() for tp in pending}
@@ -188,17 +193,17 @@ class OffsetsMixin(RebalanceMixin):
         ``member_epoch`` (OffsetFetch v9+) are checked against a consumer group's members
         (``ConsumerGroup.validateOffsetFetch``); a classic group ignores them as Kafka does.
         """
-        err = self._inactive_error(group_id, need_non_empty=False) or self._share_group_error(group_id)
+        err = self.core._inactive_error(group_id, need_non_empty=False) or self.core._share_group_error(group_id)
         if err is not None:
             return err, {}
-        group = self.groups.get(group_id)
+        group = self.core.groups.get(group_id)
         if group is None or group.state == S.DEAD:
             return E.NONE, {tp: None for tp in (partitions or [])}
         if group.consumer is not None:
             err = validate_consumer_group_offset_fetch(group.consumer, member_id, member_epoch)
             if err is not None:
                 return err, {}
-        offsets = self._replicated_offsets(group_id, group.offsets)
+        offsets = self.core._replicated_offsets(group_id, group.offsets)
         if partitions is None:
             return E.NONE, dict(sorted((tp, om) for tp, om in offsets.items() if om is not None))
         return E.NONE, {tp: offsets.get(tp) for tp in partitions}
@@ -214,11 +219,11 @@ class OffsetsMixin(RebalanceMixin):
         that does not use the consumer protocol: its subscriptions are unknown).  Otherwise each partition
         of a topic the group subscribes to gets GROUP_SUBSCRIBED_TO_TOPIC; the others lose their committed
         offset and any pending transactional one (a tombstone in ``__consumer_offsets``)."""
-        if self._closed:
+        if self.core._closed:
             return E.COORDINATOR_NOT_AVAILABLE, {}
         if not group_id:
             return E.INVALID_GROUP_ID, {}
-        group = self.groups.get(group_id)
+        group = self.core.groups.get(group_id)
         if group is None or group.state == S.DEAD:
             return E.GROUP_ID_NOT_FOUND, {}
         if (group.consumer is None and group.state != S.EMPTY
@@ -240,8 +245,8 @@ class OffsetsMixin(RebalanceMixin):
                     deleted.append(tp)
         if deleted:
             log.info("group %s: deleted the offsets of %d partition(s)", group_id, len(deleted))
-            if self._log is not None:
-                self._log.remove_offsets(group_id, deleted)
+            if self.core._log is not None:
+                self.core._log.remove_offsets(group_id, deleted)
         return E.NONE, out
 
     # ---------------------------------------------------------- retention
@@ -252,10 +257,10 @@ class OffsetsMixin(RebalanceMixin):
         Kafka's ``GroupMetadataManager.cleanupGroupMetadata``; returns the number
         of offsets removed.
         """
-        now_ms = self._now_ms()
-        retention_ms = self.config.offsets_retention_minutes * 60_000
+        now_ms = self.core._now_ms()
+        retention_ms = self.core.config.offsets_retention_minutes * 60_000
         removed = 0
-        for group in list(self.groups.values()):
+        for group in list(self.core.groups.values()):
             if group.consumer is not None:
                 expired = expire_consumer_group_offsets(group, now_ms, retention_ms)
                 empty = not group.consumer.members
@@ -265,11 +270,11 @@ class OffsetsMixin(RebalanceMixin):
             if expired:
                 removed += len(expired)
                 log.info("group %s: removed %d expired offsets", group.group_id, len(expired))
-                if self._log is not None:
-                    self._log.remove_offsets(group.group_id, expired)
+                if self.core._log is not None:
+                    self.core._log.remove_offsets(group.group_id, expired)
             if empty and not group.offsets and not group.pending_txn_offsets:
                 log.info("group %s is empty and has no offsets: removing it", group.group_id)
-                self._remove_group(group)
+                self.core._remove_group(group)
         return removed
 
 

@@ -21,6 +21,19 @@ from .metadata import (
 )
 
 
+def validate_current_member(group: GroupMetadata, member_id: str, group_instance_id: str | None) -> ErrorCode | None:
+    """Kafka's ``validateCurrentMember``: static id maps to ``member_id`` and the member exists."""
+    if group_instance_id is not None:
+        current = group.current_static_member_id(group_instance_id)
+        if current is None:
+            return E.UNKNOWN_MEMBER_ID
+        if current != member_id:
+            log.info("member %s of static instance %s fenced by %s", member_id, group_instance_id, current)
+            return E.FENCED_INSTANCE_ID
+        return None
+    return None if group.has(member_id) else E.UNKNOWN_MEMBER_ID
+
+
 class RebalanceMixin(CoordinatorCore):
     """Rebalance stages, member removal and heartbeat expiry."""
 
@@ -36,20 +49,6 @@ class RebalanceMixin(CoordinatorCore):
             skip_assignment=skip_assignment,
             members=group.current_member_metadata() if include_members else [],
         )
-
-    def _validate_current_member(
-        self, group: GroupMetadata, member_id: str, group_instance_id: str | None
-    ) -> ErrorCode | None:
-        """Kafka's ``validateCurrentMember``: static id maps to ``member_id`` and the member exists."""
-        if group_instance_id is not None:
-            current = group.current_static_member_id(group_instance_id)
-            if current is None:
-                return E.UNKNOWN_MEMBER_ID
-            if current != member_id:
-                log.info("member %s of static instance %s fenced by %s", member_id, group_instance_id, current)
-                return E.FENCED_INSTANCE_ID
-            return None
-        return None if group.has(member_id) else E.UNKNOWN_MEMBER_ID
 
     # ------------------------------------------------------- rebalance stages
 

@@ -21,7 +21,7 @@ from .rebalance import RebalanceMixin
 class TimerLoopMixin(RebalanceMixin):
     """The timer loop that fires expired deadlines and the offset retention check."""
 
-    cleanup_group_metadata: Callable[[], int]  # provided by OffsetsMixin
+    cleanup_group_metadata: Callable[[], int]  # the offsets part's, through GroupCoordinator
     # KIP-848 member session and rebalance timeouts, provided by consumer.heartbeat.ConsumerGroupMixin
     _consumer_next_deadline: Callable[[], float]
     _fire_consumer_timers: Callable[[float], None]
