@@ -351,7 +351,7 @@ class GroupConfigs(Protocol):
 class ConsumerGroupCoordinatorApi(Protocol):
     """KIP-848 consumer groups (the consumer half of Kafka's ``GroupCoordinator``): ConsumerGroupHeartbeat
     and ConsumerGroupDescribe, by topic id.  Implemented by the group coordinator
-    (:class:`~minikafka.broker.groups.consumer.heartbeat.ConsumerGroupMixin`)."""
+    (its consumer-groups part, :class:`~minikafka.broker.groups.consumer.heartbeat.ConsumerGroupManager`)."""
 
     def consumer_group_heartbeat(self, request: ConsumerGroupHeartbeatRequest, topics: MetadataCache, *,
                                  session_timeout_ms: int | None = None, heartbeat_interval_ms: int | None = None,

@@ -1,10 +1,10 @@
 """Kafka's classic consumer group protocol: coordinator, group state, offsets log.
 
-* :mod:`.coordinator`: :class:`GroupCoordinator` (Kafka's ``GroupCoordinator``).
-  It is composed of mixins from :mod:`.core` (group cache, clocks), :mod:`.timers`
-  (timer loop), :mod:`.rebalance` (rebalance stages, member expiry), :mod:`.join`
-  (JoinGroup), :mod:`.membership` (SyncGroup, Heartbeat, LeaveGroup), :mod:`.offsets`
-  (OffsetCommit, OffsetFetch, retention) and :mod:`.admin` (List/Describe/DeleteGroups).
+* :mod:`.coordinator`: :class:`GroupCoordinator` (Kafka's ``GroupCoordinatorShard``): the core of
+  :mod:`.core` (group cache, records, clocks, the shard runtime) composed with its parts: offsets
+  (:mod:`.offsets`), classic groups (:mod:`.rebalance`, :mod:`.join`, :mod:`.membership`), consumer groups
+  (:mod:`.consumer`), administration (:mod:`.admin`) and the timer loop (:mod:`.timers`); share groups are
+  kept by :class:`~minikafka.broker.share.coordinator.ShareGroupCoordinator`, on the same partitions.
 * :mod:`.metadata`: :class:`GroupMetadata`, :class:`MemberMetadata` and results.
 * :mod:`.offset_log`: the ``__consumer_offsets`` partition log (persistence).
 """

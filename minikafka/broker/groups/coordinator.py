@@ -1,28 +1,32 @@
-"""The classic consumer group coordinator.
+"""The group coordinator: classic and KIP-848 consumer groups and their offsets.
 
-Models Kafka's ``kafka.coordinator.group.GroupCoordinator`` (JoinGroup,
-SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, ListGroups,
-DescribeGroups, DeleteGroups) together with the in-memory half of
-``GroupMetadataManager`` (the group cache, offset expiry).  Run by a broker or a cluster
+Models Kafka 4's ``GroupCoordinatorShard`` (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, ConsumerGroupHeartbeat,
+ConsumerGroupDescribe, OffsetCommit, OffsetFetch, ListGroups, DescribeGroups, DeleteGroups), which composes a
+``GroupMetadataManager`` and an ``OffsetMetadataManager``.  Run by a broker or a cluster
 (:meth:`~.core.CoordinatorCore.use_partitions`), its groups are kept per ``__consumer_offsets`` partition,
 each partition's shard loaded on that partition's leader (Kafka 4's coordinator runtime,
 :mod:`minikafka.broker.coordinator_runtime`); used on its own (tests), it coordinates every group and keeps
 its records in a local log.
 
-:class:`GroupCoordinator` is composed of one mixin a job:
+:class:`GroupCoordinator` is the core (:mod:`.core`: the group cache, the ``__consumer_offsets`` records, clocks,
+``validateGroupStatus``, the shard runtime) composed with its parts, each a plain object given the core and the
+sibling parts it calls, and answers the requests by handing each to its part:
 
-* :mod:`.core`: the group cache, clocks, offsets-log glue, ``validateGroupStatus``, close.
-* :mod:`.timers`: the timer loop, :meth:`GroupCoordinator.run`.
-* :mod:`.rebalance`: rebalance stages, member removal and session expiry.
-* :mod:`.join`: JoinGroup.
-* :mod:`.membership`: SyncGroup, Heartbeat, LeaveGroup.
-* :mod:`.offsets`: OffsetCommit, OffsetFetch, offset retention.
-* :mod:`.admin`: ListGroups, DescribeGroups, DeleteGroups.
-* :mod:`.consumer.heartbeat`: KIP-848 consumer groups (ConsumerGroupHeartbeat, ConsumerGroupDescribe,
-  member session and rebalance timeouts); the group cache holds both kinds (``GroupMetadata.group_type``).
-* :mod:`.consumer.classic_members`: classic members in consumer groups (JoinGroup, SyncGroup, Heartbeat,
-  LeaveGroup to a consumer group, their join/sync timeouts), on :mod:`.consumer.migration` (the online
-  upgrade and downgrade between classic and consumer groups); :mod:`.join` and :mod:`.membership` build on it.
+* offsets: :class:`~.offsets.OffsetMetadataManager` (OffsetCommit, TxnOffsetCommit, OffsetFetch, OffsetDelete,
+  offset retention);
+* classic groups: :class:`~.rebalance.ClassicGroupRebalance` (rebalance stages, member removal, session expiry),
+  :class:`~.join.ClassicGroupJoin` (JoinGroup), :class:`~.membership.ClassicGroupMembership` (SyncGroup,
+  Heartbeat, LeaveGroup);
+* consumer groups: :class:`~.consumer.heartbeat.ConsumerGroupManager` (ConsumerGroupHeartbeat,
+  ConsumerGroupDescribe, member session and rebalance timeouts),
+  :class:`~.consumer.classic_members.ClassicMembersOfConsumerGroups` (classic members in consumer groups, their
+  join/sync timeouts), :class:`~.consumer.migration.ConsumerGroupMigration` (the online upgrade and downgrade
+  between classic and consumer groups); the group cache holds both kinds (``GroupMetadata.group_type``);
+* administration: :class:`~.admin.GroupAdmin` (ListGroups, DescribeGroups, DeleteGroups);
+* the timer loop: :class:`~.timers.GroupTimers` (:meth:`GroupCoordinator.run`).
+
+Share groups are kept by :class:`~minikafka.broker.share.coordinator.ShareGroupCoordinator` on the same
+partitions (:meth:`~.core.CoordinatorCore.attach_share_groups`).
 
 Deliberate differences from Kafka:
 
@@ -44,23 +48,29 @@ Deliberate differences from Kafka:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ...common import TopicPartition
 from ...protocol.errors import ErrorCode
 from .admin import GroupAdmin
-from .consumer.heartbeat import ConsumerGroupMixin
-from .core import DEFAULT_RETENTION_CHECK_INTERVAL_S
-from .join import JoinGroupMixin
-from .membership import MembershipMixin
-from .metadata import GroupOverview, GroupSummary, OffsetAndMetadata
+from .consumer.classic_members import ClassicMembersOfConsumerGroups
+from .consumer.heartbeat import ConsumerGroupManager
+from .consumer.migration import ConsumerGroupMigration
+from .consumer.model import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResult, DescribedConsumerGroup
+from .consumer.subscription import TopicsImage
+from .core import DEFAULT_RETENTION_CHECK_INTERVAL_S, CoordinatorCore
+from .join import ClassicGroupJoin
+from .membership import ClassicGroupMembership
+from .metadata import GroupOverview, GroupSummary, JoinResult, OffsetAndMetadata, SyncResult
 from .offsets import OFFSET_METADATA_MAX_SIZE, OffsetMetadataManager
-from .timers import TimerLoopMixin
+from .rebalance import ClassicGroupRebalance
+from .timers import GroupTimers
 
 __all__ = ["DEFAULT_RETENTION_CHECK_INTERVAL_S", "OFFSET_METADATA_MAX_SIZE", "GroupCoordinator", "TopicPartition"]
 
 
-class GroupCoordinator(TimerLoopMixin, JoinGroupMixin, MembershipMixin, ConsumerGroupMixin):
+class GroupCoordinator(CoordinatorCore):
     """Kafka's classic ``GroupCoordinator`` for one broker.
 
     ``clock`` gives seconds for timers (session, rebalance and join-delay
@@ -71,8 +81,59 @@ class GroupCoordinator(TimerLoopMixin, JoinGroupMixin, MembershipMixin, Consumer
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        # The parts, over this core (the groups, their records and the shard runtime).
         self.offsets = OffsetMetadataManager(self)
         self.admin = GroupAdmin(self)
+        self.rebalance = ClassicGroupRebalance(self)
+        self.consumer = ConsumerGroupManager(self)
+        self.migration = ConsumerGroupMigration(self, self.consumer, self.rebalance)
+        self.consumer.conversions = self.migration
+        self.bridge = ClassicMembersOfConsumerGroups(self, self.consumer, self.migration)
+        self.join = ClassicGroupJoin(self, self.rebalance, self.migration, self.bridge)
+        self.membership = ClassicGroupMembership(self, self.rebalance, self.bridge)
+        self.timers = GroupTimers(self, self.rebalance, self.consumer, self.bridge, self.offsets)
+
+    async def run(self) -> None:
+        """The timer loop (and the loads of large partitions) until cancelled."""
+        await self.timers.run()
+
+    # -- classic groups ---------------------------------------------------------------------------------
+    async def join_group(self, group_id: str, member_id: str, group_instance_id: str | None,
+                         require_known_member_id: bool, support_skipping_assignment: bool, client_id: str,
+                         client_host: str, rebalance_timeout_ms: int, session_timeout_ms: int, protocol_type: str,
+                         protocols: list[tuple[str, bytes]], reason: str | None = None,
+                         topics: TopicsImage | None = None) -> JoinResult:
+        return await self.join.join_group(group_id, member_id, group_instance_id, require_known_member_id,
+                                          support_skipping_assignment, client_id, client_host, rebalance_timeout_ms,
+                                          session_timeout_ms, protocol_type, protocols, reason, topics)
+
+    async def sync_group(self, group_id: str, generation_id: int, member_id: str, protocol_type: str | None,
+                         protocol_name: str | None, group_instance_id: str | None,
+                         assignments: dict[str, bytes]) -> SyncResult:
+        return await self.membership.sync_group(group_id, generation_id, member_id, protocol_type, protocol_name,
+                                                group_instance_id, assignments)
+
+    def heartbeat(self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None) -> ErrorCode:
+        return self.membership.heartbeat(group_id, generation_id, member_id, group_instance_id)
+
+    def leave_group(self, group_id: str, members: list[tuple[str, str | None, str | None]]
+                    ) -> tuple[ErrorCode, list[tuple[str, str | None, ErrorCode]]]:
+        return self.membership.leave_group(group_id, members)
+
+    # -- KIP-848 consumer groups ------------------------------------------------------------------------
+    def consumer_assignors(self) -> list[str]:
+        return self.consumer.consumer_assignors()
+
+    def consumer_group_heartbeat(self, request: ConsumerGroupHeartbeatRequest, topics: TopicsImage, *,
+                                 session_timeout_ms: int | None = None, heartbeat_interval_ms: int | None = None,
+                                 authorized_topics: Callable[[set[str]], set[str]] | None = None
+                                 ) -> ConsumerGroupHeartbeatResult:
+        return self.consumer.consumer_group_heartbeat(request, topics, session_timeout_ms=session_timeout_ms,
+                                                      heartbeat_interval_ms=heartbeat_interval_ms,
+                                                      authorized_topics=authorized_topics)
+
+    def consumer_group_describe(self, group_ids: list[str]) -> list[DescribedConsumerGroup]:
+        return self.consumer.consumer_group_describe(group_ids)
 
     # -- offsets (the OffsetMetadataManager part) ---------------------------------------------------------
     def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int,

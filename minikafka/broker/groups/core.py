@@ -3,10 +3,9 @@
 :class:`CoordinatorCore` is the in-memory half of Kafka's
 ``GroupMetadataManager`` (the group cache, loading it from and writing its
 records to the ``__consumer_offsets`` log of :mod:`.offset_log`) plus the clocks, the timer loop's wake-up hook and
-``validateGroupStatus``.  The request handling is layered on top of it in
-:mod:`.rebalance`, :mod:`.join`, :mod:`.membership`, :mod:`.offsets`,
-:mod:`.admin` and :mod:`.timers`; :class:`~.coordinator.GroupCoordinator`
-composes them.
+``validateGroupStatus``.  The request handling is done by the parts
+:class:`~.coordinator.GroupCoordinator` composes with it (:mod:`.offsets`, :mod:`.rebalance`, :mod:`.join`,
+:mod:`.membership`, :mod:`.consumer`, :mod:`.admin`, :mod:`.timers`), each given this core.
 """
 
 from __future__ import annotations

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import uuid
 
-from .consumer.classic_members import ClassicMembersMixin
-from .rebalance import validate_current_member
+from .consumer.classic_members import ClassicMembersOfConsumerGroups
+from .consumer.migration import ConsumerGroupMigration
+from .rebalance import ClassicGroupRebalance, validate_current_member
 from .consumer.subscription import TopicsImage
-from .core import E, S, log
+from .core import CoordinatorCore, E, S, log
 from .metadata import (
     NEW_MEMBER_JOIN_TIMEOUT_MS,
     UNKNOWN_MEMBER_ID,
@@ -25,8 +26,13 @@ from .metadata import (
 )
 
 
-class JoinGroupMixin(ClassicMembersMixin):
-    """JoinGroup: new, current and static members joining a group."""
+class ClassicGroupJoin:
+    """JoinGroup: new, current and static members joining a classic group (a consumer group's classic members
+    go to ``bridge``); part of the classic-groups part of the group coordinator."""
+
+    def __init__(self, core: CoordinatorCore, rebalance: ClassicGroupRebalance, migration: ConsumerGroupMigration,
+                 bridge: ClassicMembersOfConsumerGroups) -> None:
+        self.core, self.rebalance, self.migration, self.bridge = core, rebalance, migration, bridge
 
     async def join_group(
         self,
@@ -62,31 +68,31 @@ class JoinGroupMixin(ClassicMembersMixin):
         rebalance_timeout_ms: int, session_timeout_ms: int, protocol_type: str,
         protocols: list[tuple[str, bytes]], reason: str, topics: TopicsImage | None = None,
     ) -> None:
-        err = self._inactive_error(group_id, need_non_empty=True)
+        err = self.core._inactive_error(group_id, need_non_empty=True)
         if err is not None:
             reply.set(JoinResult(member_id, err))
             return
-        cfg = self.config
+        cfg = self.core.config
         if not cfg.group_min_session_timeout_ms <= session_timeout_ms <= cfg.group_max_session_timeout_ms:
             reply.set(JoinResult(member_id, E.INVALID_SESSION_TIMEOUT))
             return
-        if self._share_group_error(group_id) is not None:  # a share group: not joinable with JoinGroup
+        if self.core._share_group_error(group_id) is not None:  # a share group: not joinable with JoinGroup
             reply.set(JoinResult(member_id, E.INCONSISTENT_GROUP_PROTOCOL))
             return
         is_unknown = member_id == UNKNOWN_MEMBER_ID
-        group = self.groups.get(group_id)
+        group = self.core.groups.get(group_id)
         if group is not None and group.consumer is not None:
             if group.consumer.members:
-                self._classic_join_to_consumer_group(
+                self.bridge._classic_join_to_consumer_group(
                     group, reply, member_id, group_instance_id, require_known_member_id, client_id, client_host,
                     rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols, topics)
                 return
-            self._convert_empty_consumer_group(group)
+            self.migration._convert_empty_consumer_group(group)
         if group is None:
             if not is_unknown:
                 reply.set(JoinResult(member_id, E.UNKNOWN_MEMBER_ID))
                 return
-            group = self.groups[group_id] = GroupMetadata(group_id, self._now_ms())
+            group = self.core.groups[group_id] = GroupMetadata(group_id, self.core._now_ms())
         if not self._accept_joining_member(group, member_id):
             member = group.members.get(member_id)
             if member is not None:
@@ -104,10 +110,10 @@ class JoinGroupMixin(ClassicMembersMixin):
                 rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols, reason,
             )
         if group.state == S.PREPARING_REBALANCE:
-            self._try_complete_join(group)
+            self.rebalance._try_complete_join(group)
 
     def _accept_joining_member(self, group: GroupMetadata, member_id: str) -> bool:
-        max_size = self.config.group_max_size
+        max_size = self.core.config.group_max_size
         if group.state in (S.EMPTY, S.DEAD):
             return True
         if group.state == S.PREPARING_REBALANCE:
@@ -145,9 +151,9 @@ class JoinGroupMixin(ClassicMembersMixin):
                     rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols, reason,
                 )
         elif require_known_member_id:
-            deadline = self._deadline(session_timeout_ms)
+            deadline = self.core._deadline(session_timeout_ms)
             group.pending_members[new_member_id] = deadline
-            self._schedule(deadline)
+            self.core._schedule(deadline)
             reply.set(JoinResult(new_member_id, E.MEMBER_ID_REQUIRED))
         else:
             self._add_member_and_rebalance(
@@ -187,7 +193,7 @@ class JoinGroupMixin(ClassicMembersMixin):
         elif group.state == S.COMPLETING_REBALANCE:
             if member.matches(protocols):
                 # A retried JoinGroup with the same metadata: answer with the current generation.
-                reply.set(self._join_result(group, member, include_members=group.is_leader(member_id)))
+                reply.set(self.rebalance._join_result(group, member, include_members=group.is_leader(member_id)))
             else:
                 self._update_member_and_rebalance(group, member, protocols, rebalance_timeout_ms, session_timeout_ms,
                                                   reply, f"member {member_id} changed metadata; reason: {reason}")
@@ -197,7 +203,7 @@ class JoinGroupMixin(ClassicMembersMixin):
                 self._update_member_and_rebalance(group, member, protocols, rebalance_timeout_ms, session_timeout_ms,
                                                   reply, f"member {member_id} rejoining Stable group; reason: {reason}")
             else:
-                reply.set(self._join_result(group, member, include_members=False))
+                reply.set(self.rebalance._join_result(group, member, include_members=False))
         else:
             log.warning("group %s in unexpected state %s on join of %s", group.group_id, group.state.value, member_id)
             reply.set(JoinResult(member_id, E.UNKNOWN_MEMBER_ID))
@@ -214,15 +220,15 @@ class JoinGroupMixin(ClassicMembersMixin):
             group.new_member_added = True
         group.add(member, reply)
         # New members cannot heartbeat; expire them if the join never completes.
-        self._schedule_heartbeat(member, NEW_MEMBER_JOIN_TIMEOUT_MS)
-        self._maybe_prepare_rebalance(group, f"adding new member {member_id}; reason: {reason}")
+        self.core._schedule_heartbeat(member, NEW_MEMBER_JOIN_TIMEOUT_MS)
+        self.rebalance._maybe_prepare_rebalance(group, f"adding new member {member_id}; reason: {reason}")
 
     def _update_member_and_rebalance(
         self, group: GroupMetadata, member: MemberMetadata, protocols: list[tuple[str, bytes]],
         rebalance_timeout_ms: int, session_timeout_ms: int, reply: Reply[JoinResult], reason: str,
     ) -> None:
         group.update_member(member, protocols, rebalance_timeout_ms, session_timeout_ms, reply)
-        self._maybe_prepare_rebalance(group, reason)
+        self.rebalance._maybe_prepare_rebalance(group, reason)
 
     def _update_static_member_and_rebalance(
         self, group: GroupMetadata, old_member_id: str, new_member_id: str, group_instance_id: str,
@@ -231,7 +237,7 @@ class JoinGroupMixin(ClassicMembersMixin):
     ) -> None:
         current_leader = group.leader_id or ""
         member = group.replace_static_member(group_instance_id, old_member_id, new_member_id)
-        self._schedule_heartbeat(member)
+        self.core._schedule_heartbeat(member)
         group.update_member(member, protocols, rebalance_timeout_ms, session_timeout_ms, reply)
         if group.state == S.STABLE:
             if group.protocol_name == group.select_protocol():
@@ -240,15 +246,16 @@ class JoinGroupMixin(ClassicMembersMixin):
                 if support_skipping_assignment:
                     # v9+: the leader learns it leads, but skips the assignor while Stable.
                     is_leader = group.is_leader(new_member_id)
-                    member.resolve_join(self._join_result(group, member, include_members=is_leader,
+                    member.resolve_join(self.rebalance._join_result(group, member, include_members=is_leader,
                                                           skip_assignment=is_leader))
                 else:
                     # Older clients are told the old leader id so they never run the assignor.
-                    member.resolve_join(self._join_result(group, member, include_members=False,
+                    member.resolve_join(self.rebalance._join_result(group, member, include_members=False,
                                                           leader_id=current_leader))
             else:
-                self._maybe_prepare_rebalance(group, f"static member {group_instance_id} changed the protocol")
+                self.rebalance._maybe_prepare_rebalance(
+                    group, f"static member {group_instance_id} changed the protocol")
         elif group.state == S.COMPLETING_REBALANCE:
-            self._prepare_rebalance(group, f"static member {group_instance_id} rejoined; reason: {reason}")
+            self.rebalance._prepare_rebalance(group, f"static member {group_instance_id} rejoined; reason: {reason}")
         elif group.state != S.PREPARING_REBALANCE:
             raise RuntimeError(f"group {group.group_id} in state {group.state} on static member rejoin")

@@ -34,8 +34,13 @@ def validate_current_member(group: GroupMetadata, member_id: str, group_instance
     return None if group.has(member_id) else E.UNKNOWN_MEMBER_ID
 
 
-class RebalanceMixin(CoordinatorCore):
-    """Rebalance stages, member removal and heartbeat expiry."""
+class ClassicGroupRebalance:
+    """A classic group's rebalance stages, member removal and heartbeat expiry (the rebalance half of Kafka's
+    classic ``GroupCoordinator``), over the groups of ``core``: part of the classic-groups part of the group
+    coordinator."""
+
+    def __init__(self, core: CoordinatorCore) -> None:
+        self.core = core
 
     def _join_result(self, group: GroupMetadata, member: MemberMetadata, include_members: bool,
                      leader_id: str | None = None, skip_assignment: bool = False) -> JoinResult:
@@ -62,18 +67,18 @@ class RebalanceMixin(CoordinatorCore):
         group.pending_sync_members.clear()
         group.sync_deadline = None
         if group.state == S.EMPTY:
-            delay = self.config.group_initial_rebalance_delay_ms
+            delay = self.core.config.group_initial_rebalance_delay_ms
             group.join_initial = True
             group.join_delay_ms = delay
             group.join_remaining_ms = max(group.rebalance_timeout_ms - delay, 0)
-            group.join_deadline = self._deadline(delay)
+            group.join_deadline = self.core._deadline(delay)
         else:
             group.join_initial = False
-            group.join_deadline = self._deadline(group.rebalance_timeout_ms)
-        group.transition_to(S.PREPARING_REBALANCE, self._now_ms())
+            group.join_deadline = self.core._deadline(group.rebalance_timeout_ms)
+        group.transition_to(S.PREPARING_REBALANCE, self.core._now_ms())
         log.info("preparing to rebalance group %s with old generation %d (%s)",
                  group.group_id, group.generation_id, reason)
-        self._schedule(group.join_deadline)
+        self.core._schedule(group.join_deadline)
         self._try_complete_join(group)
 
     def _try_complete_join(self, group: GroupMetadata) -> None:
@@ -89,10 +94,10 @@ class RebalanceMixin(CoordinatorCore):
         if group.join_initial and group.new_member_added and group.join_remaining_ms != 0:
             # InitialDelayedJoin: members are still arriving, wait a little longer.
             group.new_member_added = False
-            delay = min(self.config.group_initial_rebalance_delay_ms, group.join_remaining_ms)
+            delay = min(self.core.config.group_initial_rebalance_delay_ms, group.join_remaining_ms)
             group.join_remaining_ms = max(group.join_remaining_ms - group.join_delay_ms, 0)
             group.join_delay_ms = delay
-            group.join_deadline = self._deadline(delay)
+            group.join_deadline = self.core._deadline(delay)
             return
         self._on_complete_join(group)
 
@@ -107,24 +112,24 @@ class RebalanceMixin(CoordinatorCore):
             return
         if not group.maybe_elect_new_joined_leader() and group.members:
             log.error("group %s could not complete rebalance because no members rejoined", group.group_id)
-            group.join_deadline = self._deadline(group.rebalance_timeout_ms)
-            self._schedule(group.join_deadline)
+            group.join_deadline = self.core._deadline(group.rebalance_timeout_ms)
+            self.core._schedule(group.join_deadline)
             return
-        group.init_next_generation(self._now_ms())
+        group.init_next_generation(self.core._now_ms())
         if group.state == S.EMPTY:
-            self._persist_group_metadata(group)  # (a group with members is written once its leader's assignment is in)
+            self.core._persist_group_metadata(group)  # (one with members: once its leader's assignment is in)
             log.info("group %s with generation %d is now empty", group.group_id, group.generation_id)
             return
         log.info("stabilized group %s generation %d with %d members",
                  group.group_id, group.generation_id, group.size)
         for member in list(group.members.values()):
             member.resolve_join(self._join_result(group, member, include_members=group.is_leader(member.member_id)))
-            self._schedule_heartbeat(member)
+            self.core._schedule_heartbeat(member)
             member.is_new = False
             group.pending_sync_members.add(member.member_id)
         group.sync_generation = group.generation_id
-        group.sync_deadline = self._deadline(group.rebalance_timeout_ms)
-        self._schedule(group.sync_deadline)
+        group.sync_deadline = self.core._deadline(group.rebalance_timeout_ms)
+        self.core._schedule(group.sync_deadline)
 
     def _on_expire_pending_sync(self, group: GroupMetadata) -> None:
         group.sync_deadline = None
@@ -155,7 +160,7 @@ class RebalanceMixin(CoordinatorCore):
                 group.protocol_type if ok else None, group.protocol_name if ok else None,
             )
             if member.resolve_sync(result):
-                self._schedule_heartbeat(member)
+                self.core._schedule_heartbeat(member)
 
     # ------------------------------------------------------ member removal
 

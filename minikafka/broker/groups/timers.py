@@ -4,41 +4,43 @@ Kafka completes JoinGroup, SyncGroup and session timeouts through purgatories
 (``DelayedJoin``, ``InitialDelayedJoin``, ``DelayedSync``,
 ``DelayedHeartbeat``) and runs offset expiry as a scheduled task
 (``offsets.retention.check.interval.ms``).  Here they are deadlines on groups
-and members, served by one loop, :meth:`TimerLoopMixin.run`, which sleeps until
+and members, served by one loop, :meth:`GroupTimers.run`, which sleeps until
 the next deadline or until poked (:meth:`~.core.CoordinatorCore._schedule`).
 """
 
 from __future__ import annotations
 
-from typing import Callable
-
 import trio
 
-from .core import log
-from .rebalance import RebalanceMixin
+from .consumer.classic_members import ClassicMembersOfConsumerGroups
+from .consumer.heartbeat import ConsumerGroupManager
+from .core import CoordinatorCore, log
+from .offsets import OffsetMetadataManager
+from .rebalance import ClassicGroupRebalance
 
 
-class TimerLoopMixin(RebalanceMixin):
-    """The timer loop that fires expired deadlines and the offset retention check."""
+class GroupTimers:
+    """The timer loop that fires the expired deadlines of every part of the group coordinator (classic groups'
+    joins, syncs and sessions; consumer groups' sessions and rebalances, their classic members' joins and syncs)
+    and the offset retention check."""
 
-    cleanup_group_metadata: Callable[[], int]  # the offsets part's, through GroupCoordinator
-    # KIP-848 member session and rebalance timeouts, provided by consumer.heartbeat.ConsumerGroupMixin
-    _consumer_next_deadline: Callable[[], float]
-    _fire_consumer_timers: Callable[[float], None]
+    def __init__(self, core: CoordinatorCore, rebalance: ClassicGroupRebalance, consumer: ConsumerGroupManager,
+                 bridge: ClassicMembersOfConsumerGroups, offsets: OffsetMetadataManager) -> None:
+        self.core, self.rebalance, self.consumer, self.bridge, self.offsets = core, rebalance, consumer, bridge, offsets
 
     async def run(self) -> None:
         """The timer loop: expire deadlines, then sleep until the next one or a poke."""
         log.debug("group coordinator timer loop started")
         async with trio.open_nursery() as tasks:
-            self._tasks = tasks  # the loads of large __consumer_offsets partitions
+            self.core._tasks = tasks  # the loads of large __consumer_offsets partitions
             try:
-                await self._timer.run(lambda: self._fire_due(self.clock()), self._next_deadline)
+                await self.core._timer.run(lambda: self._fire_due(self.core.clock()), self._next_deadline)
             finally:
-                self._tasks = None
+                self.core._tasks = None
 
     def _next_deadline(self) -> float:
-        nxt = min(self._next_cleanup, self._consumer_next_deadline())
-        for g in self.groups.values():
+        nxt = min(self.core._next_cleanup, self.consumer._consumer_next_deadline(), self.bridge.next_deadline())
+        for g in self.core.groups.values():
             if g.join_deadline is not None:
                 nxt = min(nxt, g.join_deadline)
             if g.sync_deadline is not None:
@@ -52,7 +54,7 @@ class TimerLoopMixin(RebalanceMixin):
 
     def _fire_due(self, now: float) -> None:
         due: list[tuple[float, int, str, str]] = []
-        for gid, g in self.groups.items():
+        for gid, g in self.core.groups.items():
             if g.join_deadline is not None and g.join_deadline <= now:
                 due.append((g.join_deadline, 0, gid, ""))
             if g.sync_deadline is not None and g.sync_deadline <= now:
@@ -65,20 +67,21 @@ class TimerLoopMixin(RebalanceMixin):
                     due.append((m.heartbeat_deadline, 3, gid, mid))
         due.sort()
         for deadline, kind, gid, mid in due:
-            found = self.groups.get(gid)
+            found = self.core.groups.get(gid)
             if found is None:
                 continue
             g = found
             if kind == 0 and g.join_deadline == deadline:
-                self._on_join_expired(g)
+                self.rebalance._on_join_expired(g)
             elif kind == 1 and g.sync_deadline == deadline:
-                self._on_expire_pending_sync(g)
+                self.rebalance._on_expire_pending_sync(g)
             elif kind == 2 and g.pending_members.get(mid) == deadline:
                 log.info("pending member %s of group %s removed after session timeout", mid, gid)
-                self._remove_pending_member_and_update_group(g, mid)
+                self.rebalance._remove_pending_member_and_update_group(g, mid)
             elif kind == 3 and mid in g.members and g.members[mid].heartbeat_deadline == deadline:
-                self._on_expire_heartbeat(g, g.members[mid])
-        self._fire_consumer_timers(now)
-        if now >= self._next_cleanup:
-            self._next_cleanup = now + self.retention_check_interval_s
-            self.cleanup_group_metadata()
+                self.rebalance._on_expire_heartbeat(g, g.members[mid])
+        self.consumer._fire_consumer_timers(now)
+        self.bridge.fire_timers(now)
+        if now >= self.core._next_cleanup:
+            self.core._next_cleanup = now + self.core.retention_check_interval_s
+            self.offsets.cleanup_group_metadata()

@@ -5,8 +5,9 @@
 * :mod:`.assignors`: the ``uniform`` and ``range`` server assignors (pure functions).
 * :mod:`.reconciliation`: Kafka's ``CurrentAssignmentBuilder`` (revoke before assign, member epochs).
 * :mod:`.subscription`: topic-name and regular-expression (RE2/J) subscriptions, subscribed topic metadata.
-* :mod:`.heartbeat`: ConsumerGroupHeartbeat, ConsumerGroupDescribe and the member timers, a mixin of the
-  group coordinator.
-* :mod:`.classic_members`: classic-protocol members inside consumer groups and the online upgrade and
-  downgrade between group types.
+* :mod:`.heartbeat`: ConsumerGroupHeartbeat, ConsumerGroupDescribe and the member timers: the group
+  coordinator's consumer-groups part (:class:`~.heartbeat.ConsumerGroupManager`).
+* :mod:`.classic_members` and :mod:`.migration`: classic-protocol members inside consumer groups and the online
+  upgrade and downgrade between group types (parts the coordinator wires to it).
+* :mod:`.records`: a consumer group as Kafka's ``__consumer_offsets`` records, and back.
 """

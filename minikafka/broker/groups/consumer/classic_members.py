@@ -31,7 +31,9 @@ from collections.abc import Iterable
 from ....protocol.errors import ErrorCode
 from ..metadata import CONSUMER_PROTOCOL_TYPE, UNKNOWN_MEMBER_ID, GroupMetadata, JoinResult, Reply, SyncResult
 from .heartbeat import ConsumerGroupError, new_member_id
-from .migration import MigrationMixin, read_subscription, to_topic_ids
+from ..core import CoordinatorCore
+from .heartbeat import ConsumerGroupManager
+from .migration import ConsumerGroupMigration, read_subscription, to_topic_ids
 from .model import NO_PARTITION_EPOCH, ClassicMemberMetadata, ConsumerGroup, ConsumerGroupMember, MemberState
 from .reconciliation import MemberFencedError, reconcile
 from .subscription import TopicsImage
@@ -69,8 +71,13 @@ def waiting_on_unreleased_partition(cg: ConsumerGroup, member: ConsumerGroupMemb
     return False
 
 
-class ClassicMembersMixin(MigrationMixin):
-    """The classic protocol's requests to consumer groups and the classic members' timers."""
+class ClassicMembersOfConsumerGroups:
+    """The classic protocol's requests to consumer groups and the classic members' timers: part of the
+    consumer-groups part of the group coordinator, over ``consumer`` and ``migration``."""
+
+    def __init__(self, core: CoordinatorCore, consumer: ConsumerGroupManager,
+                 migration: ConsumerGroupMigration) -> None:
+        self.core, self.consumer, self.migration = core, consumer, migration
 
     # ------------------------------------------------------------------ JoinGroup
 
@@ -86,7 +93,7 @@ class ClassicMembersMixin(MigrationMixin):
         is_unknown = member_id == UNKNOWN_MEMBER_ID
         if is_unknown:
             member_id = new_member_id()
-        max_size = self.config.group_consumer_max_size
+        max_size = self.core.config.group_consumer_max_size
         if len(cg.members) >= max_size and member_id not in cg.members:
             reply.set(JoinResult(request_member_id, E.GROUP_MAX_SIZE_REACHED))
             return
@@ -122,13 +129,13 @@ class ClassicMembersMixin(MigrationMixin):
                 return
             else:
                 existing = static
-        downgrade = (replaced is not None and self._downgrade_enabled()
+        downgrade = (replaced is not None and self.migration._downgrade_enabled()
                      and all(m.uses_classic_protocol for m in cg.members.values() if m is not replaced)
-                     and len(cg.members) <= self.config.group_max_size)
+                     and len(cg.members) <= self.core.config.group_max_size)
 
-        topics = self._topics(topics)
+        topics = self.consumer._topics(topics)
         if replaced is not None:
-            member = self._replace_static_member(cg, replaced, member_id)
+            member = self.consumer._replace_static_member(cg, replaced, member_id)
             log.info("static member with instance id %s rejoins consumer group %s as classic member %s "
                      "(replacing %s)", group_instance_id, gm.group_id, member_id, replaced.member_id)
         elif existing is not None:
@@ -157,12 +164,12 @@ class ClassicMembersMixin(MigrationMixin):
         subscription_changed = old_names != set(member.subscribed_topic_names) or old_regex is not None
         bump = subscription_changed
         if topics is not None:
-            if self._refresh_regexes(cg, topics, None):
+            if self.consumer._refresh_regexes(cg, topics, None):
                 bump = True
-            if self._refresh_subscribed_topics(cg, topics):
+            if self.consumer._refresh_subscribed_topics(cg, topics):
                 bump = True
         if bump:
-            self._bump_group_epoch(gm, cg)
+            self.consumer._bump_group_epoch(gm, cg)
         owned = to_topic_ids(subscription.owned_partitions, topics)
         try:
             if downgrade and bump:
@@ -170,13 +177,13 @@ class ClassicMembersMixin(MigrationMixin):
             else:
                 target_epoch = cg.assignment_epoch
                 if not downgrade and cg.group_epoch > cg.assignment_epoch:
-                    self._update_target_assignment(cg)
+                    self.consumer._update_target_assignment(cg)
                     target_epoch = cg.assignment_epoch
                 if subscription_changed or not member.is_reconciled_to(target_epoch):
                     nxt = reconcile(member, target_epoch, cg.target_assignment.get(member.member_id, {}),
-                                    self._subscribed_topic_ids(cg, member), cg.partition_epoch, owned,
+                                    self.consumer._subscribed_topic_ids(cg, member), cg.partition_epoch, owned,
                                     subscription_changed)
-                    self._apply_reconciliation(cg, member, nxt)
+                    self.consumer._apply_reconciliation(cg, member, nxt)
         except ConsumerGroupError as exc:
             reply.set(JoinResult(request_member_id, exc.code))
             return
@@ -187,17 +194,17 @@ class ClassicMembersMixin(MigrationMixin):
         result = JoinResult(member_id, E.NONE, generation_id=member.member_epoch,
                             protocol_type=CONSUMER_PROTOCOL_TYPE, protocol_name=protocols[0][0])
         if downgrade:
-            self._convert_to_classic_group(gm, rebalance=bump,
+            self.migration._convert_to_classic_group(gm, rebalance=bump,
                                            reason=f"static member {group_instance_id} replaced by a classic member")
             reply.set(result)
             return
         cm = member.classic_protocols
         cm.join_deadline = None
-        cm.sync_deadline = self._deadline(member.rebalance_timeout_ms)
-        member.session_deadline = self._deadline(session_timeout_ms)
-        self._schedule(min(cm.sync_deadline, member.session_deadline))
-        cg.update_state(self._now_ms())
-        self._persist_group_metadata(gm)
+        cm.sync_deadline = self.core._deadline(member.rebalance_timeout_ms)
+        member.session_deadline = self.core._deadline(session_timeout_ms)
+        self.core._schedule(min(cm.sync_deadline, member.session_deadline))
+        cg.update_state(self.core._now_ms())
+        self.core._persist_group_metadata(gm)
         reply.set(result)
 
     # ------------------------------------------------------------------ SyncGroup, Heartbeat, LeaveGroup
@@ -220,8 +227,8 @@ class ClassicMembersMixin(MigrationMixin):
         """Kafka's ``scheduleConsumerGroupJoinTimeoutIfAbsent``: rejoin within the rebalance timeout."""
         cm = member.classic_protocols
         if cm is not None and cm.join_deadline is None:
-            cm.join_deadline = self._deadline(member.rebalance_timeout_ms)
-            self._schedule(cm.join_deadline)
+            cm.join_deadline = self.core._deadline(member.rebalance_timeout_ms)
+            self.core._schedule(cm.join_deadline)
 
     def _classic_sync_to_consumer_group(self, gm: GroupMetadata, reply: Reply[SyncResult], generation_id: int,
                                         member_id: str, protocol_type: str | None, protocol_name: str | None,
@@ -250,8 +257,8 @@ class ClassicMembersMixin(MigrationMixin):
             reply.set(SyncResult(E.REBALANCE_IN_PROGRESS))
             return
         cm.sync_deadline = None
-        self._refresh_classic_session(member)
-        assignment = self._encode_assignment(cg, member.assigned_partitions, cm.supported_protocols[0][1])
+        self.migration._refresh_classic_session(member)
+        assignment = self.migration._encode_assignment(cg, member.assigned_partitions, cm.supported_protocols[0][1])
         reply.set(SyncResult(E.NONE, assignment, protocol_type, protocol_name))
 
     def _classic_heartbeat_to_consumer_group(self, gm: GroupMetadata, generation_id: int, member_id: str,
@@ -265,7 +272,7 @@ class ClassicMembersMixin(MigrationMixin):
             return err
         if generation_id != member.member_epoch:
             return E.ILLEGAL_GENERATION
-        self._refresh_classic_session(member)
+        self.migration._refresh_classic_session(member)
         if (member.member_epoch < cg.group_epoch or member.state == MemberState.UNREVOKED_PARTITIONS
                 or (member.state == MemberState.UNRELEASED_PARTITIONS
                     and not waiting_on_unreleased_partition(cg, member))):
@@ -300,14 +307,15 @@ class ClassicMembersMixin(MigrationMixin):
                 leaving.append(member)
             out.append((member_id, instance_id, err))
         if leaving:
-            self._fence_consumer_members(gm, leaving)
+            self.consumer._fence_consumer_members(gm, leaving)
         return E.NONE, out
 
     # ------------------------------------------------------------------ timers
 
-    def _consumer_next_deadline(self) -> float:
-        nxt = super()._consumer_next_deadline()
-        for g in self.groups.values():
+    def next_deadline(self) -> float:
+        """The earliest join or sync deadline of a classic member of a consumer group."""
+        nxt = float("inf")
+        for g in self.core.groups.values():
             if g.consumer is None:
                 continue
             for m in g.consumer.members.values():
@@ -318,11 +326,10 @@ class ClassicMembersMixin(MigrationMixin):
                             nxt = deadline
         return nxt
 
-    def _fire_consumer_timers(self, now: float) -> None:
-        """Also fence classic members that did not rejoin, or send SyncGroup, within their rebalance timeout."""
-        super()._fire_consumer_timers(now)
-        for gid in list(self.groups):
-            gm = self.groups.get(gid)
+    def fire_timers(self, now: float) -> None:
+        """Fence classic members that did not rejoin, or send SyncGroup, within their rebalance timeout."""
+        for gid in list(self.core.groups):
+            gm = self.core.groups.get(gid)
             if gm is None or gm.consumer is None:
                 continue
             cg = gm.consumer
@@ -343,4 +350,4 @@ class ClassicMembersMixin(MigrationMixin):
                 assert m.classic_protocols is not None
                 m.classic_protocols.join_deadline = m.classic_protocols.sync_deadline = None
             if expired:
-                self._fence_consumer_members(gm, expired)
+                self.consumer._fence_consumer_members(gm, expired)

@@ -4,8 +4,9 @@ Models the consumer-group half of Kafka's ``GroupMetadataManager`` (``consumerGr
 ``consumerGroupLeave``, ``consumerGroupFenceMembers``, ``updateTargetAssignment``, ``maybeReconcile``,
 the session and rebalance timeouts, ``consumerGroupDescribe``) and the request validation of
 ``GroupCoordinatorService.throwIfConsumerGroupHeartbeatRequestIsInvalid``.
-:class:`ConsumerGroupMixin` is composed into :class:`~minikafka.broker.groups.coordinator.GroupCoordinator`
-next to the classic mixins; consumer groups live in the same ``groups`` map as classic ones, as the
+:class:`ConsumerGroupManager` is the consumer-groups part of
+:class:`~minikafka.broker.groups.coordinator.GroupCoordinator`; consumer groups live in the same ``groups`` map as
+classic ones, as the
 ``consumer`` of a :class:`~minikafka.broker.groups.metadata.GroupMetadata` whose ``group_type`` is
 ``"consumer"`` (its committed offsets stay on the ``GroupMetadata``).
 
@@ -29,6 +30,7 @@ import base64
 import logging
 import uuid
 from collections.abc import Callable, Iterable
+from typing import Protocol
 
 from ....protocol.errors import ErrorCode
 from ..core import CoordinatorCore
@@ -159,8 +161,29 @@ def _check_member_epoch(member: ConsumerGroupMember, received: int, owned: Assig
                                  "all its partitions and rejoin.")
 
 
-class ConsumerGroupMixin(CoordinatorCore):
-    """KIP-848 consumer groups: ConsumerGroupHeartbeat, ConsumerGroupDescribe, their timers."""
+class GroupConversions(Protocol):
+    """The conversions between group types a consumer group's heartbeats may lead to (Kafka's online upgrade
+    and downgrade): :class:`~.migration.ConsumerGroupMigration`."""
+
+    def online_upgrade(self, group: GroupMetadata, request: ConsumerGroupHeartbeatRequest) -> bool:
+        """Kafka's online upgrade of a non-empty classic group on a joining ConsumerGroupHeartbeat
+        (``group.consumer.migration.policy``): True once ``group.consumer`` holds the converted group."""
+        ...
+
+    def maybe_downgrade(self, group: GroupMetadata) -> bool:
+        """Called after consumer-protocol members left: convert the group back to a classic one when only
+        classic members remain and the policy allows it (Kafka's online downgrade).  True if converted."""
+        ...
+
+
+class ConsumerGroupManager:
+    """KIP-848 consumer groups: ConsumerGroupHeartbeat, ConsumerGroupDescribe, their timers (the consumer-group
+    half of Kafka's ``GroupMetadataManager``), over the groups of ``core``: the consumer-groups part of the group
+    coordinator.  ``conversions`` (wired once built) converts groups between types."""
+
+    def __init__(self, core: CoordinatorCore) -> None:
+        self.core = core
+        self.conversions: GroupConversions | None = None
 
     # Kafka's metadataImage: the topic metadata last handed to the coordinator (by a ConsumerGroupHeartbeat or
     # a JoinGroup), for the requests that come without it (an online upgrade, SyncGroup's assignment encoding).
@@ -174,21 +197,11 @@ class ConsumerGroupMixin(CoordinatorCore):
 
     # ------------------------------------------------------------------ hooks (classic interplay)
 
-    def _online_upgrade(self, group: GroupMetadata, request: ConsumerGroupHeartbeatRequest) -> bool:
-        """Kafka's online upgrade of a non-empty classic group on a joining ConsumerGroupHeartbeat
-        (``group.consumer.migration.policy``): True once ``group.consumer`` holds the converted group."""
-        return False
-
-    def _maybe_downgrade(self, group: GroupMetadata) -> bool:
-        """Called after consumer-protocol members left: convert the group back to a classic one when only
-        classic members remain and the policy allows it (Kafka's online downgrade).  True if converted."""
-        return False
-
     # ------------------------------------------------------------------ settings
 
     def consumer_assignors(self) -> list[str]:
         """``group.consumer.assignors`` by name; the first is the default."""
-        return configured_assignors(self.config.group_consumer_assignors)
+        return configured_assignors(self.core.config.group_consumer_assignors)
 
     # ------------------------------------------------------------------ ConsumerGroupHeartbeat
 
@@ -205,13 +218,13 @@ class ConsumerGroupMixin(CoordinatorCore):
 
         ``session_timeout_ms``/``heartbeat_interval_ms``: the group's effective configs (default: the
         broker's); ``authorized_topics`` keeps the regex-resolved topics the member may DESCRIBE."""
-        if self._closed:
+        if self.core._closed:
             return ConsumerGroupHeartbeatResult(error=E.COORDINATOR_NOT_AVAILABLE)
         self._topics(topics)
         session_ms = session_timeout_ms if session_timeout_ms is not None else \
-            self.config.group_consumer_session_timeout_ms
+            self.core.config.group_consumer_session_timeout_ms
         interval_ms = heartbeat_interval_ms if heartbeat_interval_ms is not None else \
-            self.config.group_consumer_heartbeat_interval_ms
+            self.core.config.group_consumer_heartbeat_interval_ms
         try:
             validate_heartbeat(request, self.consumer_assignors())
             if request.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
@@ -226,15 +239,15 @@ class ConsumerGroupMixin(CoordinatorCore):
                             request: ConsumerGroupHeartbeatRequest) -> tuple[GroupMetadata, ConsumerGroup, bool]:
         """Kafka's ``getOrMaybeCreateConsumerGroup``: (group record, consumer group, whether it must still be
         put in ``groups``/converted when the heartbeat succeeds)."""
-        gm = self.groups.get(group_id)
+        gm = self.core.groups.get(group_id)
         if gm is not None and gm.state == GroupState.DEAD and gm.consumer is None:
             gm = None
         if gm is None:
-            if self.share_group_exists(group_id):
+            if self.core.share_group_exists(group_id):
                 raise ConsumerGroupError(E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
             if not create:
                 raise ConsumerGroupError(E.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
-            gm = GroupMetadata(group_id, self._now_ms())
+            gm = GroupMetadata(group_id, self.core._now_ms())
             return gm, ConsumerGroup(group_id), True
         if gm.consumer is not None and gm.group_type == GROUP_TYPE_CONSUMER:
             return gm, gm.consumer, False
@@ -242,7 +255,8 @@ class ConsumerGroupMixin(CoordinatorCore):
             if gm.state == GroupState.EMPTY and not gm.members:
                 log.info("converting the empty classic group %s to a consumer group", group_id)
                 return gm, ConsumerGroup(group_id), True
-            if self._online_upgrade(gm, request) and gm.consumer is not None:
+            if self.conversions is not None and self.conversions.online_upgrade(gm, request) \
+                    and gm.consumer is not None:
                 return gm, gm.consumer, False
         raise ConsumerGroupError(E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
 
@@ -253,7 +267,7 @@ class ConsumerGroupMixin(CoordinatorCore):
         gm.protocol_type = CONSUMER_PROTOCOL_TYPE
         gm.protocol_name = None
         gm.leader_id = None
-        self.groups[gm.group_id] = gm
+        self.core.groups[gm.group_id] = gm
 
     def _consumer_group_heartbeat(
         self, req: ConsumerGroupHeartbeatRequest, topics: TopicsImage, session_ms: int, interval_ms: int,
@@ -262,7 +276,7 @@ class ConsumerGroupMixin(CoordinatorCore):
         """Kafka's ``consumerGroupHeartbeat`` (a join, a rejoin or a regular heartbeat)."""
         joining = req.member_epoch == JOIN_GROUP_MEMBER_EPOCH
         gm, cg, install = self._consumer_group_for(req.group_id, joining, req)
-        max_size = self.config.group_consumer_max_size
+        max_size = self.core.config.group_consumer_max_size
         if len(cg.members) >= max_size and (not req.member_id or req.member_id not in cg.members):
             raise ConsumerGroupError(E.GROUP_MAX_SIZE_REACHED, "The consumer group has reached its maximum "
                                                                f"capacity of {max_size} members.")
@@ -316,7 +330,7 @@ class ConsumerGroupMixin(CoordinatorCore):
         # -- from here on the heartbeat succeeds: apply it
         if install:
             self._install_consumer_group(gm, cg)
-        now_ms = self._now_ms()
+        now_ms = self.core._now_ms()
         if replaced is not None:
             member = self._replace_static_member(cg, replaced, member_id)
             before = _snapshot(replaced)
@@ -380,10 +394,10 @@ class ConsumerGroupMixin(CoordinatorCore):
                 raise ConsumerGroupError(E.FENCED_MEMBER_EPOCH, str(exc)) from None
             self._apply_reconciliation(cg, member, nxt)
 
-        member.session_deadline = self._deadline(session_ms)
-        self._schedule(member.session_deadline)
+        member.session_deadline = self.core._deadline(session_ms)
+        self.core._schedule(member.session_deadline)
         cg.update_state(now_ms)
-        self._persist_group_metadata(gm)
+        self.core._persist_group_metadata(gm)
 
         full_request = (req.rebalance_timeout_ms != -1
                         and (req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None)
@@ -489,9 +503,9 @@ class ConsumerGroupMixin(CoordinatorCore):
         if member.uses_classic_protocol:
             return
         if member.state == MemberState.UNREVOKED_PARTITIONS:
-            member.rebalance_deadline = self._deadline(member.rebalance_timeout_ms)
+            member.rebalance_deadline = self.core._deadline(member.rebalance_timeout_ms)
             member.rebalance_deadline_epoch = member.member_epoch
-            self._schedule(member.rebalance_deadline)
+            self.core._schedule(member.rebalance_deadline)
         else:
             member.rebalance_deadline = None
 
@@ -525,7 +539,7 @@ class ConsumerGroupMixin(CoordinatorCore):
 
     def _consumer_group_leave(self, req: ConsumerGroupHeartbeatRequest) -> ConsumerGroupHeartbeatResult:
         """Kafka's ``consumerGroupLeave``: -1 leaves, -2 is a static member's temporary leave."""
-        gm = self.groups.get(req.group_id)
+        gm = self.core.groups.get(req.group_id)
         if gm is None:
             raise ConsumerGroupError(E.GROUP_ID_NOT_FOUND, f"Group {req.group_id} not found.")
         cg = gm.consumer
@@ -554,7 +568,7 @@ class ConsumerGroupMixin(CoordinatorCore):
                 LEAVE_GROUP_STATIC_MEMBER_EPOCH, static.previous_member_epoch, static.state,
                 static.assigned_partitions, {}))
             static.rebalance_deadline = None
-            cg.update_state(self._now_ms())
+            cg.update_state(self.core._now_ms())
             return ConsumerGroupHeartbeatResult(member_id=static.member_id,
                                                 member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH)
         log.info("static member %s with instance id %s left consumer group %s", static.member_id,
@@ -589,16 +603,16 @@ class ConsumerGroupMixin(CoordinatorCore):
         cg.subscribed_topics = {n: img for n, img in cg.subscribed_topics.items() if n in names}
         cg.metadata_hash = metadata_hash(cg.subscribed_topics)
         self._bump_group_epoch(gm, cg)
-        cg.update_state(self._now_ms())
-        if not self._maybe_downgrade(gm):
-            self._persist_group_metadata(gm)
+        cg.update_state(self.core._now_ms())
+        if self.conversions is None or not self.conversions.maybe_downgrade(gm):
+            self.core._persist_group_metadata(gm)
 
     # ------------------------------------------------------------------ timers
 
     def _consumer_next_deadline(self) -> float:
         """The earliest session or rebalance deadline of any consumer group member."""
         nxt = float("inf")
-        for g in self.groups.values():
+        for g in self.core.groups.values():
             if g.consumer is None:
                 continue
             for m in g.consumer.members.values():
@@ -610,8 +624,8 @@ class ConsumerGroupMixin(CoordinatorCore):
 
     def _fire_consumer_timers(self, now: float) -> None:
         """Fence members whose session expired or who did not revoke within their rebalance timeout."""
-        for gid in list(self.groups):
-            gm = self.groups.get(gid)
+        for gid in list(self.core.groups):
+            gm = self.core.groups.get(gid)
             if gm is None or gm.consumer is None:
                 continue
             cg = gm.consumer
@@ -637,10 +651,10 @@ class ConsumerGroupMixin(CoordinatorCore):
         out = []
         default_assignor = self.consumer_assignors()[0]
         for gid in group_ids:
-            if self._closed:
+            if self.core._closed:
                 out.append(DescribedConsumerGroup(gid, E.COORDINATOR_NOT_AVAILABLE))
                 continue
-            gm = self.groups.get(gid)
+            gm = self.core.groups.get(gid)
             if gm is None:
                 out.append(DescribedConsumerGroup(gid, E.GROUP_ID_NOT_FOUND, f"Group {gid} not found."))
                 continue

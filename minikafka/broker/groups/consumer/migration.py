@@ -45,8 +45,9 @@ from ..metadata import (
     MemberMetadata,
     SyncResult,
 )
-from ..rebalance import RebalanceMixin
-from .heartbeat import ConsumerGroupMixin
+from ..core import CoordinatorCore
+from ..rebalance import ClassicGroupRebalance
+from .heartbeat import ConsumerGroupManager
 from .model import (
     Assignment,
     ClassicMemberMetadata,
@@ -112,16 +113,21 @@ def to_topic_ids(partitions: Iterable[TopicPartition], topics: TopicsImage | Non
     return out
 
 
-class MigrationMixin(ConsumerGroupMixin, RebalanceMixin):
-    """The group-type conversions, the coordinator's topic metadata, classic assignment encoding."""
+class ConsumerGroupMigration:
+    """The group-type conversions (Kafka's online upgrade and downgrade), the coordinator's topic metadata and
+    the classic assignment encoding, between the consumer-groups part (``consumer``) and the classic groups'
+    rebalance (``rebalance``) of the group coordinator."""
+
+    def __init__(self, core: CoordinatorCore, consumer: ConsumerGroupManager, rebalance: ClassicGroupRebalance) -> None:
+        self.core, self.consumer, self.rebalance = core, consumer, rebalance
 
     # ------------------------------------------------------------------ policy and metadata
 
     def _upgrade_enabled(self) -> bool:
-        return _migration_policy(self.config.group_consumer_migration_policy) in ("upgrade", "bidirectional")
+        return _migration_policy(self.core.config.group_consumer_migration_policy) in ("upgrade", "bidirectional")
 
     def _downgrade_enabled(self) -> bool:
-        return _migration_policy(self.config.group_consumer_migration_policy) in ("downgrade", "bidirectional")
+        return _migration_policy(self.core.config.group_consumer_migration_policy) in ("downgrade", "bidirectional")
 
     @staticmethod
     def _topic_names(cg: ConsumerGroup, topics: TopicsImage | None) -> Callable[[uuid.UUID], str | None]:
@@ -137,7 +143,7 @@ class MigrationMixin(ConsumerGroupMixin, RebalanceMixin):
     def _encode_assignment(self, cg: ConsumerGroup, assignment: Assignment, subscription: bytes) -> bytes:
         """Kafka's ``prepareAssignment``: the partitions as a ConsumerProtocolAssignment in the version of the
         member's subscription."""
-        name_of = self._topic_names(cg, self._metadata_image)
+        name_of = self._topic_names(cg, self.consumer._metadata_image)
         tps: list[TopicPartition] = []
         for topic_id in sorted(assignment, key=str):
             name = name_of(topic_id)
@@ -151,8 +157,8 @@ class MigrationMixin(ConsumerGroupMixin, RebalanceMixin):
 
     def _refresh_classic_session(self, member: ConsumerGroupMember) -> None:
         assert member.classic_protocols is not None
-        member.session_deadline = self._deadline(member.classic_protocols.session_timeout_ms)
-        self._schedule(member.session_deadline)
+        member.session_deadline = self.core._deadline(member.classic_protocols.session_timeout_ms)
+        self.core._schedule(member.session_deadline)
 
     # ------------------------------------------------------------------ empty consumer group
 
@@ -166,13 +172,13 @@ class MigrationMixin(ConsumerGroupMixin, RebalanceMixin):
         gm.protocol_type = gm.protocol_name = gm.leader_id = None
         gm.generation_id = 0
         gm.state = S.EMPTY
-        gm.current_state_timestamp = self._now_ms()
+        gm.current_state_timestamp = self.core._now_ms()
         log.info("converted the empty consumer group %s to a classic group", gm.group_id)
-        self._persist_group_metadata(gm)
+        self.core._persist_group_metadata(gm)
 
     # ------------------------------------------------------------------ online upgrade
 
-    def _online_upgrade(self, group: GroupMetadata, request: ConsumerGroupHeartbeatRequest) -> bool:
+    def online_upgrade(self, group: GroupMetadata, request: ConsumerGroupHeartbeatRequest) -> bool:
         """Kafka's ``validateOnlineUpgrade`` + ``convertToConsumerGroup``: a ConsumerGroupHeartbeat joining a
         non-empty classic group converts it when the policy allows upgrades, the group uses the ``consumer``
         protocol type and is within ``group.consumer.max.size``; its members become classic members of the
@@ -186,11 +192,11 @@ class MigrationMixin(ConsumerGroupMixin, RebalanceMixin):
             log.info("cannot upgrade classic group %s to consumer group because the group does not use the "
                      "consumer embedded protocol", gid)
             return False
-        if group.size > self.config.group_consumer_max_size:
+        if group.size > self.core.config.group_consumer_max_size:
             log.info("cannot upgrade classic group %s to consumer group because the group size exceeds the "
                      "consumer group maximum size", gid)
             return False
-        topics = self._metadata_image
+        topics = self.consumer._metadata_image
         cg = ConsumerGroup(gid)
         cg.group_epoch = cg.assignment_epoch = group.generation_id
         converted: list[tuple[ConsumerGroupMember, Assignment]] = []
@@ -227,10 +233,10 @@ class MigrationMixin(ConsumerGroupMixin, RebalanceMixin):
             cg.add_partition_epochs(partitions, member.member_epoch)
             self._refresh_classic_session(member)
         if topics is not None:
-            self._refresh_subscribed_topics(cg, topics)
+            self.consumer._refresh_subscribed_topics(cg, topics)
         self._clear_classic_state(group)
-        self._install_consumer_group(group, cg)
-        cg.update_state(self._now_ms())
+        self.consumer._install_consumer_group(group, cg)
+        cg.update_state(self.core._now_ms())
         log.info("converted the classic group %s to a consumer group (%d classic members at epoch %d)",
                  gid, len(cg.members), cg.group_epoch)
         return True
@@ -244,11 +250,11 @@ class MigrationMixin(ConsumerGroupMixin, RebalanceMixin):
         group.leader_id = group.protocol_name = None
         group.join_deadline = group.sync_deadline = None
         group.state = S.EMPTY
-        group.current_state_timestamp = self._now_ms()
+        group.current_state_timestamp = self.core._now_ms()
 
     # ------------------------------------------------------------------ online downgrade
 
-    def _maybe_downgrade(self, group: GroupMetadata) -> bool:
+    def maybe_downgrade(self, group: GroupMetadata) -> bool:
         """Kafka's ``validateOnlineDowngradeWithFencedMembers`` + ``convertToClassicGroup``, called once
         members were removed: when only classic members remain, the policy allows downgrades and they fit
         ``group.max.size``, the group becomes a classic group again and rebalances.  True if converted."""
@@ -259,7 +265,7 @@ class MigrationMixin(ConsumerGroupMixin, RebalanceMixin):
             log.info("cannot downgrade consumer group %s to classic group because the online downgrade is "
                      "disabled", group.group_id)
             return False
-        if len(cg.members) > self.config.group_max_size:
+        if len(cg.members) > self.core.config.group_max_size:
             log.info("cannot downgrade consumer group %s to classic group because its group size is greater "
                      "than classic group max size", group.group_id)
             return False
@@ -301,11 +307,12 @@ class MigrationMixin(ConsumerGroupMixin, RebalanceMixin):
         group.subscribed_topics = group.compute_subscribed_topics()
         for mm in members:
             mm.assignment = self._encode_assignment(cg, targets[mm.member_id], mm.metadata(group.protocol_name))
-            self._schedule_heartbeat(mm)
+            self.core._schedule_heartbeat(mm)
         group.state = S.STABLE
-        self._persist_group_metadata(group)
+        self.core._persist_group_metadata(group)
         log.info("converted the consumer group %s to a classic group (generation %d, %d members)",
                  group.group_id, group.generation_id, group.size)
         if rebalance:
-            self._prepare_rebalance(group, f"downgrade group {group.group_id} from consumer to classic: {reason}")
+            self.rebalance._prepare_rebalance(
+                group, f"downgrade group {group.group_id} from consumer to classic: {reason}")
         return True
