@@ -38,6 +38,10 @@ log = logging.getLogger(__name__)
 FAULTS = 40
 PARTITIONS = 3
 LOOP_GROUP = "nemesis-loop"
+#: A client that gets nothing done for this long has stalled.  Longer than the clients' own longest waits: the
+#: transactional loop may sit in an abort_transaction(60) after a transaction that timed out (30 s) once its
+#: records could not be written while a broker was away.
+STALL_S = 180
 SETTINGS = {**FAST, "replica_lag_time_max_ms": 1000, "replica_socket_timeout_ms": 1000, "min_insync_replicas": 2,
             "default_replication_factor": 3}
 
@@ -181,9 +185,9 @@ class Nemesis(threading.Thread):
                 out.append(f"broker {b} from {leader}: rounds {f.rounds} connected {f.conn is not None} {behind}")
         return "\n".join(out)
 
-    def _wait(self, condition: Callable[[], bool], what: str) -> bool:
-        """Wait (60 s at most) for ``condition``; False when stopped meanwhile."""
-        waiting.wait_for(lambda: self.stop.is_set() or condition(), 60, what, 0.02)
+    def _wait(self, condition: Callable[[], bool], what: str, timeout_s: float = 60) -> bool:
+        """Wait (``timeout_s`` at most) for ``condition``; False when stopped meanwhile."""
+        waiting.wait_for(lambda: self.stop.is_set() or condition(), timeout_s, what, 0.02)
         return not self.stop.is_set()
 
     def _progressed(self, since: tuple[int, ...]) -> bool:
@@ -191,7 +195,7 @@ class Nemesis(threading.Thread):
 
     def _work_round(self, since: tuple[int, ...]) -> bool:
         """Wait until each client did a round of work (``step``) since ``since``, however slowly the machine lets
-        them, as long as each that has not yet done its round gets something done within every 60 s (a stalled
+        them, as long as each that has not yet done its round gets something done within every STALL_S (a stalled
         client fails the test); False when stopped meanwhile."""
         while not self._progressed(since):
             window = self.progress()
@@ -201,7 +205,7 @@ class Nemesis(threading.Thread):
                 now = self.progress()
                 return self._progressed(since) or all(now[i] > window[i] for i in behind)
 
-            if not self._wait(moved, "the clients making progress"):
+            if not self._wait(moved, "the clients making progress", STALL_S):
                 return False
         return True
 
@@ -214,7 +218,7 @@ class Nemesis(threading.Thread):
                     if not self._work_round(since):
                         return
                 except AssertionError:
-                    log.error("no progress in 60 s after %s: (writes, transactions, reads) %s then %s",
+                    log.error("no progress in %d s after %s: (writes, transactions, reads) %s then %s", STALL_S,
                               self.done[-1:], since, self.progress())
                     raise
                 try:
