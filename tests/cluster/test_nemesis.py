@@ -185,6 +185,24 @@ class Nemesis(threading.Thread):
                 out.append(f"broker {b} from {leader}: rounds {f.rounds} connected {f.conn is not None} {behind}")
         return "\n".join(out)
 
+    def _coordinators(self) -> str:
+        """For the clients' groups and transactional id: the internal partition, its leader, ISR and leader epoch,
+        and the broker that has its shard loaded, in which state (for the failure message)."""
+        cluster = self.ct.cluster
+        out = []
+        for what, shards, topic, partition in [
+                (g, cluster.group_coordinator.shards, "__consumer_offsets", cluster.group_coordinator.partition_for(g))
+                for g in (LOOP_GROUP, "nemesis-readers")] + [
+                ("nemesis-transform", cluster.txn_coordinator.state.shards, "__transaction_state",
+                 cluster.txn_coordinator.state.partition_for("nemesis-transform"))]:
+            t = cluster.metadata.get_topic(topic)
+            pm = t.partitions[partition] if t is not None else None
+            shard = shards.get(partition) if shards is not None else None
+            out.append(f"{what}: {topic}-{partition} leader {pm.leader if pm else None} "
+                       f"epoch {pm.leader_epoch if pm else None} isr {pm.isr if pm else None} shard "
+                       f"{(shard.broker_id, shard.state.value, shard.replica.leading) if shard else None}")
+        return "; ".join(out)
+
     def _wait(self, condition: Callable[[], bool], what: str, timeout_s: float = 60) -> bool:
         """Wait (``timeout_s`` at most) for ``condition``; False when stopped meanwhile."""
         waiting.wait_for(lambda: self.stop.is_set() or condition(), timeout_s, what, 0.02)
@@ -220,6 +238,7 @@ class Nemesis(threading.Thread):
                 except AssertionError:
                     log.error("no progress in %d s after %s: (writes, transactions, reads) %s then %s", STALL_S,
                               self.done[-1:], since, self.progress())
+                    log.error("the clients' coordinators: %s", ct.call(self._coordinators))
                     raise
                 try:
                     self._wait(lambda: not ct.call(self._out_of_sync), "every replica back in sync")
