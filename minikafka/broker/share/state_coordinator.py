@@ -94,21 +94,28 @@ class ShareCoordinator(ShardedCoordinator):
                 self._drop_legacy_dir()
 
     # -- where a key lives --------------------------------------------------------------------------------
-    def partition_for(self, key: ShareStateKey) -> int | None:
-        """The key's ``__share_group_state`` partition (None when its topic does not exist)."""
+    def _locate(self, key: ShareStateKey) -> tuple[uuid.UUID, int] | None:
+        """The key's topic id and ``__share_group_state`` partition (None when its topic does not exist)."""
         topic = self.topics.get_topic(key.topic)
         if topic is None:
             return None
-        return partition_for_key(f"{key.group_id}:{kafka_uuid(topic.topic_id)}:{key.partition}", self.num_partitions)
+        coordinator_key = f"{key.group_id}:{kafka_uuid(topic.topic_id)}:{key.partition}"
+        return topic.topic_id, partition_for_key(coordinator_key, self.num_partitions)
 
-    def _shard(self, key: ShareStateKey) -> tuple[Shard | None, ErrorCode]:
-        """The loaded shard of ``key``, or the error a share-partition leader gets for it."""
-        partition = self.partition_for(key)
-        if partition is None:
+    def partition_for(self, key: ShareStateKey) -> int | None:
+        """The key's ``__share_group_state`` partition (None when its topic does not exist)."""
+        located = self._locate(key)
+        return located[1] if located is not None else None
+
+    def _shard(self, located: tuple[uuid.UUID, int] | None) -> tuple[Shard | None, ErrorCode]:
+        """The loaded shard of a key ``_locate`` found, or the error a share-partition leader gets for it."""
+        if located is None:
             return None, E.UNKNOWN_TOPIC_OR_PARTITION
-        if self.shards is not None and self.shards.get(partition) is None:
+        assert self.shards is not None
+        shard = self.shards.get(located[1])
+        if shard is None:
             self.ensure_topic()  # Kafka's persister looks the coordinator up, which creates the topic
-        shard = self.shards.get(partition) if self.shards is not None else None
+            shard = self.shards.get(located[1])
         if shard is None or not shard.replica.leading:
             return None, E.COORDINATOR_NOT_AVAILABLE
         if shard.state is ShardState.LOADING:
@@ -116,7 +123,7 @@ class ShareCoordinator(ShardedCoordinator):
         return shard, E.NONE
 
     def state_error(self, key: ShareStateKey, broker_id: int, *, write: bool = False) -> ErrorCode:
-        shard, err = self._shard(key)
+        shard, err = self._shard(self._locate(key))
         if shard is None:
             return err
         if not self.reachable(broker_id, shard.broker_id):
@@ -125,52 +132,50 @@ class ShareCoordinator(ShardedCoordinator):
             return E.COORDINATOR_NOT_AVAILABLE  # Kafka's acks=all append: NOT_ENOUGH_REPLICAS
         return E.NONE
 
-    def _snapshot(self, key: ShareStateKey) -> _Snapshot | None:
-        partition = self.partition_for(key)
-        snap = self._states.get(partition, {}).get(key) if partition is not None else None
-        topic = self.topics.get_topic(key.topic)
-        if snap is None or topic is None or snap.topic_id != topic.topic_id:
+    def _snapshot(self, key: ShareStateKey, located: tuple[uuid.UUID, int] | None) -> _Snapshot | None:
+        snap = self._states.get(located[1], {}).get(key) if located is not None else None
+        if snap is None or located is None or snap.topic_id != located[0]:
             return None  # (a topic deleted and made again: the old one's state is not the new one's)
         return snap
 
     # -- reads ---------------------------------------------------------------------------------------------
     def get(self, key: ShareStateKey) -> PersistedShareState | None:
         """The state of ``key`` if its partition is loaded and holds one."""
-        snap = self._snapshot(key)
+        snap = self._snapshot(key, self._locate(key))
         return snap.state if snap is not None else None
 
     def keys(self, group_id: str | None = None) -> list[ShareStateKey]:
         """The share-partitions with state in the loaded partitions (of one group)."""
         self.ensure_topic()
         return [k for states in self._states.values() for k in states
-                if (group_id is None or k.group_id == group_id) and self._snapshot(k) is not None]
+                if (group_id is None or k.group_id == group_id) and self._snapshot(k, self._locate(k)) is not None]
 
     # -- writes --------------------------------------------------------------------------------------------
     def put(self, key: ShareStateKey, state: PersistedShareState) -> ErrorCode:
-        shard, err = self._shard(key)
-        if shard is None:
+        located = self._locate(key)
+        shard, err = self._shard(located)
+        if shard is None or located is None:
             log.info("state of %s not written: %s", key, err.name)
             return err
-        old = self._snapshot(key)
+        old = self._snapshot(key, located)
         if old is not None and state.state_epoch < old.state.state_epoch:
             return E.FENCED_STATE_EPOCH
         if old is not None and old.state == state:
             return E.NONE
-        topic = self.topics.get_topic(key.topic)
-        assert topic is not None  # (the key has a partition)
+        topic_id = located[0]
         epoch = next_snapshot_epoch(old.snapshot_epoch if old is not None else None)
-        record = encode_record(ShareSnapshotKey(key.group_id, topic.topic_id, key.partition),
-                               snapshot_value(epoch, state))
+        record = encode_record(ShareSnapshotKey(key.group_id, topic_id, key.partition), snapshot_value(epoch, state))
         if not self._append(shard, key, record):
             return E.COORDINATOR_NOT_AVAILABLE
-        self._states.setdefault(shard.partition, {})[key] = _Snapshot(state, epoch, topic.topic_id)
+        self._states.setdefault(shard.partition, {})[key] = _Snapshot(state, epoch, topic_id)
         return E.NONE
 
     def delete(self, key: ShareStateKey) -> bool:
         """A tombstone: the share-partition's state is forgotten (False when there was none, or its partition
         is not loaded)."""
-        shard, _ = self._shard(key)
-        snap = self._snapshot(key)
+        located = self._locate(key)
+        shard, _ = self._shard(located)
+        snap = self._snapshot(key, located)
         if shard is None or snap is None:
             return False
         del self._states[shard.partition][key]
@@ -235,7 +240,8 @@ class ShareCoordinator(ShardedCoordinator):
             return
         for key in [k for k in self._legacy if self.partition_for(k) in (partition, None)]:
             state = self._legacy.pop(key)
-            if self.partition_for(key) is not None and self.get(key) is None:
+            located = self._locate(key)
+            if located is not None and self._snapshot(key, located) is None:
                 self.put(key, state)
         if not self._legacy:
             self._drop_legacy_dir()
