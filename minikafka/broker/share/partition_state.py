@@ -117,6 +117,18 @@ def persisted_state(value: ShareSnapshotValue) -> PersistedShareState:
         (b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in value.state_batches))
 
 
+def read_share_record(topics: TopicIds, raw_key: bytes, raw_value: bytes | None, unknown: set[uuid.UUID]
+                      ) -> tuple[ShareStateKey, uuid.UUID, ShareSnapshotValue | None] | None:
+    """A ``__share_group_state`` record as (its key by topic name, the topic id, its value or None for a
+    tombstone); None, the topic id noted in ``unknown``, when its topic no longer exists."""
+    k, v = decode_share_record(raw_key, raw_value)
+    topic = topics.get_topic_by_id(k.topic_id)
+    if topic is None:
+        unknown.add(k.topic_id)
+        return None
+    return ShareStateKey(k.group_id, topic.name, k.partition), k.topic_id, v
+
+
 def next_snapshot_epoch(previous: int | None) -> int:
     """The snapshot epoch after ``previous`` (a uint16 that wraps; 0 for the first)."""
     return 0 if previous is None else (previous + 1) % _SNAPSHOT_EPOCHS
@@ -203,12 +215,10 @@ class ShareStateStore(CoordinatorLogStore):
         unknown: set[uuid.UUID] = set()
 
         def apply(h: RecordBatchHeader, raw_key: bytes, raw_value: bytes | None) -> None:
-            k, v = decode_share_record(raw_key, raw_value)
-            topic = topics.get_topic_by_id(k.topic_id)
-            if topic is None:
-                unknown.add(k.topic_id)
+            read = read_share_record(topics, raw_key, raw_value, unknown)
+            if read is None:
                 return
-            key = ShareStateKey(k.group_id, topic.name, k.partition)
+            key, topic_id, v = read
             if v is None:
                 self._states.pop(key, None)
                 self._snapshot_epochs.pop(key, None)
@@ -216,7 +226,7 @@ class ShareStateStore(CoordinatorLogStore):
                 return
             self._states[key] = persisted_state(v)
             self._snapshot_epochs[key] = v.snapshot_epoch
-            self._topic_ids[key] = k.topic_id
+            self._topic_ids[key] = topic_id
 
         count = self._log.replay(apply)
         if unknown:

@@ -38,7 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ...common.hashing import partition_for_key
-from ...protocol.coordinator_records import ShareSnapshotKey, decode_share_record, encode_record
+from ...protocol.coordinator_records import ShareSnapshotKey, encode_record
 from ...protocol.errors import ErrorCode
 from ...protocol.json_converter import kafka_uuid
 from ...protocol.records import RecordBatchHeader
@@ -47,7 +47,7 @@ from ..coordinator_runtime import (CoordinatorShards, NotLeaderError, Shard, Sha
                                    replay_log)
 from ..log.cleaner_manager import CleanerTarget
 from .partition_state import (PersistedShareState, ShareStateKey, ShareStateStore, TopicIds, next_snapshot_epoch,
-                              persisted_state, snapshot_value)
+                              persisted_state, read_share_record, snapshot_value)
 
 log = logging.getLogger(__name__)
 
@@ -211,16 +211,14 @@ class ShareCoordinator(ShardedCoordinator):
         unknown: set[uuid.UUID] = set()
 
         def apply(h: RecordBatchHeader, raw_key: bytes, raw_value: bytes | None) -> None:
-            k, v = decode_share_record(raw_key, raw_value)
-            topic = self.topics.get_topic_by_id(k.topic_id)
-            if topic is None:
-                unknown.add(k.topic_id)
+            read = read_share_record(self.topics, raw_key, raw_value, unknown)
+            if read is None:
                 return
-            key = ShareStateKey(k.group_id, topic.name, k.partition)
+            key, topic_id, v = read
             if v is None:
                 states.pop(key, None)
             else:
-                states[key] = _Snapshot(persisted_state(v), v.snapshot_epoch, k.topic_id)
+                states[key] = _Snapshot(persisted_state(v), v.snapshot_epoch, topic_id)
 
         name = f"{SHARE_GROUP_STATE_TOPIC}-{shard.partition}"
         count = replay_log(shard.replica.log, name, apply)
