@@ -805,11 +805,20 @@ class Broker:
 
     async def _heartbeat_loop(self) -> None:
         """KRaft's broker heartbeat: every ``broker.heartbeat.interval.ms`` the controller hears from this
-        broker (:class:`~minikafka.broker.heartbeats.BrokerHeartbeatManager`); a broker of a cluster only."""
+        broker (:class:`~minikafka.broker.heartbeats.BrokerHeartbeatManager`); a broker of a cluster only.
+
+        A running broker the controller fenced meanwhile (its session expired while the process stalled: the
+        brokers share one loop) is unfenced by its next heartbeat, as KRaft's controller unfences a fenced broker
+        whose heartbeats come back caught up: it registers again, and the offline partitions it is in sync for
+        get it as their leader."""
         interval = max(self.config.broker_heartbeat_interval_ms / 1000, 0.001)
         while True:
             if self.links is not None:  # none while paused or cut off from the controller
                 await self.links.wait_reachable(self.node_id, CONTROLLER)
+            if self._joined and self.node_id not in self.metadata.live:
+                await trio.lowlevel.checkpoint_if_cancelled()  # not a broker being stopped (its session ended)
+                log.info("broker %d: fenced while it ran; its heartbeat unfences it", self.node_id)
+                self._register()
             self.shared.heartbeats.touch(self.node_id, self.clock.time_ms())
             await trio.sleep(interval)
 

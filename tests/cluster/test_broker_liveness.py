@@ -117,6 +117,28 @@ def test_a_crashed_leader_keeps_its_partitions_until_its_session_expires_then_th
         assert ct.leader("crash", 0) == 2
 
 
+def test_a_running_broker_fenced_after_a_stall_is_unfenced_by_its_next_heartbeat():
+    # A process stall longer than the session fences brokers that still run (the brokers of one process share its
+    # loop); played here by backdating broker 2's last heartbeat.  Its heartbeats come back: the controller
+    # unfences it, and the partition it alone was in sync for, offline meanwhile, gets it back as its leader.
+    with ClusterThread(3, **FAST) as ct:
+        cluster, metadata = ct.cluster, ct.cluster.metadata
+        ct.call(lambda: cluster.broker(0).create_topic("solo", assignments={0: [2]}))
+        assert _acked_round_trip(ct.bootstrap, "solo", [b"a"]) == [b"a"]
+        epoch, broker_epoch = metadata.get_topic("solo").partitions[0].leader_epoch, metadata.broker_epoch(2)
+
+        def stall() -> list[int]:
+            cluster.shared.heartbeats.touch(2, cluster.clock.time_ms() - 10 * FAST["broker_session_timeout_ms"])
+            fenced = cluster.fence_stale_brokers()
+            return [fenced, metadata.get_topic("solo").partitions[0].leader, 2 in metadata.live]
+
+        assert ct.call(stall) == [[2], -1, False]  # fenced, its partition offline
+        wait_for(lambda: ct.leader("solo", 0) == 2)
+        pm = metadata.get_topic("solo").partitions[0]
+        assert 2 in metadata.live and metadata.broker_epoch(2) > broker_epoch and pm.leader_epoch == epoch + 2
+        assert _acked_round_trip(ct.bootstrap, "solo", [b"b"], before=1) == [b"a", b"b"]
+
+
 def test_a_stop_is_a_controlled_shutdown_and_a_quick_restart_after_a_crash_fences_the_old_registration():
     # A session long enough never to expire here: only the stop and the re-registration move leadership.
     with ClusterThread(3, **{**FAST, "broker_session_timeout_ms": 600_000}) as ct:

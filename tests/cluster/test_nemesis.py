@@ -187,7 +187,8 @@ class Nemesis(threading.Thread):
 
     def _coordinators(self) -> str:
         """For the clients' groups and transactional id: the internal partition, its leader, ISR and leader epoch,
-        and the broker that has its shard loaded, in which state (for the failure message)."""
+        and the broker that has its shard loaded, in which state; then the unfenced brokers (for the failure
+        message)."""
         cluster = self.ct.cluster
         out = []
         for what, shards, topic, partition in [
@@ -201,7 +202,7 @@ class Nemesis(threading.Thread):
             out.append(f"{what}: {topic}-{partition} leader {pm.leader if pm else None} "
                        f"epoch {pm.leader_epoch if pm else None} isr {pm.isr if pm else None} shard "
                        f"{(shard.broker_id, shard.state.value, shard.replica.leading) if shard else None}")
-        return "; ".join(out)
+        return "; ".join(out) + f"; live brokers {sorted(cluster.metadata.live)}"
 
     def _wait(self, condition: Callable[[], bool], what: str, timeout_s: float = 60) -> bool:
         """Wait (``timeout_s`` at most) for ``condition``; False when stopped meanwhile."""
