@@ -531,10 +531,11 @@ class ReplicaManager:
         if pm is None or st.broker_id in pm.isr:
             return
         if st.log_end_offset >= part.log.high_watermark and self._isr_eligible(st):
-            new_isr = sorted(set(pm.isr) | {st.broker_id}, key=pm.replicas.index)
+            old_isr = list(pm.isr)
+            new_isr = sorted(set(old_isr) | {st.broker_id}, key=pm.replicas.index)
             if self._alter_isr(part, new_isr):
                 log.info("broker %d: expanded ISR of %s-%d from %s to %s", part.local_id, part.topic, part.index,
-                         pm.isr, new_isr)
+                         old_isr, new_isr)
                 self.isr_expands += 1
 
     def maybe_shrink_isr(self, now_ms: int) -> None:
