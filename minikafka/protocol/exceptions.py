@@ -29,8 +29,8 @@ from .errors import ErrorCode
 
 __all__ = [
     "CompressionError", "CoordinatorRecordError", "CorruptRecordError", "FastPathError", "FrameError",
-    "FrameTooLarge", "InvalidFrameSize", "InvalidRecordError", "MalformedMessage", "ProtocolError",
-    "TruncatedFrame", "UnknownApi", "UnknownFieldError", "UnsupportedCodecError", "UnsupportedVersion",
+    "FrameTooLarge", "InvalidFrameSize", "InvalidRecordError", "MalformedMessage", "MetadataRecordError",
+    "ProtocolError", "TruncatedFrame", "UnknownApi", "UnknownFieldError", "UnsupportedCodecError", "UnsupportedVersion",
 ]
 
 
@@ -133,3 +133,7 @@ class TruncatedFrame(FrameError):
 
 class CoordinatorRecordError(ProtocolError):
     """A coordinator record whose key or value does not decode (unknown record type or version, short data)."""
+
+
+class MetadataRecordError(ProtocolError):
+    """A KRaft metadata record that does not decode (unknown frame version, record type or version, short data)."""

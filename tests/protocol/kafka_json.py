@@ -78,3 +78,37 @@ def java_decode_int(text: str) -> int:
     else:
         value = int(body, 10)
     return -value if neg else value
+
+
+def field_differences(ours: list[Any], schema: dict[str, Any]) -> list[str]:
+    """How a message declared in minikafka's schema machinery (its ``fields``) differs from Kafka's JSON ``schema``
+    field by field: names, versions, nullable versions, tags and tagged versions, nested and common structs
+    included ([] when they agree)."""
+    from minikafka.protocol.schema import VersionRange
+
+    structs = {s["name"]: s["fields"] for s in schema.get("commonStructs", [])}
+
+    def differences(mine: list[Any], theirs: list[dict[str, Any]], path: str) -> list[str]:
+        out = []
+        by_name = {fl.name: fl for fl in mine}
+        for spec in theirs:
+            name = snake_case(spec["name"])
+            fl = by_name.pop(name, None)
+            where = f"{path}.{name}"
+            if fl is None:
+                out.append(f"{where}: missing")
+                continue
+            for attr, key in (("versions", "versions"), ("nullable", "nullableVersions")):
+                want = VersionRange.parse(spec.get(key, spec.get("taggedVersions") if key == "versions" else None))
+                if getattr(fl, attr) != want:
+                    out.append(f"{where}: {attr} {getattr(fl, attr)} != {want}")
+            if spec.get("tag") is not None:
+                want = VersionRange.parse(spec.get("taggedVersions"))
+                if (fl.tag, fl.tagged) != (int(spec["tag"]), want):  # (some files have the tag as a string)
+                    out.append(f"{where}: tag {fl.tag}/{fl.tagged} != {spec['tag']}/{want}")
+            nested = spec.get("fields") or structs.get(spec["type"].removeprefix("[]"))
+            if nested is not None:
+                out += differences(fl.subfields, nested, where)
+        return out + [f"{path}.{name}: not in Kafka's schema" for name in by_name]
+
+    return differences(ours, schema["fields"], schema["name"])
