@@ -21,8 +21,9 @@ Differences from Kafka:
   coordinators' records as Kafka 4's ``CoordinatorRecordMessageParser`` does (:class:`CoordinatorRecordDecoder`),
   but know only the record types minikafka writes (:data:`~minikafka.protocol.coordinator_records.RECORD_SCHEMAS`):
   the others print as ``Unknown record type N at offset O, skipping.``  A transaction's ``transactionStatus`` is
-  printed by name (``CompleteCommit``), as Kafka does since KAFKA-20712.  ``--cluster-metadata-decoder`` and
-  ``--remote-log-metadata-decoder`` are not offered (minikafka has neither log).
+  printed by name (``CompleteCommit``), as Kafka does since KAFKA-20712.  ``--cluster-metadata-decoder``
+  prints KRaft metadata records as Kafka does (:func:`cluster_metadata_decoder`: a Kafka broker's or
+  controller's ``__cluster_metadata-0`` segments); ``--remote-log-metadata-decoder`` is not offered.
 * minikafka's offset and time indexes point at the *base* offset of a batch (Kafka's at its last one), so an
   index entry naming either end of the batch at its position counts as matching.
 * No ``.txnindex`` or producer-state snapshot files: minikafka writes none.
@@ -199,6 +200,29 @@ def transaction_log_decoder() -> CoordinatorRecordDecoder:
 def share_group_state_decoder() -> CoordinatorRecordDecoder:
     """``--share-group-state-decoder`` (``ShareGroupStateMessageParser``): ``__share_group_state`` records."""
     return CoordinatorRecordDecoder(RECORD_SCHEMAS[SHARE_GROUP_STATE_TOPIC])
+
+
+def cluster_metadata_decoder(record: ConsumerRecord) -> tuple[str | None, str | None]:
+    """``--cluster-metadata-decoder`` (Kafka's ``ClusterMetadataLogMessageParser``): a ``__cluster_metadata``
+    record (no key) as ``{"type":"TOPIC_RECORD","version":0,"data":{...}}``; one that does not decode prints
+    ``Error at O, skipping. ...`` as its payload."""
+    from ..protocol.metadata_records import METADATA_RECORDS, decode_metadata_record
+
+    try:
+        if record.value is None:
+            raise MalformedMessage("the record has no value")
+        decoded = decode_metadata_record(record.value)
+        message = METADATA_RECORDS[decoded.type]
+        text = _compact_json({"type": _upper_snake(decoded.name), "version": decoded.version,
+                              "data": write_json(message, decoded.data, decoded.version)})
+    except ProtocolError as exc:
+        text = f"Error at {record.offset}, skipping. {exc}"
+    return None, text
+
+
+def _upper_snake(name: str) -> str:
+    """A record's name as Kafka's ``MetadataRecordType`` names it: RegisterBrokerRecord -> REGISTER_BROKER_RECORD."""
+    return "".join(f"_{c}" if c.isupper() and i else c for i, c in enumerate(name)).upper()
 
 
 @dataclass
@@ -544,6 +568,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="print the records as __transaction_state records (implies --print-data-log)")
     p.add_argument("--share-group-state-decoder", action="store_true",
                    help="print the records as __share_group_state records (implies --print-data-log)")
+    p.add_argument("--cluster-metadata-decoder", action="store_true",
+                   help="print the records as KRaft's __cluster_metadata records (implies --print-data-log)")
     p.add_argument("--max-bytes", type=int, default=INT32_MAX, metavar="SIZE",
                    help="read at most SIZE bytes of each .log file (default: all)")
     p.add_argument("--verify-index-only", action="store_true",
@@ -572,10 +598,11 @@ def run(args: argparse.Namespace) -> int:
             raise ToolError(f"no such file: {', '.join(missing)}")
         if args.max_bytes < 0:
             raise ToolError("--max-bytes must not be negative")
-        # Kafka's precedence when several are given: offsets, transaction log, share group state.
+        # Kafka's precedence when several are given: offsets, transaction log, share group state, cluster metadata.
         decoder: Decoder | None = (offsets_decoder() if args.offsets_decoder
                                    else transaction_log_decoder() if args.transaction_log_decoder
-                                   else share_group_state_decoder() if args.share_group_state_decoder else None)
+                                   else share_group_state_decoder() if args.share_group_state_decoder
+                                   else cluster_metadata_decoder if args.cluster_metadata_decoder else None)
         opts = DumpOptions(print_data_log=args.print_data_log or decoder is not None,
                            deep_iteration=args.deep_iteration, skip_record_metadata=args.skip_record_metadata,
                            max_bytes=args.max_bytes, verify_index_only=args.verify_index_only,
@@ -587,5 +614,5 @@ def run(args: argparse.Namespace) -> int:
 
 __all__ = ["CoordinatorRecordDecoder", "DecodeError", "Decoder", "DumpOptions", "DumpProblems", "add_parser",
            "dump_files", "dump_index", "dump_log", "dump_time_index", "format_batch", "format_record",
-           "offsets_decoder", "partition_segments", "run", "share_group_state_decoder", "string_decoder",
-           "transaction_log_decoder"]
+           "offsets_decoder", "cluster_metadata_decoder", "partition_segments", "run", "share_group_state_decoder",
+           "string_decoder", "transaction_log_decoder"]

@@ -26,6 +26,7 @@ from minikafka.common import TopicPartition as TP
 from minikafka.common.hashing import partition_for_key
 from minikafka.protocol import coordinator_records as cr
 from minikafka.protocol.api import ApiKey
+from minikafka.protocol.metadata_records import encode_metadata_record
 from minikafka.protocol.records import (ATTRIBUTES_OFFSET, CRC_OFFSET, DELETE_HORIZON_MASK, Record, build_batch,
                                         read_header)
 from minikafka.testing import BrokerThread
@@ -448,3 +449,25 @@ def test_transaction_and_share_state_decoders(tmp_path: Path, capsys) -> None:
     r = run_cli(capsys, "dump-log", "--files", str(segment), "--share-group-state-decoder")
     assert (r.rc, r.err) == (1, "minikafka: error: Failed to decode message at offset 0 using the specified "
                                 "decoder (message had a missing key)\n")
+
+
+def test_cluster_metadata_decoder_prints_kraft_records_as_kafka_does(tmp_path: Path, capsys) -> None:
+    topic_id = uuid.UUID(int=0x0123456789ABCDEF0123456789ABCDEF)
+    segment = _segment(tmp_path, [
+        # A TopicRecord as Kafka's MetadataRecordSerde frames it (frame 1, type 2, version 0), written by hand.
+        (None, b"\x01\x02\x00\x07orders" + topic_id.bytes + b"\x00"),
+        (None, encode_metadata_record("PartitionChangeRecord", {"partition_id": 1, "topic_id": topic_id,
+                                                                "isr": [2, 3], "leader": 3}, version=0)),
+        (None, encode_metadata_record("FenceBrokerRecord", {"id": 1, "epoch": 42})),
+        (None, b"\x01\x7f\x00"),  # a record type nobody knows
+    ])
+    r = run_cli(capsys, "dump-log", "--files", str(segment), "--cluster-metadata-decoder", "--skip-record-metadata")
+    assert (r.rc, r.err) == (0, "")
+    assert r.lines[3:] == [  # no key: Kafka prints the record indent, then " payload: ..."
+        '|  payload: {"type":"TOPIC_RECORD","version":0,"data":{"name":"orders","topicId":"ASNFZ4mrze8BI0VniavN7w"}}',
+        # Tagged fields only when not their default (no replicas, no leader recovery state).
+        '|  payload: {"type":"PARTITION_CHANGE_RECORD","version":0,"data":{"partitionId":1,'
+        '"topicId":"ASNFZ4mrze8BI0VniavN7w","isr":[2,3],"leader":3}}',
+        '|  payload: {"type":"FENCE_BROKER_RECORD","version":0,"data":{"id":1,"epoch":42}}',
+        "|  payload: Error at 3, skipping. unknown metadata record type 127",
+    ]
