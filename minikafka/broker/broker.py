@@ -676,7 +676,8 @@ class Broker:
         advertised = self.config.advertised_endpoints(self.server.bound_ports)
         inter_broker = self.config.inter_broker_endpoint(self.server.bound_ports)
         self.metadata.broker_started(self.node_id, inter_broker.host, inter_broker.port,
-                                     endpoints={e.listener: (e.host, e.port) for e in advertised})
+                                     endpoints={e.listener: (e.host, e.port) for e in advertised},
+                                     protocols={e.listener: e.security_protocol for e in advertised})
         self.replica_manager.apply_leadership()
 
     def _on_replica_leadership(self, part: Partition, leading: bool) -> None:

@@ -6,7 +6,8 @@ Models what a Kafka cluster's controller does for its brokers: the shared
 every running broker of changes, as LeaderAndIsr/UpdateMetadata requests do.
 Each :class:`~minikafka.broker.broker.Broker` has its own port, node id and
 log directory (``<data_dir>/broker-<id>``, or memory; with several ``log.dirs``, ``<dir>/broker-<id>`` in
-each of them); the metadata lives in ``<data_dir>/cluster-metadata.json``.
+each of them); the metadata is KRaft's records in ``<data_dir>/__cluster_metadata-0``
+(:mod:`~minikafka.broker.metadata_log`).
 
 Brokers heartbeat to the controller every ``broker.heartbeat.interval.ms``
 (:class:`~minikafka.broker.heartbeats.BrokerHeartbeatManager`).  :meth:`Cluster.stop_broker` is a controlled

@@ -42,8 +42,9 @@ import trio
 
 from ..common import Clock
 from ..protocol.errors import ErrorCode
-from ..protocol.records import (NO_PRODUCER_EPOCH, NO_PRODUCER_ID, ControlRecordType, CorruptRecordError, Record,
-                                RecordBatchHeader, build_batch, decode_records, read_end_txn_marker)
+from ..protocol.records import (NO_PRODUCER_EPOCH, NO_PRODUCER_ID, ConsumerRecord, ControlRecordType,
+                                CorruptRecordError, Record, RecordBatchHeader, build_batch, decode_records,
+                                read_end_txn_marker)
 from .log import Log
 from .partition import Partition, ProduceResult
 from .purgatory import DelayedOperationPurgatory
@@ -151,6 +152,18 @@ class CoordinatorReplica:
                 await watch.wait(deadline)
 
 
+def batch_records(h: RecordBatchHeader, view: memoryview, name: str) -> list[ConsumerRecord]:
+    """The records of the batch ``h`` of log ``name`` (none for an empty batch the cleaner kept; none, with a
+    warning, for one that does not decode)."""
+    if h.record_count <= 0:
+        return []
+    try:
+        return decode_records(view, check_crc=False)
+    except CorruptRecordError as exc:
+        log.warning("%s: skipping unreadable batch at offset %d: %s", name, h.base_offset, exc)
+        return []
+
+
 def replay_log(lg: Log, name: str, on_record: OnRecord, on_marker: OnMarker | None = None,
                on_batch: Callable[[RecordBatchHeader], None] | None = None) -> int:
     """Hand every record of ``lg``, in order, to ``on_record`` and every transaction marker to ``on_marker``
@@ -172,14 +185,7 @@ def replay_log(lg: Log, name: str, on_record: OnRecord, on_marker: OnMarker | No
             if on_marker is not None and control_type in (ControlRecordType.COMMIT, ControlRecordType.ABORT):
                 on_marker(h.producer_id, control_type == ControlRecordType.COMMIT)
             continue
-        if h.record_count <= 0:
-            continue  # an empty batch the cleaner kept
-        try:
-            records = decode_records(view, check_crc=False)
-        except CorruptRecordError as exc:
-            log.warning("%s: skipping unreadable batch at offset %d: %s", name, h.base_offset, exc)
-            continue
-        for rec in records:
+        for rec in batch_records(h, view, name):
             if rec.key is None:
                 log.warning("%s: skipping a record without a key at offset %d", name, rec.offset)
                 continue

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 import uuid
 from pathlib import Path
-from typing import Callable
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Callable
 
 from ..common import Node, PartitionMetadata, TopicMetadata
 from ..common.types import INTERNAL_TOPICS
@@ -22,6 +22,9 @@ from ..protocol.coordinator_records import OFFSETS_TOPIC, SHARE_GROUP_STATE_TOPI
 from ..common.hashing import partition_for_key
 from ..protocol.errors import ErrorCode
 from .config import StartupError
+
+if TYPE_CHECKING:
+    from .metadata_log import ClusterMetadataLog, TopicImage
 
 __all__ = ["INTERNAL_TOPICS", "ClusterMetadata", "MetadataError", "PartitionMetadata", "TopicMetadata",
            "validate_topic_name"]
@@ -99,7 +102,9 @@ def _lead_out_of_isr(topic: str, pm: PartitionMetadata, broker_id: int) -> None:
 
 
 class ClusterMetadata:
-    """The topic registry, persisted to ``<data_dir>/cluster-metadata.json`` when a data dir is set.
+    """The topic registry, written as KRaft's metadata records to ``<data_dir>/__cluster_metadata-0`` when a data
+    dir is set (:mod:`~minikafka.broker.metadata_log`; an earlier version's ``cluster-metadata.json`` is carried
+    over into it once).
 
     It plays both Kafka's controller (topic creation, deletion, partitions, configs, ISR changes,
     broker failure) and every broker's ``MetadataCache`` (topics, live brokers, controller and
@@ -142,39 +147,76 @@ class ClusterMetadata:
         # Each live broker's epoch: the metadata offset of its registration, as in KRaft (KIP-903 compares it
         # with the one a follower fetches with).
         self.broker_epochs: dict[int, int] = {}
+        # With a data dir: the __cluster_metadata log and the topics as last written to it.
+        self._metadata_log: ClusterMetadataLog | None = None
+        self._image: dict[str, TopicImage] = {}
         if data_dir is not None:
             self._load()
 
     # -- persistence -------------------------------------------------------
     def _load(self) -> None:
+        """Rebuild the topics from the ``__cluster_metadata`` log; from an earlier version's JSON file (carried
+        over into the log, then removed) when the log is empty."""
+        from .metadata_log import ClusterMetadataLog, replay_topics
+
         assert self.data_dir is not None
-        path = self.data_dir / self.FILE
-        if not path.exists():
-            return
+        legacy = self.data_dir / self.FILE
         try:
-            data = json.loads(path.read_text())
-            topics = [topic_from_json(d) for d in data.get("topics", [])]
-            self.metadata_offset = int(data.get("metadata_offset", 0))
+            mlog = self._metadata_log = ClusterMetadataLog(self.data_dir)
+            if mlog.end_offset > 0:
+                topics, self._image = replay_topics(mlog.records())
+                where = str(mlog.log.directory)
+            elif legacy.exists():
+                topics = {t.name: t for t in (topic_from_json(d)
+                                              for d in json.loads(legacy.read_text()).get("topics", []))}
+                where = str(legacy)
+            else:
+                return
         except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise StartupError(f"cannot load the cluster metadata in {path}: {exc}") from exc
-        for t in topics:
+            raise StartupError(f"cannot load the cluster metadata in {self.data_dir}: {exc}") from exc
+        for t in topics.values():
             self.topics[t.name] = t
             self.by_id[t.topic_id] = t
             self.replica_count += _replicas(t)
-        log.info("loaded metadata for %d topics from %s", len(self.topics), path)
+        if not self._image and self.topics:  # carried over from the JSON file: written as records first
+            self.persist()
+            legacy.unlink()
+        self.metadata_offset = mlog.end_offset
+        log.info("loaded metadata for %d topics from %s", len(self.topics), where)
 
-    def persist(self) -> None:
-        """Write the registry atomically (write a temp file, then rename); every change comes here (one
-        more record in the notional metadata log)."""
-        self.metadata_offset += 1
-        if self.data_dir is None:
+    def persist(self, first: list[bytes] | None = None, topics: Iterable[str] | None = None) -> None:
+        """Every change comes here: what changed in ``topics`` (names; every topic when None) since the last call
+        is written to the metadata log as Kafka's records, after ``first`` (in memory: one more record in a
+        notional log)."""
+        if self._metadata_log is None:
+            self.metadata_offset += 1
             return
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        path = self.data_dir / self.FILE
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"topics": [topic_to_json(t) for t in self.topics.values()],
-                                   "metadata_offset": self.metadata_offset}, indent=1))
-        os.replace(tmp, path)
+        from .metadata_log import topic_changes
+
+        self._append([*(first or []), *topic_changes(self._image, self.topics, topics)])
+
+    def _broker_records(self, name: str, broker_id: int) -> list[bytes]:
+        """A FenceBrokerRecord or UnregisterBrokerRecord of ``broker_id`` at its current epoch (none in memory)."""
+        if self._metadata_log is None:
+            return []
+        from .metadata_log import broker_record
+
+        return [broker_record(name, broker_id, self.broker_epochs.get(broker_id, -1))]
+
+    def _append(self, records: list[bytes]) -> int:
+        """Write metadata records (in memory: count one); the offset of the first."""
+        if self._metadata_log is None:
+            self.metadata_offset += 1
+            return self.metadata_offset
+        first = self._metadata_log.append(records, self.controller_epoch)
+        self.metadata_offset = self._metadata_log.end_offset
+        return first
+
+    def close(self) -> None:
+        """Close the metadata log (its file)."""
+        if self._metadata_log is not None:
+            self._metadata_log.close()
+            self._metadata_log = None
 
     # -- queries -----------------------------------------------------------
     def get_topic(self, name: str) -> TopicMetadata | None:
@@ -400,7 +442,7 @@ class ClusterMetadata:
         self.topics[name] = topic
         self.by_id[topic.topic_id] = topic
         self.replica_count += _replicas(topic)
-        self.persist()
+        self.persist(topics=[name])
         log.info("created topic %s with %d partitions (id %s)", name, num_partitions, topic.topic_id)
         self.notify("created", name)
         return topic
@@ -411,7 +453,7 @@ class ClusterMetadata:
             raise MetadataError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
         self.by_id.pop(topic.topic_id, None)
         self.replica_count -= _replicas(topic)
-        self.persist()
+        self.persist(topics=[name])
         log.info("deleted topic %s", name)
         self.notify("deleted", name)
         return topic
@@ -445,7 +487,7 @@ class ClusterMetadata:
                 PartitionMetadata(partition=current + i, leader=r[0], replicas=list(r), isr=list(r))
             )
             self.replica_count += len(r)
-        self.persist()
+        self.persist(topics=[name])
         self.notify("partitions", name)
         return topic
 
@@ -457,7 +499,7 @@ class ClusterMetadata:
             topic.configs = dict(configs)
         else:
             topic.configs.update(configs)
-        self.persist()
+        self.persist(topics=[name])
         self.notify("config", name)
 
     # -- multi-broker: the controller's part ----------------------------------
@@ -485,10 +527,10 @@ class ClusterMetadata:
         pm.isr = list(isr)
         if pm.is_reassigning and self._change_partition(topic, pm, pm.replicas, pm.isr, pm.adding_replicas,
                                                         pm.removing_replicas):
-            self.persist()
+            self.persist(topics=[topic])
             self.notify("reassignment", topic)
             return True
-        self.persist()
+        self.persist(topics=[topic])
         return True
 
     def unclean_allowed(self, topic: TopicMetadata) -> bool:
@@ -503,6 +545,7 @@ class ClusterMetadata:
         member the partition goes offline (leader -1, ISR kept), unless unclean elections are allowed
         (:meth:`unclean_allowed`): then its first live replica leads, the ISR just that one.
         Returns the partitions whose leader changed."""
+        fence = self._broker_records("FenceBrokerRecord", broker_id) if broker_id in self.live else []
         self.live.pop(broker_id, None)
         self.endpoints.pop(broker_id, None)
         self._note_controller()
@@ -527,7 +570,7 @@ class ClusterMetadata:
                 elif broker_id in pm.isr and len(pm.isr) > 1:
                     pm.isr = [b for b in pm.isr if b != broker_id]
                     shrunk.add(topic.name)
-        self.persist()
+        self.persist(fence)
         for name in sorted({t for t, _ in moved} | shrunk):
             self.notify("leadership", name)
         return moved
@@ -550,7 +593,7 @@ class ClusterMetadata:
                                 f"(ISR {pm.isr})")
         pm.leader = broker_id
         pm.leader_epoch += 1
-        self.persist()
+        self.persist(topics=[topic])
         self.notify("leadership", topic)
         return pm.leader_epoch
 
@@ -559,7 +602,8 @@ class ClusterMetadata:
         return self.broker_epochs.get(broker_id, -1) if broker_id in self.live else -1
 
     def broker_started(self, broker_id: int, host: str, port: int, rack: str | None = None,
-                       endpoints: dict[str, tuple[str, int]] | None = None) -> None:
+                       endpoints: dict[str, tuple[str, int]] | None = None,
+                       protocols: dict[str, str] | None = None) -> None:
         """A broker registered at ``host:port`` (its inter-broker listener) and, per listener name, the
         advertised ``endpoints``: offline partitions whose ISR holds it get it as leader (epoch + 1).  A broker
         that was unregistered (UnregisterBroker) registers again.  A broker registering while its previous
@@ -569,9 +613,16 @@ class ClusterMetadata:
             self.broker_stopped(broker_id)
         if broker_id not in self.broker_ids:
             self.broker_ids = sorted([*self.broker_ids, broker_id])
-        self.metadata_offset += 1  # its RegisterBrokerRecord
+        if self._metadata_log is not None:  # its RegisterBrokerRecord: the broker epoch is its offset
+            from .metadata_log import register_broker_record
+
+            epoch = self._metadata_log.end_offset
+            self._append([register_broker_record(broker_id, epoch, endpoints or {"": (host, port)},
+                                                 protocols or {}, rack)])
+        else:
+            epoch = self._append([])
         self.live[broker_id] = Node(broker_id, host, port, rack)
-        self.broker_epochs[broker_id] = self.metadata_offset
+        self.broker_epochs[broker_id] = epoch
         self._note_controller()
         if endpoints is not None:
             self.endpoints[broker_id] = {name: Node(broker_id, h, p, rack) for name, (h, p) in endpoints.items()}
@@ -592,7 +643,7 @@ class ClusterMetadata:
                 pm.leader_epoch += 1
                 changed.add(topic.name)
         if changed:
-            self.persist()
+            self.persist(topics=changed)
         for name in sorted(changed):
             self.notify("leadership", name)
 
@@ -614,7 +665,7 @@ class ClusterMetadata:
         results = [self._elect_leader(topic, partition, unclean) for topic, partition in partitions]
         changed = sorted({topic for (topic, _), (code, _) in zip(partitions, results) if code == ErrorCode.NONE})
         if changed:
-            self.persist()
+            self.persist(topics=changed)
             for name in changed:
                 self.notify("leadership", name)
         return results
@@ -685,6 +736,7 @@ class ClusterMetadata:
                                 f"Broker ID {broker_id} is not currently registered")
         self.broker_ids = [b for b in self.broker_ids if b != broker_id]
         self.registrations.pop(broker_id, None)
+        self._append(self._broker_records("UnregisterBrokerRecord", broker_id))
         log.info("unregistered broker %d", broker_id)
         self.broker_stopped(broker_id)
 
@@ -711,7 +763,7 @@ class ClusterMetadata:
                 log.info("Unable to alter partition reassignment for %s:%d: %s", topic, partition, exc.message)
                 results.append((exc.code, exc.message))
         if changed:
-            self.persist()
+            self.persist(topics=changed)
             for name in sorted(changed):
                 self.notify("reassignment", name)
         return results

@@ -125,10 +125,11 @@ class SharedServices:
         cleaner.add_source(self.txn_coordinator.cleaner_targets)
 
     def close(self) -> None:
-        """Close the coordinators (by whoever runs them)."""
+        """Close the coordinators and the metadata log (by whoever runs them)."""
         self.group_coordinator.close()
         self.txn_coordinator.close()
         self.share.close()
+        self.metadata.close()
 
     @property
     def share_groups(self) -> ShareGroupCoordinator:

@@ -311,7 +311,7 @@ async def test_elections_of_many_partitions_persist_the_metadata_once(tmp_path: 
             pm.isr = list(pm.replicas)  # 0 caught up again (no persist per partition in the setup)
     writes: list[int] = []
     persist = md.persist
-    monkeypatch.setattr(md, "persist", lambda: (writes.append(1), persist())[1])
+    monkeypatch.setattr(md, "persist", lambda *first, **kw: (writes.append(1), persist(*first, **kw))[1])
     changes: list[tuple[str, str]] = []
     md.listeners.append(lambda kind, name: changes.append((kind, name)))
     h = ElectLeadersHandler(md, md)

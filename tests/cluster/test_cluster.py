@@ -307,7 +307,8 @@ async def test_whole_cluster_restart_keeps_logs_and_metadata(tmp_path: Path):
             for i in range(3):
                 assert (await produce(conn, "t", batch([b"p%d-%d" % (p, i)]), partition=p, acks=-1)).error_code == 0
             await conn.aclose()
-    assert (tmp_path / "cluster-metadata.json").exists() and (tmp_path / "broker-1" / "logs").is_dir()
+    assert (tmp_path / "__cluster_metadata-0").is_dir() and (tmp_path / "broker-1" / "logs").is_dir()
+    assert not (tmp_path / "cluster-metadata.json").exists()  # the topics are records in the metadata log
     async with serve_cluster(2, data_dir=tmp_path, **FAST) as cluster:
         for p in (0, 1):
             conn = await connect(cluster, cluster.leader("t", p))

@@ -1,6 +1,6 @@
 """KIP-455 partition reassignment over the wire (AlterPartitionReassignments 45, ListPartitionReassignments 46):
 replicas move through follower fetches, cancellation reverts, errors and ACLs as Kafka answers them, and an
-ongoing reassignment survives a restart of the cluster (it is in ``cluster-metadata.json``)."""
+ongoing reassignment survives a restart of the cluster (it is in the ``__cluster_metadata`` log's records)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,266 @@
+"""KRaft's ``__cluster_metadata`` log as this cluster's one controller keeps it (issue 26, first step).
+
+Kafka 4's controller keeps the cluster's metadata as records (:mod:`~minikafka.protocol.metadata_records`) in the
+``__cluster_metadata`` topic's one partition, which the controllers replicate through Raft and every broker
+fetches and applies.  Here the controller of a data dir's brokers writes the same records to
+``<data_dir>/__cluster_metadata-0`` (Kafka's segment files: ``minikafka dump-log --cluster-metadata-decoder``
+prints them) and rebuilds its topics from them when it starts (:func:`replay_topics`).
+
+:func:`topic_changes` turns what changed in the topic registry since the last write into Kafka's records:
+``TopicRecord``, ``ConfigRecord``, ``PartitionRecord`` for a new topic or partition, ``PartitionChangeRecord``
+for an ISR or leader change (a record with a leader bumps the leader epoch by one on replay, as Kafka's
+``PartitionRegistration.merge`` does), a whole ``PartitionRecord`` again where more than one leader epoch passed
+between two writes, ``RemoveTopicRecord``.  Brokers' registrations and fencing are written as
+``RegisterBrokerRecord``, ``FenceBrokerRecord`` and ``UnregisterBrokerRecord`` (a broker's epoch is the offset
+of its registration, as in KRaft); replay keeps none of them, since brokers register again when they start.
+
+Deliberate differences, for issue 26 to remove: one voter and no Raft (the log is local to the controller's
+data dir, its leader epoch the controller epoch), no snapshots (the log is replayed from its start), brokers
+read the controller's state in memory rather than fetching the log, and ACLs, SCRAM credentials, quotas and
+broker configs stay in their side files.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..common import SYSTEM_CLOCK, Clock, PartitionMetadata, TopicMetadata
+from ..protocol.exceptions import MetadataRecordError
+from ..protocol.metadata_records import MetadataRecord, decode_metadata_record, encode_metadata_record
+from ..protocol.records import Record, build_batch
+from .coordinator_runtime import batch_records
+from .log import Log, LogConfig
+
+log = logging.getLogger(__name__)
+
+METADATA_TOPIC = "__cluster_metadata"
+#: ``ConfigResource.Type.TOPIC``: a ConfigRecord's resource type for a topic's config.
+TOPIC_RESOURCE = 2
+#: A PartitionChangeRecord's ``leader`` when the leader did not change (Kafka's ``NO_LEADER_CHANGE``).
+NO_LEADER_CHANGE = -2
+
+
+class ClusterMetadataLog:
+    """The ``__cluster_metadata-0`` partition log of one data dir (Kafka's ``KafkaMetadataLog``, one voter)."""
+
+    def __init__(self, data_dir: Path, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.clock = clock
+        self.log = Log(METADATA_TOPIC, 0, LogConfig(), Path(data_dir) / f"{METADATA_TOPIC}-0", clock=clock)
+
+    @property
+    def end_offset(self) -> int:
+        return self.log.log_end_offset
+
+    def append(self, values: list[bytes], epoch: int) -> int:
+        """Append metadata records (their value bytes; no keys) as one batch of leader epoch ``epoch``, written
+        through to the file; returns the offset of the first (-1: nothing to write)."""
+        if not values:
+            return -1
+        now = self.clock.time_ms()
+        batch = build_batch([Record(offset_delta=i, key=None, value=v) for i, v in enumerate(values)],
+                            base_timestamp=now)
+        info = self.log.append_as_leader([bytearray(batch)], epoch, now)
+        self.log.flush()
+        return info.first_offset
+
+    def records(self) -> Iterator[tuple[int, MetadataRecord]]:
+        """Every record from the start, with its offset; one that does not decode is skipped with a warning."""
+        lg = self.log
+        for h, view in lg.iter_batches_from(lg.log_start_offset):
+            if h.is_control:
+                continue
+            for rec in batch_records(h, view, f"{METADATA_TOPIC}-0"):
+                try:
+                    yield rec.offset, decode_metadata_record(rec.value or b"")
+                except MetadataRecordError as exc:
+                    log.warning("%s-0: skipping offset %d: %s", METADATA_TOPIC, rec.offset, exc)
+
+    def close(self) -> None:
+        self.log.close()
+
+
+# -- the topic registry as records ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class PartitionImage:
+    """A partition as last written (and its partition epoch: one more per record that changed it)."""
+
+    leader: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    adding: tuple[int, ...]
+    removing: tuple[int, ...]
+    partition_epoch: int = 0
+
+    @classmethod
+    def of(cls, p: PartitionMetadata, partition_epoch: int = 0) -> PartitionImage:
+        return cls(p.leader, p.leader_epoch, tuple(p.replicas), tuple(p.isr), tuple(p.adding_replicas),
+                   tuple(p.removing_replicas), partition_epoch)
+
+    def same(self, p: PartitionMetadata) -> bool:
+        return self == PartitionImage.of(p, self.partition_epoch)
+
+
+@dataclass
+class TopicImage:
+    """A topic as last written."""
+
+    name: str
+    topic_id: uuid.UUID
+    configs: dict[str, str]
+    partitions: list[PartitionImage]
+
+
+def _partition_record(topic_id: uuid.UUID, index: int, p: PartitionMetadata, partition_epoch: int) -> bytes:
+    return encode_metadata_record("PartitionRecord", {
+        "partition_id": index, "topic_id": topic_id, "replicas": list(p.replicas), "isr": list(p.isr),
+        "removing_replicas": list(p.removing_replicas), "adding_replicas": list(p.adding_replicas),
+        "leader": p.leader, "leader_epoch": p.leader_epoch, "partition_epoch": partition_epoch}, version=0)
+
+
+def _config_record(topic: str, name: str, value: str | None) -> bytes:
+    return encode_metadata_record("ConfigRecord", {"resource_type": TOPIC_RESOURCE, "resource_name": topic,
+                                                   "name": name, "value": value})
+
+
+def _partition_change(topic_id: uuid.UUID, index: int, old: PartitionImage, p: PartitionMetadata) -> bytes:
+    """The PartitionChangeRecord from ``old`` to ``p`` (at most one leader epoch apart): the fields that changed,
+    the leader whenever the epoch moved."""
+    fields: dict[str, object] = {"partition_id": index, "topic_id": topic_id}
+    if tuple(p.isr) != old.isr:
+        fields["isr"] = list(p.isr)
+    if p.leader_epoch != old.leader_epoch:
+        fields["leader"] = p.leader
+    if tuple(p.replicas) != old.replicas:
+        fields["replicas"] = list(p.replicas)
+    if tuple(p.adding_replicas) != old.adding or tuple(p.removing_replicas) != old.removing:
+        fields["adding_replicas"], fields["removing_replicas"] = list(p.adding_replicas), list(p.removing_replicas)
+    return encode_metadata_record("PartitionChangeRecord", fields, version=0)
+
+
+def topic_changes(image: dict[str, TopicImage], topics: dict[str, TopicMetadata],
+                  names: Iterable[str] | None = None) -> list[bytes]:
+    """The records that take the registry from ``image`` (as last written) to ``topics``, looking only at the
+    topics called ``names`` when given (what a change touched); ``image`` is updated to match."""
+    out: list[bytes] = []
+    looked_at = list(image) if names is None else [n for n in dict.fromkeys(names) if n in image]
+    for name in looked_at:
+        written, current = image[name], topics.get(name)
+        if current is None or current.topic_id != written.topic_id:
+            out.append(encode_metadata_record("RemoveTopicRecord", {"topic_id": written.topic_id}))
+            del image[name]
+    for name in (topics if names is None else dict.fromkeys(names)):
+        t = topics.get(name)
+        if t is None:
+            continue
+        old_topic = image.get(name)
+        if old_topic is None:
+            out.append(encode_metadata_record("TopicRecord", {"name": name, "topic_id": t.topic_id}))
+            out += [_config_record(name, k, v) for k, v in t.configs.items()]
+            out += [_partition_record(t.topic_id, i, p, 0) for i, p in enumerate(t.partitions)]
+            image[name] = TopicImage(name, t.topic_id, dict(t.configs), [PartitionImage.of(p) for p in t.partitions])
+            continue
+        if t.configs != old_topic.configs:
+            out += [_config_record(name, k, v) for k, v in t.configs.items() if old_topic.configs.get(k) != v]
+            out += [_config_record(name, k, None) for k in old_topic.configs if k not in t.configs]
+            old_topic.configs = dict(t.configs)
+        for i, p in enumerate(t.partitions):
+            if i >= len(old_topic.partitions):
+                out.append(_partition_record(t.topic_id, i, p, 0))
+                old_topic.partitions.append(PartitionImage.of(p))
+                continue
+            old = old_topic.partitions[i]
+            if old.same(p):
+                continue
+            epochs = p.leader_epoch - old.leader_epoch
+            changed = (p.leader == old.leader) if epochs == 0 else epochs == 1
+            out.append(_partition_change(t.topic_id, i, old, p) if changed
+                       else _partition_record(t.topic_id, i, p, old.partition_epoch + 1))
+            old_topic.partitions[i] = PartitionImage.of(p, old.partition_epoch + 1)
+    return out
+
+
+def replay_topics(records: Iterator[tuple[int, MetadataRecord]]
+                  ) -> tuple[dict[str, TopicMetadata], dict[str, TopicImage]]:
+    """The topics the records describe (Kafka's ``TopicsDelta`` replay) and their image as written."""
+    by_id: dict[uuid.UUID, TopicMetadata] = {}
+    epochs: dict[tuple[uuid.UUID, int], int] = {}
+    for offset, rec in records:
+        d = rec.data
+        if rec.name == "TopicRecord":
+            by_id[d.topic_id] = TopicMetadata(name=d.name, topic_id=d.topic_id, partitions=[])
+        elif rec.name == "RemoveTopicRecord":
+            by_id.pop(d.topic_id, None)
+        elif rec.name == "ConfigRecord" and d.resource_type == TOPIC_RESOURCE:
+            topic = next((t for t in by_id.values() if t.name == d.resource_name), None)
+            if topic is not None:
+                if d.value is None:
+                    topic.configs.pop(d.name, None)
+                else:
+                    topic.configs[d.name] = d.value
+        elif rec.name == "PartitionRecord":
+            topic = by_id.get(d.topic_id)
+            if topic is None:
+                log.warning("%s-0: offset %d: a partition of unknown topic %s", METADATA_TOPIC, offset, d.topic_id)
+                continue
+            pm = PartitionMetadata(partition=d.partition_id, leader=d.leader, leader_epoch=d.leader_epoch,
+                                   replicas=list(d.replicas), isr=list(d.isr),
+                                   adding_replicas=list(d.adding_replicas),
+                                   removing_replicas=list(d.removing_replicas))
+            if d.partition_id < len(topic.partitions):
+                topic.partitions[d.partition_id] = pm
+            else:
+                topic.partitions.append(pm)
+            epochs[(d.topic_id, d.partition_id)] = d.partition_epoch
+        elif rec.name == "PartitionChangeRecord":
+            topic = by_id.get(d.topic_id)
+            if topic is None or not 0 <= d.partition_id < len(topic.partitions):
+                log.warning("%s-0: offset %d: a change of unknown partition %s-%d", METADATA_TOPIC, offset,
+                            d.topic_id, d.partition_id)
+                continue
+            pm = topic.partitions[d.partition_id]
+            if d.isr is not None:
+                pm.isr = list(d.isr)
+            if d.leader != NO_LEADER_CHANGE:
+                pm.leader, pm.leader_epoch = d.leader, pm.leader_epoch + 1
+            if d.replicas is not None:
+                pm.replicas = list(d.replicas)
+            if d.adding_replicas is not None:
+                pm.adding_replicas = list(d.adding_replicas)
+            if d.removing_replicas is not None:
+                pm.removing_replicas = list(d.removing_replicas)
+            key = (d.topic_id, d.partition_id)
+            epochs[key] = epochs.get(key, 0) + 1
+    topics = {t.name: t for t in by_id.values()}
+    image = {t.name: TopicImage(t.name, t.topic_id, dict(t.configs),
+                                [PartitionImage.of(p, epochs.get((t.topic_id, i), 0))
+                                 for i, p in enumerate(t.partitions)]) for t in topics.values()}
+    return topics, image
+
+
+# -- brokers' registrations ---------------------------------------------------------------------------------------
+#: Kafka's ``SecurityProtocol`` ids, as a RegisterBrokerRecord's endpoints carry them.
+SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
+
+
+def register_broker_record(broker_id: int, broker_epoch: int, endpoints: dict[str, tuple[str, int]],
+                           protocols: dict[str, str], rack: str | None) -> bytes:
+    """A broker's registration (``RegisterBrokerRecord``, unfenced: this controller has it serve at once); its
+    epoch is the record's offset.  ``protocols``: each listener's security protocol (PLAINTEXT when unknown)."""
+    return encode_metadata_record("RegisterBrokerRecord", {
+        "broker_id": broker_id, "incarnation_id": uuid.uuid4(), "broker_epoch": broker_epoch,
+        "end_points": [{"name": name, "host": host, "port": port,
+                        "security_protocol": SECURITY_PROTOCOL_IDS.get(protocols.get(name, ""), 0)}
+                       for name, (host, port) in endpoints.items()],
+        "features": [], "rack": rack, "fenced": False}, version=1)
+
+
+def broker_record(name: str, broker_id: int, broker_epoch: int) -> bytes:
+    """A ``FenceBrokerRecord`` (its fields ``id``/``epoch``) or ``UnregisterBrokerRecord``."""
+    fields = ({"broker_id": broker_id, "broker_epoch": broker_epoch} if name == "UnregisterBrokerRecord"
+              else {"id": broker_id, "epoch": broker_epoch})
+    return encode_metadata_record(name, fields)
