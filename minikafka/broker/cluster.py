@@ -53,7 +53,7 @@ partition's leader to the leader of the key's partition, an acknowledgement answ
 SCRAM credentials are kept once per process: one store (``<data_dir>/__scram_credentials``), where the
 cluster's delegation tokens are kept as well.
 ACLs likewise: one :class:`~minikafka.broker.security.authorizer.AclStore` for every broker's authorizer
-(``<data_dir>/acls.json``).
+(``AccessControlEntryRecord`` records in the metadata log).
 """
 
 from __future__ import annotations

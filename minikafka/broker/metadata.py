@@ -150,6 +150,7 @@ class ClusterMetadata:
         # With a data dir: the __cluster_metadata log and the topics as last written to it.
         self._metadata_log: ClusterMetadataLog | None = None
         self._image: dict[str, TopicImage] = {}
+        self._acls: dict[uuid.UUID, tuple[int, str, int, str, str, int, int]] = {}  # as replayed at start
         if data_dir is not None:
             self._load()
 
@@ -157,14 +158,15 @@ class ClusterMetadata:
     def _load(self) -> None:
         """Rebuild the topics from the ``__cluster_metadata`` log; from an earlier version's JSON file (carried
         over into the log, then removed) when the log is empty."""
-        from .metadata_log import ClusterMetadataLog, replay_topics
+        from .metadata_log import ClusterMetadataLog, replay
 
         assert self.data_dir is not None
         legacy = self.data_dir / self.FILE
         try:
             mlog = self._metadata_log = ClusterMetadataLog(self.data_dir)
             if mlog.end_offset > 0:
-                topics, self._image = replay_topics(mlog.records())
+                replayed = replay(mlog.records())
+                topics, self._image, self._acls = replayed.topics, replayed.image, replayed.acls
                 where = str(mlog.log.directory)
             elif legacy.exists():
                 topics = {t.name: t for t in (topic_from_json(d)
@@ -211,6 +213,20 @@ class ClusterMetadata:
         first = self._metadata_log.append(records, self.controller_epoch)
         self.metadata_offset = self._metadata_log.end_offset
         return first
+
+    def replayed_acls(self) -> dict[uuid.UUID, tuple[int, str, int, str, str, int, int]] | None:
+        """The ACLs the metadata log held at start, by id (the ACL store's :class:`AclRecords`); None in memory."""
+        return dict(self._acls) if self._metadata_log is not None else None
+
+    def write_acls(self, added: dict[uuid.UUID, tuple[int, str, int, str, str, int, int]],
+                   removed: list[uuid.UUID]) -> None:
+        """Write ACL changes as records (in memory: count one change)."""
+        if self._metadata_log is None:
+            self._append([])
+            return
+        from .metadata_log import acl_records
+
+        self._append(acl_records(added, removed))
 
     def close(self) -> None:
         """Close the metadata log (its file)."""

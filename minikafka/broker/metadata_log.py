@@ -4,7 +4,7 @@ Kafka 4's controller keeps the cluster's metadata as records (:mod:`~minikafka.p
 ``__cluster_metadata`` topic's one partition, which the controllers replicate through Raft and every broker
 fetches and applies.  Here the controller of a data dir's brokers writes the same records to
 ``<data_dir>/__cluster_metadata-0`` (Kafka's segment files: ``minikafka dump-log --cluster-metadata-decoder``
-prints them) and rebuilds its topics from them when it starts (:func:`replay_topics`).
+prints them) and rebuilds its topics and ACLs from them when it starts (:func:`replay`).
 
 :func:`topic_changes` turns what changed in the topic registry since the last write into Kafka's records:
 ``TopicRecord``, ``ConfigRecord``, ``PartitionRecord`` for a new topic or partition, ``PartitionChangeRecord``
@@ -16,7 +16,7 @@ of its registration, as in KRaft); replay keeps none of them, since brokers regi
 
 Deliberate differences, for issue 26 to remove: one voter and no Raft (the log is local to the controller's
 data dir, its leader epoch the controller epoch), no snapshots (the log is replayed from its start), brokers
-read the controller's state in memory rather than fetching the log, and ACLs, SCRAM credentials, quotas and
+read the controller's state in memory rather than fetching the log, and SCRAM credentials, quotas and
 broker configs stay in their side files.
 """
 
@@ -184,14 +184,28 @@ def topic_changes(image: dict[str, TopicImage], topics: dict[str, TopicMetadata]
     return out
 
 
-def replay_topics(records: Iterator[tuple[int, MetadataRecord]]
-                  ) -> tuple[dict[str, TopicMetadata], dict[str, TopicImage]]:
-    """The topics the records describe (Kafka's ``TopicsDelta`` replay) and their image as written."""
+@dataclass
+class Replayed:
+    """What the metadata log holds: the topics (and their image as written) and the ACLs by id."""
+
+    topics: dict[str, TopicMetadata]
+    image: dict[str, TopicImage]
+    acls: dict[uuid.UUID, tuple[int, str, int, str, str, int, int]]
+
+
+def replay(records: Iterator[tuple[int, MetadataRecord]]) -> Replayed:
+    """The topics and ACLs the records describe (Kafka's ``TopicsDelta`` and ``AclsDelta`` replays)."""
     by_id: dict[uuid.UUID, TopicMetadata] = {}
     epochs: dict[tuple[uuid.UUID, int], int] = {}
+    acls: dict[uuid.UUID, tuple[int, str, int, str, str, int, int]] = {}
     for offset, rec in records:
         d = rec.data
-        if rec.name == "TopicRecord":
+        if rec.name == "AccessControlEntryRecord":
+            acls[d.id] = (d.resource_type, d.resource_name, d.pattern_type, d.principal, d.host, d.operation,
+                          d.permission_type)
+        elif rec.name == "RemoveAccessControlEntryRecord":
+            acls.pop(d.id, None)
+        elif rec.name == "TopicRecord":
             by_id[d.topic_id] = TopicMetadata(name=d.name, topic_id=d.topic_id, partitions=[])
         elif rec.name == "RemoveTopicRecord":
             by_id.pop(d.topic_id, None)
@@ -239,7 +253,18 @@ def replay_topics(records: Iterator[tuple[int, MetadataRecord]]
     image = {t.name: TopicImage(t.name, t.topic_id, dict(t.configs),
                                 [PartitionImage.of(p, epochs.get((t.topic_id, i), 0))
                                  for i, p in enumerate(t.partitions)]) for t in topics.values()}
-    return topics, image
+    return Replayed(topics, image, acls)
+
+
+def acl_records(added: dict[uuid.UUID, tuple[int, str, int, str, str, int, int]],
+                removed: list[uuid.UUID]) -> list[bytes]:
+    """``RemoveAccessControlEntryRecord`` for each removed ACL id, ``AccessControlEntryRecord`` for each added."""
+    out = [encode_metadata_record("RemoveAccessControlEntryRecord", {"id": i}) for i in removed]
+    for acl_id, (resource_type, name, pattern_type, principal, host, operation, permission) in added.items():
+        out.append(encode_metadata_record("AccessControlEntryRecord", {
+            "id": acl_id, "resource_type": resource_type, "resource_name": name, "pattern_type": pattern_type,
+            "principal": principal, "host": host, "operation": operation, "permission_type": permission}))
+    return out
 
 
 # -- brokers' registrations ---------------------------------------------------------------------------------------

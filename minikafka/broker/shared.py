@@ -65,7 +65,7 @@ class SharedServices:
     txn_coordinator: TransactionCoordinator
     scram_credentials: ScramCredentialStore  # <data_dir>/__scram_credentials, seeded from minikafka.scram.users
     delegation_tokens: DelegationTokenManager  # KIP-48, kept next to the SCRAM credentials
-    acls: AclStore  # <data_dir>/acls.json
+    acls: AclStore  # records of <data_dir>/__cluster_metadata-0
     group_configs: GroupConfigManager  # per-group dynamic configs, <data_dir>/group-configs.json
     share: ShareGroupServices  # KIP-932 share groups, built on first use
     client_metrics_configs: ClientMetricsConfigStore  # KIP-714 subscriptions, <data_dir>/client-metrics-configs.json
@@ -94,7 +94,7 @@ class SharedServices:
         txn_coordinator.use_partitions()
         scram_credentials = ScramCredentialStore.from_config(config, data_dir)
         delegation_tokens = DelegationTokenManager.from_config(config, data_dir, clock=clock)
-        acls = open_acl_store(data_dir)
+        acls = open_acl_store(data_dir, metadata)
         group_configs = GroupConfigManager(config, data_dir)
         links = NetworkLinks()
         share = ShareGroupServices(config, data_dir, metadata, group_configs, group_coordinator, clock, links)
@@ -254,10 +254,10 @@ def open_features(config: BrokerConfig, data_dir: Path | None) -> FeatureControl
         raise StartupError(str(exc)) from None
 
 
-def open_acl_store(data_dir: Path | None) -> AclStore:
-    """The ACLs saved in ``data_dir`` (none in memory); StartupError when they cannot be read."""
+def open_acl_store(data_dir: Path | None, metadata: ClusterMetadata) -> AclStore:
+    """The ACLs kept in ``data_dir``'s metadata log (none in memory); StartupError when they cannot be read."""
     try:
-        return AclStore(data_dir)
+        return AclStore(data_dir, metadata)
     except AclStoreError as exc:
         raise StartupError(str(exc)) from None
 

@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 
 from minikafka.broker.broker import Broker, broker_authorizer
+from minikafka.broker.metadata import ClusterMetadata
+from minikafka.broker.metadata_log import ClusterMetadataLog
 from minikafka.broker.shared import open_acl_store
 from minikafka.broker.config import BrokerConfig, ConfigError, StartupError
 from minikafka.broker.security.acl import (ANY_FILTER, CLUSTER_NAME, AclBinding, AclBindingFilter, AclOperation,
@@ -225,10 +227,40 @@ def test_store_persists_and_reloads(tmp_path: Path) -> None:
     assert again.authorize(BOB, HOST, O.WRITE, T, "orders-eu")  # the prefix index is rebuilt
 
 
+def test_acls_are_records_of_the_metadata_log_and_a_file_of_an_earlier_version_is_carried_over(
+        tmp_path: Path) -> None:
+    file_store = AclStore(tmp_path)  # an earlier version: acls.json
+    authorizer(*STORED, store=file_store)
+    assert (tmp_path / "acls.json").exists()
+
+    metadata = ClusterMetadata([0], tmp_path)
+    auth = StandardAuthorizer(open_acl_store(tmp_path, metadata))
+    assert set(auth.acls(ANY_FILTER)) == set(STORED) and not (tmp_path / "acls.json").exists()
+    auth.delete_acls([flt(perm=DENY)])
+    metadata.close()
+    mlog = ClusterMetadataLog(tmp_path)
+    names = [rec.name for _, rec in mlog.records()]
+    mlog.close()
+    assert names.count("AccessControlEntryRecord") == len(STORED)
+    assert names.count("RemoveAccessControlEntryRecord") == len(STORED) - 4
+
+    metadata = ClusterMetadata([0], tmp_path)
+    again = StandardAuthorizer(open_acl_store(tmp_path, metadata))
+    assert set(again.acls(ANY_FILTER)) == set(STORED[:4])
+    assert again.authorize(BOB, HOST, O.WRITE, T, "orders-eu")  # the prefix index is rebuilt
+    assert again.create_acls([STORED[4]]) == [(ErrorCode.NONE, None)]
+    metadata.close()
+    metadata = ClusterMetadata([0], tmp_path)
+    assert set(StandardAuthorizer(open_acl_store(tmp_path, metadata)).acls(ANY_FILTER)) == set(STORED[:5])
+    metadata.close()
+
+
 def test_corrupt_acl_file_refuses_to_start(tmp_path: Path) -> None:
     (tmp_path / "acls.json").write_text("{not json")
+    metadata = ClusterMetadata([0], tmp_path)
     with pytest.raises(StartupError, match="cannot read the ACLs"):
-        open_acl_store(tmp_path)
+        open_acl_store(tmp_path, metadata)
+    metadata.close()
 
 
 @pytest.mark.parametrize("name", [STANDARD_AUTHORIZER, ACL_AUTHORIZER])

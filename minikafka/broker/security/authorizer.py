@@ -1,9 +1,10 @@
 """ACL authorization: Kafka's ``StandardAuthorizer`` (KRaft) over a cluster-wide ACL store.
 
-:class:`AclStore` holds a cluster's ACLs (Kafka keeps them as metadata records; here one store is shared
-by the brokers of a :class:`~minikafka.broker.cluster.Cluster` and saved as ``acls.json`` in the data dir,
-so ACLs survive a restart).  :class:`StandardAuthorizer` answers "may this principal, from this host, do
-this operation on this resource?" with Kafka's rules:
+:class:`AclStore` holds a cluster's ACLs (one store shared by the brokers of a
+:class:`~minikafka.broker.cluster.Cluster`); with a data dir they are KRaft's ``AccessControlEntryRecord``
+records in the controller's metadata log, as Kafka keeps them, so ACLs survive a restart.
+:class:`StandardAuthorizer` answers "may this principal, from this host, do this operation on this resource?"
+with Kafka's rules:
 
 * super users (``super.users``, plus :data:`BROKER_PRINCIPAL`) may do everything;
 * the ACLs that apply to a resource are the LITERAL ones on its name, the LITERAL ``*`` wildcard and the
@@ -20,8 +21,9 @@ this operation on this resource?" with Kafka's rules:
 ``kafka.security.authorizer.AclAuthorizer``, which have the same semantics here), or None when the key is
 empty: then nothing is checked, and the ACL APIs answer SECURITY_DISABLED.
 
-Differences from Kafka: ACL changes apply at once on every broker of the process (no metadata log to
-propagate), and the ``AuthorizerNotReadyException`` start-up window does not exist.
+Differences from Kafka: ACL changes apply at once on every broker of the process (the brokers do not fetch
+the metadata log, they share the store), without a data dir they are kept in memory only, and the
+``AuthorizerNotReadyException`` start-up window does not exist.
 """
 
 from __future__ import annotations
@@ -29,8 +31,10 @@ from __future__ import annotations
 import json
 import logging
 import os
+import uuid
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Protocol
 
 from ...protocol.errors import ErrorCode
 from .acl import (CLUSTER_NAME, SUPPORTED_OPERATIONS, WILDCARD_PRINCIPAL, WILDCARD_RESOURCE, AccessControlEntry,
@@ -64,17 +68,55 @@ _IMPLIED_BY: dict[AclOperation, frozenset[AclOperation]] = {
 }
 
 
-class AclStore:
-    """A cluster's ACLs, indexed by resource pattern (Kafka's ``AclCache``), saved in ``<data_dir>/acls.json``
-    after every change (written to a temporary file, then renamed over the old one)."""
+#: An ACL as its wire codes: resource type, name, pattern type, principal, host, operation, permission type.
+AclCodes = tuple[int, str, int, str, str, int, int]
 
-    def __init__(self, data_dir: Path | None = None) -> None:
+
+class AclRecords(Protocol):
+    """Where a cluster's ACLs are kept as KRaft's records (the controller's metadata log): the ACLs it held when
+    it was opened, by id (None: there is no log), and what a change writes (``AccessControlEntryRecord`` for each
+    added ACL, ``RemoveAccessControlEntryRecord`` for each removed one)."""
+
+    def replayed_acls(self) -> dict[uuid.UUID, AclCodes] | None: ...
+
+    def write_acls(self, added: dict[uuid.UUID, AclCodes], removed: list[uuid.UUID]) -> None: ...
+
+
+def acl_codes(b: AclBinding) -> AclCodes:
+    p, e = b.pattern, b.entry
+    return (p.resource_type.value, p.name, p.pattern_type.value, e.principal, e.host, e.operation.value,
+            e.permission_type.value)
+
+
+class AclStore:
+    """A cluster's ACLs, indexed by resource pattern (Kafka's ``AclCache``).  With ``records`` (a data dir's
+    metadata log) each ACL is an ``AccessControlEntryRecord`` of its own id, as in KRaft; an earlier version's
+    ``<data_dir>/acls.json`` is carried over into the log once.  Without, they are saved in
+    ``<data_dir>/acls.json`` after every change (written to a temporary file, then renamed over the old one)."""
+
+    def __init__(self, data_dir: Path | None = None, records: AclRecords | None = None) -> None:
         self.path = Path(data_dir) / ACLS_FILE if data_dir is not None else None
-        # pattern -> its entries (dicts keep insertion order, so listings are stable)
-        self._by_pattern: dict[ResourcePattern, dict[AccessControlEntry, None]] = {}
+        replayed = records.replayed_acls() if records is not None else None
+        self.records = records if replayed is not None else None
+        # pattern -> its entries, each with its id in the metadata log (dicts keep insertion order, so listings
+        # are stable)
+        self._by_pattern: dict[ResourcePattern, dict[AccessControlEntry, uuid.UUID | None]] = {}
         # resource type -> PREFIXED pattern names, for the prefix scan
         self._prefixed: dict[ResourceType, set[str]] = {}
-        self._load()
+        if replayed is None:
+            self._load()
+            return
+        for acl_id, codes in replayed.items():
+            self._insert(AclBinding.of(*codes), acl_id)
+        if not replayed and self.path is not None and self.path.exists():
+            self._load()  # an earlier version's file: its ACLs written as records, then it goes
+            self._write([b for b in self], [])
+            self.path.unlink()
+
+    def _insert(self, b: AclBinding, acl_id: uuid.UUID | None) -> None:
+        self._by_pattern.setdefault(b.pattern, {})[b.entry] = acl_id
+        if b.pattern.pattern_type == PatternType.PREFIXED:
+            self._prefixed.setdefault(b.pattern.resource_type, set()).add(b.pattern.name)
 
     def __len__(self) -> int:
         return sum(len(entries) for entries in self._by_pattern.values())
@@ -85,8 +127,8 @@ class AclStore:
                 yield AclBinding(pattern, entry)
 
     # -- lookups ----------------------------------------------------------------------------------
-    def applicable(self, resource_type: ResourceType, name: str) -> Iterator[tuple[ResourcePattern,
-                                                                                 dict[AccessControlEntry, None]]]:
+    def applicable(self, resource_type: ResourceType, name: str
+                   ) -> Iterator[tuple[ResourcePattern, dict[AccessControlEntry, uuid.UUID | None]]]:
         """The stored patterns that apply to a resource, with their entries: the literal name, the
         literal wildcard, and every prefix of the name stored as PREFIXED."""
         by_pattern = self._by_pattern
@@ -120,33 +162,25 @@ class AclStore:
     # -- changes ----------------------------------------------------------------------------------
     def add(self, bindings: Iterable[AclBinding]) -> int:
         """Store bindings (an existing one is left as it is); returns how many were new."""
-        added = 0
-        for b in bindings:
-            entries = self._by_pattern.setdefault(b.pattern, {})
-            if b.entry not in entries:
-                entries[b.entry] = None
-                added += 1
-                if b.pattern.pattern_type == PatternType.PREFIXED:
-                    self._prefixed.setdefault(b.pattern.resource_type, set()).add(b.pattern.name)
+        added = [b for b in dict.fromkeys(bindings) if b.entry not in self._by_pattern.get(b.pattern, {})]
         if added:
-            self._save()
-        return added
+            self._write(added, [])
+        return len(added)
 
     def remove(self, bindings: Iterable[AclBinding]) -> int:
-        removed = 0
+        removed: list[uuid.UUID | None] = []
         for b in bindings:
             entries = self._by_pattern.get(b.pattern)
             if entries is None or b.entry not in entries:
                 continue
-            del entries[b.entry]
-            removed += 1
+            removed.append(entries.pop(b.entry))
             if not entries:
                 del self._by_pattern[b.pattern]
                 if b.pattern.pattern_type == PatternType.PREFIXED:
                     self._prefixed[b.pattern.resource_type].discard(b.pattern.name)
         if removed:
-            self._save()
-        return removed
+            self._write([], [i for i in removed if i is not None])
+        return len(removed)
 
     # -- persistence ------------------------------------------------------------------------------
     def _load(self) -> None:
@@ -159,10 +193,21 @@ class AclStore:
             # Failing closed: starting without the ACLs could open what they deny.
             raise AclStoreError(f"cannot read the ACLs in {self.path}: {exc}") from None
         for b in bindings:
-            self._by_pattern.setdefault(b.pattern, {})[b.entry] = None
-            if b.pattern.pattern_type == PatternType.PREFIXED:
-                self._prefixed.setdefault(b.pattern.resource_type, set()).add(b.pattern.name)
+            self._insert(b, None)
         log.info("loaded %d ACL(s) from %s", len(bindings), self.path)
+
+    def _write(self, added: list[AclBinding], removed: list[uuid.UUID]) -> None:
+        """Take ``added`` in (each with a new id when there is a metadata log) and keep the change: as records
+        in the metadata log, else in the file."""
+        ids = {uuid.uuid4(): b for b in added} if self.records is not None else {}
+        for acl_id, b in ids.items():
+            self._insert(b, acl_id)
+        if self.records is not None:
+            self.records.write_acls({acl_id: acl_codes(b) for acl_id, b in ids.items()}, removed)
+            return
+        for b in added:
+            self._insert(b, None)
+        self._save()
 
     def _save(self) -> None:
         if self.path is None:
