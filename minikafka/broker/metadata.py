@@ -151,6 +151,7 @@ class ClusterMetadata:
         self._metadata_log: ClusterMetadataLog | None = None
         self._image: dict[str, TopicImage] = {}
         self._acls: dict[uuid.UUID, tuple[int, str, int, str, str, int, int]] = {}  # as replayed at start
+        self._scram: dict[tuple[str, int], tuple[bytes, bytes, bytes, int]] = {}  # likewise
         if data_dir is not None:
             self._load()
 
@@ -167,6 +168,7 @@ class ClusterMetadata:
             if mlog.end_offset > 0:
                 replayed = replay(mlog.records())
                 topics, self._image, self._acls = replayed.topics, replayed.image, replayed.acls
+                self._scram = replayed.scram
                 where = str(mlog.log.directory)
             elif legacy.exists():
                 topics = {t.name: t for t in (topic_from_json(d)
@@ -227,6 +229,21 @@ class ClusterMetadata:
         from .metadata_log import acl_records
 
         self._append(acl_records(added, removed))
+
+    def replayed_scram(self) -> dict[tuple[str, int], tuple[bytes, bytes, bytes, int]] | None:
+        """The SCRAM credentials the metadata log held at start (the credential store's :class:`ScramRecords`);
+        None in memory."""
+        return dict(self._scram) if self._metadata_log is not None else None
+
+    def write_scram(self, upserted: dict[tuple[str, int], tuple[bytes, bytes, bytes, int]],
+                    removed: list[tuple[str, int]]) -> None:
+        """Write SCRAM credential changes as records (in memory: count one change)."""
+        if self._metadata_log is None:
+            self._append([])
+            return
+        from .metadata_log import scram_records
+
+        self._append(scram_records(upserted, removed))
 
     def close(self) -> None:
         """Close the metadata log (its file)."""

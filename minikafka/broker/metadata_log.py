@@ -4,7 +4,7 @@ Kafka 4's controller keeps the cluster's metadata as records (:mod:`~minikafka.p
 ``__cluster_metadata`` topic's one partition, which the controllers replicate through Raft and every broker
 fetches and applies.  Here the controller of a data dir's brokers writes the same records to
 ``<data_dir>/__cluster_metadata-0`` (Kafka's segment files: ``minikafka dump-log --cluster-metadata-decoder``
-prints them) and rebuilds its topics and ACLs from them when it starts (:func:`replay`).
+prints them) and rebuilds its topics, ACLs and SCRAM credentials from them when it starts (:func:`replay`).
 
 :func:`topic_changes` turns what changed in the topic registry since the last write into Kafka's records:
 ``TopicRecord``, ``ConfigRecord``, ``PartitionRecord`` for a new topic or partition, ``PartitionChangeRecord``
@@ -16,7 +16,7 @@ of its registration, as in KRaft); replay keeps none of them, since brokers regi
 
 Deliberate differences, for issue 26 to remove: one voter and no Raft (the log is local to the controller's
 data dir, its leader epoch the controller epoch), no snapshots (the log is replayed from its start), brokers
-read the controller's state in memory rather than fetching the log, and SCRAM credentials, quotas and
+read the controller's state in memory rather than fetching the log, and delegation tokens, quotas and
 broker configs stay in their side files.
 """
 
@@ -191,6 +191,7 @@ class Replayed:
     topics: dict[str, TopicMetadata]
     image: dict[str, TopicImage]
     acls: dict[uuid.UUID, tuple[int, str, int, str, str, int, int]]
+    scram: dict[tuple[str, int], tuple[bytes, bytes, bytes, int]]
 
 
 def replay(records: Iterator[tuple[int, MetadataRecord]]) -> Replayed:
@@ -198,9 +199,14 @@ def replay(records: Iterator[tuple[int, MetadataRecord]]) -> Replayed:
     by_id: dict[uuid.UUID, TopicMetadata] = {}
     epochs: dict[tuple[uuid.UUID, int], int] = {}
     acls: dict[uuid.UUID, tuple[int, str, int, str, str, int, int]] = {}
+    scram: dict[tuple[str, int], tuple[bytes, bytes, bytes, int]] = {}
     for offset, rec in records:
         d = rec.data
-        if rec.name == "AccessControlEntryRecord":
+        if rec.name == "UserScramCredentialRecord":
+            scram[(d.name, d.mechanism)] = (bytes(d.salt), bytes(d.stored_key), bytes(d.server_key), d.iterations)
+        elif rec.name == "RemoveUserScramCredentialRecord":
+            scram.pop((d.name, d.mechanism), None)
+        elif rec.name == "AccessControlEntryRecord":
             acls[d.id] = (d.resource_type, d.resource_name, d.pattern_type, d.principal, d.host, d.operation,
                           d.permission_type)
         elif rec.name == "RemoveAccessControlEntryRecord":
@@ -253,7 +259,18 @@ def replay(records: Iterator[tuple[int, MetadataRecord]]) -> Replayed:
     image = {t.name: TopicImage(t.name, t.topic_id, dict(t.configs),
                                 [PartitionImage.of(p, epochs.get((t.topic_id, i), 0))
                                  for i, p in enumerate(t.partitions)]) for t in topics.values()}
-    return Replayed(topics, image, acls)
+    return Replayed(topics, image, acls, scram)
+
+
+def scram_records(upserted: dict[tuple[str, int], tuple[bytes, bytes, bytes, int]],
+                  removed: list[tuple[str, int]]) -> list[bytes]:
+    """``RemoveUserScramCredentialRecord`` for each removed (user, mechanism), ``UserScramCredentialRecord`` for
+    each credential set."""
+    out = [encode_metadata_record("RemoveUserScramCredentialRecord", {"name": u, "mechanism": m}) for u, m in removed]
+    out += [encode_metadata_record("UserScramCredentialRecord", {
+        "name": u, "mechanism": m, "salt": salt, "stored_key": stored, "server_key": server, "iterations": iterations})
+        for (u, m), (salt, stored, server, iterations) in upserted.items()]
+    return out
 
 
 def acl_records(added: dict[uuid.UUID, tuple[int, str, int, str, str, int, int]],

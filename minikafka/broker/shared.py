@@ -63,7 +63,7 @@ class SharedServices:
     faults: FaultInjector  # rules for every broker (rules match by broker id)
     features: FeatureControlManager  # KIP-584 feature levels (<data_dir>/features.json)
     txn_coordinator: TransactionCoordinator
-    scram_credentials: ScramCredentialStore  # <data_dir>/__scram_credentials, seeded from minikafka.scram.users
+    scram_credentials: ScramCredentialStore  # records of the metadata log, seeded from minikafka.scram.users
     delegation_tokens: DelegationTokenManager  # KIP-48, kept next to the SCRAM credentials
     acls: AclStore  # records of <data_dir>/__cluster_metadata-0
     group_configs: GroupConfigManager  # per-group dynamic configs, <data_dir>/group-configs.json
@@ -92,7 +92,7 @@ class SharedServices:
         txn_coordinator = TransactionCoordinator(config, data_dir if has_local_txn_log(data_dir) else None,
                                                  producer_ids, metadata, clock, group_coordinator, features=features)
         txn_coordinator.use_partitions()
-        scram_credentials = ScramCredentialStore.from_config(config, data_dir)
+        scram_credentials = ScramCredentialStore.from_config(config, data_dir, metadata)
         delegation_tokens = DelegationTokenManager.from_config(config, data_dir, clock=clock)
         acls = open_acl_store(data_dir, metadata)
         group_configs = GroupConfigManager(config, data_dir)

@@ -151,6 +151,32 @@ def test_persisted_salted_and_atomically(tmp_path: Path):
         ScramCredentialStore.for_data_dir(tmp_path)
 
 
+def test_credentials_are_records_of_the_metadata_log_and_an_earlier_file_is_carried_over(tmp_path: Path):
+    from minikafka.broker.metadata import ClusterMetadata
+    from minikafka.broker.metadata_log import ClusterMetadataLog
+
+    ScramCredentialStore.for_data_dir(tmp_path).alter_credentials([], [Upsertion(**upsertion("alice", "a-secret"))])
+    path = tmp_path / "__scram_credentials" / "credentials.json"
+    assert path.exists()  # an earlier version's file
+
+    metadata = ClusterMetadata([0], tmp_path)
+    store = ScramCredentialStore.for_data_dir(tmp_path, metadata)
+    assert authenticates(store, "alice", "a-secret") and not path.exists()
+    store.alter_credentials([], [Upsertion(**upsertion("bob", "b-secret"))])
+    store.alter_credentials([Deletion("alice", ScramMechanism.SCRAM_SHA_512)], [])
+    metadata.close()
+    mlog = ClusterMetadataLog(tmp_path)
+    records = [rec for _, rec in mlog.records()]
+    mlog.close()
+    assert [r.name for r in records] == ["UserScramCredentialRecord"] * 2 + ["RemoveUserScramCredentialRecord"]
+    assert all(b"secret" not in bytes(r.data.stored_key) for r in records[:2])  # keys, never the password
+
+    metadata = ClusterMetadata([0], tmp_path)
+    again = ScramCredentialStore.for_data_dir(tmp_path, metadata)
+    assert authenticates(again, "bob", "b-secret") and again.users() == ["bob"]
+    metadata.close()
+
+
 def test_store_upsert_and_delete_directly():
     store = ScramCredentialStore()
     store.upsert("x", SHA256, generate_credential(SHA256, "pw"))
@@ -207,7 +233,8 @@ async def test_credentials_survive_a_restart_with_a_data_dir(tmp_path: Path):
     async with serve_broker(cfg) as b:
         async with await KafkaConnection.connect("127.0.0.1", b.port) as c:
             assert await alter(c, [upsertion("alice", "alice-secret", iterations=10000)]) == {"alice": (0, None)}
-    assert (tmp_path / "__scram_credentials" / "credentials.json").exists()
+    assert (tmp_path / "__cluster_metadata-0").is_dir()  # as UserScramCredentialRecord records
+    assert not (tmp_path / "__scram_credentials" / "credentials.json").exists()
     async with serve_broker(BrokerConfig(port=0, data_dir=tmp_path)) as b:
         assert authenticates(b.scram_credentials, "alice", "alice-secret")
         async with await KafkaConnection.connect("127.0.0.1", b.port) as c:
@@ -235,7 +262,8 @@ async def test_one_store_for_a_cluster_persisted_in_its_data_dir(tmp_path: Path)
             assert await alter(c0, [upsertion("alice", "pw")]) == {"alice": (0, None)}
         async with await KafkaConnection.connect("127.0.0.1", cluster.broker(1).port) as c1:
             assert [r.user for r in (await describe(c1)).results] == ["alice"]
-    assert (tmp_path / "__scram_credentials" / "credentials.json").exists()
+    assert (tmp_path / "__cluster_metadata-0").is_dir()  # as UserScramCredentialRecord records
+    assert not (tmp_path / "__scram_credentials" / "credentials.json").exists()
     assert not (tmp_path / "broker-0" / "__scram_credentials").exists()
 
 

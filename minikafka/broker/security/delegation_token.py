@@ -24,9 +24,9 @@ Models four Kafka pieces at once:
   (:func:`filter_token`).
 
 One manager serves a whole cluster (as KRaft's metadata image does); with a data dir its tokens (without
-HMACs) are persisted as compact JSON in ``<data_dir>/__scram_credentials/delegation_tokens.json``, next to
-the SCRAM credentials, rewritten atomically (and fsynced) on every change, as Kafka's controller commits each
-change to its metadata log before answering.
+HMACs) are persisted as compact JSON in ``<data_dir>/__scram_credentials/delegation_tokens.json`` (the SCRAM
+credentials' directory of earlier versions), rewritten atomically (and fsynced) on every change, as Kafka's
+controller commits each change to its metadata log before answering.
 
 Deliberate differences: principals are ``"Type:name"`` strings; no ``metadata.version`` gate.
 """

@@ -12,8 +12,10 @@ Models three Kafka pieces at once:
 * ``ScramImage.describe``: DescribeUserScramCredentials (every user when none is named;
   RESOURCE_NOT_FOUND for a named user without credentials, DUPLICATE_RESOURCE for one named twice).
 
-One store serves a whole cluster (as KRaft's metadata image does); with a data dir it is persisted as
-JSON in ``<data_dir>/__scram_credentials/credentials.json``, rewritten atomically on every change.
+One store serves a whole cluster (as KRaft's metadata image does); with a data dir each credential is a
+``UserScramCredentialRecord`` of the controller's metadata log (:class:`ScramRecords`), as in KRaft; without
+one (a store used on its own), JSON in ``<data_dir>/__scram_credentials/credentials.json``, rewritten atomically
+on every change.
 
 Start-up seeding (minikafka's own key, so a SASL broker can start without an admin round trip)::
 
@@ -37,11 +39,11 @@ import hmac
 import json
 import logging
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from ...protocol.errors import ErrorCode
 from ..config import BrokerConfig, ConfigError, StartupError
@@ -251,6 +253,21 @@ def _validate_name_and_mechanism(name: str, mechanism: ScramMechanism) -> tuple[
     return None
 
 
+#: A credential as KRaft's UserScramCredentialRecord carries it: salt, stored key, server key, iterations.
+CredentialValue = tuple[bytes, bytes, bytes, int]
+
+
+class ScramRecords(Protocol):
+    """Where a cluster's SCRAM credentials are kept as KRaft's records (the controller's metadata log): those it
+    held when opened, by (user, mechanism type) (None: there is no log), and what a change writes
+    (``UserScramCredentialRecord``, ``RemoveUserScramCredentialRecord``)."""
+
+    def replayed_scram(self) -> dict[tuple[str, int], CredentialValue] | None: ...
+
+    def write_scram(self, upserted: dict[tuple[str, int], CredentialValue], removed: list[tuple[str, int]]
+                    ) -> None: ...
+
+
 class ScramCredentialStore:
     """SCRAM credentials by user and mechanism (Kafka's ``CredentialCache`` fed by ``ScramControlManager``).
 
@@ -258,21 +275,36 @@ class ScramCredentialStore:
     Not thread-safe (Trio: one thread).
     """
 
-    def __init__(self, path: Path | None = None) -> None:
+    def __init__(self, path: Path | None = None, records: ScramRecords | None = None) -> None:
+        """``records``: a data dir's metadata log, where each credential is a ``UserScramCredentialRecord`` as in
+        KRaft (an earlier version's file at ``path`` is carried over into it once); else the file at ``path``."""
         self.path = path
         self._credentials: dict[str, dict[ScramMechanism, ScramCredential]] = {}
-        if path is not None:
+        replayed = records.replayed_scram() if records is not None else None
+        self.records = records if replayed is not None else None
+        if replayed is None:
+            if path is not None:
+                self._load()
+            return
+        for (user, mechanism), (salt, stored_key, server_key, iterations) in replayed.items():
+            self._credentials.setdefault(user, {})[ScramMechanism.from_type(mechanism)] = ScramCredential(
+                salt, stored_key, server_key, iterations)
+        if not replayed and path is not None and path.exists():
             self._load()
+            self._save(upserted=[(u, m) for u, creds in self._credentials.items() for m in creds])
+            path.unlink()
 
     @classmethod
-    def for_data_dir(cls, data_dir: Path | None) -> ScramCredentialStore:
-        """The store of a broker or cluster: ``<data_dir>/__scram_credentials/credentials.json``, or memory."""
-        return cls(None if data_dir is None else Path(data_dir) / DIR_NAME / FILE_NAME)
+    def for_data_dir(cls, data_dir: Path | None, records: ScramRecords | None = None) -> ScramCredentialStore:
+        """The store of a broker or cluster: ``records`` (its metadata log), else
+        ``<data_dir>/__scram_credentials/credentials.json``, or memory."""
+        return cls(None if data_dir is None else Path(data_dir) / DIR_NAME / FILE_NAME, records)
 
     @classmethod
-    def from_config(cls, config: BrokerConfig, data_dir: Path | None) -> ScramCredentialStore:
+    def from_config(cls, config: BrokerConfig, data_dir: Path | None,
+                    records: ScramRecords | None = None) -> ScramCredentialStore:
         """The store in ``data_dir`` (or memory), seeded from the config's ``minikafka.scram.users``."""
-        store = cls.for_data_dir(data_dir)
+        store = cls.for_data_dir(data_dir, records)
         spec = config.extra.get(SEED_KEY)
         if spec:
             store.seed(spec)
@@ -293,7 +325,7 @@ class ScramCredentialStore:
     def upsert(self, user: str, mechanism: ScramMechanism, credential: ScramCredential) -> None:
         """Add or replace a credential (no validation: see :meth:`alter_credentials`)."""
         self._credentials.setdefault(user, {})[mechanism] = credential
-        self._save()
+        self._save(upserted=[(user, mechanism)])
 
     def delete(self, user: str, mechanism: ScramMechanism) -> bool:
         """Remove a credential; False if there was none."""
@@ -303,7 +335,7 @@ class ScramCredentialStore:
         del creds[mechanism]
         if not creds:
             del self._credentials[user]
-        self._save()
+        self._save(removed=[(user, mechanism)])
         return True
 
     def set_password(self, user: str, mechanism: ScramMechanism, password: str,
@@ -370,27 +402,28 @@ class ScramCredentialStore:
             else:
                 to_upsert[u.name] = u
         results: list[AlterResult] = []
-        changed = False
+        removed: list[tuple[str, ScramMechanism]] = []
+        upserted: list[tuple[str, ScramMechanism]] = []
         for d in to_delete.values():
             mechanism = ScramMechanism.from_type(d.mechanism)
             creds = self._credentials[d.name]
             del creds[mechanism]
             if not creds:
                 del self._credentials[d.name]
-            changed = True
+            removed.append((d.name, mechanism))
             results.append(AlterResult(d.name))
             log.info("SCRAM credential %s of user %s deleted", mechanism.mechanism_name, d.name)
         for u in to_upsert.values():
             mechanism = ScramMechanism.from_type(u.mechanism)
             cred = credential_from_salted_password(mechanism, u.salt, u.salted_password, u.iterations)
             self._credentials.setdefault(u.name, {})[mechanism] = cred
-            changed = True
+            upserted.append((u.name, mechanism))
             results.append(AlterResult(u.name))
             log.info("SCRAM credential %s of user %s set (%d iterations)", mechanism.mechanism_name, u.name,
                      u.iterations)
         results.extend(AlterResult(user, code, message) for user, (code, message) in errors.items())
-        if changed:
-            self._save()
+        if removed or upserted:
+            self._save(upserted, removed)
         return results
 
     def _validate_deletion(self, d: Deletion) -> tuple[ErrorCode, str] | None:
@@ -446,7 +479,17 @@ class ScramCredentialStore:
         self._credentials = loaded
         log.info("loaded SCRAM credentials of %d user(s) from %s", len(loaded), self.path)
 
-    def _save(self) -> None:
+    def _save(self, upserted: Sequence[tuple[str, ScramMechanism]] = (),
+              removed: Sequence[tuple[str, ScramMechanism]] = ()) -> None:
+        """Keep a change: the ``upserted`` and ``removed`` credentials as records of the metadata log, else the
+        whole store in the file."""
+        if self.records is not None:
+            values: dict[tuple[str, int], CredentialValue] = {}
+            for u, m in upserted:
+                c = self._credentials[u][m]
+                values[(u, int(m))] = (c.salt, c.stored_key, c.server_key, c.iterations)
+            self.records.write_scram(values, [(u, int(m)) for u, m in removed])
+            return
         if self.path is None:
             return
         data = {"version": 1, "credentials": {
