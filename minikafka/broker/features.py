@@ -19,9 +19,10 @@ latest production level) finalizes by default:
 A feature's default level follows the metadata.version the cluster was formatted at (each level's
 ``bootstrapMetadataVersion``), so ``minikafka.bootstrap.features=metadata.version=4.0-IV3`` formats a
 cluster as Kafka 4.0 would (no share groups, no ELR); named features override their default, as
-``kafka-storage.sh format --feature transaction.version=1`` does.  The levels are kept in
-``<data_dir>/features.json`` (Kafka keeps them as ``FeatureLevelRecord`` s in the metadata log), which
-wins over the bootstrap settings once written.
+``kafka-storage.sh format --feature transaction.version=1`` does.  With a data dir the levels are
+``FeatureLevelRecord`` s of the controller's metadata log, as in Kafka (the finalized features' epoch is the
+offset of the last one), which win over the bootstrap settings once written; an earlier version's
+``<data_dir>/features.json`` is carried over once.
 
 UpdateFeatures follows ``FeatureControlManager.updateFeatures``: every update is checked (the upgrade type
 is known, the level is supported, an upgrade does not lower and a downgrade does not raise a level, a
@@ -46,6 +47,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import IntEnum
 from pathlib import Path
+from typing import Protocol
 
 from ..protocol.errors import ErrorCode
 
@@ -242,14 +244,38 @@ def unmet_dependency(levels: dict[str, int], names: Iterable[str] | None = None)
     return None
 
 
+class FeatureRecords(Protocol):
+    """Where the finalized levels are kept as KRaft's ``FeatureLevelRecord`` s (the controller's metadata log):
+    the levels it held when opened and the offset of the last one (None: there is no log), and a change's
+    records (returns the offset of the last written)."""
+
+    def replayed_features(self) -> tuple[dict[str, int], int] | None: ...
+
+    def write_features(self, levels: dict[str, int]) -> int: ...
+
+
 class FeatureControlManager:
     """The cluster's finalized feature levels, their epoch and their changes (one per cluster: the brokers of
     a :class:`~minikafka.broker.cluster.Cluster` share it, as they share Kafka's metadata log)."""
 
-    def __init__(self, data_dir: Path | None = None, bootstrap: dict[str, int] | None = None) -> None:
+    def __init__(self, data_dir: Path | None = None, bootstrap: dict[str, int] | None = None,
+                 records: FeatureRecords | None = None) -> None:
         self.path = Path(data_dir) / FEATURES_FILE if data_dir is not None else None
         self._levels: dict[str, int] = bootstrap_levels(bootstrap or {})
         self.epoch = 1  # the bootstrap levels are the first change
+        replayed = records.replayed_features() if records is not None else None
+        self.records = records if replayed is not None else None
+        if replayed is not None and records is not None:
+            if replayed[0]:
+                self._levels, self.epoch = {k: v for k, v in replayed[0].items() if v > 0}, replayed[1]
+                return
+            carried = self.path is not None and self.path.exists()
+            if carried and self.path is not None:
+                self._load(self.path)
+            self.epoch = records.write_features(dict(self._levels))  # the cluster's formatting, or the file's
+            if carried and self.path is not None:
+                self.path.unlink()
+            return
         if self.path is not None:
             if self.path.exists():
                 self._load(self.path)
@@ -300,8 +326,11 @@ class FeatureControlManager:
                 shown = metadata_version_name if u.feature == METADATA_VERSION else str
                 log.info("finalized %s: %s -> %s", u.feature, shown(old), shown(u.max_version_level))
         if updates:  # each update is a FeatureLevelRecord: the metadata moves on
-            self.epoch += 1
-            self._persist()
+            if self.records is not None:
+                self.epoch = self.records.write_features({u.feature: max(u.max_version_level, 0) for u in updates})
+            else:
+                self.epoch += 1
+                self._persist()
         return ApiError()
 
     def _check(self, update: FeatureUpdate, proposed: dict[str, int]) -> str | None:

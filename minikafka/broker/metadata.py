@@ -152,6 +152,7 @@ class ClusterMetadata:
         self._image: dict[str, TopicImage] = {}
         self._acls: dict[uuid.UUID, tuple[int, str, int, str, str, int, int]] = {}  # as replayed at start
         self._scram: dict[tuple[str, int], tuple[bytes, bytes, bytes, int]] = {}  # likewise
+        self._features: tuple[dict[str, int], int] = ({}, -1)  # likewise, with the offset of the last
         if data_dir is not None:
             self._load()
 
@@ -169,6 +170,7 @@ class ClusterMetadata:
                 replayed = replay(mlog.records())
                 topics, self._image, self._acls = replayed.topics, replayed.image, replayed.acls
                 self._scram = replayed.scram
+                self._features = (replayed.features, replayed.features_offset)
                 where = str(mlog.log.directory)
             elif legacy.exists():
                 topics = {t.name: t for t in (topic_from_json(d)
@@ -244,6 +246,20 @@ class ClusterMetadata:
         from .metadata_log import scram_records
 
         self._append(scram_records(upserted, removed))
+
+    def replayed_features(self) -> tuple[dict[str, int], int] | None:
+        """The feature levels the metadata log held at start and the offset of the last (the feature manager's
+        :class:`FeatureRecords`); None in memory."""
+        return (dict(self._features[0]), self._features[1]) if self._metadata_log is not None else None
+
+    def write_features(self, levels: dict[str, int]) -> int:
+        """Write feature levels as records; the offset of the last (in memory: count one change)."""
+        if self._metadata_log is None:
+            return self._append([])
+        from .metadata_log import feature_records
+
+        first = self._append(feature_records(levels))
+        return first + len(levels) - 1
 
     def close(self) -> None:
         """Close the metadata log (its file)."""

@@ -4,7 +4,8 @@ Kafka 4's controller keeps the cluster's metadata as records (:mod:`~minikafka.p
 ``__cluster_metadata`` topic's one partition, which the controllers replicate through Raft and every broker
 fetches and applies.  Here the controller of a data dir's brokers writes the same records to
 ``<data_dir>/__cluster_metadata-0`` (Kafka's segment files: ``minikafka dump-log --cluster-metadata-decoder``
-prints them) and rebuilds its topics, ACLs and SCRAM credentials from them when it starts (:func:`replay`).
+prints them) and rebuilds its topics, ACLs, SCRAM credentials and feature levels from them when it starts
+(:func:`replay`).
 
 :func:`topic_changes` turns what changed in the topic registry since the last write into Kafka's records:
 ``TopicRecord``, ``ConfigRecord``, ``PartitionRecord`` for a new topic or partition, ``PartitionChangeRecord``
@@ -192,6 +193,8 @@ class Replayed:
     image: dict[str, TopicImage]
     acls: dict[uuid.UUID, tuple[int, str, int, str, str, int, int]]
     scram: dict[tuple[str, int], tuple[bytes, bytes, bytes, int]]
+    features: dict[str, int]
+    features_offset: int  # of the last FeatureLevelRecord (-1: none)
 
 
 def replay(records: Iterator[tuple[int, MetadataRecord]]) -> Replayed:
@@ -200,9 +203,13 @@ def replay(records: Iterator[tuple[int, MetadataRecord]]) -> Replayed:
     epochs: dict[tuple[uuid.UUID, int], int] = {}
     acls: dict[uuid.UUID, tuple[int, str, int, str, str, int, int]] = {}
     scram: dict[tuple[str, int], tuple[bytes, bytes, bytes, int]] = {}
+    features: dict[str, int] = {}
+    features_offset = -1
     for offset, rec in records:
         d = rec.data
-        if rec.name == "UserScramCredentialRecord":
+        if rec.name == "FeatureLevelRecord":
+            features[d.name], features_offset = d.feature_level, offset
+        elif rec.name == "UserScramCredentialRecord":
             scram[(d.name, d.mechanism)] = (bytes(d.salt), bytes(d.stored_key), bytes(d.server_key), d.iterations)
         elif rec.name == "RemoveUserScramCredentialRecord":
             scram.pop((d.name, d.mechanism), None)
@@ -259,7 +266,13 @@ def replay(records: Iterator[tuple[int, MetadataRecord]]) -> Replayed:
     image = {t.name: TopicImage(t.name, t.topic_id, dict(t.configs),
                                 [PartitionImage.of(p, epochs.get((t.topic_id, i), 0))
                                  for i, p in enumerate(t.partitions)]) for t in topics.values()}
-    return Replayed(topics, image, acls, scram)
+    return Replayed(topics, image, acls, scram, features, features_offset)
+
+
+def feature_records(levels: dict[str, int]) -> list[bytes]:
+    """A ``FeatureLevelRecord`` per feature (level 0: no longer finalized)."""
+    return [encode_metadata_record("FeatureLevelRecord", {"name": name, "feature_level": level})
+            for name, level in levels.items()]
 
 
 def scram_records(upserted: dict[tuple[str, int], tuple[bytes, bytes, bytes, int]],

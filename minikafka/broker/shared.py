@@ -61,7 +61,7 @@ class SharedServices:
     # Dynamic broker configs, per broker id and cluster-wide: kept here so they survive a broker restart.
     dynamic_configs: DynamicConfigStore
     faults: FaultInjector  # rules for every broker (rules match by broker id)
-    features: FeatureControlManager  # KIP-584 feature levels (<data_dir>/features.json)
+    features: FeatureControlManager  # KIP-584 feature levels (records of the metadata log)
     txn_coordinator: TransactionCoordinator
     scram_credentials: ScramCredentialStore  # records of the metadata log, seeded from minikafka.scram.users
     delegation_tokens: DelegationTokenManager  # KIP-48, kept next to the SCRAM credentials
@@ -87,7 +87,7 @@ class SharedServices:
         group_coordinator = GroupCoordinator(config, data_dir if has_local_log(data_dir) else None, wall_clock=clock)
         group_coordinator.use_partitions()
         producer_ids = ProducerIdManager()
-        features = open_features(config, data_dir)
+        features = open_features(config, data_dir, metadata)
         # Its transactional ids live on the replicated __transaction_state partitions (a local log likewise).
         txn_coordinator = TransactionCoordinator(config, data_dir if has_local_txn_log(data_dir) else None,
                                                  producer_ids, metadata, clock, group_coordinator, features=features)
@@ -241,7 +241,7 @@ def share_group_coordinator(config: BrokerConfig, metadata: ClusterMetadata, gro
     return share_groups
 
 
-def open_features(config: BrokerConfig, data_dir: Path | None) -> FeatureControlManager:
+def open_features(config: BrokerConfig, data_dir: Path | None, metadata: ClusterMetadata) -> FeatureControlManager:
     """The cluster's feature levels: those saved in ``data_dir``, else ``minikafka.bootstrap.features``
     (ConfigError when that is not valid, StartupError when the saved ones cannot be read)."""
     try:
@@ -249,7 +249,7 @@ def open_features(config: BrokerConfig, data_dir: Path | None) -> FeatureControl
     except FeaturesError as exc:
         raise ConfigError("minikafka.bootstrap.features", config.bootstrap_features, str(exc)) from None
     try:
-        return FeatureControlManager(data_dir, settings)
+        return FeatureControlManager(data_dir, settings, metadata)
     except FeaturesError as exc:
         raise StartupError(str(exc)) from None
 

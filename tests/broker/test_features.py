@@ -159,6 +159,30 @@ async def test_bootstrap_features_format_an_older_cluster_and_persist(tmp_path: 
             assert await features(c) == saved
 
 
+def test_levels_are_feature_level_records_of_the_metadata_log(tmp_path: Path) -> None:
+    from minikafka.broker.metadata import ClusterMetadata
+    from minikafka.broker.metadata_log import ClusterMetadataLog
+
+    old = FeatureControlManager(tmp_path, {"metadata.version": 25})  # an earlier version: features.json
+    assert (tmp_path / "features.json").exists()
+    metadata = ClusterMetadata([0], tmp_path)
+    fm = FeatureControlManager(tmp_path, {}, metadata)
+    assert fm.finalized() == old.finalized() and not (tmp_path / "features.json").exists()
+    assert fm.update_features([FeatureUpdate("transaction.version", 1, UpgradeType.SAFE_DOWNGRADE)]).code == E.NONE
+    levels, epoch = fm.finalized(), fm.epoch
+    metadata.close()
+    mlog = ClusterMetadataLog(tmp_path)
+    records = list(mlog.records())
+    mlog.close()
+    assert {rec.name for _, rec in records} == {"FeatureLevelRecord"}
+    assert epoch == records[-1][0] and records[-1][1].data.name == "transaction.version"  # the last one's offset
+
+    metadata = ClusterMetadata([0], tmp_path)
+    again = FeatureControlManager(tmp_path, {"metadata.version": 27}, metadata)  # the log wins over bootstrap
+    assert (again.finalized(), again.epoch) == (levels, epoch)
+    metadata.close()
+
+
 @pytest.mark.parametrize("setting", ["share.version=2", "metadata.version=3.2", "nonsense",
                                      "eligible.leader.replicas.version=1,metadata.version=3.9"])
 async def test_bad_bootstrap_features_are_refused(setting: str) -> None:
