@@ -57,16 +57,14 @@ class ClusterMetadataLog:
         return self.log.log_end_offset
 
     def append(self, values: list[bytes], epoch: int) -> int:
-        """Append metadata records (their value bytes; no keys) as one batch of leader epoch ``epoch``, written
-        through to the file; returns the offset of the first (-1: nothing to write)."""
+        """Append metadata records (their value bytes; no keys) as one batch of leader epoch ``epoch`` (the segment
+        is written at once, with no buffer of its own); returns the offset of the first (-1: nothing to write)."""
         if not values:
             return -1
         now = self.clock.time_ms()
         batch = build_batch([Record(offset_delta=i, key=None, value=v) for i, v in enumerate(values)],
                             base_timestamp=now)
-        info = self.log.append_as_leader([bytearray(batch)], epoch, now)
-        self.log.flush()
-        return info.first_offset
+        return self.log.append_as_leader([bytearray(batch)], epoch, now).first_offset
 
     def records(self) -> Iterator[tuple[int, MetadataRecord]]:
         """Every record from the start, with its offset; one that does not decode is skipped with a warning."""
