@@ -153,6 +153,7 @@ class ClusterMetadata:
         self._acls: dict[uuid.UUID, tuple[int, str, int, str, str, int, int]] = {}  # as replayed at start
         self._scram: dict[tuple[str, int], tuple[bytes, bytes, bytes, int]] = {}  # likewise
         self._features: tuple[dict[str, int], int] = ({}, -1)  # likewise, with the offset of the last
+        self._configs: dict[int, dict[str, dict[str, str]]] = {}  # other resources' configs, likewise
         if data_dir is not None:
             self._load()
 
@@ -171,6 +172,7 @@ class ClusterMetadata:
                 topics, self._image, self._acls = replayed.topics, replayed.image, replayed.acls
                 self._scram = replayed.scram
                 self._features = (replayed.features, replayed.features_offset)
+                self._configs = replayed.configs
                 where = str(mlog.log.directory)
             elif legacy.exists():
                 topics = {t.name: t for t in (topic_from_json(d)
@@ -260,6 +262,22 @@ class ClusterMetadata:
 
         first = self._append(feature_records(levels))
         return first + len(levels) - 1
+
+    def replayed_configs(self, resource_type: int) -> dict[str, dict[str, str]] | None:
+        """The configs of every resource of ``resource_type`` (``ConfigResource.Type``: 32 a group) the metadata
+        log held at start, by resource name; None in memory."""
+        if self._metadata_log is None:
+            return None
+        return {name: dict(c) for name, c in self._configs.get(resource_type, {}).items()}
+
+    def write_configs(self, resource_type: int, resource_name: str, changes: dict[str, str | None]) -> None:
+        """Write one resource's config changes as ConfigRecords (None: removed; in memory: count one change)."""
+        if self._metadata_log is None:
+            self._append([])
+            return
+        from .metadata_log import config_records
+
+        self._append(config_records(resource_type, resource_name, changes))
 
     def close(self) -> None:
         """Close the metadata log (its file)."""

@@ -4,8 +4,8 @@ Kafka 4's controller keeps the cluster's metadata as records (:mod:`~minikafka.p
 ``__cluster_metadata`` topic's one partition, which the controllers replicate through Raft and every broker
 fetches and applies.  Here the controller of a data dir's brokers writes the same records to
 ``<data_dir>/__cluster_metadata-0`` (Kafka's segment files: ``minikafka dump-log --cluster-metadata-decoder``
-prints them) and rebuilds its topics, ACLs, SCRAM credentials and feature levels from them when it starts
-(:func:`replay`).
+prints them) and rebuilds its topics, ACLs, SCRAM credentials, feature levels and group configs from them when it
+starts (:func:`replay`).
 
 :func:`topic_changes` turns what changed in the topic registry since the last write into Kafka's records:
 ``TopicRecord``, ``ConfigRecord``, ``PartitionRecord`` for a new topic or partition, ``PartitionChangeRecord``
@@ -17,8 +17,8 @@ of its registration, as in KRaft); replay keeps none of them, since brokers regi
 
 Deliberate differences, for issue 26 to remove: one voter and no Raft (the log is local to the controller's
 data dir, its leader epoch the controller epoch), no snapshots (the log is replayed from its start), brokers
-read the controller's state in memory rather than fetching the log, and delegation tokens, quotas and
-broker configs stay in their side files.
+read the controller's state in memory rather than fetching the log, and delegation tokens, client-metrics
+configs and quotas stay in their side files (or memory).
 """
 
 from __future__ import annotations
@@ -193,6 +193,7 @@ class Replayed:
     scram: dict[tuple[str, int], tuple[bytes, bytes, bytes, int]]
     features: dict[str, int]
     features_offset: int  # of the last FeatureLevelRecord (-1: none)
+    configs: dict[int, dict[str, dict[str, str]]]  # other resources' configs: type -> name -> key -> value
 
 
 def replay(records: Iterator[tuple[int, MetadataRecord]]) -> Replayed:
@@ -203,6 +204,7 @@ def replay(records: Iterator[tuple[int, MetadataRecord]]) -> Replayed:
     scram: dict[tuple[str, int], tuple[bytes, bytes, bytes, int]] = {}
     features: dict[str, int] = {}
     features_offset = -1
+    configs: dict[int, dict[str, dict[str, str]]] = {}
     for offset, rec in records:
         d = rec.data
         if rec.name == "FeatureLevelRecord":
@@ -220,7 +222,13 @@ def replay(records: Iterator[tuple[int, MetadataRecord]]) -> Replayed:
             by_id[d.topic_id] = TopicMetadata(name=d.name, topic_id=d.topic_id, partitions=[])
         elif rec.name == "RemoveTopicRecord":
             by_id.pop(d.topic_id, None)
-        elif rec.name == "ConfigRecord" and d.resource_type == TOPIC_RESOURCE:
+        elif rec.name == "ConfigRecord" and d.resource_type != TOPIC_RESOURCE:
+            entries = configs.setdefault(d.resource_type, {}).setdefault(d.resource_name, {})
+            if d.value is None:
+                entries.pop(d.name, None)
+            else:
+                entries[d.name] = d.value
+        elif rec.name == "ConfigRecord":
             topic = next((t for t in by_id.values() if t.name == d.resource_name), None)
             if topic is not None:
                 if d.value is None:
@@ -264,7 +272,14 @@ def replay(records: Iterator[tuple[int, MetadataRecord]]) -> Replayed:
     image = {t.name: TopicImage(t.name, t.topic_id, dict(t.configs),
                                 [PartitionImage.of(p, epochs.get((t.topic_id, i), 0))
                                  for i, p in enumerate(t.partitions)]) for t in topics.values()}
-    return Replayed(topics, image, acls, scram, features, features_offset)
+    return Replayed(topics, image, acls, scram, features, features_offset, configs)
+
+
+def config_records(resource_type: int, resource_name: str, changes: dict[str, str | None]) -> list[bytes]:
+    """A ``ConfigRecord`` per changed config of one resource (value None: the config is removed)."""
+    return [encode_metadata_record("ConfigRecord", {"resource_type": resource_type, "resource_name": resource_name,
+                                                    "name": name, "value": value})
+            for name, value in changes.items()]
 
 
 def feature_records(levels: dict[str, int]) -> list[bytes]:

@@ -66,7 +66,7 @@ class SharedServices:
     scram_credentials: ScramCredentialStore  # records of the metadata log, seeded from minikafka.scram.users
     delegation_tokens: DelegationTokenManager  # KIP-48, kept next to the SCRAM credentials
     acls: AclStore  # records of <data_dir>/__cluster_metadata-0
-    group_configs: GroupConfigManager  # per-group dynamic configs, <data_dir>/group-configs.json
+    group_configs: GroupConfigManager  # per-group dynamic configs, ConfigRecords of the metadata log
     share: ShareGroupServices  # KIP-932 share groups, built on first use
     client_metrics_configs: ClientMetricsConfigStore  # KIP-714 subscriptions, <data_dir>/client-metrics-configs.json
     client_telemetry: ClientTelemetryStore  # what clients pushed to any broker
@@ -95,7 +95,7 @@ class SharedServices:
         scram_credentials = ScramCredentialStore.from_config(config, data_dir, metadata)
         delegation_tokens = DelegationTokenManager.from_config(config, data_dir, clock=clock)
         acls = open_acl_store(data_dir, metadata)
-        group_configs = GroupConfigManager(config, data_dir)
+        group_configs = GroupConfigManager(config, data_dir, metadata)
         links = NetworkLinks()
         share = ShareGroupServices(config, data_dir, metadata, group_configs, group_coordinator, clock, links)
         # The transaction coordinator's markers come from the broker it runs on (FindCoordinator's answer).

@@ -16,7 +16,8 @@ from minikafka.broker.groups.group_config import (
     ShareAutoOffsetReset,
     parse_iso_duration_ms,
 )
-from minikafka.broker.metadata import MetadataError
+from minikafka.broker.metadata import ClusterMetadata, MetadataError
+from minikafka.broker.metadata_log import ClusterMetadataLog
 from minikafka.client.connection import KafkaConnection
 from minikafka.protocol.api import ApiKey
 from minikafka.protocol.errors import ErrorCode
@@ -200,4 +201,28 @@ async def test_shared_by_the_brokers_of_a_cluster(tmp_path: Path) -> None:
                 "include_synonyms": False, "include_documentation": False})
             configs = resp["results"][0]["configs"]
             assert [(c["name"], c["value"]) for c in configs] == [("share.delivery.count.limit", "7")]
-    assert GroupConfigManager(BrokerConfig(), tmp_path).group_config("shared").share_delivery_count_limit == 7
+    metadata = ClusterMetadata([0, 1], tmp_path)  # a ConfigRecord of the group in the cluster's metadata log
+    assert GroupConfigManager(BrokerConfig(), tmp_path, metadata).group_config("shared").share_delivery_count_limit == 7
+    assert not (tmp_path / "group-configs.json").exists()
+    metadata.close()
+
+
+def test_overrides_are_config_records_of_the_metadata_log_and_an_earlier_file_is_carried_over(tmp_path: Path):
+    (tmp_path / "group-configs.json").write_text('{"version": 1, "groups": {"g": {"share.isolation.level": '
+                                                 '"read_committed", "share.delivery.count.limit": "4"}}}')
+    metadata = ClusterMetadata([0], tmp_path)
+    m = GroupConfigManager(BrokerConfig(), tmp_path, metadata)
+    assert m.overrides("g") == {"share.isolation.level": "read_committed", "share.delivery.count.limit": "4"}
+    assert not (tmp_path / "group-configs.json").exists()
+    m.set_overrides("g", {"share.delivery.count.limit": "6"})  # one set, one removed
+    m.set_overrides("g", {"share.delivery.count.limit": "6"})  # unchanged: nothing written
+    metadata.close()
+    mlog = ClusterMetadataLog(tmp_path)
+    configs = [(r.data.resource_type, r.data.resource_name, r.data.name, r.data.value) for _, r in mlog.records()]
+    mlog.close()
+    assert configs == [(32, "g", "share.isolation.level", "read_committed"),
+                       (32, "g", "share.delivery.count.limit", "4"),
+                       (32, "g", "share.delivery.count.limit", "6"), (32, "g", "share.isolation.level", None)]
+    metadata = ClusterMetadata([0], tmp_path)
+    assert GroupConfigManager(BrokerConfig(), tmp_path, metadata).overrides("g") == {"share.delivery.count.limit": "6"}
+    metadata.close()

@@ -11,7 +11,7 @@ and be within the broker's ``group.*.min/max.*`` bounds, and a session timeout m
 interval; a violation is INVALID_CONFIG with Kafka's wording.
 
 :class:`GroupConfigManager` keeps the overrides of every group, is shared by the brokers of a cluster (as
-Kafka keeps them in its metadata) and saves them in ``<data_dir>/group-configs.json``.
+Kafka keeps them in its metadata) and keeps them as ``ConfigRecord`` s of the metadata log with a data dir.
 :meth:`GroupConfigManager.group_config` answers the effective :class:`GroupConfig` of a group: its
 overrides over the broker defaults.
 
@@ -29,6 +29,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import Protocol
 
 from ...protocol.errors import ErrorCode
 from ..config import BrokerConfig
@@ -205,11 +206,27 @@ def validate_group_config_name(name: str, value: str | None) -> None:
                                 f"Invalid value {value} for configuration {name}: {problem}")
 
 
+#: ``ConfigResource.Type.GROUP``: a ConfigRecord's resource type for a group's config.
+GROUP_RESOURCE = 32
+
+
+class ConfigRecords(Protocol):
+    """Where resources' configs are kept as KRaft's ``ConfigRecord`` s (the controller's metadata log): those of a
+    resource type it held when opened, by resource name (None: there is no log), and a change's records."""
+
+    def replayed_configs(self, resource_type: int) -> dict[str, dict[str, str]] | None: ...
+
+    def write_configs(self, resource_type: int, resource_name: str, changes: dict[str, str | None]) -> None: ...
+
+
 class GroupConfigManager:
     """The dynamic configs of every group (Kafka's ``GroupConfigManager`` over the metadata's group configs),
-    shared by the brokers of a cluster and saved in ``<data_dir>/group-configs.json``."""
+    shared by the brokers of a cluster.  With ``records`` (a data dir's metadata log) each override is a
+    ``ConfigRecord`` of the group, as in KRaft (an earlier version's ``<data_dir>/group-configs.json`` is carried
+    over once); else they are saved in ``<data_dir>/group-configs.json``."""
 
-    def __init__(self, config: BrokerConfig, data_dir: Path | None = None) -> None:
+    def __init__(self, config: BrokerConfig, data_dir: Path | None = None,
+                 records: ConfigRecords | None = None) -> None:
         self.config = config
         self.path = Path(data_dir) / GROUP_CONFIGS_FILE if data_dir is not None else None
         self._overrides: dict[str, dict[str, str]] = {}
@@ -217,7 +234,17 @@ class GroupConfigManager:
         self._default: GroupConfig = self._build({})
         # Called with a group id after its configs changed (coordinators re-read their timeouts).
         self.listeners: list[Callable[[str], None]] = []
-        self._load()
+        replayed = records.replayed_configs(GROUP_RESOURCE) if records is not None else None
+        self.records = records if replayed is not None else None
+        if replayed is None:
+            self._load()
+            return
+        self._take(replayed, "the metadata log")
+        if not replayed and self.path is not None and self.path.exists():
+            self._load()  # an earlier version's file: its overrides written as records, then it goes
+            for group_id, overrides in self._overrides.items():
+                self._write(group_id, {}, overrides)
+            self.path.unlink()
 
     # -- reading ------------------------------------------------------------------------------------
     def broker_default(self, name: str) -> str:
@@ -324,13 +351,14 @@ class GroupConfigManager:
 
     def set_overrides(self, group_id: str, overrides: dict[str, str]) -> None:
         """Replace a group's overrides (already validated), save them and tell the listeners."""
+        before = self._overrides.get(group_id, {})
         if overrides:
             self._overrides[group_id] = dict(overrides)
             self._cache[group_id] = self._build(overrides)
         else:
             self._overrides.pop(group_id, None)
             self._cache.pop(group_id, None)
-        self._save()
+        self._write(group_id, before, overrides)
         log.info("group %s configs now %s", group_id, overrides)
         for listener in list(self.listeners):
             listener(group_id)
@@ -352,6 +380,11 @@ class GroupConfigManager:
         except (OSError, ValueError, KeyError, TypeError) as exc:
             log.error("cannot read the group configs in %s: %s; starting without them", self.path, exc)
             return
+        self._take(groups, str(self.path))
+
+    def _take(self, groups: dict, where: str) -> None:
+        """Keep the valid overrides of ``groups`` (group id -> config name -> value); a group whose overrides are
+        not valid is left out, with an error logged."""
         for group_id, overrides in groups.items():
             try:
                 if not isinstance(overrides, dict) or not all(isinstance(v, str) for v in overrides.values()):
@@ -364,7 +397,18 @@ class GroupConfigManager:
                 continue
             self._overrides[group_id] = dict(overrides)
             self._cache[group_id] = built
-        log.info("loaded the configs of %d group(s) from %s", len(self._overrides), self.path)
+        if groups:
+            log.info("loaded the configs of %d group(s) from %s", len(self._overrides), where)
+
+    def _write(self, group_id: str, before: dict[str, str], after: dict[str, str]) -> None:
+        """Keep a group's change: the configs that changed as ConfigRecords of the metadata log, else the file."""
+        if self.records is not None:
+            changes: dict[str, str | None] = {k: v for k, v in after.items() if before.get(k) != v}
+            changes.update({k: None for k in before if k not in after})
+            if changes:
+                self.records.write_configs(GROUP_RESOURCE, group_id, changes)
+            return
+        self._save()
 
     def _save(self) -> None:
         if self.path is None:
