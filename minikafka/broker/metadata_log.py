@@ -4,8 +4,8 @@ Kafka 4's controller keeps the cluster's metadata as records (:mod:`~minikafka.p
 ``__cluster_metadata`` topic's one partition, which the controllers replicate through Raft and every broker
 fetches and applies.  Here the controller of a data dir's brokers writes the same records to
 ``<data_dir>/__cluster_metadata-0`` (Kafka's segment files: ``minikafka dump-log --cluster-metadata-decoder``
-prints them) and rebuilds its topics, ACLs, SCRAM credentials, feature levels and group configs from them when it
-starts (:func:`replay`).
+prints them) and rebuilds its topics, ACLs, SCRAM credentials, feature levels, group and client-metrics configs from
+them when it starts (:func:`replay`).
 
 :func:`topic_changes` turns what changed in the topic registry since the last write into Kafka's records:
 ``TopicRecord``, ``ConfigRecord``, ``PartitionRecord`` for a new topic or partition, ``PartitionChangeRecord``
@@ -17,8 +17,8 @@ of its registration, as in KRaft); replay keeps none of them, since brokers regi
 
 Deliberate differences, for issue 26 to remove: one voter and no Raft (the log is local to the controller's
 data dir, its leader epoch the controller epoch), no snapshots (the log is replayed from its start), brokers
-read the controller's state in memory rather than fetching the log, and delegation tokens, client-metrics
-configs and quotas stay in their side files (or memory).
+read the controller's state in memory rather than fetching the log, delegation tokens stay in their side
+file, and client quotas and broker configs in memory.
 """
 
 from __future__ import annotations
@@ -223,9 +223,12 @@ def replay(records: Iterator[tuple[int, MetadataRecord]]) -> Replayed:
         elif rec.name == "RemoveTopicRecord":
             by_id.pop(d.topic_id, None)
         elif rec.name == "ConfigRecord" and d.resource_type != TOPIC_RESOURCE:
-            entries = configs.setdefault(d.resource_type, {}).setdefault(d.resource_name, {})
+            of_type = configs.setdefault(d.resource_type, {})
+            entries = of_type.setdefault(d.resource_name, {})
             if d.value is None:
                 entries.pop(d.name, None)
+                if not entries:  # a resource without configs is gone
+                    del of_type[d.resource_name]
             else:
                 entries[d.name] = d.value
         elif rec.name == "ConfigRecord":

@@ -68,7 +68,7 @@ class SharedServices:
     acls: AclStore  # records of <data_dir>/__cluster_metadata-0
     group_configs: GroupConfigManager  # per-group dynamic configs, ConfigRecords of the metadata log
     share: ShareGroupServices  # KIP-932 share groups, built on first use
-    client_metrics_configs: ClientMetricsConfigStore  # KIP-714 subscriptions, <data_dir>/client-metrics-configs.json
+    client_metrics_configs: ClientMetricsConfigStore  # KIP-714 subscriptions, ConfigRecords of the metadata log
     client_telemetry: ClientTelemetryStore  # what clients pushed to any broker
     heartbeats: BrokerHeartbeatManager  # the brokers' sessions with the controller (the cluster fences stale ones)
     links: NetworkLinks  # paused brokers and cut links (a cluster's injected failures)
@@ -105,7 +105,7 @@ class SharedServices:
                    features=features, txn_coordinator=txn_coordinator, scram_credentials=scram_credentials,
                    delegation_tokens=delegation_tokens, acls=acls, group_configs=group_configs,
                    share=share,
-                   client_metrics_configs=ClientMetricsConfigStore(data_dir),
+                   client_metrics_configs=ClientMetricsConfigStore(data_dir, metadata),
                    client_telemetry=ClientTelemetryStore(clock), heartbeats=BrokerHeartbeatManager(),
                    links=links)
 

@@ -168,8 +168,11 @@ async def test_subscriptions_survive_a_restart(tmp_path: Path) -> None:
     async with serve_broker(BrokerConfig(port=0, data_dir=tmp_path)) as b:
         async with await connect(b, "admin") as conn:
             assert await alter(conn, "s", ("metrics", SET, "org."), ("interval.ms", SET, "500")) == (E.NONE, None)
-    store = ClientMetricsConfigStore(tmp_path)
+    metadata = ClusterMetadata([0], tmp_path)  # ConfigRecords of resource type CLIENT_METRICS in the metadata log
+    store = ClientMetricsConfigStore(tmp_path, metadata)
     assert store.names() == ["s"] and store.configs("s") == {"metrics": "org.", "interval.ms": "500"}
+    metadata.close()
+    assert not (tmp_path / "client-metrics-configs.json").exists()
     async with serve_broker(BrokerConfig(port=0, data_dir=tmp_path)) as b:
         async with await connect(b, "admin") as conn:
             assert (await describe(conn, "s"))[1] == {"metrics": ("org.", 7), "interval.ms": ("500", 7)}
@@ -396,7 +399,24 @@ async def test_a_cluster_shares_subscriptions_and_pushed_metrics(tmp_path: Path)
         latency = {f.name: f.samples for f in text_string_to_metric_families(text)}[
             "org_apache_kafka_producer_node_request_latency_avg"]
         assert len(latency) == 2 and all("broker" not in s.labels for s in latency)  # once, not per broker
-    assert ClientMetricsConfigStore(tmp_path).names() == ["all"]
+    metadata = ClusterMetadata([0, 1], tmp_path)
+    assert ClientMetricsConfigStore(tmp_path, metadata).names() == ["all"]
+    metadata.close()
+
+
+def test_an_earlier_versions_file_is_carried_over_into_the_metadata_log(tmp_path: Path) -> None:
+    ClientMetricsConfigStore(tmp_path).set("s", {"metrics": "org.", "interval.ms": "500"})  # the file, as before
+    assert (tmp_path / "client-metrics-configs.json").exists()
+    metadata = ClusterMetadata([0], tmp_path)
+    store = ClientMetricsConfigStore(tmp_path, metadata)
+    assert store.configs("s") == {"metrics": "org.", "interval.ms": "500"}
+    assert not (tmp_path / "client-metrics-configs.json").exists()
+    store.set("s", {})  # removed: each config written as null
+    metadata.close()
+    metadata = ClusterMetadata([0], tmp_path)
+    assert ClientMetricsConfigStore(tmp_path, metadata).names() == []
+    assert metadata.replayed_configs(16) == {}  # every config of the subscription removed: it is gone
+    metadata.close()
 
 
 # -- bounds: the instance cache, the series kept, what a payload may decompress to --------------------------

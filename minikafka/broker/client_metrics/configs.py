@@ -16,9 +16,9 @@ range is INVALID_REQUEST; a value that does not parse or a bad match item is INV
 key of a subscription removes it.
 
 :class:`ClientMetricsConfigStore` keeps every subscription, is shared by the brokers of a cluster (Kafka keeps
-them in its metadata) and saves them in ``<data_dir>/client-metrics-configs.json``; listeners (each broker's
-:class:`~.manager.ClientMetricsManager`) are told of each change.  Deliberate difference: match regexes are
-Python's ``re`` syntax, which agrees with Java's for the usual patterns.
+them in its metadata) and keeps them as ``ConfigRecord`` s of the metadata log with a data dir; listeners
+(each broker's :class:`~.manager.ClientMetricsManager`) are told of each change.  Deliberate difference: match
+regexes are Python's ``re`` syntax, which agrees with Java's for the usual patterns.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...protocol.errors import ErrorCode
-from ..config_ops import OP_DELETE, apply_config_ops
+from ..config_ops import OP_DELETE, ConfigRecords, ResourceConfigStore, apply_config_ops
 from ..metadata import MetadataError
 
 log = logging.getLogger(__name__)
@@ -146,17 +146,25 @@ class SubscriptionInfo:
         return True
 
 
-class ClientMetricsConfigStore:
-    """Every client metrics subscription's configs, shared by a cluster's brokers and saved in
-    ``<data_dir>/client-metrics-configs.json`` (in memory without a data dir)."""
+#: ``ConfigResource.Type.CLIENT_METRICS``: a ConfigRecord's resource type for a subscription's config.
+CLIENT_METRICS_RESOURCE = 16
 
-    def __init__(self, data_dir: Path | None = None) -> None:
+
+class ClientMetricsConfigStore(ResourceConfigStore):
+    """Every client metrics subscription's configs, shared by a cluster's brokers.  With ``records`` (a data dir's
+    metadata log) each config is a ``ConfigRecord`` of the subscription, as in KRaft (an earlier version's
+    ``<data_dir>/client-metrics-configs.json`` is carried over once); else saved in that file (in memory without
+    a data dir)."""
+
+    resource_type = CLIENT_METRICS_RESOURCE
+
+    def __init__(self, data_dir: Path | None = None, records: ConfigRecords | None = None) -> None:
         self.path = Path(data_dir) / CLIENT_METRICS_CONFIGS_FILE if data_dir is not None else None
         self._configs: dict[str, dict[str, str]] = {}
         self._subscriptions: dict[str, SubscriptionInfo] = {}
         # Called with the subscription name after its configs changed (each broker's manager).
         self.listeners: list[Callable[[str], None]] = []
-        self._load()
+        self._open(records)
 
     # -- reading ------------------------------------------------------------------------------------
     def names(self) -> list[str]:
@@ -196,6 +204,7 @@ class ClientMetricsConfigStore:
 
     def set(self, name: str, configs: dict[str, str]) -> None:
         """Replace a subscription's configs (already validated; empty removes it), save, tell the listeners."""
+        before = self._configs.get(name, {})
         if configs:
             self._configs[name] = dict(configs)
             self._subscriptions[name] = SubscriptionInfo.of(name, configs)
@@ -204,7 +213,7 @@ class ClientMetricsConfigStore:
             del self._subscriptions[name]
         else:
             return  # Kafka ignores the removal of a subscription that does not exist
-        self._save()
+        self._write(name, before, configs)
         log.info("client metrics subscription %s now %s", name, configs or "removed")
         for listener in list(self.listeners):
             listener(name)
@@ -221,6 +230,11 @@ class ClientMetricsConfigStore:
         except (OSError, ValueError, KeyError, TypeError) as exc:
             log.error("cannot read the client metrics subscriptions in %s: %s; starting without them", self.path, exc)
             return
+        self._take(subscriptions, str(self.path))
+
+    def _take(self, subscriptions: dict, where: str) -> None:
+        """Keep the valid subscriptions of ``subscriptions`` (name -> config -> value); one not valid is left out,
+        with an error logged."""
         for name, configs in subscriptions.items():
             try:
                 if not isinstance(configs, dict) or not all(isinstance(v, str) for v in configs.values()):
@@ -231,7 +245,11 @@ class ClientMetricsConfigStore:
                 continue
             self._configs[name] = dict(configs)
             self._subscriptions[name] = SubscriptionInfo.of(name, configs)
-        log.info("loaded %d client metrics subscription(s) from %s", len(self._configs), self.path)
+        if subscriptions:
+            log.info("loaded %d client metrics subscription(s) from %s", len(self._configs), where)
+
+    def _stored(self) -> dict[str, dict[str, str]]:
+        return self._configs
 
     def _save(self) -> None:
         if self.path is None:

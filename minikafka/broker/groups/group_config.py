@@ -29,11 +29,10 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Protocol
 
 from ...protocol.errors import ErrorCode
 from ..config import BrokerConfig
-from ..config_ops import OP_DELETE, apply_config_ops
+from ..config_ops import OP_DELETE, ConfigRecords, ResourceConfigStore, apply_config_ops
 from ..metadata import MetadataError
 
 log = logging.getLogger(__name__)
@@ -210,20 +209,13 @@ def validate_group_config_name(name: str, value: str | None) -> None:
 GROUP_RESOURCE = 32
 
 
-class ConfigRecords(Protocol):
-    """Where resources' configs are kept as KRaft's ``ConfigRecord`` s (the controller's metadata log): those of a
-    resource type it held when opened, by resource name (None: there is no log), and a change's records."""
-
-    def replayed_configs(self, resource_type: int) -> dict[str, dict[str, str]] | None: ...
-
-    def write_configs(self, resource_type: int, resource_name: str, changes: dict[str, str | None]) -> None: ...
-
-
-class GroupConfigManager:
+class GroupConfigManager(ResourceConfigStore):
     """The dynamic configs of every group (Kafka's ``GroupConfigManager`` over the metadata's group configs),
     shared by the brokers of a cluster.  With ``records`` (a data dir's metadata log) each override is a
     ``ConfigRecord`` of the group, as in KRaft (an earlier version's ``<data_dir>/group-configs.json`` is carried
     over once); else they are saved in ``<data_dir>/group-configs.json``."""
+
+    resource_type = GROUP_RESOURCE
 
     def __init__(self, config: BrokerConfig, data_dir: Path | None = None,
                  records: ConfigRecords | None = None) -> None:
@@ -234,17 +226,7 @@ class GroupConfigManager:
         self._default: GroupConfig = self._build({})
         # Called with a group id after its configs changed (coordinators re-read their timeouts).
         self.listeners: list[Callable[[str], None]] = []
-        replayed = records.replayed_configs(GROUP_RESOURCE) if records is not None else None
-        self.records = records if replayed is not None else None
-        if replayed is None:
-            self._load()
-            return
-        self._take(replayed, "the metadata log")
-        if not replayed and self.path is not None and self.path.exists():
-            self._load()  # an earlier version's file: its overrides written as records, then it goes
-            for group_id, overrides in self._overrides.items():
-                self._write(group_id, {}, overrides)
-            self.path.unlink()
+        self._open(records)
 
     # -- reading ------------------------------------------------------------------------------------
     def broker_default(self, name: str) -> str:
@@ -400,15 +382,8 @@ class GroupConfigManager:
         if groups:
             log.info("loaded the configs of %d group(s) from %s", len(self._overrides), where)
 
-    def _write(self, group_id: str, before: dict[str, str], after: dict[str, str]) -> None:
-        """Keep a group's change: the configs that changed as ConfigRecords of the metadata log, else the file."""
-        if self.records is not None:
-            changes: dict[str, str | None] = {k: v for k, v in after.items() if before.get(k) != v}
-            changes.update({k: None for k in before if k not in after})
-            if changes:
-                self.records.write_configs(GROUP_RESOURCE, group_id, changes)
-            return
-        self._save()
+    def _stored(self) -> dict[str, dict[str, str]]:
+        return self._overrides
 
     def _save(self) -> None:
         if self.path is None:
