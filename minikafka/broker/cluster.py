@@ -50,8 +50,8 @@ answered once replicated, a transaction's markers sent from its coordinator's br
 its coordinator goes.  Share-partition state likewise on ``__share_group_state``
 (``share.coordinator.state.topic.*``; :mod:`~minikafka.broker.share.state_coordinator`): written by the data
 partition's leader to the leader of the key's partition, an acknowledgement answered once replicated.
-SCRAM credentials are kept once per process: one store (records of the metadata log); the cluster's delegation
-tokens in ``<data_dir>/__scram_credentials``.
+SCRAM credentials and delegation tokens are kept once per process: one store each (records of the metadata
+log).
 ACLs likewise: one :class:`~minikafka.broker.security.authorizer.AclStore` for every broker's authorizer
 (``AccessControlEntryRecord`` records in the metadata log).
 """

@@ -154,6 +154,7 @@ class ClusterMetadata:
         self._scram: dict[tuple[str, int], tuple[bytes, bytes, bytes, int]] = {}  # likewise
         self._features: tuple[dict[str, int], int] = ({}, -1)  # likewise, with the offset of the last
         self._configs: dict[int, dict[str, dict[str, str]]] = {}  # other resources' configs, likewise
+        self._tokens: dict[str, tuple[str, str, str, tuple[str, ...], int, int, int]] = {}  # delegation tokens
         if data_dir is not None:
             self._load()
 
@@ -173,6 +174,7 @@ class ClusterMetadata:
                 self._scram = replayed.scram
                 self._features = (replayed.features, replayed.features_offset)
                 self._configs = replayed.configs
+                self._tokens = replayed.tokens
                 where = str(mlog.log.directory)
             elif legacy.exists():
                 topics = {t.name: t for t in (topic_from_json(d)
@@ -278,6 +280,21 @@ class ClusterMetadata:
         from .metadata_log import config_records
 
         self._append(config_records(resource_type, resource_name, changes))
+
+    def replayed_tokens(self) -> list[tuple[str, str, str, tuple[str, ...], int, int, int]] | None:
+        """The delegation tokens the metadata log held at start (the token manager's :class:`TokenRecords`);
+        None in memory."""
+        return list(self._tokens.values()) if self._metadata_log is not None else None
+
+    def write_tokens(self, upserted: list[tuple[str, str, str, tuple[str, ...], int, int, int]],
+                     removed: list[str]) -> None:
+        """Write delegation token changes as records (in memory: count one change)."""
+        if self._metadata_log is None:
+            self._append([])
+            return
+        from .metadata_log import token_records
+
+        self._append(token_records(upserted, removed))
 
     def close(self) -> None:
         """Close the metadata log (its file)."""

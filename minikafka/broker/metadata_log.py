@@ -4,8 +4,8 @@ Kafka 4's controller keeps the cluster's metadata as records (:mod:`~minikafka.p
 ``__cluster_metadata`` topic's one partition, which the controllers replicate through Raft and every broker
 fetches and applies.  Here the controller of a data dir's brokers writes the same records to
 ``<data_dir>/__cluster_metadata-0`` (Kafka's segment files: ``minikafka dump-log --cluster-metadata-decoder``
-prints them) and rebuilds its topics, ACLs, SCRAM credentials, feature levels, group and client-metrics configs from
-them when it starts (:func:`replay`).
+prints them) and rebuilds its topics, ACLs, SCRAM credentials, delegation tokens, feature levels, group and
+client-metrics configs from them when it starts (:func:`replay`).
 
 :func:`topic_changes` turns what changed in the topic registry since the last write into Kafka's records:
 ``TopicRecord``, ``ConfigRecord``, ``PartitionRecord`` for a new topic or partition, ``PartitionChangeRecord``
@@ -17,8 +17,8 @@ of its registration, as in KRaft); replay keeps none of them, since brokers regi
 
 Deliberate differences, for issue 26 to remove: one voter and no Raft (the log is local to the controller's
 data dir, its leader epoch the controller epoch), no snapshots (the log is replayed from its start), brokers
-read the controller's state in memory rather than fetching the log, delegation tokens stay in their side
-file, and client quotas and broker configs in memory.
+read the controller's state in memory rather than fetching the log, and client quotas and broker configs
+are kept in memory only.
 """
 
 from __future__ import annotations
@@ -194,6 +194,7 @@ class Replayed:
     features: dict[str, int]
     features_offset: int  # of the last FeatureLevelRecord (-1: none)
     configs: dict[int, dict[str, dict[str, str]]]  # other resources' configs: type -> name -> key -> value
+    tokens: dict[str, tuple[str, str, str, tuple[str, ...], int, int, int]]  # delegation tokens by id
 
 
 def replay(records: Iterator[tuple[int, MetadataRecord]]) -> Replayed:
@@ -205,8 +206,16 @@ def replay(records: Iterator[tuple[int, MetadataRecord]]) -> Replayed:
     features: dict[str, int] = {}
     features_offset = -1
     configs: dict[int, dict[str, dict[str, str]]] = {}
+    tokens: dict[str, tuple[str, str, str, tuple[str, ...], int, int, int]] = {}
     for offset, rec in records:
         d = rec.data
+        if rec.name == "DelegationTokenRecord":
+            tokens[d.token_id] = (d.token_id, d.owner, d.requester, tuple(d.renewers), d.issue_timestamp,
+                                  d.max_timestamp, d.expiration_timestamp)
+            continue
+        if rec.name == "RemoveDelegationTokenRecord":
+            tokens.pop(d.token_id, None)
+            continue
         if rec.name == "FeatureLevelRecord":
             features[d.name], features_offset = d.feature_level, offset
         elif rec.name == "UserScramCredentialRecord":
@@ -275,7 +284,19 @@ def replay(records: Iterator[tuple[int, MetadataRecord]]) -> Replayed:
     image = {t.name: TopicImage(t.name, t.topic_id, dict(t.configs),
                                 [PartitionImage.of(p, epochs.get((t.topic_id, i), 0))
                                  for i, p in enumerate(t.partitions)]) for t in topics.values()}
-    return Replayed(topics, image, acls, scram, features, features_offset, configs)
+    return Replayed(topics, image, acls, scram, features, features_offset, configs, tokens)
+
+
+def token_records(upserted: list[tuple[str, str, str, tuple[str, ...], int, int, int]],
+                  removed: list[str]) -> list[bytes]:
+    """``RemoveDelegationTokenRecord`` for each removed token id, ``DelegationTokenRecord`` for each token created
+    or renewed (never its HMAC: brokers derive it from the secret key)."""
+    out = [encode_metadata_record("RemoveDelegationTokenRecord", {"token_id": i}) for i in removed]
+    out += [encode_metadata_record("DelegationTokenRecord", {
+        "owner": owner, "requester": requester, "renewers": list(renewers), "issue_timestamp": issued,
+        "max_timestamp": max_ts, "expiration_timestamp": expiry, "token_id": token_id})
+        for token_id, owner, requester, renewers, issued, max_ts, expiry in upserted]
+    return out
 
 
 def config_records(resource_type: int, resource_name: str, changes: dict[str, str | None]) -> list[bytes]:

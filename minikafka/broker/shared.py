@@ -64,7 +64,7 @@ class SharedServices:
     features: FeatureControlManager  # KIP-584 feature levels (records of the metadata log)
     txn_coordinator: TransactionCoordinator
     scram_credentials: ScramCredentialStore  # records of the metadata log, seeded from minikafka.scram.users
-    delegation_tokens: DelegationTokenManager  # KIP-48, kept next to the SCRAM credentials
+    delegation_tokens: DelegationTokenManager  # KIP-48, records of the metadata log
     acls: AclStore  # records of <data_dir>/__cluster_metadata-0
     group_configs: GroupConfigManager  # per-group dynamic configs, ConfigRecords of the metadata log
     share: ShareGroupServices  # KIP-932 share groups, built on first use
@@ -93,7 +93,7 @@ class SharedServices:
                                                  producer_ids, metadata, clock, group_coordinator, features=features)
         txn_coordinator.use_partitions()
         scram_credentials = ScramCredentialStore.from_config(config, data_dir, metadata)
-        delegation_tokens = DelegationTokenManager.from_config(config, data_dir, clock=clock)
+        delegation_tokens = DelegationTokenManager.from_config(config, data_dir, clock=clock, records=metadata)
         acls = open_acl_store(data_dir, metadata)
         group_configs = GroupConfigManager(config, data_dir, metadata)
         links = NetworkLinks()

@@ -139,6 +139,35 @@ def test_tokens_persist_without_hmacs(tmp_path: Path):
     assert other_secret.hmac(r.token_id) != r.hmac  # the HMAC is the secret's: a new secret invalidates it
 
 
+def test_tokens_are_records_of_the_metadata_log_and_an_earlier_file_is_carried_over(tmp_path: Path):
+    from minikafka.broker.metadata import ClusterMetadata
+    from minikafka.broker.metadata_log import ClusterMetadataLog
+
+    clock = ManualClock(time_ms=1_700_000_000_000)
+    path = tmp_path / "__scram_credentials" / "delegation_tokens.json"
+    old = manager(clock, path=path).create_token("User:alice", "User:alice", [("User", "bob")], -1)
+    metadata = ClusterMetadata([0], tmp_path)
+    m = manager(clock, path=path, records=metadata)
+    assert m.hmac(old.token_id) == old.hmac and not path.exists()
+    new = m.create_token("User:carol", "User:carol", [], -1)
+    clock.sleep(HOUR)
+    assert m.renew_token("User:bob", old.hmac, -1)[0] == E.NONE
+    assert m.expire_token("User:carol", new.hmac, -1)[0] == E.NONE
+    renewed = m.token(old.token_id)
+    metadata.close()
+    mlog = ClusterMetadataLog(tmp_path)
+    records = [r for _, r in mlog.records()]
+    mlog.close()
+    assert [r.name for r in records] == ["DelegationTokenRecord"] * 3 + ["RemoveDelegationTokenRecord"]
+    assert all(base64.b64encode(old.hmac) not in r.data.token_id.encode() for r in records)
+
+    metadata = ClusterMetadata([0], tmp_path)
+    again = manager(clock, path=path, records=metadata)
+    assert [t.token_id for t in again.all_tokens()] == [old.token_id] and again.token(old.token_id) == renewed
+    assert again.hmac(old.token_id) == old.hmac
+    metadata.close()
+
+
 def test_token_credentials_are_derived_on_the_first_login_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     clock = ManualClock(time_ms=1_700_000_000_000)
     path = tmp_path / "__scram_credentials" / "delegation_tokens.json"
@@ -355,7 +384,8 @@ async def test_tokens_survive_a_restart(tmp_path: Path):
     async with serve_broker(config(tmp_path)) as b:
         async with await login(sasl_port(b), "alice") as alice:
             created = await create_token(alice, renewers=("User:bob",))
-    assert (tmp_path / "__scram_credentials" / "delegation_tokens.json").is_file()
+    assert (tmp_path / "__cluster_metadata-0").is_dir()  # DelegationTokenRecords
+    assert not (tmp_path / "__scram_credentials" / "delegation_tokens.json").exists()
     async with serve_broker(config(tmp_path)) as b:
         password = base64.b64encode(bytes(created.hmac)).decode()
         async with await login(sasl_port(b), created.token_id, password, token=True) as conn:
@@ -378,4 +408,5 @@ async def test_a_cluster_shares_its_tokens(tmp_path: Path):
             assert (await expire(alice1, bytes(created.hmac))).error_code == 0
         with pytest.raises(SaslAuthenticationError):
             await (await login(sasl_port(b0), created.token_id, password, token=True)).aclose()
-    assert (tmp_path / "__scram_credentials" / "delegation_tokens.json").is_file()
+    assert (tmp_path / "__cluster_metadata-0").is_dir()  # DelegationTokenRecords
+    assert not (tmp_path / "__scram_credentials" / "delegation_tokens.json").exists()

@@ -24,9 +24,9 @@ Models four Kafka pieces at once:
   (:func:`filter_token`).
 
 One manager serves a whole cluster (as KRaft's metadata image does); with a data dir its tokens (without
-HMACs) are persisted as compact JSON in ``<data_dir>/__scram_credentials/delegation_tokens.json`` (the SCRAM
-credentials' directory of earlier versions), rewritten atomically (and fsynced) on every change, as Kafka's
-controller commits each change to its metadata log before answering.
+HMACs) are ``DelegationTokenRecord`` s of the controller's metadata log (:class:`TokenRecords`), as in KRaft; an
+earlier version's ``<data_dir>/__scram_credentials/delegation_tokens.json`` is carried over once.  A manager
+given only a ``path`` keeps them there as compact JSON, rewritten atomically (and fsynced) on every change.
 
 Deliberate differences: principals are ``"Type:name"`` strings; no ``metadata.version`` gate.
 """
@@ -38,9 +38,10 @@ import hashlib
 import hmac as hmac_module
 import logging
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Protocol
 
 from ...common import SYSTEM_CLOCK, Clock
 from ...protocol.errors import ErrorCode
@@ -157,16 +158,32 @@ def filter_token(requester: str, owners: list[str] | None, token: TokenInformati
     return authorize_token(token.token_id) or authorize_requester(token.owner)
 
 
+#: A token as KRaft's DelegationTokenRecord carries it: id, owner, requester, renewers, issue, max and expiry times.
+TokenValue = tuple[str, str, str, tuple[str, ...], int, int, int]
+
+
+class TokenRecords(Protocol):
+    """Where the tokens are kept as KRaft's records (the controller's metadata log): those it held when opened
+    (None: there is no log), and what a change writes (``DelegationTokenRecord`` for a token created or renewed,
+    ``RemoveDelegationTokenRecord`` for one expired)."""
+
+    def replayed_tokens(self) -> list[TokenValue] | None: ...
+
+    def write_tokens(self, upserted: list[TokenValue], removed: list[str]) -> None: ...
+
+
 class DelegationTokenManager:
     """The cluster's delegation tokens (see the module docstring).
 
     ``secret_key`` empty disables them (every request answers DELEGATION_TOKEN_AUTH_DISABLED, no token logs
-    in).  ``path`` None keeps them in memory only.  ``clock`` gives the wall-clock times.  Not thread-safe (Trio).
+    in).  ``records`` (a data dir's metadata log) keeps them as records, as KRaft does (an earlier version's
+    file at ``path`` carried over once); else ``path``, or memory when None.  ``clock`` gives the wall-clock
+    times.  Not thread-safe (Trio).
     """
 
     def __init__(self, secret_key: str = "", *, max_lifetime_ms: int = 7 * 24 * 3600 * 1000,
                  expiry_time_ms: int = 24 * 3600 * 1000, path: Path | None = None,
-                 clock: Clock = SYSTEM_CLOCK) -> None:
+                 clock: Clock = SYSTEM_CLOCK, records: TokenRecords | None = None) -> None:
         self.secret_key = secret_key
         self.max_lifetime_ms = max_lifetime_ms
         self.expiry_time_ms = expiry_time_ms
@@ -177,16 +194,26 @@ class DelegationTokenManager:
         self._by_hmac: dict[bytes, str] = {}  # HMAC -> token id
         # token id -> the SCRAM credentials derived so far (on the first login with each mechanism)
         self._credentials: dict[str, dict[ScramMechanism, ScramCredential]] = {}
-        if path is not None:
-            self._load()
+        replayed = records.replayed_tokens() if records is not None else None
+        self.records = records if replayed is not None else None
+        if replayed is None:
+            if path is not None:
+                self._load()
+            return
+        self._take([TokenInformation(*value) for value in replayed], "the metadata log")
+        if not replayed and path is not None and path.exists():
+            self._load()  # an earlier version's file: its tokens written as records, then it goes
+            self._save(upserted=list(self._tokens))
+            path.unlink()
 
     @classmethod
-    def from_config(cls, config: BrokerConfig, data_dir: Path | None, *,
-                    clock: Clock = SYSTEM_CLOCK) -> DelegationTokenManager:
-        """The manager of a broker or cluster: ``delegation.token.*`` settings, tokens in ``data_dir``."""
+    def from_config(cls, config: BrokerConfig, data_dir: Path | None, *, clock: Clock = SYSTEM_CLOCK,
+                    records: TokenRecords | None = None) -> DelegationTokenManager:
+        """The manager of a broker or cluster: ``delegation.token.*`` settings, tokens in ``records`` (else in
+        ``data_dir``)."""
         path = None if data_dir is None else Path(data_dir) / DIR_NAME / TOKENS_FILE_NAME
         return cls(config.delegation_token_secret_key, max_lifetime_ms=config.delegation_token_max_lifetime_ms,
-                   expiry_time_ms=config.delegation_token_expiry_time_ms, path=path, clock=clock)
+                   expiry_time_ms=config.delegation_token_expiry_time_ms, path=path, clock=clock, records=records)
 
     @property
     def enabled(self) -> bool:
@@ -225,7 +252,7 @@ class DelegationTokenManager:
     def _set_expiry(self, info: TokenInformation, expiry_timestamp: int) -> None:
         """A renewed or expiry-changed token, cached and saved."""
         self._add(replace(info, expiry_timestamp=expiry_timestamp))
-        self._save()
+        self._save(upserted=[info.token_id])
 
     def token(self, token_id: str) -> TokenInformation | None:
         """The token with this id (the SCRAM server's ``tokenCache.token``)."""
@@ -282,7 +309,7 @@ class DelegationTokenManager:
         info = TokenInformation(token_id, owner, requester, tuple(renewer_principals), now, max_timestamp,
                                 expiry_timestamp)
         self._add(info)
-        self._save()
+        self._save(upserted=[token_id])
         log.info("Created delegation token %s for owner %s (requested by %s), expiring at %d, max %d",
                  token_id, owner, requester, expiry_timestamp, max_timestamp)
         return CreateTokenResult(ErrorCode.NONE, owner, requester, now, expiry_timestamp, max_timestamp, token_id,
@@ -317,7 +344,7 @@ class DelegationTokenManager:
             return ErrorCode.DELEGATION_TOKEN_OWNER_MISMATCH, 0
         if expiry_period_ms < 0:  # expire immediately
             self._remove(info.token_id)
-            self._save()
+            self._save(removed=[info.token_id])
             log.info("Expired delegation token %s of %s (by %s)", info.token_id, info.owner, principal)
             return ErrorCode.NONE, now
         if info.expired(now):
@@ -337,7 +364,7 @@ class DelegationTokenManager:
             log.info("Delegation token expired for token: %s for owner: %s", info.token_id, info.owner)
             self._remove(info.token_id)
         if removed:
-            self._save()
+            self._save(removed=[info.token_id for info in removed])
         return [info.token_id for info in removed]
 
     # -- persistence ----------------------------------------------------------------------------------------
@@ -345,19 +372,29 @@ class DelegationTokenManager:
         assert self.path is not None
         infos = read_json_file(self.path, lambda data: [TokenInformation.from_json(obj) for obj in data["tokens"]],
                                "delegation tokens")
-        if infos is None:
-            return
+        if infos is not None:
+            self._take(infos, str(self.path))
+
+    def _take(self, infos: list[TokenInformation], where: str) -> None:
         if not self.enabled:
             if infos:
                 log.warning("%d delegation token(s) in %s are unusable: delegation.token.secret.key is not set",
-                            len(infos), self.path)
+                            len(infos), where)
             self._tokens = {info.token_id: info for info in infos}
             return
         for info in infos:
             self._add(info)
-        log.info("loaded %d delegation token(s) from %s", len(infos), self.path)
+        if infos:
+            log.info("loaded %d delegation token(s) from %s", len(infos), where)
 
-    def _save(self) -> None:
+    def _save(self, upserted: Sequence[str] = (), removed: Sequence[str] = ()) -> None:
+        """Keep a change: the tokens ``upserted`` (by id) and ``removed`` as records of the metadata log, else
+        every token in the file."""
+        if self.records is not None:
+            tokens = [self._tokens[i] for i in upserted]
+            self.records.write_tokens([(t.token_id, t.owner, t.token_requester, t.renewers, t.issue_timestamp,
+                                        t.max_timestamp, t.expiry_timestamp) for t in tokens], list(removed))
+            return
         if self.path is None:
             return
         data = {"version": 1, "tokens": [info.to_json() for info in self._tokens.values()]}
