@@ -57,14 +57,17 @@ class ClusterMetadataLog:
         return self.log.log_end_offset
 
     def append(self, values: list[bytes], epoch: int) -> int:
-        """Append metadata records (their value bytes; no keys) as one batch of leader epoch ``epoch`` (the segment
-        is written at once, with no buffer of its own); returns the offset of the first (-1: nothing to write)."""
+        """Append metadata records (their value bytes; no keys) as one batch of leader epoch ``epoch``, fsynced
+        before it returns, as Kafka's Raft log is flushed before a change is committed; returns the offset of the
+        first (-1: nothing to write)."""
         if not values:
             return -1
         now = self.clock.time_ms()
         batch = build_batch([Record(offset_delta=i, key=None, value=v) for i, v in enumerate(values)],
                             base_timestamp=now)
-        return self.log.append_as_leader([bytearray(batch)], epoch, now).first_offset
+        first = self.log.append_as_leader([bytearray(batch)], epoch, now).first_offset
+        self.log.active_segment.flush(fsync=True)  # (not Log.flush: that rewrites the checkpoint file as well)
+        return first
 
     def records(self) -> Iterator[tuple[int, MetadataRecord]]:
         """Every record from the start, with its offset; one that does not decode is skipped with a warning."""
