@@ -24,7 +24,7 @@ from ..protocol.errors import ErrorCode
 from .config import StartupError
 
 if TYPE_CHECKING:
-    from .metadata_log import ClusterMetadataLog, TopicImage
+    from .metadata_log import AclValue, ClusterMetadataLog, ScramValue, TokenValue, TopicImage
 
 __all__ = ["INTERNAL_TOPICS", "ClusterMetadata", "MetadataError", "PartitionMetadata", "TopicMetadata",
            "validate_topic_name"]
@@ -150,11 +150,11 @@ class ClusterMetadata:
         # With a data dir: the __cluster_metadata log and the topics as last written to it.
         self._metadata_log: ClusterMetadataLog | None = None
         self._image: dict[str, TopicImage] = {}
-        self._acls: dict[uuid.UUID, tuple[int, str, int, str, str, int, int]] = {}  # as replayed at start
-        self._scram: dict[tuple[str, int], tuple[bytes, bytes, bytes, int]] = {}  # likewise
+        self._acls: dict[uuid.UUID, AclValue] = {}  # as replayed at start
+        self._scram: dict[tuple[str, int], ScramValue] = {}  # likewise
         self._features: tuple[dict[str, int], int] = ({}, -1)  # likewise, with the offset of the last
         self._configs: dict[int, dict[str, dict[str, str]]] = {}  # other resources' configs, likewise
-        self._tokens: dict[str, tuple[str, str, str, tuple[str, ...], int, int, int]] = {}  # delegation tokens
+        self._tokens: dict[str, TokenValue] = {}  # delegation tokens
         if data_dir is not None:
             self._load()
 
@@ -222,11 +222,11 @@ class ClusterMetadata:
         self.metadata_offset = self._metadata_log.end_offset
         return first
 
-    def replayed_acls(self) -> dict[uuid.UUID, tuple[int, str, int, str, str, int, int]] | None:
+    def replayed_acls(self) -> dict[uuid.UUID, AclValue] | None:
         """The ACLs the metadata log held at start, by id (the ACL store's :class:`AclRecords`); None in memory."""
         return dict(self._acls) if self._metadata_log is not None else None
 
-    def write_acls(self, added: dict[uuid.UUID, tuple[int, str, int, str, str, int, int]],
+    def write_acls(self, added: dict[uuid.UUID, AclValue],
                    removed: list[uuid.UUID]) -> None:
         """Write ACL changes as records (in memory: count one change)."""
         if self._metadata_log is None:
@@ -236,12 +236,12 @@ class ClusterMetadata:
 
         self._append(acl_records(added, removed))
 
-    def replayed_scram(self) -> dict[tuple[str, int], tuple[bytes, bytes, bytes, int]] | None:
+    def replayed_scram(self) -> dict[tuple[str, int], ScramValue] | None:
         """The SCRAM credentials the metadata log held at start (the credential store's :class:`ScramRecords`);
         None in memory."""
         return dict(self._scram) if self._metadata_log is not None else None
 
-    def write_scram(self, upserted: dict[tuple[str, int], tuple[bytes, bytes, bytes, int]],
+    def write_scram(self, upserted: dict[tuple[str, int], ScramValue],
                     removed: list[tuple[str, int]]) -> None:
         """Write SCRAM credential changes as records (in memory: count one change)."""
         if self._metadata_log is None:
@@ -281,12 +281,12 @@ class ClusterMetadata:
 
         self._append(config_records(resource_type, resource_name, changes))
 
-    def replayed_tokens(self) -> list[tuple[str, str, str, tuple[str, ...], int, int, int]] | None:
+    def replayed_tokens(self) -> list[TokenValue] | None:
         """The delegation tokens the metadata log held at start (the token manager's :class:`TokenRecords`);
         None in memory."""
         return list(self._tokens.values()) if self._metadata_log is not None else None
 
-    def write_tokens(self, upserted: list[tuple[str, str, str, tuple[str, ...], int, int, int]],
+    def write_tokens(self, upserted: list[TokenValue],
                      removed: list[str]) -> None:
         """Write delegation token changes as records (in memory: count one change)."""
         if self._metadata_log is None:

@@ -45,6 +45,15 @@ TOPIC_RESOURCE = 2
 NO_LEADER_CHANGE = -2
 
 
+#: An ACL as an AccessControlEntryRecord holds it: resource type, name, pattern type, principal, host, operation,
+#: permission type (the ACL store's ``AclCodes``).
+AclValue = tuple[int, str, int, str, str, int, int]
+#: A SCRAM credential as a UserScramCredentialRecord holds it: salt, stored key, server key, iterations.
+ScramValue = tuple[bytes, bytes, bytes, int]
+#: A delegation token as a DelegationTokenRecord holds it: id, owner, requester, renewers, issue, max and expiry.
+TokenValue = tuple[str, str, str, tuple[str, ...], int, int, int]
+
+
 class ClusterMetadataLog:
     """The ``__cluster_metadata-0`` partition log of one data dir (Kafka's ``KafkaMetadataLog``, one voter)."""
 
@@ -192,24 +201,25 @@ class Replayed:
 
     topics: dict[str, TopicMetadata]
     image: dict[str, TopicImage]
-    acls: dict[uuid.UUID, tuple[int, str, int, str, str, int, int]]
-    scram: dict[tuple[str, int], tuple[bytes, bytes, bytes, int]]
+    acls: dict[uuid.UUID, AclValue]
+    scram: dict[tuple[str, int], ScramValue]
     features: dict[str, int]
     features_offset: int  # of the last FeatureLevelRecord (-1: none)
     configs: dict[int, dict[str, dict[str, str]]]  # other resources' configs: type -> name -> key -> value
-    tokens: dict[str, tuple[str, str, str, tuple[str, ...], int, int, int]]  # delegation tokens by id
+    tokens: dict[str, TokenValue]  # delegation tokens by id
 
 
 def replay(records: Iterator[tuple[int, MetadataRecord]]) -> Replayed:
     """The topics and ACLs the records describe (Kafka's ``TopicsDelta`` and ``AclsDelta`` replays)."""
     by_id: dict[uuid.UUID, TopicMetadata] = {}
+    by_name: dict[str, TopicMetadata] = {}  # (a ConfigRecord names its topic)
     epochs: dict[tuple[uuid.UUID, int], int] = {}
-    acls: dict[uuid.UUID, tuple[int, str, int, str, str, int, int]] = {}
-    scram: dict[tuple[str, int], tuple[bytes, bytes, bytes, int]] = {}
+    acls: dict[uuid.UUID, AclValue] = {}
+    scram: dict[tuple[str, int], ScramValue] = {}
     features: dict[str, int] = {}
     features_offset = -1
     configs: dict[int, dict[str, dict[str, str]]] = {}
-    tokens: dict[str, tuple[str, str, str, tuple[str, ...], int, int, int]] = {}
+    tokens: dict[str, TokenValue] = {}
     for offset, rec in records:
         d = rec.data
         if rec.name == "DelegationTokenRecord":
@@ -231,9 +241,11 @@ def replay(records: Iterator[tuple[int, MetadataRecord]]) -> Replayed:
         elif rec.name == "RemoveAccessControlEntryRecord":
             acls.pop(d.id, None)
         elif rec.name == "TopicRecord":
-            by_id[d.topic_id] = TopicMetadata(name=d.name, topic_id=d.topic_id, partitions=[])
+            by_id[d.topic_id] = by_name[d.name] = TopicMetadata(name=d.name, topic_id=d.topic_id, partitions=[])
         elif rec.name == "RemoveTopicRecord":
-            by_id.pop(d.topic_id, None)
+            gone = by_id.pop(d.topic_id, None)
+            if gone is not None and by_name.get(gone.name) is gone:
+                del by_name[gone.name]
         elif rec.name == "ConfigRecord" and d.resource_type != TOPIC_RESOURCE:
             of_type = configs.setdefault(d.resource_type, {})
             entries = of_type.setdefault(d.resource_name, {})
@@ -244,7 +256,7 @@ def replay(records: Iterator[tuple[int, MetadataRecord]]) -> Replayed:
             else:
                 entries[d.name] = d.value
         elif rec.name == "ConfigRecord":
-            topic = next((t for t in by_id.values() if t.name == d.resource_name), None)
+            topic = by_name.get(d.resource_name)
             if topic is not None:
                 if d.value is None:
                     topic.configs.pop(d.name, None)
@@ -290,7 +302,7 @@ def replay(records: Iterator[tuple[int, MetadataRecord]]) -> Replayed:
     return Replayed(topics, image, acls, scram, features, features_offset, configs, tokens)
 
 
-def token_records(upserted: list[tuple[str, str, str, tuple[str, ...], int, int, int]],
+def token_records(upserted: list[TokenValue],
                   removed: list[str]) -> list[bytes]:
     """``RemoveDelegationTokenRecord`` for each removed token id, ``DelegationTokenRecord`` for each token created
     or renewed (never its HMAC: brokers derive it from the secret key)."""
@@ -315,7 +327,7 @@ def feature_records(levels: dict[str, int]) -> list[bytes]:
             for name, level in levels.items()]
 
 
-def scram_records(upserted: dict[tuple[str, int], tuple[bytes, bytes, bytes, int]],
+def scram_records(upserted: dict[tuple[str, int], ScramValue],
                   removed: list[tuple[str, int]]) -> list[bytes]:
     """``RemoveUserScramCredentialRecord`` for each removed (user, mechanism), ``UserScramCredentialRecord`` for
     each credential set."""
@@ -326,7 +338,7 @@ def scram_records(upserted: dict[tuple[str, int], tuple[bytes, bytes, bytes, int
     return out
 
 
-def acl_records(added: dict[uuid.UUID, tuple[int, str, int, str, str, int, int]],
+def acl_records(added: dict[uuid.UUID, AclValue],
                 removed: list[uuid.UUID]) -> list[bytes]:
     """``RemoveAccessControlEntryRecord`` for each removed ACL id, ``AccessControlEntryRecord`` for each added."""
     out = [encode_metadata_record("RemoveAccessControlEntryRecord", {"id": i}) for i in removed]
