@@ -30,6 +30,10 @@ def _serve_parser(sub: argparse._SubParsersAction) -> None:
                         "'isolate ID', 'partition 0 | 1 2 controller [for SECONDS]', 'heal' or 'status' on stdin to "
                         "play failures (SIGUSR1 stops the highest running one, SIGUSR2 restarts "
                         "the stopped ones) (default 1)")
+    p.add_argument("--processes", action="store_true",
+                   help="with --brokers N: a controller process and N broker processes (KRaft over the wire), "
+                        "supervised; type 'kill ID', 'pause ID', 'resume ID', 'stop ID', 'start ID', "
+                        "'kill controller', 'start controller' or 'status' on stdin")
     p.add_argument("--data-dir", type=Path, default=None,
                    help="directory for logs and state (default: none, everything in memory)")
     p.add_argument("--config", type=Path, default=None, metavar="FILE",
@@ -114,6 +118,24 @@ async def _start_http(nursery: trio.Nursery, target, cfg: BrokerConfig, http_por
     host = http_host or cfg.host  # the broker's host unless told
     bound = await nursery.start(serve_admin_http, target, host, http_port)
     return f", HTTP on {host}:{bound}"
+
+
+async def _serve_controller(cfg: BrokerConfig) -> None:
+    """Run a controller (``process.roles=controller``) until SIGINT/SIGTERM."""
+    from .broker.controller_server import ControllerServer
+
+    controller = ControllerServer(cfg)
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with trio.open_nursery() as nursery:
+            port = await nursery.start(controller.run)
+            gc.freeze()
+            gc.enable()
+            print(f"minikafka controller {cfg.node_id} ready on {cfg.host}:{port} (data dir {cfg.data_dir}); "
+                  "Ctrl-C stops it", flush=True)
+            async for signum in signals:
+                log.info("received %s, shutting down", signal.Signals(signum).name)
+                nursery.cancel_scope.cancel()
+                break
 
 
 async def _serve(cfg: BrokerConfig, http_port: int | None = None, http_host: str | None = None) -> None:
@@ -286,7 +308,13 @@ def main(argv: list[str] | None = None) -> int:
 
         def serve() -> int:
             cfg = build_config(args)
-            if args.brokers > 1:
+            if args.processes:
+                from .supervisor.cli import serve_processes
+
+                return serve_processes(args, cfg.host, cfg.port, cfg.data_dir)
+            if cfg.process_roles == "controller":
+                trio.run(_serve_controller, cfg)
+            elif args.brokers > 1:
                 trio.run(_serve_cluster, cfg, args.brokers, args.http_port, args.http_host)
             else:
                 trio.run(_serve, cfg, args.http_port, args.http_host)

@@ -20,6 +20,11 @@ Fixtures:
   ``.start_broker(id)``, ``.move_leader(topic, partition, id)``, ``.faults``,
   ``.capture_dir``; after every test the rules are cleared and stopped brokers
   started again.
+* ``minikafka_processes``: a controller process and ``--minikafka-brokers`` broker processes
+  (:class:`~minikafka.supervisor.processes.ProcessCluster`, KRaft over the wire): ``.bootstrap``,
+  ``.kill(id)`` (SIGKILL), ``.stop(id)``, ``.start(id)``, ``.pause(id)`` (SIGSTOP), ``.resume(id)``,
+  ``.restart(id, hard=True)``, with ``"controller"`` for the controller; after every test every process runs
+  again.  Settings from ``minikafka_broker_config``.
 * ``minikafka_topic``: a fresh topic name for each test, created on the
   cluster if the test uses ``minikafka_cluster``, else on ``minikafka_broker``;
   ``@pytest.mark.minikafka_topic(partitions=3, replication_factor=2,
@@ -45,6 +50,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 import pytest
 
 if TYPE_CHECKING:
+    from .supervisor.processes import ProcessCluster
     from .testing import BrokerThread, ClusterThread
 
 SCOPES = ("session", "package", "module", "class", "function")
@@ -149,6 +155,37 @@ def minikafka_cluster(_minikafka_cluster_service: ClusterThread) -> Iterator[Clu
         for broker_id in cluster.broker_ids:
             if broker_id not in cluster.running_brokers:
                 cluster.start_broker(broker_id)
+
+
+@pytest.fixture(scope=_scope)
+def _minikafka_processes_service(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory
+                                 ) -> Iterator[ProcessCluster]:
+    from .supervisor.processes import ProcessCluster
+
+    overrides = {}
+    for line in pytestconfig.getini("minikafka_broker_config"):
+        key, sep, value = line.partition("=")
+        if sep:
+            overrides[key.strip()] = value.strip()
+    n = int(_option(pytestconfig, "brokers"))
+    with ProcessCluster(n, tmp_path_factory.mktemp("minikafka-processes"), overrides=overrides) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def minikafka_processes(_minikafka_processes_service: ProcessCluster) -> Iterator[ProcessCluster]:
+    """A controller process and broker processes (see the module docstring); every process running again after
+    each test."""
+    cluster = _minikafka_processes_service
+    try:
+        yield cluster
+    finally:
+        names: list[str | int] = ["controller", *cluster.brokers]
+        for name in names:
+            if cluster.state(name) == "paused":
+                cluster.resume(name)
+            elif cluster.state(name) == "stopped":
+                cluster.start(name)
 
 
 @pytest.fixture

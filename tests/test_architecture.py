@@ -175,10 +175,12 @@ ALLOWED: dict[str, set[str]] = {
     "capture": {"broker", "client", "protocol", "common", "iovec", "tools"},
     # Analysis of captures with Spark: reads captures and replays them, reuses the broker's quota models.
     "analysis": {"capture", "broker", "protocol", "common", "metrics", "tools", "web"},
+    # A cluster of processes (a controller and brokers, each a ``minikafka serve``): started and failed by signals.
+    "supervisor": set(),
     # Composition roots: test helpers, the pytest plugin, the command line.
     "testing": {"broker", "capture"},
-    "pytest_plugin": {"testing", "broker", "capture"},
-    "cli": {"broker", "capture", "analysis", "client", "tools", "protocol", "common"},
+    "pytest_plugin": {"testing", "broker", "capture", "supervisor"},
+    "cli": {"broker", "capture", "analysis", "client", "tools", "protocol", "common", "supervisor"},
     "__main__": {"cli"},
 }
 

@@ -64,7 +64,7 @@ from .recording import CaptureSupport, TrafficRecorder
 from .services import BrokerServices, HandlerTimer, ShareGroupMembership, ShareGroupOffsets, SharePartitions
 from .shared import SharedServices, ensure_internal_topic
 from .task_time import TaskTimeInstrument
-from .inter_broker import InterBrokerChannel, InterBrokerConnector
+from .inter_broker import CHANNEL_ERRORS, InterBrokerChannel, InterBrokerConnector
 from .network_links import CONTROLLER, NetworkLinks
 from .coordinator_runtime import CoordinatorReplica
 from .partition import Partition
@@ -72,6 +72,7 @@ from ..protocol.coordinator_records import OFFSETS_TOPIC, SHARE_GROUP_STATE_TOPI
 from .txn.verification import AddPartitionsToTxnManager
 
 if TYPE_CHECKING:
+    from .broker_lifecycle import BrokerLifecycleManager
     from .groups import GroupCoordinator
     from .partition import Partition
     from .txn import TransactionCoordinator
@@ -273,7 +274,10 @@ class Broker:
             check_data_dir(directory)
         # A lone broker runs (and closes) its coordinators; a cluster's brokers report replication metrics.
         self.owns_shared = shared is None
-        self.clustered = shared is not None
+        # process.roles=broker: the controller is another process, reached over the wire (register, heartbeat,
+        # fetch its metadata log, AlterPartition, forwarded admin requests).
+        self.remote = config.process_roles == "broker"
+        self.clustered = shared is not None or self.remote
         # Set by Cluster.crash_broker: stopping leaves the registration in place, as a crashed process does.
         self.crashed = False
         if shared is None:
@@ -294,8 +298,9 @@ class Broker:
         self.faults = shared.faults
         self.metadata = shared.metadata
         self.group_coordinator = shared.group_coordinator
-        # A cluster's injected failures (a pause, cut links); None for a lone broker, which has neither.
-        self.links: NetworkLinks | None = shared.links if self.clustered else None
+        # A cluster's injected failures (a pause, cut links); None for a lone broker, which has neither (a broker
+        # process is paused and cut off by the operating system).
+        self.links: NetworkLinks | None = shared.links if self.clustered and not self.remote else None
         # Metadata changes made while this broker could not hear the controller, applied once it can.
         self._missed_metadata: dict[tuple[str, str], None] = {}
         self.producer_ids = shared.producer_ids
@@ -317,6 +322,7 @@ class Broker:
                                                       config.follower_replication_throttled_rate)
         self._tasks: trio.Nursery | None = None  # run()'s, for the tasks of what is built on first use
         self._joined = False  # registered with the metadata (run() between _join and _leave)
+        self._requested_topics: set[str] = set()  # asked of a controller in another process, not yet answered
         # Partitions, their logs and the requests waiting on them.
         self.delayed_fetch = DelayedOperationPurgatory("Fetch")
         self.delayed_produce = DelayedOperationPurgatory("Produce")
@@ -361,7 +367,11 @@ class Broker:
         # The request path: services -> handlers -> KafkaApis -> socket server.
         self.request_stats_observer = RequestStats()
         self.broker_metrics_observer = BrokerMetricsObserver(self.metadata)
-        self.apis = KafkaApis(build_handlers(self._services()), self.quotas, self.task_time, clock,
+        handlers = build_handlers(self._services())
+        self.lifecycle: BrokerLifecycleManager | None = None
+        if self.remote:
+            self.lifecycle = self._remote_controller(handlers)
+        self.apis = KafkaApis(handlers, self.quotas, self.task_time, clock,
                               [self.request_stats_observer, self.broker_metrics_observer],
                               BrokerFaults(self.faults, self.node_id, self._topic_name))
         self.pool = MemoryPool(config.queued_max_request_bytes)
@@ -377,6 +387,65 @@ class Broker:
         self._capture_running: tuple[RequestObserver, trio.CancelScope, trio.Event] | None = None
         self._nursery: trio.Nursery | None = None  # run()'s, for the captures it starts while running
         self._serving = False
+
+    def _remote_controller(self, handlers: dict) -> BrokerLifecycleManager:
+        """What a broker whose controller is another process uses to reach it (``process.roles=broker``): the
+        lifecycle manager (registration, heartbeats, the metadata log's loader, producer ids), AlterPartition
+        for ISR changes, topics asked for, and the admin requests forwarded in an Envelope."""
+        from .broker_lifecycle import BrokerLifecycleManager
+        from .producer_state import ProducerIdBlocks
+        from .controller_client import (FORWARDED_APIS, AlterPartitionManager, ControllerClient, ForwardingHandler,
+                                        parse_controller_address)
+        from .metadata_loader import MetadataLoader, MetadataReplica
+        from .metadata_log import SECURITY_PROTOCOL_IDS
+
+        cfg, metadata = self.config, self.metadata
+        assert isinstance(metadata, MetadataReplica) and isinstance(self.producer_ids, ProducerIdBlocks)
+        try:
+            address = parse_controller_address(cfg.controller_quorum_bootstrap_servers)
+        except ValueError as exc:
+            raise ConfigError("controller.quorum.bootstrap.servers", cfg.controller_quorum_bootstrap_servers,
+                              f"a broker (process.roles=broker) needs its controller's host:port: {exc}") from None
+        client = self.controller_client = ControllerClient(self.node_id, address, cfg.cluster_id)
+        self.alter_partitions = AlterPartitionManager(client, metadata, self.replica_manager.on_isr_changed)
+        self.replica_manager.alter_partition = self.alter_partitions.submit
+        metadata.request_topic = self._request_topic
+        forwarding = ForwardingHandler(client)
+        for key in FORWARDED_APIS:
+            handlers[key] = forwarding.handle
+
+        def publish(changes: dict[str, list[str]]) -> None:
+            for name, kinds in changes.items():
+                for kind in kinds:
+                    metadata.notify(kind, name)
+
+        def listeners() -> list[dict]:
+            return [{"name": e.listener, "host": e.host, "port": e.port,
+                     "security_protocol": SECURITY_PROTOCOL_IDS.get(e.security_protocol, 0)}
+                    for e in cfg.advertised_endpoints(self.server.bound_ports)]
+
+        loader = MetadataLoader(metadata, client.fetch_channel, cfg.inter_broker_endpoint().listener, publish,
+                                node_id=self.node_id)
+        return BrokerLifecycleManager(client, loader, listeners, None, cfg.broker_heartbeat_interval_ms,
+                                      self.producer_ids, on_registered=self.replica_manager.apply_leadership)
+
+    def _request_topic(self, name: str, partitions: int, replication_factor: int, configs: dict[str, str]) -> None:
+        """Ask the controller for a topic this broker needs (auto-created, or a coordinator's internal topic)."""
+        if self._tasks is None or name in self._requested_topics:
+            return
+        self._requested_topics.add(name)
+
+        async def create() -> None:
+            try:
+                code = await self.controller_client.create_topic(name, partitions, replication_factor, configs)
+                if code not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
+                    log.info("broker %d: the controller did not create %s: %s", self.node_id, name, code.name)
+            except CHANNEL_ERRORS as exc:
+                log.info("broker %d: cannot ask the controller for %s: %r", self.node_id, name, exc)
+            finally:
+                self._requested_topics.discard(name)
+
+        self._tasks.start_soon(create)
 
     def _connection_closed(self, connection_id: str) -> None:
         if self._share_partitions is not None:
@@ -543,7 +612,8 @@ class Broker:
     async def run(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
         """Load state, start serving, run until cancelled, then close cleanly."""
         self.replica_manager.load()
-        self.producer_ids.next_id = max(self.producer_ids.next_id, self.replica_manager.max_producer_id() + 1)
+        if not self.remote:  # (a broker process's producer ids come in blocks from the controller)
+            self.producer_ids.next_id = max(self.producer_ids.next_id, self.replica_manager.max_producer_id() + 1)
         # The task-time instrument installs itself at its first reading (only request quotas read it).
         instrument = self.task_time if isinstance(self.task_time, TaskTimeInstrument) else None
         try:
@@ -570,6 +640,9 @@ class Broker:
                         if self.capture is not None:
                             self.capture.set_server(f"{self.config.host}:{port}")
                         self._join(nursery)
+                        if self.lifecycle is not None:
+                            self.alter_partitions.nursery = nursery
+                            await self.lifecycle.start(nursery)
                         self._serving = True
                         task_status.started(port)
                 finally:
@@ -580,6 +653,11 @@ class Broker:
                             await done.wait()
         finally:
             self._nursery = self._tasks = None
+            if self.lifecycle is not None:
+                with trio.CancelScope(shield=True):
+                    if not self.crashed:
+                        await self.lifecycle.controlled_shutdown(5.0)
+                    await self.controller_client.aclose()
             self._leave()
             with trio.CancelScope(shield=True):
                 await self.txn_channel.aclose()
@@ -665,9 +743,10 @@ class Broker:
             self.links.listeners.append(self._on_links_change)
         for topic in self.metadata.all_topics():
             self.apply_replication_throttles(topic.name)
-        self._register()
+        if not self.remote:  # (a broker process registers with its controller over the wire: run())
+            self._register()
         nursery.start_soon(self._isr_expiration_loop)
-        if self.clustered:
+        if self.clustered and not self.remote:
             nursery.start_soon(self._heartbeat_loop)
 
     def _register(self) -> None:

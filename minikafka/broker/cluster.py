@@ -70,6 +70,7 @@ from ..common import SYSTEM_CLOCK, Clock
 from .broker import Broker, check_data_dir, log_cleaner_for
 from .config import BrokerConfig, ConfigError, StartupError
 from .network_links import CLIENTS, CONTROLLER, NetworkPartition, NodeName
+from .quorum_controller import QuorumController
 from .recording import CaptureSupport
 from .security.listeners import ListenerError, parse_listeners
 from .services import HandlerTimer
@@ -108,6 +109,11 @@ class Cluster:
         self.group_coordinator = self.shared.group_coordinator
         self.txn_coordinator = self.shared.txn_coordinator
         self.links = self.shared.links  # paused brokers and network partitions
+        self.controller = QuorumController(
+            self.metadata, self.shared.heartbeats, clock, session_timeout_ms=base.broker_session_timeout_ms,
+            heartbeat_interval_ms=base.broker_heartbeat_interval_ms,
+            leader_imbalance_check_interval_s=base.leader_imbalance_check_interval_seconds,
+            auto_leader_rebalance=base.auto_leader_rebalance_enable)
         _warn_if_brokers_unauthorized(base)
         # The coordinators' internal logs are compacted once for the cluster (each broker compacts its replicas).
         self.log_cleaner = log_cleaner_for(base, self.data_dir, clock)
@@ -160,10 +166,8 @@ class Cluster:
                 self._nursery = nursery
                 await self.shared.start(nursery, self.base_config)
                 await nursery.start(self.log_cleaner.run)
-                nursery.start_soon(self._fencing_loop)
+                nursery.start_soon(self.controller.run)  # fencing and leader balancing
                 nursery.start_soon(self._healing_loop)
-                if self.base_config.auto_leader_rebalance_enable:
-                    nursery.start_soon(self._leader_balancing_loop)
                 for i in self.broker_ids:
                     await self.start_broker(i)
                 task_status.started(self)
@@ -290,36 +294,8 @@ class Cluster:
             links.heal_due(trio.current_time())
 
     def fence_stale_brokers(self) -> list[int]:
-        """The controller's check: fence every registered broker whose session expired (no heartbeat for
-        ``broker.session.timeout.ms``), moving its leadership; returns the brokers fenced."""
-        stale = self.shared.heartbeats.stale(self.clock.time_ms(), self.base_config.broker_session_timeout_ms,
-                                             list(self.metadata.live))
-        for broker_id in stale:
-            self.shared.heartbeats.forget(broker_id)
-            moved = self.metadata.broker_stopped(broker_id)
-            log.info("cluster: broker %d fenced (no heartbeat for %d ms); %d partition leader(s) moved", broker_id,
-                     self.base_config.broker_session_timeout_ms, len(moved))
-        return stale
-
-    async def _leader_balancing_loop(self) -> None:
-        """``auto.leader.rebalance.enable``: every ``leader.imbalance.check.interval.seconds``, preferred
-        leaders back where they are live and in sync (:meth:`ClusterMetadata.balance_leaders`)."""
-        while True:
-            await trio.sleep(self.base_config.leader_imbalance_check_interval_seconds)
-            elected = self.metadata.balance_leaders()
-            if elected:
-                log.info("cluster: %d preferred leader(s) elected", len(elected))
-
-    async def _fencing_loop(self) -> None:
-        """Run :meth:`fence_stale_brokers` a few times per session timeout.  Each check waits one more turn
-        of the loop first, so that heartbeats due in the same turn (after the process stalled: the brokers share
-        its loop) are taken before it: a stalled process does not fence its running brokers."""
-        interval = max(min(self.base_config.broker_session_timeout_ms / 4,
-                           self.base_config.broker_heartbeat_interval_ms) / 1000, 0.001)
-        while True:
-            await trio.sleep(interval)
-            await trio.lowlevel.checkpoint()
-            self.fence_stale_brokers()
+        """The controller's check (:meth:`QuorumController.fence_stale_brokers`); returns the brokers fenced."""
+        return self.controller.fence_stale_brokers()
 
     async def restart_broker(self, broker_id: int) -> Broker:
         await self.stop_broker(broker_id)

@@ -245,6 +245,12 @@ class BrokerConfig:
     listener_security_protocol_map: str = ",".join(f"{k}:{v}" for k, v in DEFAULT_PROTOCOL_MAP.items())
     inter_broker_listener_name: str | None = None
     security_inter_broker_protocol: str | None = None
+    # KRaft roles (Kafka's process.roles): "" runs the controller and the brokers of this process together, as
+    # before; "broker" a broker whose controller is the process at controller.quorum.bootstrap.servers;
+    # "controller" a controller alone (minikafka.broker.controller_server).
+    process_roles: str = ""
+    controller_quorum_bootstrap_servers: str = ""
+    controller_listener_names: str = ""
     # KIP-368: a SASL session's longest life before the client must re-authenticate (0: no limit);
     # also per listener and mechanism: listener.name.<l>.<mechanism>.connections.max.reauth.ms.
     connections_max_reauth_ms: int = 0
@@ -490,6 +496,9 @@ class BrokerConfig:
         "super.users": "super_users",
         "allow.everyone.if.no.acl.found": "allow_everyone_if_no_acl_found",
         "inter.broker.listener.name": "inter_broker_listener_name",
+        "process.roles": "process_roles",
+        "controller.quorum.bootstrap.servers": "controller_quorum_bootstrap_servers",
+        "controller.listener.names": "controller_listener_names",
         "security.inter.broker.protocol": "security_inter_broker_protocol",
         "connections.max.reauth.ms": "connections_max_reauth_ms",
         "sasl.server.max.receive.size": "sasl_server_max_receive_size",
@@ -609,6 +618,11 @@ def _coerce(key: str, value: str, current: Any, attr: str) -> Any:
         return Path(value.split(",")[0])
     if attr in ("inter_broker_listener_name", "security_inter_broker_protocol"):
         return value.strip().upper() or None
+    if attr == "process_roles":
+        roles = sorted({r.strip().lower() for r in value.split(",") if r.strip()})
+        if not set(roles) <= {"broker", "controller"}:
+            raise ConfigError(key, value, "process.roles is broker, controller or broker,controller")
+        return ",".join(roles)
     if isinstance(current, bool):
         v = value.strip().lower()
         if v not in ("true", "false"):

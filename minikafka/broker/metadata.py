@@ -24,7 +24,7 @@ from ..protocol.errors import ErrorCode
 from .config import StartupError
 
 if TYPE_CHECKING:
-    from .metadata_log import AclValue, ClusterMetadataLog, ScramValue, TokenValue, TopicImage
+    from .metadata_log import AclValue, BrokerValue, ClusterMetadataLog, ScramValue, TokenValue, TopicImage
 
 __all__ = ["INTERNAL_TOPICS", "ClusterMetadata", "MetadataError", "PartitionMetadata", "TopicMetadata",
            "validate_topic_name"]
@@ -40,10 +40,14 @@ EXCESSIVE_PARTITIONS = "Excessively large number of partitions per request."
 EXCESSIVE_BATCH = "Unable to perform excessively large batch operation."
 # minikafka's own ceiling on partition replicas hosted by the process (Kafka has none; a laptop needs one).
 DEFAULT_MAX_PARTITIONS = 50_000
+#: The first producer id a cluster hands out (a lone broker's ProducerIdManager starts there too).
+FIRST_PRODUCER_ID = 1000
 
 
 class MetadataError(Exception):
     """A metadata operation failed with a Kafka error code."""
+
+    pending = False  # the change was asked of a controller in another process, not refused
 
     def __init__(self, code: ErrorCode, message: str) -> None:
         super().__init__(message)
@@ -149,12 +153,16 @@ class ClusterMetadata:
         self.broker_epochs: dict[int, int] = {}
         # With a data dir: the __cluster_metadata log and the topics as last written to it.
         self._metadata_log: ClusterMetadataLog | None = None
+        self.on_append: list[Callable[[], None]] = []  # told after each write to the metadata log
         self._image: dict[str, TopicImage] = {}
         self._acls: dict[uuid.UUID, AclValue] = {}  # as replayed at start
         self._scram: dict[tuple[str, int], ScramValue] = {}  # likewise
         self._features: tuple[dict[str, int], int] = ({}, -1)  # likewise, with the offset of the last
         self._configs: dict[int, dict[str, dict[str, str]]] = {}  # other resources' configs, likewise
         self._tokens: dict[str, TokenValue] = {}  # delegation tokens
+        # The first producer id of the next block AllocateProducerIds hands out (the last ProducerIdsRecord's).
+        self.next_producer_id = FIRST_PRODUCER_ID
+        self._registered: dict[int, BrokerValue] = {}  # the brokers registered and unfenced, as replayed
         if data_dir is not None:
             self._load()
 
@@ -175,6 +183,8 @@ class ClusterMetadata:
                 self._features = (replayed.features, replayed.features_offset)
                 self._configs = replayed.configs
                 self._tokens = replayed.tokens
+                self.next_producer_id = max(self.next_producer_id, replayed.next_producer_id)
+                self._registered = replayed.brokers
                 where = str(mlog.log.directory)
             elif legacy.exists():
                 topics = {t.name: t for t in (topic_from_json(d)
@@ -220,7 +230,14 @@ class ClusterMetadata:
             return self.metadata_offset
         first = self._metadata_log.append(records, self.controller_epoch)
         self.metadata_offset = self._metadata_log.end_offset
+        for appended in self.on_append:
+            appended()
         return first
+
+    @property
+    def metadata_log(self) -> ClusterMetadataLog | None:
+        """The ``__cluster_metadata`` log (None in memory)."""
+        return self._metadata_log
 
     def replayed_acls(self) -> dict[uuid.UUID, AclValue] | None:
         """The ACLs the metadata log held at start, by id (the ACL store's :class:`AclRecords`); None in memory."""
@@ -295,6 +312,42 @@ class ClusterMetadata:
         from .metadata_log import token_records
 
         self._append(token_records(upserted, removed))
+
+    def restore_registrations(self, inter_broker_listener: Callable[[dict[str, Node]], Node | None]) -> list[int]:
+        """Take back the broker registrations the metadata log holds (registered and not fenced), as a KRaft
+        controller that takes over knows every registered broker: each is live at the epoch it registered with
+        until its session expires.  ``inter_broker_listener`` picks the address brokers reach it at.  Returns the
+        brokers restored (a controller in its own process; brokers of this process register as they start)."""
+        restored = []
+        for broker_id, (epoch, endpoints, rack) in sorted(self._registered.items()):
+            nodes = {name: Node(broker_id, host, port, rack) for name, (host, port) in endpoints.items()}
+            node = inter_broker_listener(nodes)
+            if node is None:
+                continue
+            if broker_id not in self.broker_ids:
+                self.broker_ids = sorted([*self.broker_ids, broker_id])
+            self.live[broker_id], self.endpoints[broker_id] = node, nodes
+            self.registrations[broker_id] = (node, nodes)
+            self.broker_epochs[broker_id] = epoch
+            restored.append(broker_id)
+        self._registered = {}
+        return restored
+
+    def partition_epoch(self, topic: str, partition: int) -> int:
+        """A partition's epoch as the metadata log has it (one more per record that changed it; 0 in memory)."""
+        image = self._image.get(topic)
+        return image.partitions[partition].partition_epoch if image and partition < len(image.partitions) else 0
+
+    def allocate_producer_ids(self, broker_id: int, broker_epoch: int, size: int) -> int:
+        """The next block of ``size`` producer ids for ``broker_id`` (Kafka's ``ProducerIdControlManager``:
+        a ProducerIdsRecord of the next block's start); returns the block's first id."""
+        first = self.next_producer_id
+        self.next_producer_id += size
+        if self._metadata_log is not None:
+            from .metadata_log import producer_ids_record
+
+            self._append([producer_ids_record(broker_id, broker_epoch, self.next_producer_id)])
+        return first
 
     def close(self) -> None:
         """Close the metadata log (its file)."""

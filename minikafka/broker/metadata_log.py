@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..common import SYSTEM_CLOCK, Clock, PartitionMetadata, TopicMetadata
@@ -50,6 +50,8 @@ NO_LEADER_CHANGE = -2
 AclValue = tuple[int, str, int, str, str, int, int]
 #: A SCRAM credential as a UserScramCredentialRecord holds it: salt, stored key, server key, iterations.
 ScramValue = tuple[bytes, bytes, bytes, int]
+#: A broker's registration as the log has it: broker epoch, listener -> (host, port), rack.
+BrokerValue = tuple[int, dict[str, tuple[str, int]], str | None]
 #: A delegation token as a DelegationTokenRecord holds it: id, owner, requester, renewers, issue, max and expiry.
 TokenValue = tuple[str, str, str, tuple[str, ...], int, int, int]
 
@@ -207,6 +209,9 @@ class Replayed:
     features_offset: int  # of the last FeatureLevelRecord (-1: none)
     configs: dict[int, dict[str, dict[str, str]]]  # other resources' configs: type -> name -> key -> value
     tokens: dict[str, TokenValue]  # delegation tokens by id
+    next_producer_id: int = 0  # the last ProducerIdsRecord's (0: none)
+    # The brokers registered and not fenced at the log's end: id -> (broker epoch, listener -> (host, port), rack).
+    brokers: dict[int, BrokerValue] = field(default_factory=dict)
 
 
 def replay(records: Iterator[tuple[int, MetadataRecord]]) -> Replayed:
@@ -220,8 +225,22 @@ def replay(records: Iterator[tuple[int, MetadataRecord]]) -> Replayed:
     features_offset = -1
     configs: dict[int, dict[str, dict[str, str]]] = {}
     tokens: dict[str, TokenValue] = {}
+    next_producer_id = 0
+    brokers: dict[int, BrokerValue] = {}
     for offset, rec in records:
         d = rec.data
+        if rec.name == "ProducerIdsRecord":
+            next_producer_id = max(next_producer_id, d.next_producer_id)
+            continue
+        if rec.name == "RegisterBrokerRecord":
+            if d.fenced:
+                brokers.pop(d.broker_id, None)
+            else:
+                brokers[d.broker_id] = (d.broker_epoch, {e.name: (e.host, e.port) for e in d.end_points}, d.rack)
+            continue
+        if rec.name in ("FenceBrokerRecord", "UnregisterBrokerRecord"):
+            brokers.pop(d.id if rec.name == "FenceBrokerRecord" else d.broker_id, None)
+            continue
         if rec.name == "DelegationTokenRecord":
             tokens[d.token_id] = (d.token_id, d.owner, d.requester, tuple(d.renewers), d.issue_timestamp,
                                   d.max_timestamp, d.expiration_timestamp)
@@ -299,7 +318,7 @@ def replay(records: Iterator[tuple[int, MetadataRecord]]) -> Replayed:
     image = {t.name: TopicImage(t.name, t.topic_id, dict(t.configs),
                                 [PartitionImage.of(p, epochs.get((t.topic_id, i), 0))
                                  for i, p in enumerate(t.partitions)]) for t in topics.values()}
-    return Replayed(topics, image, acls, scram, features, features_offset, configs, tokens)
+    return Replayed(topics, image, acls, scram, features, features_offset, configs, tokens, next_producer_id, brokers)
 
 
 def token_records(upserted: list[TokenValue],
@@ -364,6 +383,13 @@ def register_broker_record(broker_id: int, broker_epoch: int, endpoints: dict[st
                         "security_protocol": SECURITY_PROTOCOL_IDS.get(protocols.get(name, ""), 0)}
                        for name, (host, port) in endpoints.items()],
         "features": [], "rack": rack, "fenced": False}, version=1)
+
+
+def producer_ids_record(broker_id: int, broker_epoch: int, next_producer_id: int) -> bytes:
+    """A ``ProducerIdsRecord``: a block of producer ids went to ``broker_id``; the next block starts at
+    ``next_producer_id``."""
+    return encode_metadata_record("ProducerIdsRecord", {"broker_id": broker_id, "broker_epoch": broker_epoch,
+                                                        "next_producer_id": next_producer_id})
 
 
 def broker_record(name: str, broker_id: int, broker_epoch: int) -> bytes:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import NamedTuple
 
 from ..protocol.errors import ErrorCode
@@ -198,3 +199,51 @@ class ProducerIdManager:
         pid = self.next_id
         self.next_id += 1
         return pid
+
+
+class ProducerIdsUnavailable(Exception):
+    """No producer id block has come from the controller yet."""
+
+
+class ProducerIdBlocks(ProducerIdManager):
+    """Producer ids from blocks the controller hands out (AllocateProducerIds): the next block is asked for
+    once half of the current one is used (``request_block``), so that ids rarely run out."""
+
+    def __init__(self) -> None:
+        super().__init__(0)
+        self.end = 0  # the current block's end (exclusive)
+        self.blocks: deque[tuple[int, int]] = deque()
+        self.request_block: Callable[[], None] | None = None
+        self._requested = False
+
+    def add_block(self, first: int, count: int) -> None:
+        self._requested = False
+        if self.next_id >= self.end:
+            self.next_id, self.end = first, first + count
+        else:
+            self.blocks.append((first, first + count))
+
+    @property
+    def available(self) -> int:
+        return max(self.end - self.next_id, 0) + sum(e - f for f, e in self.blocks)
+
+    def generate(self) -> int:
+        if self.next_id >= self.end:
+            if not self.blocks:
+                self._want_block()
+                raise ProducerIdsUnavailable("no producer id block from the controller yet")
+            self.next_id, self.end = self.blocks.popleft()
+        pid = self.next_id
+        self.next_id += 1
+        if not self.blocks and (self.end - self.next_id) * 2 < PRODUCER_ID_LOW_WATER:
+            self._want_block()
+        return pid
+
+    def _want_block(self) -> None:
+        if not self._requested and self.request_block is not None:
+            self._requested = True
+            self.request_block()
+
+
+#: Ask for the next block when fewer than half of a block's ids are left.
+PRODUCER_ID_LOW_WATER = 1000

@@ -147,6 +147,9 @@ class ReplicaManager:
         self.isr_expands = 0
         # Whether an AlterPartition would reach the controller now (a broker of a cluster: not paused, not cut off).
         self.controller_reachable: Callable[[], bool] = _always
+        # A broker whose controller is in another process sends ISR changes there (AlterPartitionManager.submit:
+        # False until the answer is applied, then on_isr_changed); None: the shared metadata is the controller.
+        self.alter_partition: Callable[[Partition, list[int]], bool] | None = None
         # Told (partition, leading) when this broker becomes or stops being a partition's leader, or the replica
         # goes: Kafka's ReplicaManager calls the coordinators' onElection / onResignation for their topics.
         self.leadership_listener: Callable[[Partition, bool], None] | None = None
@@ -563,7 +566,19 @@ class ReplicaManager:
         it cannot be reached (:attr:`controller_reachable`) or refuses (a stale leader)."""
         if not self.controller_reachable():
             return False
+        if self.alter_partition is not None:
+            return self.alter_partition(part, isr)
         return self.metadata.set_isr(part.topic, part.index, isr, part.local_id, part.leader_epoch)
+
+    def on_isr_changed(self, part: Partition, old: list[int], new: list[int]) -> None:
+        """The controller applied an ISR change this leader sent (another process's controller answered)."""
+        log.info("broker %d: %s ISR of %s-%d from %s to %s", part.local_id,
+                 "expanded" if len(new) > len(old) else "shrank", part.topic, part.index, old, new)
+        if len(new) > len(old):
+            self.isr_expands += 1
+        elif len(new) < len(old):
+            self.isr_shrinks += 1
+        self.maybe_increment_hw(part)
 
     def replication_metrics(self) -> dict[str, float]:
         """Kafka's ``kafka.server:type=ReplicaManager`` gauges (ISR changes as totals)."""

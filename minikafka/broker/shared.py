@@ -77,16 +77,32 @@ class SharedServices:
     def create(cls, config: BrokerConfig, data_dir: Path | None, broker_ids: list[int], clock: Clock,
                faults: FaultInjector | None = None) -> SharedServices:
         """Build the services of brokers ``broker_ids`` configured by ``config``, their state in ``data_dir``
-        (memory without one).  ConfigError / StartupError when a setting or a saved file is not valid."""
-        metadata = ClusterMetadata(broker_ids, data_dir, max_partitions=config.max_partitions,
-                                   offsets_topic_partitions=config.offsets_topic_num_partitions,
-                                   transaction_topic_partitions=config.transaction_state_log_num_partitions,
-                                   unclean_leader_election=config.unclean_leader_election_enable)
+        (memory without one).  ConfigError / StartupError when a setting or a saved file is not valid.
+
+        A broker whose controller is another process (``process.roles=broker``) gets a copy of the metadata fed
+        by the controller's log (:class:`~minikafka.broker.metadata_loader.MetadataReplica`), producer ids in
+        blocks from the controller, and keeps no metadata state of its own in ``data_dir``."""
+        metadata: ClusterMetadata
+        producer_ids: ProducerIdManager
+        if config.process_roles == "broker":
+            from .producer_state import ProducerIdBlocks
+            from .metadata_loader import MetadataReplica
+
+            metadata, producer_ids, data_dir = MetadataReplica(), ProducerIdBlocks(), None
+            metadata.max_partitions = config.max_partitions
+            metadata.unclean_leader_election = config.unclean_leader_election_enable
+            metadata.offsets_topic_partitions = config.offsets_topic_num_partitions
+            metadata.transaction_topic_partitions = config.transaction_state_log_num_partitions
+        else:
+            metadata = ClusterMetadata(broker_ids, data_dir, max_partitions=config.max_partitions,
+                                       offsets_topic_partitions=config.offsets_topic_num_partitions,
+                                       transaction_topic_partitions=config.transaction_state_log_num_partitions,
+                                       unclean_leader_election=config.unclean_leader_election_enable)
+            producer_ids = ProducerIdManager()
         # Its groups live on the replicated __consumer_offsets partitions; a local log left by an earlier version
         # is opened only to be carried over into them.
         group_coordinator = GroupCoordinator(config, data_dir if has_local_log(data_dir) else None, wall_clock=clock)
         group_coordinator.use_partitions()
-        producer_ids = ProducerIdManager()
         features = open_features(config, data_dir, metadata)
         # Its transactional ids live on the replicated __transaction_state partitions (a local log likewise).
         txn_coordinator = TransactionCoordinator(config, data_dir if has_local_txn_log(data_dir) else None,
@@ -309,7 +325,8 @@ def ensure_internal_topic(metadata: ClusterMetadata, name: str, partitions: int,
     try:
         metadata.ensure_internal_topic(name, partitions, replication_factor, configs)
     except MetadataError as exc:
-        log.warning("cannot create %s: %s", name, exc)
+        if not exc.pending:  # (a broker process asked its controller for it: it comes with the log)
+            log.warning("cannot create %s: %s", name, exc)
 
 
 async def token_expiry_loop(tokens: DelegationTokenManager, interval_ms: int) -> None:

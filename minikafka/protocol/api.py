@@ -61,12 +61,17 @@ class ApiKey(IntEnum):
     DESCRIBE_USER_SCRAM_CREDENTIALS = 50
     ALTER_USER_SCRAM_CREDENTIALS = 51
     DESCRIBE_QUORUM = 55
+    ALTER_PARTITION = 56
     UPDATE_FEATURES = 57
+    ENVELOPE = 58
     DESCRIBE_CLUSTER = 60
     DESCRIBE_PRODUCERS = 61
+    BROKER_REGISTRATION = 62
+    BROKER_HEARTBEAT = 63
     UNREGISTER_BROKER = 64
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
+    ALLOCATE_PRODUCER_IDS = 67
     CONSUMER_GROUP_HEARTBEAT = 68
     CONSUMER_GROUP_DESCRIBE = 69
     GET_TELEMETRY_SUBSCRIPTIONS = 71
@@ -112,3 +117,11 @@ for _req, _resp in PAIRS:
     assert (_req.min_version, _req.max_version) == (_resp.min_version, _resp.max_version)
     APIS[_req.api_key] = Api(ApiKey(_req.api_key), _req, _resp)
 del _req, _resp
+
+CONTROLLER_API_KEYS: frozenset[ApiKey] = frozenset({
+    ApiKey.ALTER_PARTITION, ApiKey.ENVELOPE, ApiKey.BROKER_REGISTRATION, ApiKey.BROKER_HEARTBEAT,
+    ApiKey.ALLOCATE_PRODUCER_IDS,
+})
+"""The APIs only a KRaft controller's listener serves (Kafka's schemas list no ``broker`` listener for them):
+brokers send them to the controller; a broker's client listener neither advertises them in ApiVersions nor
+answers them."""

@@ -2511,6 +2511,176 @@ class UnregisterBrokerResponseBody(TypedDict, total=False):
     _unknown_tags: UnknownTags
 
 
+class AlterPartitionRequestBody(TypedDict, total=False):
+    """AlterPartitionRequest v0-3: the whole body."""
+
+    broker_id: int  # v0+
+    broker_epoch: int  # v0+
+    topics: list[AlterPartitionRequestTopics]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class AlterPartitionRequestTopics(TypedDict, total=False):
+    """AlterPartitionRequest v0-3: an element of ``topics`` (v0+)."""
+
+    topic_name: str  # v0-1
+    topic_id: uuid.UUID  # v2+
+    partitions: list[AlterPartitionRequestTopicsPartitions]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class AlterPartitionRequestTopicsPartitions(TypedDict, total=False):
+    """AlterPartitionRequest v0-3: an element of ``topics[].partitions`` (v0+)."""
+
+    partition_index: int  # v0+
+    leader_epoch: int  # v0+
+    new_isr: list[int]  # v0-2
+    new_isr_with_epochs: list[AlterPartitionRequestTopicsPartitionsNewIsrWithEpochs]  # v3+
+    leader_recovery_state: int  # v1+
+    partition_epoch: int  # v0+
+    _unknown_tags: UnknownTags
+
+
+class AlterPartitionRequestTopicsPartitionsNewIsrWithEpochs(TypedDict, total=False):
+    """AlterPartitionRequest v0-3: an element of ``topics[].partitions[].new_isr_with_epochs`` (v3+)."""
+
+    broker_id: int  # v0+
+    broker_epoch: int  # v0+
+    _unknown_tags: UnknownTags
+
+
+class AlterPartitionResponseBody(TypedDict, total=False):
+    """AlterPartitionResponse v0-3: the whole body."""
+
+    throttle_time_ms: int  # v0+
+    error_code: int  # v0+
+    topics: list[AlterPartitionResponseTopics]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class AlterPartitionResponseTopics(TypedDict, total=False):
+    """AlterPartitionResponse v0-3: an element of ``topics`` (v0+)."""
+
+    topic_name: str  # v0-1
+    topic_id: uuid.UUID  # v2+
+    partitions: list[AlterPartitionResponseTopicsPartitions]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class AlterPartitionResponseTopicsPartitions(TypedDict, total=False):
+    """AlterPartitionResponse v0-3: an element of ``topics[].partitions`` (v0+)."""
+
+    partition_index: int  # v0+
+    error_code: int  # v0+
+    leader_id: int  # v0+
+    leader_epoch: int  # v0+
+    isr: list[int]  # v0+
+    leader_recovery_state: int  # v1+
+    partition_epoch: int  # v0+
+    _unknown_tags: UnknownTags
+
+
+class EnvelopeRequestBody(TypedDict, total=False):
+    """EnvelopeRequest v0-0: the whole body."""
+
+    request_data: bytes  # v0+
+    request_principal: bytes | None  # v0+
+    client_host_address: bytes  # v0+
+    _unknown_tags: UnknownTags
+
+
+class EnvelopeResponseBody(TypedDict, total=False):
+    """EnvelopeResponse v0-0: the whole body."""
+
+    response_data: bytes | None  # v0+
+    error_code: int  # v0+
+    _unknown_tags: UnknownTags
+
+
+class BrokerRegistrationRequestBody(TypedDict, total=False):
+    """BrokerRegistrationRequest v0-4: the whole body."""
+
+    broker_id: int  # v0+
+    cluster_id: str  # v0+
+    incarnation_id: uuid.UUID  # v0+
+    listeners: list[BrokerRegistrationRequestListeners]  # v0+
+    features: list[BrokerRegistrationRequestFeatures]  # v0+
+    rack: str | None  # v0+
+    is_migrating_zk_broker: bool  # v1+
+    log_dirs: list[uuid.UUID]  # v2+
+    previous_broker_epoch: int  # v3+
+    _unknown_tags: UnknownTags
+
+
+class BrokerRegistrationRequestListeners(TypedDict, total=False):
+    """BrokerRegistrationRequest v0-4: an element of ``listeners`` (v0+)."""
+
+    name: str  # v0+
+    host: str  # v0+
+    port: int  # v0+
+    security_protocol: int  # v0+
+    _unknown_tags: UnknownTags
+
+
+class BrokerRegistrationRequestFeatures(TypedDict, total=False):
+    """BrokerRegistrationRequest v0-4: an element of ``features`` (v0+)."""
+
+    name: str  # v0+
+    min_supported_version: int  # v0+
+    max_supported_version: int  # v0+
+    _unknown_tags: UnknownTags
+
+
+class BrokerRegistrationResponseBody(TypedDict, total=False):
+    """BrokerRegistrationResponse v0-4: the whole body."""
+
+    throttle_time_ms: int  # v0+
+    error_code: int  # v0+
+    broker_epoch: int  # v0+
+    _unknown_tags: UnknownTags
+
+
+class BrokerHeartbeatRequestBody(TypedDict, total=False):
+    """BrokerHeartbeatRequest v0-1: the whole body."""
+
+    broker_id: int  # v0+
+    broker_epoch: int  # v0+
+    current_metadata_offset: int  # v0+
+    want_fence: bool  # v0+
+    want_shut_down: bool  # v0+
+    offline_log_dirs: list[uuid.UUID]  # v1+, tag 0
+    _unknown_tags: UnknownTags
+
+
+class BrokerHeartbeatResponseBody(TypedDict, total=False):
+    """BrokerHeartbeatResponse v0-1: the whole body."""
+
+    throttle_time_ms: int  # v0+
+    error_code: int  # v0+
+    is_caught_up: bool  # v0+
+    is_fenced: bool  # v0+
+    should_shut_down: bool  # v0+
+    _unknown_tags: UnknownTags
+
+
+class AllocateProducerIdsRequestBody(TypedDict, total=False):
+    """AllocateProducerIdsRequest v0-0: the whole body."""
+
+    broker_id: int  # v0+
+    broker_epoch: int  # v0+
+    _unknown_tags: UnknownTags
+
+
+class AllocateProducerIdsResponseBody(TypedDict, total=False):
+    """AllocateProducerIdsResponse v0-0: the whole body."""
+
+    throttle_time_ms: int  # v0+
+    error_code: int  # v0+
+    producer_id_start: int  # v0+
+    producer_id_len: int  # v0+
+    _unknown_tags: UnknownTags
+
+
 class UpdateFeaturesRequestBody(TypedDict, total=False):
     """UpdateFeaturesRequest v0-2: the whole body."""
 

@@ -168,7 +168,7 @@ def kafka_default(jf: dict[str, Any], prim: str) -> Any:
             return ""
         return None if raw == "null" else raw
     if prim == "bytes":
-        return b""
+        return None if raw == "null" else b""
     if prim == "records":
         return None
     raise KeyError(prim)
@@ -208,7 +208,7 @@ def compare_fields(
         tagged = in_versions(jf.get("taggedVersions"), version)
         if fl.is_tagged(version) != tagged:
             errors.append(f"{where}: tagged {fl.is_tagged(version)} != Kafka's {tagged}")
-        elif tagged and fl.tag != jf.get("tag"):
+        elif tagged and fl.tag != int(jf.get("tag")):  # (some schemas give the tag as a string)
             errors.append(f"{where}: tag {fl.tag} != Kafka's {jf.get('tag')}")
         field_flex = jf.get("flexibleVersions")
         if field_flex not in (None, "none"):

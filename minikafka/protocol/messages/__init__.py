@@ -2,13 +2,17 @@
 
 from .add_offsets_to_txn import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
 from .add_partitions_to_txn import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
+from .allocate_producer_ids import AllocateProducerIdsRequest, AllocateProducerIdsResponse
 from .alter_client_quotas import AlterClientQuotasRequest, AlterClientQuotasResponse
 from .alter_configs import AlterConfigsRequest, AlterConfigsResponse
+from .alter_partition import AlterPartitionRequest, AlterPartitionResponse
 from .alter_partition_reassignments import AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse
 from .alter_replica_log_dirs import AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse
 from .alter_share_group_offsets import AlterShareGroupOffsetsRequest, AlterShareGroupOffsetsResponse
 from .alter_user_scram_credentials import AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse
 from .api_versions import ApiVersionsRequest, ApiVersionsResponse
+from .broker_heartbeat import BrokerHeartbeatRequest, BrokerHeartbeatResponse
+from .broker_registration import BrokerRegistrationRequest, BrokerRegistrationResponse
 from .consumer_group_describe import ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse
 from .consumer_group_heartbeat import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse
 from .create_acls import CreateAclsRequest, CreateAclsResponse
@@ -36,6 +40,7 @@ from .describe_user_scram_credentials import (DescribeUserScramCredentialsReques
                                               DescribeUserScramCredentialsResponse)
 from .elect_leaders import ElectLeadersRequest, ElectLeadersResponse
 from .end_txn import EndTxnRequest, EndTxnResponse
+from .envelope import EnvelopeRequest, EnvelopeResponse
 from .expire_delegation_token import ExpireDelegationTokenRequest, ExpireDelegationTokenResponse
 from .fetch import FetchRequest, FetchResponse
 from .get_telemetry_subscriptions import GetTelemetrySubscriptionsRequest, GetTelemetrySubscriptionsResponse
@@ -125,6 +130,12 @@ PAIRS = [
     (OffsetDeleteRequest, OffsetDeleteResponse),
     (DescribeQuorumRequest, DescribeQuorumResponse),
     (UnregisterBrokerRequest, UnregisterBrokerResponse),
+    # KRaft controller-listener APIs (a broker's client listener neither offers nor answers them)
+    (AlterPartitionRequest, AlterPartitionResponse),
+    (EnvelopeRequest, EnvelopeResponse),
+    (BrokerRegistrationRequest, BrokerRegistrationResponse),
+    (BrokerHeartbeatRequest, BrokerHeartbeatResponse),
+    (AllocateProducerIdsRequest, AllocateProducerIdsResponse),
     (UpdateFeaturesRequest, UpdateFeaturesResponse),
     (DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse),
     (ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse),

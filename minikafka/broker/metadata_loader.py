@@ -1,0 +1,272 @@
+"""A broker process's copy of the cluster metadata, fed by the controller's ``__cluster_metadata`` log.
+
+Models Kafka's ``MetadataLoader`` and ``BrokerMetadataPublisher`` for a broker whose controller runs in another
+process: :class:`MetadataLoader` fetches the log from the controller (Fetch of ``__cluster_metadata``-0, long
+polling at its end), and :func:`apply_records` applies each record to the broker's
+:class:`MetadataReplica` (topics, partitions, leaders, ISRs, topic configs, broker registrations and fencing), then
+tells the broker what changed, as a publisher does, so that it leads and follows what the log says.
+
+The replica answers the broker's reads as the in-process cluster's shared metadata does; what would change
+it goes to the controller instead: a topic created by a Metadata request or a coordinator's first use is asked
+for (CreateTopics) and exists once its records come back.
+
+Deliberate differences: no local copy of the log and no snapshots (a broker fetches from offset 0 when it
+starts); ACLs, SCRAM credentials, delegation tokens, features and group or client-metrics configs are not yet
+applied to a broker process's stores.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import trio
+
+from ..common import Node, PartitionMetadata, TopicMetadata
+from ..protocol.api import ApiKey
+from ..protocol.errors import ErrorCode
+from ..protocol.exceptions import MetadataRecordError, ProtocolError
+from ..protocol.metadata_records import MetadataRecord, decode_metadata_record
+from ..protocol.records import iter_batches
+from .coordinator_runtime import batch_records
+from .inter_broker import CHANNEL_ERRORS, InterBrokerChannel
+from .metadata import ClusterMetadata, MetadataError
+from .metadata_log import METADATA_TOPIC, NO_LEADER_CHANGE, TOPIC_RESOURCE
+
+log = logging.getLogger(__name__)
+
+#: The Fetch version brokers read the metadata log with (flexible, topics by name).
+METADATA_FETCH_VERSION = 12
+#: The id the controller is reached by on a broker's channels.
+CONTROLLER_NODE = -2
+
+
+class TopicBeingCreated(MetadataError):
+    """The topic was asked of the controller; it exists once its records reach this broker."""
+
+    pending = True
+
+
+class MetadataReplica(ClusterMetadata):
+    """The cluster metadata as a broker process knows it (Kafka's ``MetadataCache`` over the ``MetadataImage``):
+    written only by :func:`apply_records`; a topic it lacks is asked of the controller through
+    :attr:`request_topic`."""
+
+    def __init__(self) -> None:
+        super().__init__([])
+        # fn(name, partitions, replication factor, configs): ask the controller for a topic (set by the broker).
+        self.request_topic: Callable[[str, int, int, dict[str, str]], None] | None = None
+        self.partition_epochs: dict[tuple[str, int], int] = {}
+
+    def create_topic(self, name: str, num_partitions: int, replication_factor: int,
+                     configs: dict[str, str] | None = None, assignments: dict[int, list[int]] | None = None
+                     ) -> TopicMetadata:
+        """A topic a Metadata request auto-creates: asked of the controller; LEADER_NOT_AVAILABLE until it is
+        here (what Kafka's ``AutoTopicCreationManager`` answers meanwhile)."""
+        self.check_new_topic(name, num_partitions, replication_factor, assignments)
+        if self.request_topic is not None:
+            self.request_topic(name, num_partitions, replication_factor, dict(configs or {}))
+        raise TopicBeingCreated(ErrorCode.LEADER_NOT_AVAILABLE, f"topic {name} is being created")
+
+    def ensure_internal_topic(self, name: str, num_partitions: int, replication_factor: int,
+                              configs: dict[str, str]) -> TopicMetadata:
+        topic = self.topics.get(name)
+        if topic is not None:
+            return topic
+        if self.request_topic is not None:
+            self.request_topic(name, num_partitions, replication_factor, configs)
+        raise TopicBeingCreated(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{name} is being created")
+
+    def partition_epoch(self, topic: str, partition: int) -> int:
+        return self.partition_epochs.get((topic, partition), 0)
+
+    def persist(self, first: list[bytes] | None = None, topics: Iterable[str] | None = None) -> None:
+        """Nothing: the controller writes the log; this copy only applies it."""
+
+    def _append(self, records: list[bytes]) -> int:
+        return self.metadata_offset
+
+
+def apply_records(metadata: MetadataReplica, records: Iterable[tuple[int, MetadataRecord]],
+                  inter_broker_listener: str) -> dict[str, list[str]]:
+    """Apply metadata records in order (Kafka's ``MetadataDelta.replay``); returns each changed topic with the kinds
+    of change the broker is told, in order (created or deleted alone; else partitions, config, leadership,
+    reassignment)."""
+    changed: dict[str, list[str]] = {}
+    by_id = metadata.by_id
+
+    def note(name: str, kind: str) -> None:
+        kinds = changed.setdefault(name, [])
+        if kind not in kinds and not {"created", "deleted"} & set(kinds):
+            kinds.append(kind)
+
+    for offset, rec in records:
+        d, name = rec.data, rec.name
+        metadata.metadata_offset = offset + 1
+        topic: TopicMetadata | None
+        if name == "TopicRecord":
+            metadata.topics[d.name] = by_id[d.topic_id] = TopicMetadata(name=d.name, topic_id=d.topic_id,
+                                                                        partitions=[])
+            changed[d.name] = ["created"]
+        elif name == "RemoveTopicRecord":
+            gone = by_id.pop(d.topic_id, None)
+            if gone is not None and metadata.topics.get(gone.name) is gone:
+                del metadata.topics[gone.name]
+                metadata.replica_count -= sum(len(p.replicas) for p in gone.partitions)
+                changed[gone.name] = ["deleted"]
+        elif name == "PartitionRecord":
+            topic = by_id.get(d.topic_id)
+            if topic is None:
+                continue
+            pm = PartitionMetadata(partition=d.partition_id, leader=d.leader, leader_epoch=d.leader_epoch,
+                                   replicas=list(d.replicas), isr=list(d.isr), adding_replicas=list(d.adding_replicas),
+                                   removing_replicas=list(d.removing_replicas))
+            if d.partition_id < len(topic.partitions):
+                metadata.replica_count -= len(topic.partitions[d.partition_id].replicas)
+                topic.partitions[d.partition_id] = pm
+                note(topic.name, "reassignment")
+            else:
+                topic.partitions.append(pm)
+                note(topic.name, "partitions")
+            metadata.replica_count += len(pm.replicas)
+            metadata.partition_epochs[(topic.name, d.partition_id)] = d.partition_epoch
+        elif name == "PartitionChangeRecord":
+            topic = by_id.get(d.topic_id)
+            if topic is None or not 0 <= d.partition_id < len(topic.partitions):
+                continue
+            pm = topic.partitions[d.partition_id]
+            kind = "leadership"
+            if d.isr is not None:
+                pm.isr = list(d.isr)
+            if d.leader != NO_LEADER_CHANGE:
+                pm.leader, pm.leader_epoch = d.leader, pm.leader_epoch + 1
+            if d.replicas is not None:
+                metadata.replica_count += len(d.replicas) - len(pm.replicas)
+                pm.replicas, kind = list(d.replicas), "reassignment"
+            if d.adding_replicas is not None:
+                pm.adding_replicas = list(d.adding_replicas)
+            if d.removing_replicas is not None:
+                pm.removing_replicas = list(d.removing_replicas)
+            key = (topic.name, d.partition_id)
+            metadata.partition_epochs[key] = metadata.partition_epochs.get(key, 0) + 1
+            note(topic.name, kind)
+        elif name == "ConfigRecord" and d.resource_type == TOPIC_RESOURCE:
+            topic = metadata.topics.get(d.resource_name)
+            if topic is not None:
+                if d.value is None:
+                    topic.configs.pop(d.name, None)
+                else:
+                    topic.configs[d.name] = d.value
+                note(topic.name, "config")
+        elif name == "RegisterBrokerRecord":
+            _register(metadata, d, offset, inter_broker_listener)
+        elif name in ("FenceBrokerRecord", "UnregisterBrokerRecord"):
+            broker_id = d.id if name == "FenceBrokerRecord" else d.broker_id
+            metadata.live.pop(broker_id, None)
+            metadata.endpoints.pop(broker_id, None)
+            if name == "UnregisterBrokerRecord":
+                metadata.broker_ids = [b for b in metadata.broker_ids if b != broker_id]
+                metadata.registrations.pop(broker_id, None)
+        elif name == "UnfenceBrokerRecord":
+            registration = metadata.registrations.get(d.id)
+            if registration is not None:
+                metadata.live[d.id], endpoints = registration
+                if endpoints is not None:
+                    metadata.endpoints[d.id] = endpoints
+    return changed
+
+
+def _register(metadata: MetadataReplica, d: Any, offset: int, inter_broker_listener: str) -> None:
+    """A RegisterBrokerRecord: the broker's listeners, its epoch, live unless registered fenced."""
+    endpoints = {e.name: Node(d.broker_id, e.host, e.port, d.rack) for e in d.end_points}
+    inter_broker = endpoints.get(inter_broker_listener) or next(iter(endpoints.values()), None)
+    if inter_broker is None:
+        return
+    if d.broker_id not in metadata.broker_ids:
+        metadata.broker_ids = sorted([*metadata.broker_ids, d.broker_id])
+    metadata.registrations[d.broker_id] = (inter_broker, endpoints)
+    metadata.broker_epochs[d.broker_id] = d.broker_epoch if d.broker_epoch >= 0 else offset
+    if d.fenced:
+        metadata.live.pop(d.broker_id, None)
+        metadata.endpoints.pop(d.broker_id, None)
+    else:
+        metadata.live[d.broker_id] = inter_broker
+        metadata.endpoints[d.broker_id] = endpoints
+
+
+def decode_batches(records: Any) -> tuple[list[tuple[int, MetadataRecord]], int]:
+    """The metadata records of fetched batches, with their offsets, and the offset after the last whole batch
+    (-1: none; a record that does not decode is skipped with a warning; a partial batch at the end is left for
+    the next fetch)."""
+    out: list[tuple[int, MetadataRecord]] = []
+    end = -1
+    for h, view in iter_batches(records or b"", allow_truncated_tail=True):
+        end = h.last_offset + 1
+        if h.is_control:
+            continue
+        for rec in batch_records(h, view, f"{METADATA_TOPIC}-0"):
+            try:
+                out.append((rec.offset, decode_metadata_record(rec.value or b"")))
+            except MetadataRecordError as exc:
+                log.warning("%s-0: skipping offset %d: %s", METADATA_TOPIC, rec.offset, exc)
+    return out, end
+
+
+class MetadataLoader:
+    """Fetches the controller's metadata log and applies it to a :class:`MetadataReplica`; ``publish(changes)``
+    is told what changed after each fetch."""
+
+    def __init__(self, metadata: MetadataReplica, channel: InterBrokerChannel, inter_broker_listener: str,
+                 publish: Callable[[dict[str, list[str]]], None], *, node_id: int, max_wait_ms: int = 500,
+                 backoff_s: float = 0.1) -> None:
+        self.metadata = metadata
+        self.channel = channel
+        self.inter_broker_listener = inter_broker_listener
+        self.publish = publish
+        self.node_id = node_id
+        self.max_wait_ms = max_wait_ms
+        self.backoff_s = backoff_s
+        self.offset = 0  # the next offset to fetch (all before it applied)
+        self.high_watermark = -1  # the controller's log end, as last heard (-1: not yet)
+        self._progress = trio.Event()
+
+    async def wait_for_offset(self, offset: int) -> None:
+        """Return once every record before ``offset`` is applied."""
+        while self.offset < offset:
+            await self._progress.wait()
+
+    async def wait_caught_up(self) -> None:
+        """Return once this broker has applied the controller's whole log as it was at a fetch."""
+        while self.high_watermark < 0 or self.offset < self.high_watermark:
+            await self._progress.wait()
+
+    async def run(self) -> None:
+        while True:
+            body = {"replica_id": -1, "max_wait_ms": self.max_wait_ms if self.high_watermark >= 0 else 0,
+                    "min_bytes": 1, "max_bytes": 8 << 20, "isolation_level": 0, "session_id": 0,
+                    "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
+                    "topics": [{"topic": METADATA_TOPIC, "partitions": [{
+                        "partition": 0, "current_leader_epoch": -1, "fetch_offset": self.offset,
+                        "last_fetched_epoch": -1, "log_start_offset": -1, "partition_max_bytes": 8 << 20}]}]}
+            try:
+                resp = await self.channel.request(CONTROLLER_NODE, ApiKey.FETCH, METADATA_FETCH_VERSION, body)
+                self._apply(resp)
+            except (*CHANNEL_ERRORS, ProtocolError) as exc:
+                log.debug("broker %d: metadata fetch failed: %r", self.node_id, exc)
+                await trio.sleep(self.backoff_s)
+
+    def _apply(self, resp: dict) -> None:
+        part = resp["responses"][0]["partitions"][0]
+        if part["error_code"] != ErrorCode.NONE:
+            raise ProtocolError(f"metadata fetch at {self.offset}: {ErrorCode(part['error_code']).name}")
+        records, end = decode_batches(part["records"])
+        changes = apply_records(self.metadata, records, self.inter_broker_listener) if records else {}
+        if end > self.offset:
+            self.offset = end
+            self.metadata.metadata_offset = end
+        self.high_watermark = part["high_watermark"]
+        if changes:
+            self.publish(changes)
+        self._progress.set()
+        self._progress = trio.Event()

@@ -1,0 +1,200 @@
+"""One process per broker (issue 26): a controller process and three broker processes speaking KRaft over the
+wire, failed with real signals.  Kafka's replication test matrix (``replication_test.py``): clean kill, hard
+kill (SIGKILL) and hard bounce of a partition's leader and of a follower, and a controller kill, while an
+idempotent acks=all producer writes to a topic of RF 3 and ``min.insync.replicas=2``: every acknowledged record is
+consumed exactly once, in order per partition."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+import waiting
+from minikafka.supervisor.processes import CONTROLLER, ProcessCluster
+
+pytestmark = [pytest.mark.clients, pytest.mark.slow]
+
+#: Sessions short enough that a killed broker is fenced within seconds (any machine: the tests wait for states).
+SETTINGS = {"broker.session.timeout.ms": "3000", "broker.heartbeat.interval.ms": "300",
+            "replica.fetch.wait.max.ms": "100", "offsets.topic.num.partitions": "3",
+            "transaction.state.log.num.partitions": "3", "num.partitions": "3", "default.replication.factor": "3"}
+PARTITIONS = 3
+
+
+@pytest.fixture(scope="module")
+def processes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcessCluster]:
+    with ProcessCluster(3, tmp_path_factory.mktemp("processes"), overrides=SETTINGS) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def cluster(processes: ProcessCluster) -> Iterator[ProcessCluster]:
+    """The module's cluster, every process running again after each test."""
+    try:
+        yield processes
+    finally:
+        names: list[str | int] = [CONTROLLER, *processes.brokers]
+        for name in names:
+            if processes.state(name) == "paused":
+                processes.resume(name)
+            elif processes.state(name) == "stopped":
+                processes.start(name)
+
+
+def _metadata(bootstrap: str, topic: str):
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=10).topics.get(topic)
+
+
+def _create_topic(cluster: ProcessCluster, topic: str) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic(topic, PARTITIONS, 3, config={"min.insync.replicas": "2"})])[topic].result(30)
+
+    def ready() -> bool:
+        meta = _metadata(cluster.bootstrap, topic)
+        return (meta is not None and meta.error is None and len(meta.partitions) == PARTITIONS
+                and all(p.leader >= 0 and len(p.isrs) == 3 for p in meta.partitions.values()))
+
+    waiting.wait_for(ready, 60, interval=0.1)
+
+
+class Writer:
+    """An idempotent acks=all producer writing 0, 1, 2... round-robin over the partitions until stopped."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        from confluent_kafka import Producer
+
+        self.topic = topic
+        self.producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
+                                  "linger.ms": 5, "message.timeout.ms": 120000, "retry.backoff.ms": 50,
+                                  "reconnect.backoff.max.ms": 500, "topic.metadata.refresh.interval.ms": 1000})
+        self.acked: dict[int, list[int]] = {p: [] for p in range(PARTITIONS)}
+        self.errors: list[str] = []
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    @property
+    def count(self) -> int:
+        with self._lock:
+            return sum(len(v) for v in self.acked.values())
+
+    def _delivered(self, err, msg) -> None:
+        with self._lock:
+            if err is not None:
+                self.errors.append(str(err))
+            else:
+                self.acked[msg.partition()].append(int(msg.value()))
+
+    def _run(self) -> None:
+        i = 0
+        while not self._stop.is_set():
+            try:
+                self.producer.produce(self.topic, value=str(i).encode(), partition=i % PARTITIONS,
+                                      on_delivery=self._delivered)
+                i += 1
+            except BufferError:
+                pass
+            self.producer.poll(0.002)
+        self.producer.flush(120)
+
+    def __enter__(self) -> Writer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(150)
+
+    def wait_for(self, n: int) -> None:
+        waiting.wait_for(lambda: self.count >= n, 120, interval=0.05)
+
+
+def _consume_all(bootstrap: str, topic: str) -> dict[int, list[int]]:
+    """Every record of every partition, read from the start to the partition's end."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{topic}", "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest", "isolation.level": "read_committed"})
+    try:
+        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in range(PARTITIONS)}
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+        got: dict[int, list[int]] = {p: [] for p in range(PARTITIONS)}
+        done: dict[int, bool] = {p: ends[p] == 0 for p in range(PARTITIONS)}
+
+        def drained() -> bool:
+            for msg in consumer.consume(500, 0.2):
+                if msg.error() is None:
+                    got[msg.partition()].append(int(msg.value()))
+                    if msg.offset() + 1 >= ends[msg.partition()]:
+                        done[msg.partition()] = True
+            return all(done.values())
+
+        waiting.wait_for(drained, 120, interval=0)
+        return got
+    finally:
+        consumer.close()
+
+
+def _check(writer: Writer, consumed: dict[int, list[int]]) -> None:
+    for p in range(PARTITIONS):
+        values = consumed[p]
+        assert len(values) == len(set(values)), f"partition {p}: duplicates"
+        assert values == sorted(values), f"partition {p}: out of order"
+        missing = set(writer.acked[p]) - set(values)
+        assert not missing, f"partition {p}: {len(missing)} acknowledged record(s) lost, e.g. {sorted(missing)[:5]}"
+    assert not writer.errors, writer.errors[:5]
+
+
+def _victim(cluster: ProcessCluster, topic: str, role: str) -> int:
+    meta = _metadata(cluster.bootstrap, topic)
+    p0 = meta.partitions[0]
+    return p0.leader if role == "leader" else next(r for r in p0.replicas if r != p0.leader)
+
+
+@pytest.mark.parametrize("role", ["leader", "follower"])
+@pytest.mark.parametrize("failure", ["clean_kill", "hard_kill", "hard_bounce"])
+def test_replication_matrix(cluster: ProcessCluster, failure: str, role: str):
+    topic = f"matrix-{failure}-{role}"
+    _create_topic(cluster, topic)
+    with Writer(cluster.bootstrap, topic) as writer:
+        writer.wait_for(300)
+        victim = _victim(cluster, topic, role)
+        if failure == "clean_kill":
+            cluster.stop(victim)
+        elif failure == "hard_kill":
+            cluster.kill(victim)
+        else:
+            cluster.restart(victim, hard=True)
+        # Leadership moved (or stayed), and records go on being acknowledged without the victim.
+        waiting.wait_for(lambda: _metadata(cluster.bootstrap, topic).partitions[0].leader not in (-1,)
+                         and (role == "follower" or failure == "hard_bounce"
+                              or _metadata(cluster.bootstrap, topic).partitions[0].leader != victim), 60)
+        writer.wait_for(writer.count + 300)
+        if cluster.state(victim) == "stopped":
+            cluster.start(victim)
+        writer.wait_for(writer.count + 100)
+    _check(writer, _consume_all(cluster.bootstrap, topic))
+
+
+def test_a_controller_kill_leaves_the_brokers_serving_and_a_restarted_controller_takes_them_back(
+        cluster: ProcessCluster):
+    topic = "matrix-controller-kill"
+    _create_topic(cluster, topic)
+    with Writer(cluster.bootstrap, topic) as writer:
+        writer.wait_for(300)
+        cluster.kill(CONTROLLER)
+        writer.wait_for(writer.count + 300)  # the brokers serve what they lead without a controller
+        cluster.start(CONTROLLER)
+        # The brokers register with the restarted controller (it replayed its log), and leadership can move again.
+        victim = _victim(cluster, topic, "leader")
+        cluster.kill(victim)
+        waiting.wait_for(lambda: _metadata(cluster.bootstrap, topic).partitions[0].leader not in (-1, victim), 60)
+        writer.wait_for(writer.count + 300)
+        cluster.start(victim)
+    _check(writer, _consume_all(cluster.bootstrap, topic))
