@@ -94,7 +94,8 @@ class AlterPartitionHandler:
         metadata = self.controller.metadata
         topics = []
         for t in req["topics"]:
-            topic = metadata.get_topic_by_id(t["topic_id"]) if ctx.api_version >= 2 else metadata.get_topic(t["topic_name"])
+            topic = (metadata.get_topic_by_id(t["topic_id"]) if ctx.api_version >= 2
+                     else metadata.get_topic(t["topic_name"]))
             partitions = []
             for p in t["partitions"]:
                 isr = ([e["broker_id"] for e in p["new_isr_with_epochs"]] if ctx.api_version >= 3 else p["new_isr"])

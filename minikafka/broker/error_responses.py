@@ -427,12 +427,18 @@ _BUILDERS: dict[int, Callable[[Any, int, int], ErrorBody]] = {
     ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: _describe_share_group_offsets,
     ApiKey.ALTER_SHARE_GROUP_OFFSETS: _alter_share_group_offsets,
     ApiKey.DELETE_SHARE_GROUP_OFFSETS: _delete_share_group_offsets,
+    # The controller's APIs (a controller process's handlers): Kafka answers each with a top-level code.
+    ApiKey.ALTER_PARTITION: _top_level,
+    ApiKey.ENVELOPE: _top_level,
+    ApiKey.BROKER_REGISTRATION: _top_level,
+    ApiKey.BROKER_HEARTBEAT: _top_level,
+    ApiKey.ALLOCATE_PRODUCER_IDS: _top_level,
 }
 
 _NO_THROTTLE_TIME = frozenset({ApiKey.WRITE_TXN_MARKERS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE,
-                               ApiKey.DESCRIBE_QUORUM})
+                               ApiKey.DESCRIBE_QUORUM, ApiKey.ENVELOPE})
 """Api keys whose response has no ``throttle_time_ms`` (inter-broker WriteTxnMarkers, the SASL exchange, the
-raft API DescribeQuorum)."""
+raft API DescribeQuorum, the controller's Envelope)."""
 
 
 def error_response(api_key: int, version: int, request: Any, code: int, throttle_time_ms: int = 0) -> ErrorBody:

@@ -138,7 +138,8 @@ class QuorumController:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         pm = meta.partitions[partition]
         if pm.leader != broker_id or pm.leader_epoch != leader_epoch:
-            return ErrorCode.FENCED_LEADER_EPOCH if leader_epoch <= pm.leader_epoch else ErrorCode.NOT_LEADER_OR_FOLLOWER
+            stale = leader_epoch <= pm.leader_epoch
+            return ErrorCode.FENCED_LEADER_EPOCH if stale else ErrorCode.NOT_LEADER_OR_FOLLOWER
         if not self.metadata.set_isr(topic, partition, isr, broker_id, leader_epoch):
             return ErrorCode.INELIGIBLE_REPLICA
         return ErrorCode.NONE
