@@ -44,6 +44,7 @@ def cluster(processes: ProcessCluster) -> Iterator[ProcessCluster]:
 
 
 def _metadata(bootstrap: str, topic: str):
+    """The topic as a broker of ``bootstrap`` describes it (a broker that does not answer is skipped)."""
     from confluent_kafka.admin import AdminClient
 
     return AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=10).topics.get(topic)
@@ -158,7 +159,7 @@ def _victim(cluster: ProcessCluster, topic: str, role: str) -> int:
 
 
 @pytest.mark.parametrize("role", ["leader", "follower"])
-@pytest.mark.parametrize("failure", ["clean_kill", "hard_kill", "hard_bounce"])
+@pytest.mark.parametrize("failure", ["clean_kill", "hard_kill", "hard_bounce", "pause"])
 def test_replication_matrix(cluster: ProcessCluster, failure: str, role: str):
     topic = f"matrix-{failure}-{role}"
     _create_topic(cluster, topic)
@@ -169,15 +170,23 @@ def test_replication_matrix(cluster: ProcessCluster, failure: str, role: str):
             cluster.stop(victim)
         elif failure == "hard_kill":
             cluster.kill(victim)
+        elif failure == "pause":  # SIGSTOP: fenced when its session expires, back (registered again) on SIGCONT
+            cluster.pause(victim)
         else:
             cluster.restart(victim, hard=True)
-        # Leadership moved (or stayed), and records go on being acknowledged without the victim.
-        waiting.wait_for(lambda: _metadata(cluster.bootstrap, topic).partitions[0].leader not in (-1,)
-                         and (role == "follower" or failure == "hard_bounce"
-                              or _metadata(cluster.bootstrap, topic).partitions[0].leader != victim), 60)
+        # Leadership moved (a bounced leader's old registration is fenced as it registers again), and records go
+        # on being acknowledged without the victim.
+        others = [b for b in cluster.brokers if b != victim]
+        waiting.wait_for(lambda: _metadata(cluster.bootstrap, topic).partitions[0].leader in
+                         (others if role == "leader" else cluster.brokers), 60)
         writer.wait_for(writer.count + 300)
-        if cluster.state(victim) == "stopped":
+        if cluster.state(victim) == "paused":
+            cluster.resume(victim)
+        elif cluster.state(victim) == "stopped":
             cluster.start(victim)
+        # The victim catches up and is back in every ISR.
+        waiting.wait_for(lambda: all(len(p.isrs) == 3 for p in _metadata(cluster.bootstrap, topic).partitions.values()),
+                         60)
         writer.wait_for(writer.count + 100)
     _check(writer, _consume_all(cluster.bootstrap, topic))
 
@@ -198,3 +207,80 @@ def test_a_controller_kill_leaves_the_brokers_serving_and_a_restarted_controller
         writer.wait_for(writer.count + 300)
         cluster.start(victim)
     _check(writer, _consume_all(cluster.bootstrap, topic))
+
+
+@pytest.mark.parametrize("client", ["kafka-python", "aiokafka"])
+def test_python_clients_follow_a_killed_leader(cluster: ProcessCluster, client: str):
+    """kafka-python and aiokafka producers (idempotent, acks=all) and consumers across a SIGKILL of the leader."""
+    topic = f"follow-{client}"
+    _create_topic(cluster, topic)
+    first, second = [f"a{i}".encode() for i in range(100)], [f"b{i}".encode() for i in range(100)]
+    produce, consume = (_kafka_python if client == "kafka-python" else _aiokafka)(cluster.bootstrap, topic)
+    produce(first)
+    victim = _victim(cluster, topic, "leader")
+    cluster.kill(victim)
+    produce(second)  # retried until the controller fenced the victim and a new leader took partition 0
+    assert _metadata(cluster.bootstrap, topic).partitions[0].leader != victim
+    cluster.start(victim)
+    assert consume(len(first) + len(second)) == first + second
+
+
+def _kafka_python(bootstrap: str, topic: str):
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+    def produce(values: list[bytes]) -> None:
+        producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True, retries=1000,
+                                 retry_backoff_ms=100, request_timeout_ms=30000, metadata_max_age_ms=1000)
+        try:
+            for v in values:
+                producer.send(topic, v, partition=0).get(timeout=120)
+        finally:
+            producer.close()
+
+    def consume(n: int) -> list[bytes]:
+        consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+        try:
+            consumer.assign([TopicPartition(topic, 0)])
+            consumer.seek_to_beginning()
+            got: list[bytes] = []
+            waiting.wait_for(lambda: got.extend(r.value for rs in consumer.poll(500).values() for r in rs)
+                             or len(got) >= n, 120, interval=0)
+            return got
+        finally:
+            consumer.close()
+
+    return produce, consume
+
+
+def _aiokafka(bootstrap: str, topic: str):
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+    async def produce_all(values: list[bytes]) -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True,
+                                    request_timeout_ms=120000, retry_backoff_ms=100, metadata_max_age_ms=1000)
+        await producer.start()
+        try:
+            for v in values:
+                await producer.send_and_wait(topic, v, partition=0)
+        finally:
+            await producer.stop()
+
+    async def consume_all(n: int) -> list[bytes]:
+        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+        await consumer.start()
+        try:
+            tp = TopicPartition(topic, 0)
+            consumer.assign([tp])
+            await consumer.seek_to_beginning(tp)
+            got: list[bytes] = []
+            while len(got) < n:
+                for records in (await consumer.getmany(timeout_ms=500)).values():
+                    got += [r.value for r in records]
+            return got
+        finally:
+            await consumer.stop()
+
+    return (lambda values: asyncio.run(produce_all(values)),
+            lambda n: asyncio.run(asyncio.wait_for(consume_all(n), 120)))

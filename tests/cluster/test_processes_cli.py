@@ -1,0 +1,94 @@
+"""``minikafka serve --brokers N --processes`` (issue 26): a controller and N broker processes from the command
+line, failed on stdin, through the supervisor's HTTP port and ``minikafka cluster``; a process that dies on its
+own is reported and not restarted; Ctrl-C stops them all."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+import trio
+
+import waiting
+from minikafka.client.connection import KafkaConnection
+from minikafka.protocol.api import ApiKey
+
+FAST = ["-o", "broker.session.timeout.ms=2000", "-o", "broker.heartbeat.interval.ms=200"]
+
+
+def _read_until(proc: subprocess.Popen, needle: str, limit: int = 200) -> str:
+    for _ in range(limit):
+        line = proc.stdout.readline()
+        if needle in line:
+            return line
+    raise AssertionError(f"{needle!r} not printed")
+
+
+def _brokers(port: int) -> list[int]:
+    async def ask() -> list[int]:
+        async with await KafkaConnection.connect("127.0.0.1", port) as c:
+            md = await c.request(ApiKey.METADATA, 12, {"topics": None})
+            return sorted(b.node_id for b in md.brokers)
+
+    return trio.run(ask)
+
+
+def _tool(*args: str) -> str:
+    done = subprocess.run([sys.executable, "-m", "minikafka", "cluster", *args], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_serve_processes_fails_processes_on_request_and_reports_one_that_dies(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-m", "minikafka", "serve", "--brokers", "3", "--processes", "--port",
+                             "0", "--http-port", "0", "--data-dir", str(tmp_path), "--log-level", "WARNING", *FAST],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        http = _read_until(proc, "supervisor HTTP on").split(" on ")[1].split(" ")[0]
+        pids = {int(line.split("(pid ")[1].rstrip(")\n")): int(line.split("broker ")[1].split(" ")[0])
+                for line in (_read_until(proc, "minikafka broker") for _ in range(3))}
+        bootstrap = _read_until(proc, "broker processes ready on").split("ready on ")[1].split(";")[0]
+        ports = [int(hp.rsplit(":", 1)[1]) for hp in bootstrap.split(",")]
+        assert _brokers(ports[0]) == [0, 1, 2]
+        assert (tmp_path / "controller" / "__cluster_metadata-0").is_dir()
+
+        # stdin: SIGKILL broker 2; the controller fences it when its session expires.
+        proc.stdin.write("kill 2\n")
+        proc.stdin.flush()
+        assert "minikafka: kill 2: stopped" in _read_until(proc, "kill 2")
+        waiting.wait_for(lambda: _brokers(ports[0]) == [0, 1], 60)
+
+        # minikafka cluster, through the supervisor's HTTP port.
+        assert "2: running" in _tool("start", "2", "--http", http)
+        waiting.wait_for(lambda: _brokers(ports[0]) == [0, 1, 2], 60)
+        status = _tool("status", "--http", http)
+        assert all(f"{node}" in status for node in ("controller", "running")) and "stopped" not in status
+        assert "1: paused" in _tool("pause", "1", "--http", http)
+        assert "1: running" in _tool("resume", "1", "--http", http)
+
+        # A broker killed from outside is reported, not restarted.
+        victim = next(pid for pid, broker in pids.items() if broker == 1)
+        os.kill(victim, signal.SIGKILL)
+        assert "not restarted" in _read_until(proc, "broker 1 (pid")
+        rows = {line.split()[0]: line.split()[1] for line in _tool("status", "--http", http).splitlines()[1:]}
+        assert rows == {"controller": "running", "0": "running", "1": "stopped", "2": "running"}
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0
+    assert not any(_alive(pid) for pid in pids)  # every process stopped with the supervisor
