@@ -406,7 +406,8 @@ class Broker:
         except ValueError as exc:
             raise ConfigError("controller.quorum.bootstrap.servers", cfg.controller_quorum_bootstrap_servers,
                               f"a broker (process.roles=broker) needs its controller's host:port: {exc}") from None
-        client = self.controller_client = ControllerClient(self.node_id, address, cfg.cluster_id)
+        client = self.controller_client = ControllerClient(self.node_id, address, cfg.cluster_id,
+                                                           local_address=cfg.source_address or None)
         self.alter_partitions = AlterPartitionManager(client, metadata, self.replica_manager.on_isr_changed)
         self.replica_manager.alter_partition = self.alter_partitions.submit
         metadata.request_topic = self._request_topic

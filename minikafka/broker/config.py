@@ -249,6 +249,10 @@ class BrokerConfig:
     # before; "broker" a broker whose controller is the process at controller.quorum.bootstrap.servers;
     # "controller" a controller alone (minikafka.broker.controller_server).
     process_roles: str = ""
+    # minikafka's own: the address this broker's connections to other brokers and to its controller come from
+    # (a cluster of processes gives each broker its own loopback address, so that the links between them can be
+    # cut); "" lets the system choose.
+    source_address: str = ""
     controller_quorum_bootstrap_servers: str = ""
     controller_listener_names: str = ""
     # KIP-368: a SASL session's longest life before the client must re-authenticate (0: no limit);
@@ -497,6 +501,7 @@ class BrokerConfig:
         "allow.everyone.if.no.acl.found": "allow_everyone_if_no_acl_found",
         "inter.broker.listener.name": "inter_broker_listener_name",
         "process.roles": "process_roles",
+        "minikafka.source.address": "source_address",
         "controller.quorum.bootstrap.servers": "controller_quorum_bootstrap_servers",
         "controller.listener.names": "controller_listener_names",
         "security.inter.broker.protocol": "security_inter_broker_protocol",

@@ -22,7 +22,7 @@ from ..protocol.errors import ErrorCode
 from ..protocol.headers import RequestHeader, parse_response_frame, request_header_version
 from ..protocol.principal import encode_principal
 from .error_responses import error_response
-from .inter_broker import CHANNEL_ERRORS, InterBrokerChannel
+from .inter_broker import CHANNEL_ERRORS, InterBrokerChannel, PlainConnector
 from .metadata_loader import CONTROLLER_NODE, MetadataReplica
 from .request import RequestContext
 
@@ -58,13 +58,17 @@ def parse_controller_address(servers: str) -> tuple[str, int]:
 class ControllerClient:
     """Requests to the controller, on one connection (a second one carries the metadata log's long polls)."""
 
-    def __init__(self, node_id: int, address: tuple[str, int], cluster_id: str, timeout_s: float = 30.0) -> None:
+    def __init__(self, node_id: int, address: tuple[str, int], cluster_id: str, timeout_s: float = 30.0,
+                 local_address: str | None = None) -> None:
+        """``local_address``: where the connections come from (None: the system's choice)."""
         self.node_id = node_id
         self.cluster_id = cluster_id
         node = Node(CONTROLLER_NODE, address[0], address[1], None)
-        self.channel = InterBrokerChannel(f"broker-{node_id}-to-controller", lambda _id: node, timeout_s=timeout_s)
+        connector = PlainConnector(local_address)
+        self.channel = InterBrokerChannel(f"broker-{node_id}-to-controller", lambda _id: node, timeout_s=timeout_s,
+                                          connector=connector)
         self.fetch_channel = InterBrokerChannel(f"broker-{node_id}-metadata-fetcher", lambda _id: node,
-                                                timeout_s=timeout_s)
+                                                timeout_s=timeout_s, connector=connector)
         self.broker_epoch = -1
 
     async def request(self, api_key: int, body: dict) -> Any:

@@ -57,6 +57,7 @@ class InterBrokerConnector:
         the other broker knows it from a client (:class:`~.network_links.NetworkLinks`)."""
         self.links = links
         self.source = source
+        self.local_address = config.source_address or None  # minikafka.source.address
         self.endpoint: EndPoint = config.inter_broker_endpoint()
         self.ssl_context: ssl.SSLContext | None = client_context(config, self.endpoint) if self.endpoint.tls else None
         self.mechanism = ""
@@ -89,7 +90,7 @@ class InterBrokerConnector:
 
     async def connect(self, host: str, port: int, client_id: str) -> KafkaConnection:
         """A connection to ``host:port`` that has done the TLS handshake and SASL authentication if due."""
-        tcp = await trio.open_tcp_stream(host, port)
+        tcp = await trio.open_tcp_stream(host, port, local_address=self.local_address)
         if self.links is not None and self.source is not None:
             self.links.tag(tcp.socket, self.source())
         stream: trio.abc.Stream = tcp
@@ -113,20 +114,27 @@ class InterBrokerConnector:
         await sasl_authenticate(conn.request, self.mechanism, self.username, self.password)
 
 
-async def _plain_connect(host: str, port: int, client_id: str) -> KafkaConnection:
-    return await KafkaConnection.connect(host, port, client_id=client_id)
+class PlainConnector:
+    """Plain TCP connections (to a controller's PLAINTEXT listener), from ``local_address`` when set."""
+
+    def __init__(self, local_address: str | None = None) -> None:
+        self.local_address = local_address
+
+    async def connect(self, host: str, port: int, client_id: str) -> KafkaConnection:
+        stream = await trio.open_tcp_stream(host, port, local_address=self.local_address)
+        return KafkaConnection(stream, client_id=client_id)
 
 
 class InterBrokerChannel:
     """Connections from one sender to the brokers of the cluster, found by node id."""
 
     def __init__(self, client_id: str, endpoint: Callable[[int], Node | None], timeout_s: float = 30.0,
-                 connector: InterBrokerConnector | None = None) -> None:
+                 connector: InterBrokerConnector | PlainConnector | None = None) -> None:
         """``endpoint``: a broker's inter-broker address by id; ``connector``: how to connect (default plain TCP)."""
         self.client_id = client_id
         self.endpoint = endpoint
         self.timeout_s = timeout_s
-        self.connect = connector.connect if connector is not None else _plain_connect
+        self.connect = (connector or PlainConnector()).connect
         self._conns: dict[int, KafkaConnection] = {}
         self._locks: dict[int, trio.Lock] = {}
 

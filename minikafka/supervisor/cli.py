@@ -1,7 +1,9 @@
 """``minikafka serve --brokers N --processes``: a controller process and N broker processes, supervised.
 
-Prints where each listens, reads commands on stdin (``kill 1``, ``pause 1``, ``resume 1``, ``stop 1``,
-``start 1``, ``kill controller``, ``start controller``, ``status``) and stops them all on Ctrl-C.  A process
+Each node is behind a proxy on a loopback address of its own (:mod:`~minikafka.supervisor.network`), so that links
+can be cut.  Prints where each listens, reads commands on stdin (``kill 1``, ``pause 1``, ``resume 1``,
+``stop 1``, ``start 1``, ``kill controller``, ``start controller``, ``isolate 1``, ``partition 0 | 1 2 controller``,
+``heal``, ``status``) and stops them all on Ctrl-C.  A process
 that dies without being told to is reported, not restarted.
 """
 
@@ -16,7 +18,8 @@ from pathlib import Path
 from .processes import CONTROLLER, NodeProcess, ProcessCluster, ProcessError
 
 HELP = ("commands: kill NODE (SIGKILL) | pause NODE (SIGSTOP) | resume NODE (SIGCONT) | stop NODE (SIGTERM: "
-        "a controlled shutdown) | start NODE | status  (NODE: a broker id or 'controller')")
+        "a controlled shutdown) | start NODE | isolate NODE | partition NODES | NODES ... | heal | status  "
+        "(NODE: a broker id or 'controller'; partition sides may also name 'clients')")
 
 
 def run_command(cluster: ProcessCluster, line: str) -> list[str]:
@@ -27,6 +30,19 @@ def run_command(cluster: ProcessCluster, line: str) -> list[str]:
     verb, names = words[0].lower(), words[1:]
     if verb == "status" and not names:
         return cluster.status()
+    try:
+        if verb == "heal" and not names:
+            cluster.heal()
+            return ["minikafka: network healed"]
+        if verb == "partition":
+            sides = [side.split() for side in " ".join(names).split("|")]
+            cluster.partition(sides)  # type: ignore[arg-type]
+            return [f"minikafka: network partition {' | '.join(' '.join(side) for side in sides)}"]
+        if verb == "isolate" and len(names) == 1:
+            cluster.isolate(names[0])
+            return [f"minikafka: isolated {names[0]}"]
+    except ProcessError as exc:
+        return [f"minikafka: {exc}"]
     actions = {"kill": cluster.kill, "pause": cluster.pause, "resume": cluster.resume, "stop": cluster.stop,
                "start": cluster.start}
     if verb not in actions or len(names) != 1:
@@ -43,8 +59,8 @@ def serve_processes(args: argparse.Namespace, host: str, port: int, data_dir: Pa
     ``data_dir`` (None: a temporary one) as configured."""
     overrides = dict(item.split("=", 1) for item in args.override if "=" in item)
     extra = ["--config", str(args.config)] if args.config else []
-    cluster = ProcessCluster(args.brokers, data_dir, host=host, base_port=port,
-                             overrides=overrides, extra_args=extra, log_level=args.log_level)
+    cluster = ProcessCluster(args.brokers, data_dir, host=host, base_port=port, overrides=overrides,
+                             extra_args=extra, log_level=args.log_level, network=True)
 
     def reported(node: NodeProcess, code: int) -> None:
         how = f"signal {-code}" if code < 0 else f"code {code}"
@@ -66,7 +82,8 @@ def serve_processes(args: argparse.Namespace, host: str, port: int, data_dir: Pa
                   "(minikafka cluster kill|stop|start|pause|resume NODE --http HOST:PORT)", flush=True)
         print(f"minikafka controller ready on {cluster.controller_address} (data dir {cluster.data_dir})", flush=True)
         for node in cluster.brokers.values():
-            print(f"minikafka broker {node.name} ready on {node.host}:{node.port} (pid {node.pid})", flush=True)
+            host, port = cluster.address(node)
+            print(f"minikafka broker {node.name} ready on {host}:{port} (pid {node.pid})", flush=True)
         print(f"minikafka cluster of {len(cluster.brokers)} broker processes ready on {cluster.bootstrap}; "
               "Ctrl-C stops it", flush=True)
         threading.Thread(target=_read_commands, args=(cluster, stop), daemon=True).start()

@@ -3,7 +3,9 @@
 * ``GET /v1/brokers``: every process (``controller`` and the brokers) with its state, address and pid;
 * ``POST /v1/brokers/{id}/{action}`` and ``POST /v1/controller/{action}``, ``action`` one of ``kill``
   (SIGKILL), ``stop`` (SIGTERM: a controlled shutdown), ``start``, ``pause`` (SIGSTOP) and ``resume``
-  (SIGCONT); the answer is the process's state after it.
+  (SIGCONT), ``isolate`` (its links cut); the answer is the process's state after it;
+* ``POST /v1/network/partitions`` with ``{"sides": [[0], [1, 2, "controller", "clients"]]}`` cuts the links
+  between the sides, ``DELETE /v1/network/partitions`` heals them all, ``GET /v1/network`` lists the cut links.
 
 Served by the standard library's threading HTTP server on the supervisor's host: the supervisor is a plain
 process with no event loop of its own.
@@ -22,7 +24,7 @@ from .processes import CONTROLLER, ProcessCluster, ProcessError
 
 log = logging.getLogger(__name__)
 
-ACTIONS = ("kill", "stop", "start", "pause", "resume")
+ACTIONS = ("kill", "stop", "start", "pause", "resume", "isolate")
 
 
 def describe(cluster: ProcessCluster) -> list[dict[str, Any]]:
@@ -52,11 +54,31 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802 - the standard library's name
         if self.path.rstrip("/") == "/v1/brokers":
             self._answer(HTTPStatus.OK, describe(self.cluster))
+        elif self.path.rstrip("/") == "/v1/network":
+            network = self.cluster.network
+            cut = sorted(sorted(link) for link in network.cut_links) if network is not None else []
+            self._answer(HTTPStatus.OK, {"cut_links": cut})
+        else:
+            self._answer(HTTPStatus.NOT_FOUND, {"error": "NOT_FOUND", "message": self.path})
+
+    def do_DELETE(self) -> None:  # noqa: N802
+        if self.path.rstrip("/") == "/v1/network/partitions":
+            self.cluster.heal()
+            self._answer(HTTPStatus.OK, {"cut_links": []})
         else:
             self._answer(HTTPStatus.NOT_FOUND, {"error": "NOT_FOUND", "message": self.path})
 
     def do_POST(self) -> None:  # noqa: N802
         parts = self.path.strip("/").split("/")
+        if self.path.rstrip("/") == "/v1/network/partitions":
+            try:
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+                self.cluster.partition(body["sides"])
+            except (ValueError, KeyError, TypeError, ProcessError) as exc:
+                self._answer(HTTPStatus.BAD_REQUEST, {"error": "BAD_REQUEST", "message": str(exc)})
+                return
+            self._answer(HTTPStatus.OK, {"sides": body["sides"]})
+            return
         if parts[:2] == ["v1", "brokers"] and len(parts) == 4:
             node, action = parts[2], parts[3]
         elif parts[:2] == ["v1", CONTROLLER] and len(parts) == 3:

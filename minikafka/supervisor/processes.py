@@ -27,12 +27,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .network import CLIENTS, ProxyNetwork
+
 log = logging.getLogger(__name__)
 
 #: The controller's node id (brokers are 0..N-1; Kafka's controllers and brokers need distinct ids).
 CONTROLLER_ID = 3000
 CONTROLLER = "controller"
 READY = re.compile(r"ready on (\S+):(\d+)")
+
+
+def proxy_address(node: NodeProcess) -> str:
+    """A node's own loopback address with a network of proxies: 127.0.0.100 the controller, 127.0.0.10 + id a
+    broker."""
+    return "127.0.0.100" if node.name == CONTROLLER else f"127.0.0.{10 + node.node_id}"
 
 
 class ProcessError(Exception):
@@ -52,6 +60,7 @@ class NodeProcess:
     popen: subprocess.Popen | None = None
     paused: bool = False
     expected_exit: bool = False
+    source_address: str = ""  # its own loopback address, with a network of proxies
     exits: list[int] = field(default_factory=list)  # exit codes, oldest first
 
     @property
@@ -68,10 +77,12 @@ class ProcessCluster:
 
     def __init__(self, num_brokers: int = 3, data_dir: Path | None = None, *, host: str = "127.0.0.1",
                  base_port: int = 0, overrides: dict[str, str] | None = None, extra_args: list[str] | None = None,
-                 python: str = sys.executable, log_level: str = "INFO", start_timeout_s: float = 60.0) -> None:
+                 python: str = sys.executable, log_level: str = "INFO", start_timeout_s: float = 60.0,
+                 network: bool = False) -> None:
         """``overrides``: server.properties keys for every process (``-o KEY=VALUE``); ``extra_args``: more
         ``minikafka serve`` arguments for each (``--config FILE``...); ``base_port``: brokers on base+id (0: free
-        ports, kept across restarts)."""
+        ports, kept across restarts).  ``network``: every node behind a proxy on a loopback address of its own, so
+        that :meth:`partition` can cut links (:mod:`~minikafka.supervisor.network`)."""
         self._temp = data_dir is None
         self.data_dir = Path(tempfile.mkdtemp(prefix="minikafka-cluster-")) if data_dir is None else Path(data_dir)
         self.host = host
@@ -85,16 +96,28 @@ class ProcessCluster:
         self.brokers = {i: NodeProcess(str(i), i, [], self.data_dir / f"broker-{i}",
                                        port=base_port + i if base_port else 0) for i in range(num_brokers)}
         self._lock = threading.Lock()
+        self.network: ProxyNetwork | None = None
+        if network:
+            self.network = ProxyNetwork()
+            self.network.start()
+            for node in (self.controller, *self.brokers.values()):
+                address = proxy_address(node)
+                self.network.add_node(node.name, address)
+                node.source_address = address
 
     # -- addresses -----------------------------------------------------------------------------------------------
+    def address(self, node: NodeProcess) -> tuple[str, int]:
+        """Where others reach ``node``: its proxy with ``network``, else where it listens."""
+        return self.network.address(node.name) if self.network is not None else (node.host, node.port)
+
     @property
     def controller_address(self) -> str:
-        return f"{self.controller.host}:{self.controller.port}"
+        return "%s:%d" % self.address(self.controller)
 
     @property
     def bootstrap(self) -> str:
         """``host:port`` of every broker, comma separated (running or not: a client's bootstrap list)."""
-        return ",".join(f"{b.host}:{b.port}" for b in self.brokers.values())
+        return ",".join("%s:%d" % self.address(b) for b in self.brokers.values())
 
     def node(self, name: str | int) -> NodeProcess:
         """The controller (``"controller"``) or a broker (its id); ProcessError for another name."""
@@ -119,6 +142,10 @@ class ProcessCluster:
             settings["process.roles"] = "controller"
         else:
             settings.update({"process.roles": "broker", "controller.quorum.bootstrap.servers": self.controller_address})
+            if self.network is not None:  # advertised at its proxy; its own connections come from its address
+                host, port = self.network.address(node.name)
+                settings.update({"advertised.listeners": f"PLAINTEXT://{host}:{port}",
+                                 "minikafka.source.address": node.source_address})
         args = [self.python, "-m", "minikafka", "serve", "--host", node.host, "--port", str(node.port), "--node-id",
                 str(node.node_id), "--data-dir", str(node.data_dir), "--log-level", self.log_level, *self.extra_args]
         for key, value in settings.items():
@@ -145,6 +172,8 @@ class ProcessCluster:
         if not ready.wait(self.start_timeout_s) or not node.running:
             self._signal(node, signal.SIGKILL)
             raise ProcessError(f"{self._label(node)} did not start (see {self.data_dir}/*.log): {node.args}")
+        if self.network is not None:
+            self.network.set_target(node.name, node.host, node.port)
         log.info("%s started (pid %d) on %s:%d", self._label(node), popen.pid, node.host, node.port)
         return node
 
@@ -228,6 +257,31 @@ class ProcessCluster:
         except subprocess.TimeoutExpired:
             return False
 
+    # -- network partitions (with ``network``) -----------------------------------------------------------------------
+    def partition(self, sides: list[list[str | int]]) -> None:
+        """Cut the links between nodes of different ``sides`` (broker ids, ``"controller"``, ``"clients"``)."""
+        if self.network is None:
+            raise ProcessError("network partitions need a cluster started with network=True")
+        known = {CONTROLLER, CLIENTS, *map(str, self.brokers)}
+        names = [[str(n) for n in side] for side in sides]
+        unknown = {n for side in names for n in side} - known
+        if len(names) < 2 or unknown:
+            raise ProcessError(f"not two sides or more of known nodes ({sorted(known)}): {sides}")
+        self.network.partition(names)
+        log.info("network partition: %s", " | ".join(" ".join(side) for side in names))
+
+    def isolate(self, name: str | int) -> None:
+        """Cut one node off from every other node and from the clients."""
+        node = self.node(name)
+        others = [n.name for n in (self.controller, *self.brokers.values()) if n is not node]
+        self.partition([[node.name], [*others, CLIENTS]])
+
+    def heal(self) -> None:
+        """Heal every network partition."""
+        if self.network is not None:
+            self.network.heal()
+            log.info("network healed")
+
     def state(self, name: str | int) -> str:
         """``running``, ``paused`` or ``stopped``."""
         node = self.node(name)
@@ -252,6 +306,8 @@ class ProcessCluster:
                 self._wait(node)
         if self.controller.running:
             self.stop(CONTROLLER, 15)
+        if self.network is not None:
+            self.network.close()
         if self._temp:
             shutil.rmtree(self.data_dir, ignore_errors=True)
 

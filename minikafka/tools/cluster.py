@@ -1,7 +1,7 @@
-"""``minikafka cluster kill|stop|start|pause|resume NODE --http HOST:PORT`` and ``cluster status``: failures on
-the processes of a ``minikafka serve --brokers N --processes --http-port PORT`` cluster (SIGKILL, SIGTERM,
-SIGSTOP, SIGCONT), through its supervisor's HTTP port (:mod:`minikafka.supervisor.http`).  ``NODE``: a broker id
-or ``controller``."""
+"""``minikafka cluster kill|stop|start|pause|resume|isolate NODE --http HOST:PORT``, ``cluster partition SIDES``,
+``cluster heal`` and ``cluster status``: failures on the processes of a ``minikafka serve --brokers N --processes
+--http-port PORT`` cluster (SIGKILL, SIGTERM, SIGSTOP, SIGCONT, links cut), through its supervisor's HTTP port
+(:mod:`minikafka.supervisor.http`).  ``NODE``: a broker id or ``controller``."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from .common import ToolError, print_table, set_main
 from .faults import http_call
 
 ACTIONS = {"kill": "SIGKILL: no shutdown at all", "stop": "SIGTERM: a controlled shutdown",
-           "start": "start it again on its port and data dir", "pause": "SIGSTOP", "resume": "SIGCONT"}
+           "start": "start it again on its port and data dir", "pause": "SIGSTOP", "resume": "SIGCONT",
+           "isolate": "cut its links to every other node and to the clients"}
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -25,6 +26,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         a.add_argument("--http", required=True, metavar="HOST:PORT", help="the supervisor's --http-port address")
         a.set_defaults(cluster_action=action)
         set_main(a, _act)
+    part = csub.add_parser("partition", help="cut the links between sides, e.g. '0 | 1 2 controller clients'")
+    part.add_argument("sides", nargs="+", help="node names (broker ids, controller, clients), sides split by '|'")
+    part.add_argument("--http", required=True, metavar="HOST:PORT", help="the supervisor's --http-port address")
+    set_main(part, _partition)
+    heal = csub.add_parser("heal", help="heal every network partition")
+    heal.add_argument("--http", required=True, metavar="HOST:PORT", help="the supervisor's --http-port address")
+    set_main(heal, _heal)
     s = csub.add_parser("status", help="every process with its state, address and pid")
     s.add_argument("--http", required=True, metavar="HOST:PORT", help="the supervisor's --http-port address")
     set_main(s, _status)
@@ -38,6 +46,19 @@ async def _act(args: argparse.Namespace) -> int:
         f"/v1/brokers/{node}/{args.cluster_action}"
     answer = await trio.to_thread.run_sync(http_call, args.http, "POST", path)
     print(f"{answer['node']}: {answer['state']}")
+    return 0
+
+
+async def _partition(args: argparse.Namespace) -> int:
+    sides = [[int(n) if n.isdigit() else n for n in side.split()] for side in " ".join(args.sides).split("|")]
+    await trio.to_thread.run_sync(http_call, args.http, "POST", "/v1/network/partitions", {"sides": sides})
+    print("network partition: " + " | ".join(" ".join(map(str, side)) for side in sides))
+    return 0
+
+
+async def _heal(args: argparse.Namespace) -> int:
+    await trio.to_thread.run_sync(http_call, args.http, "DELETE", "/v1/network/partitions")
+    print("network healed")
     return 0
 
 

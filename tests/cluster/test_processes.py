@@ -1,6 +1,7 @@
 """One process per broker (issue 26): a controller process and three broker processes speaking KRaft over the
-wire, failed with real signals.  Kafka's replication test matrix (``replication_test.py``): clean kill, hard
-kill (SIGKILL) and hard bounce of a partition's leader and of a follower, and a controller kill, while an
+wire, failed with real signals and network partitions (each node behind a proxy that cuts its links).  Kafka's replication test matrix (``replication_test.py``): clean kill, hard
+kill (SIGKILL) and hard bounce of a partition's leader and of a follower, and a controller kill, and beside them
+a pause (SIGSTOP) and an isolation of each, while an
 idempotent acks=all producer writes to a topic of RF 3 and ``min.insync.replicas=2``: every acknowledged record is
 consumed exactly once, in order per partition."""
 
@@ -25,16 +26,17 @@ PARTITIONS = 3
 
 @pytest.fixture(scope="module")
 def processes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcessCluster]:
-    with ProcessCluster(3, tmp_path_factory.mktemp("processes"), overrides=SETTINGS) as cluster:
+    with ProcessCluster(3, tmp_path_factory.mktemp("processes"), overrides=SETTINGS, network=True) as cluster:
         yield cluster
 
 
 @pytest.fixture
 def cluster(processes: ProcessCluster) -> Iterator[ProcessCluster]:
-    """The module's cluster, every process running again after each test."""
+    """The module's cluster, every process running again and the network healed after each test."""
     try:
         yield processes
     finally:
+        processes.heal()
         names: list[str | int] = [CONTROLLER, *processes.brokers]
         for name in names:
             if processes.state(name) == "paused":
@@ -159,7 +161,7 @@ def _victim(cluster: ProcessCluster, topic: str, role: str) -> int:
 
 
 @pytest.mark.parametrize("role", ["leader", "follower"])
-@pytest.mark.parametrize("failure", ["clean_kill", "hard_kill", "hard_bounce", "pause"])
+@pytest.mark.parametrize("failure", ["clean_kill", "hard_kill", "hard_bounce", "pause", "isolate"])
 def test_replication_matrix(cluster: ProcessCluster, failure: str, role: str):
     topic = f"matrix-{failure}-{role}"
     _create_topic(cluster, topic)
@@ -172,6 +174,8 @@ def test_replication_matrix(cluster: ProcessCluster, failure: str, role: str):
             cluster.kill(victim)
         elif failure == "pause":  # SIGSTOP: fenced when its session expires, back (registered again) on SIGCONT
             cluster.pause(victim)
+        elif failure == "isolate":  # cut off from the controller, the other brokers and the clients
+            cluster.isolate(victim)
         else:
             cluster.restart(victim, hard=True)
         # Leadership moved (a bounced leader's old registration is fenced as it registers again), and records go
@@ -180,6 +184,7 @@ def test_replication_matrix(cluster: ProcessCluster, failure: str, role: str):
         waiting.wait_for(lambda: _metadata(cluster.bootstrap, topic).partitions[0].leader in
                          (others if role == "leader" else cluster.brokers), 60)
         writer.wait_for(writer.count + 300)
+        cluster.heal()
         if cluster.state(victim) == "paused":
             cluster.resume(victim)
         elif cluster.state(victim) == "stopped":

@@ -1,5 +1,5 @@
 """``minikafka serve --brokers N --processes`` (issue 26): a controller and N broker processes from the command
-line, failed on stdin, through the supervisor's HTTP port and ``minikafka cluster``; a process that dies on its
+line, failed (killed, paused, cut off) on stdin, through the supervisor's HTTP port and ``minikafka cluster``; a process that dies on its
 own is reported and not restarted; Ctrl-C stops them all."""
 
 from __future__ import annotations
@@ -26,9 +26,10 @@ def _read_until(proc: subprocess.Popen, needle: str, limit: int = 200) -> str:
     raise AssertionError(f"{needle!r} not printed")
 
 
-def _brokers(port: int) -> list[int]:
+def _brokers(address: str) -> list[int]:
     async def ask() -> list[int]:
-        async with await KafkaConnection.connect("127.0.0.1", port) as c:
+        host, port = address.rsplit(":", 1)
+        async with await KafkaConnection.connect(host, int(port)) as c:
             md = await c.request(ApiKey.METADATA, 12, {"topics": None})
             return sorted(b.node_id for b in md.brokers)
 
@@ -59,7 +60,7 @@ def test_serve_processes_fails_processes_on_request_and_reports_one_that_dies(tm
         pids = {int(line.split("(pid ")[1].rstrip(")\n")): int(line.split("broker ")[1].split(" ")[0])
                 for line in (_read_until(proc, "minikafka broker") for _ in range(3))}
         bootstrap = _read_until(proc, "broker processes ready on").split("ready on ")[1].split(";")[0]
-        ports = [int(hp.rsplit(":", 1)[1]) for hp in bootstrap.split(",")]
+        ports = bootstrap.split(",")  # (each broker behind its proxy)
         assert _brokers(ports[0]) == [0, 1, 2]
         assert (tmp_path / "controller" / "__cluster_metadata-0").is_dir()
 
@@ -76,6 +77,19 @@ def test_serve_processes_fails_processes_on_request_and_reports_one_that_dies(tm
         assert all(f"{node}" in status for node in ("controller", "running")) and "stopped" not in status
         assert "1: paused" in _tool("pause", "1", "--http", http)
         assert "1: running" in _tool("resume", "1", "--http", http)
+
+        # Network partitions: broker 0 cut off from the rest (the controller fences it), then healed.
+        assert "network partition: 0 | 1 2 controller clients" in _tool("partition", "0", "|", "1", "2",
+                                                                        "controller", "clients", "--http", http)
+        waiting.wait_for(lambda: _brokers(ports[1]) == [1, 2], 60)
+        assert "network healed" in _tool("heal", "--http", http)
+        waiting.wait_for(lambda: _brokers(ports[1]) == [0, 1, 2], 60)
+        proc.stdin.write("isolate 2\n")
+        proc.stdin.flush()
+        assert "minikafka: isolated 2" in _read_until(proc, "isolated")
+        proc.stdin.write("heal\n")
+        proc.stdin.flush()
+        _read_until(proc, "network healed")
 
         # A broker killed from outside is reported, not restarted.
         victim = next(pid for pid, broker in pids.items() if broker == 1)
