@@ -1,9 +1,9 @@
-"""One process per broker (issue 26): a controller process and three broker processes speaking KRaft over the
-wire, failed with real signals and network partitions (each node behind a proxy that cuts its links).  Kafka's replication test matrix (``replication_test.py``): clean kill, hard
-kill (SIGKILL) and hard bounce of a partition's leader and of a follower, and a controller kill, and beside them
-a pause (SIGSTOP) and an isolation of each, while an
-idempotent acks=all producer writes to a topic of RF 3 and ``min.insync.replicas=2``: every acknowledged record is
-consumed exactly once, in order per partition."""
+"""One process per broker (issue 26): a controller process and three broker processes speaking KRaft over the wire,
+failed with real signals and network partitions (each node behind a proxy that cuts its links). Kafka's
+replication test matrix (``replication_test.py``): clean kill, hard kill (SIGKILL) and hard bounce of a
+partition's leader and of a follower, and a controller kill, and beside them a pause (SIGSTOP) and an isolation
+of each, while an idempotent acks=all producer writes to a topic of RF 3 and ``min.insync.replicas=2``: every
+acknowledged record is consumed exactly once, in order per partition."""
 
 from __future__ import annotations
 

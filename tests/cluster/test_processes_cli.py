@@ -1,6 +1,6 @@
 """``minikafka serve --brokers N --processes`` (issue 26): a controller and N broker processes from the command
-line, failed (killed, paused, cut off) on stdin, through the supervisor's HTTP port and ``minikafka cluster``; a process that dies on its
-own is reported and not restarted; Ctrl-C stops them all."""
+line, failed (killed, paused, cut off) on stdin, through the supervisor's HTTP port and ``minikafka cluster``; a
+process that dies on its own is reported and not restarted; Ctrl-C stops them all."""
 
 from __future__ import annotations
 
