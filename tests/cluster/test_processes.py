@@ -128,15 +128,14 @@ def _consume_all(bootstrap: str, topic: str) -> dict[int, list[int]]:
         ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in range(PARTITIONS)}
         consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
         got: dict[int, list[int]] = {p: [] for p in range(PARTITIONS)}
-        done: dict[int, bool] = {p: ends[p] == 0 for p in range(PARTITIONS)}
+        tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
 
         def drained() -> bool:
             for msg in consumer.consume(500, 0.2):
                 if msg.error() is None:
                     got[msg.partition()].append(int(msg.value()))
-                    if msg.offset() + 1 >= ends[msg.partition()]:
-                        done[msg.partition()] = True
-            return all(done.values())
+            # (past the transaction markers too, which are never returned)
+            return all(tp.offset >= ends[tp.partition] for tp in consumer.position(tps))
 
         waiting.wait_for(drained, 120, interval=0)
         return got
