@@ -394,8 +394,8 @@ class Broker:
         for ISR changes, topics asked for, and the admin requests forwarded in an Envelope."""
         from .broker_lifecycle import BrokerLifecycleManager
         from .producer_state import ProducerIdBlocks
-        from .controller_client import (FORWARDED_APIS, AlterPartitionManager, ControllerClient, ForwardingHandler,
-                                        parse_controller_address)
+        from .controller_client import (FORWARDED_APIS, FORWARDED_TOPIC_CONFIGS, AlterPartitionManager,
+                                        ControllerClient, ForwardingHandler, parse_controller_address)
         from .metadata_loader import MetadataLoader, MetadataReplica
         from .metadata_log import SECURITY_PROTOCOL_IDS
 
@@ -414,6 +414,8 @@ class Broker:
         forwarding = ForwardingHandler(client)
         for key in FORWARDED_APIS:
             handlers[key] = forwarding.handle
+        for key in FORWARDED_TOPIC_CONFIGS:
+            handlers[key] = ForwardingHandler(client, local=handlers[key]).handle
 
         def publish(changes: dict[str, list[str]]) -> None:
             for name, kinds in changes.items():

@@ -32,7 +32,11 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 #: The admin requests a broker forwards to its controller in an Envelope (Kafka's forwarding).
-FORWARDED_APIS = (ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIONS)
+FORWARDED_APIS = (ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIONS, ApiKey.ELECT_LEADERS,
+                  ApiKey.ALTER_PARTITION_REASSIGNMENTS, ApiKey.LIST_PARTITION_REASSIGNMENTS, ApiKey.UNREGISTER_BROKER)
+#: Forwarded when every resource they change is a topic (type 2); broker configs stay with each broker.
+FORWARDED_TOPIC_CONFIGS = (ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS)
+TOPIC_RESOURCE = 2
 
 VERSIONS: dict[int, int] = {ApiKey.BROKER_REGISTRATION: 4, ApiKey.BROKER_HEARTBEAT: 1, ApiKey.ALTER_PARTITION: 2,
             ApiKey.ALLOCATE_PRODUCER_IDS: 0, ApiKey.CREATE_TOPICS: 7, ApiKey.ENVELOPE: 0}
@@ -149,10 +153,14 @@ class ForwardingHandler:
     request goes to the controller in an Envelope; the client gets the controller's answer (or, when the
     controller cannot be reached, the error response Kafka gives: NOT_CONTROLLER)."""
 
-    def __init__(self, client: ControllerClient) -> None:
+    def __init__(self, client: ControllerClient, local: Callable[[RequestContext, Any], Any] | None = None) -> None:
+        """``local``: the broker's own handler, for AlterConfigs requests that change more than topics."""
         self.client = client
+        self.local = local
 
     async def handle(self, ctx: RequestContext, body: Any) -> Any:
+        if self.local is not None and any(r["resource_type"] != TOPIC_RESOURCE for r in body["resources"]):
+            return await self.local(ctx, body)
         try:
             return await self.client.forward(ctx, body)
         except (*CHANNEL_ERRORS, ControllerError) as exc:

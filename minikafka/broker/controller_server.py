@@ -22,7 +22,11 @@ from .config import BrokerConfig, StartupError
 from .controller_apis import (AllocateProducerIdsHandler, AlterPartitionHandler, BrokerHeartbeatHandler,
                               BrokerRegistrationHandler, EnvelopeHandler, MetadataFetchHandler, MetadataLogAppends)
 from .handlers.api_versions import ApiVersionsHandler
-from .handlers.quorum import DescribeQuorumHandler
+from .dynamic_config import DynamicBrokerConfig, DynamicConfigStore
+from .handlers.configs import AlterConfigsHandler
+from .handlers.elect_leaders import ElectLeadersHandler
+from .handlers.quorum import DescribeQuorumHandler, UnregisterBrokerHandler
+from .handlers.reassignments import AlterPartitionReassignmentsHandler, ListPartitionReassignmentsHandler
 from .handlers.registry import Handler, supported_api_versions
 from .handlers.topics import CreatePartitionsHandler, CreateTopicsHandler, DeleteTopicsHandler
 from .heartbeats import BrokerHeartbeatManager
@@ -78,10 +82,17 @@ class ControllerServer:
     def _handlers(self, metadata_log: Any) -> dict[int, Handler]:
         cfg, controller, metadata = self.config, self.controller, self.metadata
         inter_broker_protocol = cfg.security_inter_broker_protocol or None
+        brokers = DynamicBrokerConfig(self.node_id, DynamicConfigStore())  # (topic configs only come here)
         admin: dict[int, Handler] = {
             ApiKey.CREATE_TOPICS: CreateTopicsHandler(metadata, cfg).handle,
             ApiKey.DELETE_TOPICS: DeleteTopicsHandler(metadata, metadata, cfg).handle,
             ApiKey.CREATE_PARTITIONS: CreatePartitionsHandler(metadata, metadata).handle,
+            ApiKey.ELECT_LEADERS: ElectLeadersHandler(metadata, metadata).handle,
+            ApiKey.ALTER_PARTITION_REASSIGNMENTS: AlterPartitionReassignmentsHandler(metadata).handle,
+            ApiKey.LIST_PARTITION_REASSIGNMENTS: ListPartitionReassignmentsHandler(metadata).handle,
+            ApiKey.UNREGISTER_BROKER: UnregisterBrokerHandler(metadata).handle,
+            ApiKey.ALTER_CONFIGS: AlterConfigsHandler(metadata, metadata, brokers, incremental=False).handle,
+            ApiKey.INCREMENTAL_ALTER_CONFIGS: AlterConfigsHandler(metadata, metadata, brokers, incremental=True).handle,
         }
         handlers: dict[int, Handler] = {
             **admin,

@@ -81,6 +81,10 @@ class MetadataReplica(ClusterMetadata):
     def partition_epoch(self, topic: str, partition: int) -> int:
         return self.partition_epochs.get((topic, partition), 0)
 
+    def set_topic_configs(self, name: str, configs: dict[str, str], replace: bool = False) -> None:
+        """A topic's configs change at the controller only (forwarded AlterConfigs); never in this copy."""
+        raise MetadataError(ErrorCode.NOT_CONTROLLER, "topic configs are changed by the controller")
+
     def persist(self, first: list[bytes] | None = None, topics: Iterable[str] | None = None) -> None:
         """Nothing: the controller writes the log; this copy only applies it."""
 

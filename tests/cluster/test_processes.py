@@ -288,3 +288,46 @@ def _aiokafka(bootstrap: str, topic: str):
 
     return (lambda values: asyncio.run(produce_all(values)),
             lambda n: asyncio.run(asyncio.wait_for(consume_all(n), 120)))
+
+
+def test_admin_requests_are_forwarded_to_the_controller_and_reach_every_broker(cluster: ProcessCluster):
+    """Topic configs, new partitions, a preferred leader election and a deletion, asked of any broker, are made by
+    the controller (Envelope) and applied by every broker from the metadata log."""
+    from confluent_kafka import ElectionType, TopicPartition
+    from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions,
+                                       ResourceType)
+
+    topic = "forwarded"
+    _create_topic(cluster, topic)
+    first, *others = cluster.bootstrap.split(",")
+    admin = AdminClient({"bootstrap.servers": first})
+    resource = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
+        ConfigEntry("retention.ms", "123456", incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([resource])[resource].result(30)
+
+    def retention(bootstrap: str) -> str | None:
+        other = AdminClient({"bootstrap.servers": bootstrap})  # (kept until its answer: a dropped client cancels)
+        described = other.describe_configs([ConfigResource(ResourceType.TOPIC, topic)])
+        return next(iter(described.values())).result(30)["retention.ms"].value
+
+    for bootstrap in others:  # each broker serves the configs it applied from the log
+        waiting.wait_for(lambda: retention(bootstrap) == "123456", 30)
+
+    admin.create_partitions([NewPartitions(topic, PARTITIONS + 1)])[topic].result(30)
+    waiting.wait_for(lambda: len(_metadata(others[-1], topic).partitions) == PARTITIONS + 1, 30)
+
+    # Leadership moved off the preferred replica (a controlled shutdown), then back by a preferred election.
+    preferred = _metadata(first, topic).partitions[0].replicas[0]
+    cluster.stop(preferred)
+    cluster.start(preferred)
+    waiting.wait_for(lambda: preferred in _metadata(first, topic).partitions[0].isrs, 60)
+    if _metadata(first, topic).partitions[0].leader != preferred:  # (unless balanced back already)
+        admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition(topic, 0)]).result(30)
+    waiting.wait_for(lambda: _metadata(others[0], topic).partitions[0].leader == preferred, 30)
+
+    admin.delete_topics([topic])[topic].result(30)
+
+    def gone(bootstrap: str) -> bool:  # (listing every topic: asking for this one would auto-create it again)
+        return topic not in AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10).topics
+
+    waiting.wait_for(lambda: all(gone(b) for b in cluster.bootstrap.split(",")), 30)
