@@ -97,3 +97,31 @@ def test_bad_options_are_usage_errors(tmp_path: Path) -> None:
     (tmp_path / "test_user.py").write_text("def test_it(minikafka_broker):\n    pass\n")
     proc = run_pytest(tmp_path, "test_user.py")
     assert proc.returncode != 0 and "minikafka_scope must be one of" in proc.stdout + proc.stderr
+
+
+PROCESS_TESTS = '''
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+
+def test_a_killed_broker_process_is_back_for_the_next_test_a(minikafka_processes):
+    admin = AdminClient({"bootstrap.servers": minikafka_processes.bootstrap})
+    admin.create_topics([NewTopic("t", 1, 2)])["t"].result(30)
+    producer = Producer({"bootstrap.servers": minikafka_processes.bootstrap, "acks": "all"})
+    producer.produce("t", b"v")
+    assert producer.flush(30) == 0
+    minikafka_processes.kill(1)
+    minikafka_processes.pause("controller")
+    assert minikafka_processes.state(1) == "stopped"
+
+
+def test_a_killed_broker_process_is_back_for_the_next_test_b(minikafka_processes):
+    assert [minikafka_processes.state(n) for n in ("controller", 0, 1)] == ["running"] * 3
+'''
+
+
+def test_the_processes_fixture_runs_a_controller_and_broker_processes(tmp_path: Path) -> None:
+    (tmp_path / "test_processes_user.py").write_text(PROCESS_TESTS)
+    (tmp_path / "pytest.ini").write_text("[pytest]\nminikafka_broker_config =\n    broker.session.timeout.ms=2000\n")
+    proc = run_pytest(tmp_path, "--minikafka-brokers", "2", "test_processes_user.py")
+    assert proc.returncode == 0 and "2 passed" in proc.stdout.splitlines()[-1]
