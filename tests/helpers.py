@@ -144,3 +144,26 @@ class HandlerEnv:
         self.leader_quota = ReplicationQuotaManager(LEADER_REPLICATION, metrics)
         self.topics = AutoTopicCreationManager(self.metadata, self.config)
         self.sessions = FetchManager(FetchSessionCache())
+
+
+def stop_process(proc: Any, timeout: float = 60) -> int:
+    """SIGINT a ``minikafka serve`` subprocess (Ctrl-C), SIGKILL if it has not exited after ``timeout`` seconds;
+    its exit code."""
+    import signal
+    import subprocess
+
+    proc.send_signal(signal.SIGINT)
+    try:
+        return proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return proc.wait()
+
+
+def read_until(proc: Any, needle: str, limit: int = 200) -> str:
+    """The first line of a subprocess's text stdout holding ``needle`` (AssertionError within ``limit`` lines)."""
+    for _ in range(limit):
+        line = proc.stdout.readline()
+        if needle in line:
+            return line
+    raise AssertionError(f"{needle!r} not printed")

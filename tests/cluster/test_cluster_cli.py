@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -10,16 +9,9 @@ from contextlib import contextmanager
 
 import trio
 
+from helpers import read_until, stop_process
 from minikafka.client.connection import KafkaConnection
 from minikafka.protocol.api import ApiKey
-
-
-def _read_until(proc: subprocess.Popen, needle: str, limit: int = 200) -> str:
-    for _ in range(limit):
-        line = proc.stdout.readline()
-        if needle in line:
-            return line
-    raise AssertionError(f"{needle!r} not printed")
 
 
 @contextmanager
@@ -32,18 +24,13 @@ def serve_brokers() -> Iterator[subprocess.Popen]:
     try:
         yield proc
     finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc, 10)
     assert proc.returncode == 0
 
 
 def test_serve_brokers_cli_stop_and_start():
     with serve_brokers() as proc:
-        line = _read_until(proc, "ready on")
+        line = read_until(proc, "ready on")
         bootstrap = line.split("ready on ")[1].split(" ")[0]
         ports = [int(hp.rsplit(":", 1)[1]) for hp in bootstrap.split(",")]
         assert len(ports) == 3
@@ -56,11 +43,11 @@ def test_serve_brokers_cli_stop_and_start():
         assert trio.run(brokers, ports[0]) == [0, 1, 2]
         proc.stdin.write("stop 2\n")
         proc.stdin.flush()
-        _read_until(proc, "stopped broker 2")
+        read_until(proc, "stopped broker 2")
         assert trio.run(brokers, ports[0]) == [0, 1]
         proc.stdin.write("start 2\n")
         proc.stdin.flush()
-        _read_until(proc, "started broker 2")
+        read_until(proc, "started broker 2")
         assert trio.run(brokers, ports[2]) == [0, 1, 2]
 
 
@@ -69,17 +56,17 @@ def test_serve_brokers_cli_pauses_partitions_and_heals():
         def command(line: str, answer: str) -> str:
             proc.stdin.write(line + "\n")
             proc.stdin.flush()
-            return _read_until(proc, answer)
+            return read_until(proc, answer)
 
-        _read_until(proc, "ready on")
+        read_until(proc, "ready on")
         command("pause 1", "paused broker 1")
         assert "1 paused" in command("status", "broker states: ")
         command("resume 1", "resumed broker 1")
         assert "minikafka: network partition 1 cut for 30 s" in command("partition 0 | 2 controller for 30", "cut")
         command("isolate 1", "isolated broker 1 (network partition 2)")
         assert command("status", "broker states: ").strip() == "broker states: 0 partitioned, 1 partitioned, 2 partitioned"
-        assert _read_until(proc, "network partition 1:").strip() == "network partition 1: 0 | 2 controller"
-        assert _read_until(proc, "network partition 2:").strip() == \
+        assert read_until(proc, "network partition 1:").strip() == "network partition 1: 0 | 2 controller"
+        assert read_until(proc, "network partition 2:").strip() == \
             "network partition 2: 1 | 0 2 clients controller"
         command("heal 1", "healed network partition 1")
         command("heal 7", "no network partition 7")

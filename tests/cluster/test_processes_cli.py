@@ -12,18 +12,11 @@ import sys
 import trio
 
 import waiting
+from helpers import read_until, stop_process
 from minikafka.client.connection import KafkaConnection
 from minikafka.protocol.api import ApiKey
 
 FAST = ["-o", "broker.session.timeout.ms=2000", "-o", "broker.heartbeat.interval.ms=200"]
-
-
-def _read_until(proc: subprocess.Popen, needle: str, limit: int = 200) -> str:
-    for _ in range(limit):
-        line = proc.stdout.readline()
-        if needle in line:
-            return line
-    raise AssertionError(f"{needle!r} not printed")
 
 
 def _brokers(address: str) -> list[int]:
@@ -56,10 +49,10 @@ def test_serve_processes_fails_processes_on_request_and_reports_one_that_dies(tm
                              "0", "--http-port", "0", "--data-dir", str(tmp_path), "--log-level", "WARNING", *FAST],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
-        http = _read_until(proc, "supervisor HTTP on").split(" on ")[1].split(" ")[0]
+        http = read_until(proc, "supervisor HTTP on").split(" on ")[1].split(" ")[0]
         pids = {int(line.split("(pid ")[1].rstrip(")\n")): int(line.split("broker ")[1].split(" ")[0])
-                for line in (_read_until(proc, "minikafka broker") for _ in range(3))}
-        bootstrap = _read_until(proc, "broker processes ready on").split("ready on ")[1].split(";")[0]
+                for line in (read_until(proc, "minikafka broker") for _ in range(3))}
+        bootstrap = read_until(proc, "broker processes ready on").split("ready on ")[1].split(";")[0]
         ports = bootstrap.split(",")  # (each broker behind its proxy)
         assert _brokers(ports[0]) == [0, 1, 2]
         assert (tmp_path / "controller" / "__cluster_metadata-0").is_dir()
@@ -67,7 +60,7 @@ def test_serve_processes_fails_processes_on_request_and_reports_one_that_dies(tm
         # stdin: SIGKILL broker 2; the controller fences it when its session expires.
         proc.stdin.write("kill 2\n")
         proc.stdin.flush()
-        assert "minikafka: kill 2: stopped" in _read_until(proc, "kill 2")
+        assert "minikafka: kill 2: stopped" in read_until(proc, "kill 2")
         waiting.wait_for(lambda: _brokers(ports[0]) == [0, 1], 60)
 
         # minikafka cluster, through the supervisor's HTTP port.
@@ -86,23 +79,18 @@ def test_serve_processes_fails_processes_on_request_and_reports_one_that_dies(tm
         waiting.wait_for(lambda: _brokers(ports[1]) == [0, 1, 2], 60)
         proc.stdin.write("isolate 2\n")
         proc.stdin.flush()
-        assert "minikafka: isolated 2" in _read_until(proc, "isolated")
+        assert "minikafka: isolated 2" in read_until(proc, "isolated")
         proc.stdin.write("heal\n")
         proc.stdin.flush()
-        _read_until(proc, "network healed")
+        read_until(proc, "network healed")
 
         # A broker killed from outside is reported, not restarted.
         victim = next(pid for pid, broker in pids.items() if broker == 1)
         os.kill(victim, signal.SIGKILL)
-        assert "not restarted" in _read_until(proc, "broker 1 (pid")
+        assert "not restarted" in read_until(proc, "broker 1 (pid")
         rows = {line.split()[0]: line.split()[1] for line in _tool("status", "--http", http).splitlines()[1:]}
         assert rows == {"controller": "running", "0": "running", "1": "stopped", "2": "running"}
     finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc, 60)
     assert proc.returncode == 0
     assert not any(_alive(pid) for pid in pids)  # every process stopped with the supervisor

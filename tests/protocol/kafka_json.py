@@ -112,3 +112,16 @@ def field_differences(ours: list[Any], schema: dict[str, Any]) -> list[str]:
         return out + [f"{path}.{name}: not in Kafka's schema" for name in by_name]
 
     return differences(ours, schema["fields"], schema["name"])
+
+
+def assert_unknown_tags_survive(msg: Any, body: dict[str, Any], version: int, nested_tag: int) -> None:
+    """Tagged fields a newer peer adds are kept through a round trip (KIP-482), at the root (tag 7) and in the
+    first element of each non-empty array of structs (``nested_tag``)."""
+    body = dict(body, _unknown_tags={7: b"\x01\x02"})
+    arrays = [fl.name for fl in msg.fields if fl.is_array_of_structs and fl.present(version) and body.get(fl.name)]
+    for name in arrays:
+        body[name] = [dict(body[name][0], _unknown_tags={nested_tag: b"x"}), *body[name][1:]]
+    parsed = msg.parse(msg.build(body, version), version)
+    assert parsed._unknown_tags == {7: b"\x01\x02"}
+    assert all(parsed[name][0]._unknown_tags == {nested_tag: b"x"} for name in arrays)
+    assert msg.build(parsed, version) == msg.build(body, version)
