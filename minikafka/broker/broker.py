@@ -411,6 +411,7 @@ class Broker:
         self.alter_partitions = AlterPartitionManager(client, metadata, self.replica_manager.on_isr_changed)
         self.replica_manager.alter_partition = self.alter_partitions.submit
         metadata.request_topic = self._request_topic
+        metadata.on_acls = self.shared.acls.apply
         forwarding = ForwardingHandler(client)
         for key in FORWARDED_APIS:
             handlers[key] = forwarding.handle

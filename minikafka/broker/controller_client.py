@@ -33,7 +33,8 @@ log = logging.getLogger(__name__)
 
 #: The admin requests a broker forwards to its controller in an Envelope (Kafka's forwarding).
 FORWARDED_APIS = (ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIONS, ApiKey.ELECT_LEADERS,
-                  ApiKey.ALTER_PARTITION_REASSIGNMENTS, ApiKey.LIST_PARTITION_REASSIGNMENTS, ApiKey.UNREGISTER_BROKER)
+                  ApiKey.ALTER_PARTITION_REASSIGNMENTS, ApiKey.LIST_PARTITION_REASSIGNMENTS, ApiKey.UNREGISTER_BROKER,
+                  ApiKey.CREATE_ACLS, ApiKey.DELETE_ACLS)
 #: Forwarded when every resource they change is a topic (type 2); broker configs stay with each broker.
 FORWARDED_TOPIC_CONFIGS = (ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS)
 TOPIC_RESOURCE = 2

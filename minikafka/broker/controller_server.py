@@ -18,11 +18,12 @@ from ..metrics import MetricConfig, Metrics
 from ..protocol.api import ApiKey
 from ..protocol.framing import MemoryPool
 from .apis import KafkaApis
-from .config import BrokerConfig, StartupError
+from .config import BrokerConfig, ConfigError, StartupError
 from .controller_apis import (AllocateProducerIdsHandler, AlterPartitionHandler, BrokerHeartbeatHandler,
                               BrokerRegistrationHandler, EnvelopeHandler, MetadataFetchHandler, MetadataLogAppends)
 from .handlers.api_versions import ApiVersionsHandler
 from .dynamic_config import DynamicBrokerConfig, DynamicConfigStore
+from .handlers.acls import CreateAclsHandler, DeleteAclsHandler
 from .handlers.configs import AlterConfigsHandler
 from .handlers.elect_leaders import ElectLeadersHandler
 from .handlers.quorum import DescribeQuorumHandler, UnregisterBrokerHandler
@@ -30,6 +31,7 @@ from .handlers.reassignments import AlterPartitionReassignmentsHandler, ListPart
 from .handlers.registry import Handler, supported_api_versions
 from .handlers.topics import CreatePartitionsHandler, CreateTopicsHandler, DeleteTopicsHandler
 from .heartbeats import BrokerHeartbeatManager
+from .security.authorizer import AclStore, create_authorizer
 from .metadata import ClusterMetadata
 from .quota import QuotaConfigs, QuotaManagers, ThrottledChannelReaper
 from .quorum_controller import QuorumController
@@ -83,6 +85,13 @@ class ControllerServer:
         cfg, controller, metadata = self.config, self.controller, self.metadata
         inter_broker_protocol = cfg.security_inter_broker_protocol or None
         brokers = DynamicBrokerConfig(self.node_id, DynamicConfigStore())  # (topic configs only come here)
+        # The ACLs are records of the metadata log (brokers apply them); checked here too, as Kafka's controller
+        # authorizes what it is forwarded.
+        try:
+            authorizer = create_authorizer(cfg.authorizer_class_name, cfg.super_users,
+                                           cfg.allow_everyone_if_no_acl_found, AclStore(cfg.data_dir, metadata))
+        except ValueError as exc:
+            raise ConfigError("authorizer.class.name", cfg.authorizer_class_name, str(exc)) from None
         admin: dict[int, Handler] = {
             ApiKey.CREATE_TOPICS: CreateTopicsHandler(metadata, cfg).handle,
             ApiKey.DELETE_TOPICS: DeleteTopicsHandler(metadata, metadata, cfg).handle,
@@ -93,6 +102,8 @@ class ControllerServer:
             ApiKey.UNREGISTER_BROKER: UnregisterBrokerHandler(metadata).handle,
             ApiKey.ALTER_CONFIGS: AlterConfigsHandler(metadata, metadata, brokers, incremental=False).handle,
             ApiKey.INCREMENTAL_ALTER_CONFIGS: AlterConfigsHandler(metadata, metadata, brokers, incremental=True).handle,
+            ApiKey.CREATE_ACLS: CreateAclsHandler(authorizer).handle,
+            ApiKey.DELETE_ACLS: DeleteAclsHandler(authorizer).handle,
         }
         handlers: dict[int, Handler] = {
             **admin,

@@ -6,8 +6,9 @@ broker it has not heard from for ``broker.session.timeout.ms`` (:meth:`stale`), 
 and drops it from every ISR, as a failed broker's partitions move in Kafka.  A broker that stops cleanly
 does not wait for that: its controlled shutdown moves leadership first (:meth:`forget` ends its session).
 
-Deliberate difference: brokers of one process heartbeat by a method call, not a BrokerHeartbeat request,
-and a heartbeat carries nothing else (no metadata offset, no shutdown request).
+Brokers of one process heartbeat by a method call that carries nothing else; brokers in processes of their own
+send BrokerHeartbeat requests to a controller process (:mod:`~minikafka.broker.broker_lifecycle`), answered by
+:class:`~minikafka.broker.quorum_controller.QuorumController` with this manager.
 """
 
 from __future__ import annotations

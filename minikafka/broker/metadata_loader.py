@@ -10,14 +10,17 @@ The replica answers the broker's reads as the in-process cluster's shared metada
 it goes to the controller instead: a topic created by a Metadata request or a coordinator's first use is asked
 for (CreateTopics) and exists once its records come back.
 
+ACL records go to the broker's ACL store (:attr:`MetadataReplica.on_acls`).
+
 Deliberate differences: no local copy of the log and no snapshots (a broker fetches from offset 0 when it
-starts); ACLs, SCRAM credentials, delegation tokens, features and group or client-metrics configs are not yet
+starts); SCRAM credentials, delegation tokens, features and group or client-metrics configs are not yet
 applied to a broker process's stores.
 """
 
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -32,7 +35,7 @@ from ..protocol.records import iter_batches
 from .coordinator_runtime import batch_records
 from .inter_broker import CHANNEL_ERRORS, InterBrokerChannel
 from .metadata import ClusterMetadata, MetadataError
-from .metadata_log import METADATA_TOPIC, NO_LEADER_CHANGE, TOPIC_RESOURCE
+from .metadata_log import METADATA_TOPIC, NO_LEADER_CHANGE, TOPIC_RESOURCE, AclValue
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +61,8 @@ class MetadataReplica(ClusterMetadata):
         # fn(name, partitions, replication factor, configs): ask the controller for a topic (set by the broker).
         self.request_topic: Callable[[str, int, int, dict[str, str]], None] | None = None
         self.partition_epochs: dict[tuple[str, int], int] = {}
+        # fn(added, removed): the ACL records of each fetch (set by the broker: its ACL store applies them).
+        self.on_acls: Callable[[dict[uuid.UUID, AclValue], list[uuid.UUID]], None] | None = None
 
     def create_topic(self, name: str, num_partitions: int, replication_factor: int,
                      configs: dict[str, str] | None = None, assignments: dict[int, list[int]] | None = None
@@ -99,6 +104,8 @@ def apply_records(metadata: MetadataReplica, records: Iterable[tuple[int, Metada
     reassignment)."""
     changed: dict[str, list[str]] = {}
     by_id = metadata.by_id
+    acls_added: dict[uuid.UUID, AclValue] = {}
+    acls_removed: list[uuid.UUID] = []
 
     def note(name: str, kind: str) -> None:
         kinds = changed.setdefault(name, [])
@@ -172,12 +179,20 @@ def apply_records(metadata: MetadataReplica, records: Iterable[tuple[int, Metada
             if name == "UnregisterBrokerRecord":
                 metadata.broker_ids = [b for b in metadata.broker_ids if b != broker_id]
                 metadata.registrations.pop(broker_id, None)
+        elif name == "AccessControlEntryRecord":
+            acls_added[d.id] = (d.resource_type, d.resource_name, d.pattern_type, d.principal, d.host, d.operation,
+                                d.permission_type)
+        elif name == "RemoveAccessControlEntryRecord":
+            if acls_added.pop(d.id, None) is None:
+                acls_removed.append(d.id)
         elif name == "UnfenceBrokerRecord":
             registration = metadata.registrations.get(d.id)
             if registration is not None:
                 metadata.live[d.id], endpoints = registration
                 if endpoints is not None:
                     metadata.endpoints[d.id] = endpoints
+    if (acls_added or acls_removed) and metadata.on_acls is not None:
+        metadata.on_acls(acls_added, acls_removed)
     return changed
 
 

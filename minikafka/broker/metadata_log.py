@@ -15,9 +15,11 @@ between two writes, ``RemoveTopicRecord``.  Brokers' registrations and fencing a
 ``RegisterBrokerRecord``, ``FenceBrokerRecord`` and ``UnregisterBrokerRecord`` (a broker's epoch is the offset
 of its registration, as in KRaft); replay keeps none of them, since brokers register again when they start.
 
-Deliberate differences, for issue 26 to remove: one voter and no Raft (the log is local to the controller's
-data dir, its leader epoch the controller epoch), no snapshots (the log is replayed from its start), brokers
-read the controller's state in memory rather than fetching the log, and client quotas and broker configs
+Brokers in processes of their own fetch this log from a controller process and apply it
+(:mod:`~minikafka.broker.metadata_loader`); the brokers of one process read the controller's state in memory.
+
+Deliberate differences: one voter and no Raft (the log is local to the controller's data dir, its leader epoch
+the controller epoch), no snapshots (the log is replayed from its start), and client quotas and broker configs
 are kept in memory only.
 """
 

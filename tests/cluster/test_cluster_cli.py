@@ -64,7 +64,8 @@ def test_serve_brokers_cli_pauses_partitions_and_heals():
         command("resume 1", "resumed broker 1")
         assert "minikafka: network partition 1 cut for 30 s" in command("partition 0 | 2 controller for 30", "cut")
         command("isolate 1", "isolated broker 1 (network partition 2)")
-        assert command("status", "broker states: ").strip() == "broker states: 0 partitioned, 1 partitioned, 2 partitioned"
+        states = command("status", "broker states: ").strip()
+        assert states == "broker states: 0 partitioned, 1 partitioned, 2 partitioned"
         assert read_until(proc, "network partition 1:").strip() == "network partition 1: 0 | 2 controller"
         assert read_until(proc, "network partition 2:").strip() == \
             "network partition 2: 1 | 0 2 clients controller"

@@ -20,7 +20,10 @@ pytestmark = [pytest.mark.clients, pytest.mark.slow]
 #: Sessions short enough that a killed broker is fenced within seconds (any machine: the tests wait for states).
 SETTINGS = {"broker.session.timeout.ms": "3000", "broker.heartbeat.interval.ms": "300",
             "replica.fetch.wait.max.ms": "100", "offsets.topic.num.partitions": "3",
-            "transaction.state.log.num.partitions": "3", "num.partitions": "3", "default.replication.factor": "3"}
+            "transaction.state.log.num.partitions": "3", "num.partitions": "3", "default.replication.factor": "3",
+            # ACLs on (the clients and brokers, over PLAINTEXT, are User:ANONYMOUS: a super user).
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "super.users": "User:ANONYMOUS"}
 PARTITIONS = 3
 
 
@@ -331,3 +334,28 @@ def test_admin_requests_are_forwarded_to_the_controller_and_reach_every_broker(c
         return topic not in AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10).topics
 
     waiting.wait_for(lambda: all(gone(b) for b in cluster.bootstrap.split(",")), 30)
+
+
+def test_acls_are_made_by_the_controller_and_applied_by_every_broker(cluster: ProcessCluster):
+    """CreateAcls and DeleteAcls sent to one broker are forwarded to the controller, which writes them as
+    AccessControlEntryRecords; every broker's authorizer applies them from the metadata log."""
+    from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType, AdminClient,
+                                       ResourcePatternType, ResourceType)
+
+    first, *others = cluster.bootstrap.split(",")
+    binding = AclBinding(ResourceType.TOPIC, "acl-topic", ResourcePatternType.LITERAL, "User:alice", "*",
+                         AclOperation.READ, AclPermissionType.ALLOW)
+    admin = AdminClient({"bootstrap.servers": first})
+    assert admin.create_acls([binding])[binding].result(30) is None
+    every = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY,
+                             AclPermissionType.ANY)
+
+    def acls(bootstrap: str) -> list:
+        other = AdminClient({"bootstrap.servers": bootstrap})  # (kept until its answer)
+        return other.describe_acls(every).result(30)
+
+    for bootstrap in others:
+        waiting.wait_for(lambda: acls(bootstrap) == [binding], 30)
+    admin.delete_acls([every])[every].result(30)
+    for bootstrap in others:
+        waiting.wait_for(lambda: acls(bootstrap) == [], 30)
