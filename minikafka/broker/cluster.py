@@ -29,8 +29,9 @@ it missed (and registers again if it was fenced) before it serves a request, so 
 leader epoch, and its AlterPartition requests (ISR changes) carry its leader epoch, refused when stale.
 
 Deliberate differences (a cluster of processes has none of them: :mod:`minikafka.supervisor.processes`, KRaft
-over the wire): no KRaft quorum (the metadata is one object every broker reads; heartbeats are method calls; request handlers of a cut-off broker still read the current metadata, where a Kafka broker would answer
-from its stale copy).  Leader elections: unclean ones (a replica out of the ISR) when a
+over the wire): no KRaft quorum (the metadata is one object every broker reads; heartbeats are method calls;
+request handlers of a cut-off broker still read the current metadata, where a Kafka broker would answer from its
+stale copy).  Leader elections: unclean ones (a replica out of the ISR) when a
 partition has no live in-sync replica and ``unclean.leader.election.enable`` allows it; preferred leaders
 back every ``leader.imbalance.check.interval.seconds`` (``auto.leader.rebalance.enable``, KRaft's leader
 balancing: no per-broker imbalance threshold); ElectLeaders on request.  Groups live on the replicated
