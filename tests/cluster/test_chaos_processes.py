@@ -68,6 +68,19 @@ class CopyLoop:
         for tp in consumer.committed(assignment, timeout=30):
             consumer.seek(TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else 0))
 
+    @staticmethod
+    def _commit(producer) -> None:
+        """commit_transaction, retried while its error is retriable (librdkafka's advice)."""
+        from confluent_kafka import KafkaException
+
+        for attempt in range(10):
+            try:
+                producer.commit_transaction(60)
+                return
+            except KafkaException as exc:
+                if not exc.args[0].retriable() or attempt == 9:
+                    raise
+
     def _watch_committed(self, consumer) -> None:
         from confluent_kafka import TopicPartition
 
@@ -90,7 +103,7 @@ class CopyLoop:
                         producer.produce(self.target, value=m.value(), partition=m.partition())
                     producer.send_offsets_to_transaction(consumer.position(consumer.assignment()),
                                                          consumer.consumer_group_metadata(), 60)
-                    producer.commit_transaction(120)
+                    self._commit(producer)
                     self.commits += 1
                     self._watch_committed(consumer)
                 except KafkaException as exc:
@@ -99,7 +112,7 @@ class CopyLoop:
                     if error.txn_requires_abort():
                         producer.abort_transaction(120)
                         self.aborts += 1
-                    elif not error.retriable():  # fatal: a new producer (fencing the old one)
+                    else:  # fatal: a new producer (fencing the old one and aborting its transaction)
                         producer = self._producer()
                     self._rewind(consumer)
             consumer.close()
@@ -120,8 +133,10 @@ class CopyLoop:
             self.committed[p] and self.committed[p][-1] >= end for p, end in ends.items()), 180, interval=0.2)
 
 
-def _chaos(cluster: ProcessCluster, seconds: float, rng: random.Random) -> list[str]:
-    """One failure at a time, each undone after a while; the controller killed once, midway."""
+def _chaos(cluster: ProcessCluster, writer: Writer, seconds: float, rng: random.Random) -> list[str]:
+    """One failure at a time until ``seconds`` have passed, each undone once the producer made progress with it
+    in place (fencing and a new leader, for a victim that led), then progress again before the next; the
+    controller is killed once, midway.  The pace is the cluster's: a few seconds a failure."""
     done: list[str] = []
     deadline = time.monotonic() + seconds
     controller_at = time.monotonic() + seconds / 2
@@ -134,21 +149,15 @@ def _chaos(cluster: ProcessCluster, seconds: float, rng: random.Random) -> list[
         done.append(f"{action} {victim}")
         log.info("chaos: %s %s", action, victim)
         getattr(cluster, action)(victim)
-        _pause(rng.uniform(2, 4))
+        writer.wait_for(writer.count + rng.randint(200, 600))
         if action == "kill":
             cluster.start(victim)
         elif action == "pause":
             cluster.resume(victim)
         else:
             cluster.heal()
-        _pause(rng.uniform(1, 3))
+        writer.wait_for(writer.count + rng.randint(100, 300))
     return done
-
-
-def _pause(seconds: float) -> None:
-    """Let the cluster run for ``seconds``: the chaos's pace (a failure every few seconds), not a wait for
-    something to happen."""
-    time.sleep(seconds)  # fixed wait: the chaos schedule itself (the issue's "every few seconds")
 
 
 def _replica_records(data_dir: Path, broker: int, topic: str, partition: int) -> list[tuple[int, bytes | None]]:
@@ -172,7 +181,7 @@ def test_chaos_on_processes(tmp_path: Path):
         with Writer(cluster.bootstrap, "chaos-in") as writer, CopyLoop(cluster.bootstrap, "chaos-in",
                                                                       "chaos-out") as copier:
             writer.wait_for(200)
-            actions = _chaos(cluster, CHAOS_SECONDS, rng)
+            actions = _chaos(cluster, writer, CHAOS_SECONDS, rng)
             writer.wait_for(writer.count + 200)  # still writing once the chaos is over
         log.info("chaos: %s", ", ".join(actions))
         consumed = _consume_all(cluster.bootstrap, "chaos-in")
