@@ -32,7 +32,7 @@ from .handlers.registry import Handler, supported_api_versions
 from .handlers.topics import CreatePartitionsHandler, CreateTopicsHandler, DeleteTopicsHandler
 from .heartbeats import BrokerHeartbeatManager
 from .security.authorizer import AclStore, create_authorizer
-from .metadata import ClusterMetadata
+from .metadata import ClusterMetadata, metadata_settings
 from .quota import QuotaConfigs, QuotaManagers, ThrottledChannelReaper
 from .quorum_controller import QuorumController
 from .server import SocketServer, run_reaper
@@ -51,10 +51,7 @@ class ControllerServer:
         self.config = config
         self.node_id = config.node_id
         self.clock = clock
-        self.metadata = ClusterMetadata([], config.data_dir, max_partitions=config.max_partitions,
-                                        offsets_topic_partitions=config.offsets_topic_num_partitions,
-                                        transaction_topic_partitions=config.transaction_state_log_num_partitions,
-                                        unclean_leader_election=config.unclean_leader_election_enable)
+        self.metadata = ClusterMetadata([], config.data_dir, **metadata_settings(config))
         metadata_log = self.metadata.metadata_log
         assert metadata_log is not None
         self.appends = MetadataLogAppends()

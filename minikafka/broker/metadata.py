@@ -14,14 +14,14 @@ import re
 import uuid
 from pathlib import Path
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..common import Node, PartitionMetadata, TopicMetadata
 from ..common.types import INTERNAL_TOPICS
 from ..protocol.coordinator_records import OFFSETS_TOPIC, SHARE_GROUP_STATE_TOPIC, TRANSACTION_STATE_TOPIC
 from ..common.hashing import partition_for_key
 from ..protocol.errors import ErrorCode
-from .config import StartupError
+from .config import BrokerConfig, StartupError
 
 if TYPE_CHECKING:
     from .metadata_log import AclValue, BrokerValue, ClusterMetadataLog, ScramValue, TokenValue, TopicImage
@@ -42,6 +42,15 @@ EXCESSIVE_BATCH = "Unable to perform excessively large batch operation."
 DEFAULT_MAX_PARTITIONS = 50_000
 #: The first producer id a cluster hands out (a lone broker's ProducerIdManager starts there too).
 FIRST_PRODUCER_ID = 1000
+
+
+def metadata_settings(config: BrokerConfig) -> dict[str, Any]:
+    """The :class:`ClusterMetadata` keyword arguments a broker's configuration sets (the same for the controller
+    of one process, a controller process and a broker process's copy)."""
+    return {"max_partitions": config.max_partitions,
+            "offsets_topic_partitions": config.offsets_topic_num_partitions,
+            "transaction_topic_partitions": config.transaction_state_log_num_partitions,
+            "unclean_leader_election": config.unclean_leader_election_enable}
 
 
 class MetadataError(Exception):

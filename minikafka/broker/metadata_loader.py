@@ -56,8 +56,10 @@ class MetadataReplica(ClusterMetadata):
     written only by :func:`apply_records`; a topic it lacks is asked of the controller through
     :attr:`request_topic`."""
 
-    def __init__(self) -> None:
-        super().__init__([])
+    def __init__(self, **settings: Any) -> None:
+        """``settings``: :class:`ClusterMetadata`'s keyword arguments (:func:`metadata_settings`); no broker, no
+        log: both come from the controller's records."""
+        super().__init__([], None, **settings)
         # fn(name, partitions, replication factor, configs): ask the controller for a topic (set by the broker).
         self.request_topic: Callable[[str, int, int, dict[str, str]], None] | None = None
         self.partition_epochs: dict[tuple[str, int], int] = {}

@@ -34,7 +34,7 @@ from .groups.group_config import GroupConfigManager
 from .groups.offset_log import has_local_log
 from .heartbeats import BrokerHeartbeatManager
 from .log.cleaner_manager import CleanerTarget, LogCleaner
-from .metadata import ClusterMetadata, MetadataError
+from .metadata import ClusterMetadata, MetadataError, metadata_settings
 from .network_links import NetworkLinks
 from .producer_state import ProducerIdManager
 from .security.authorizer import AclStore, AclStoreError
@@ -88,16 +88,9 @@ class SharedServices:
             from .producer_state import ProducerIdBlocks
             from .metadata_loader import MetadataReplica
 
-            metadata, producer_ids, data_dir = MetadataReplica(), ProducerIdBlocks(), None
-            metadata.max_partitions = config.max_partitions
-            metadata.unclean_leader_election = config.unclean_leader_election_enable
-            metadata.offsets_topic_partitions = config.offsets_topic_num_partitions
-            metadata.transaction_topic_partitions = config.transaction_state_log_num_partitions
+            metadata, producer_ids, data_dir = MetadataReplica(**metadata_settings(config)), ProducerIdBlocks(), None
         else:
-            metadata = ClusterMetadata(broker_ids, data_dir, max_partitions=config.max_partitions,
-                                       offsets_topic_partitions=config.offsets_topic_num_partitions,
-                                       transaction_topic_partitions=config.transaction_state_log_num_partitions,
-                                       unclean_leader_election=config.unclean_leader_election_enable)
+            metadata = ClusterMetadata(broker_ids, data_dir, **metadata_settings(config))
             producer_ids = ProducerIdManager()
         # Its groups live on the replicated __consumer_offsets partitions; a local log left by an earlier version
         # is opened only to be carried over into them.
