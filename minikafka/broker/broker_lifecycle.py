@@ -92,7 +92,7 @@ class BrokerLifecycleManager:
             first, count = await self.client.allocate_producer_ids()
         except (*CHANNEL_ERRORS, ControllerError) as exc:
             log.info("broker %d: no producer ids from the controller: %r", self.client.node_id, exc)
-            self.producer_ids._requested = False
+            self.producer_ids.request_failed()
             await trio.sleep(0.1)
             return
         self.producer_ids.add_block(first, count)

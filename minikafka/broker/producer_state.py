@@ -223,6 +223,10 @@ class ProducerIdBlocks(ProducerIdManager):
         else:
             self.blocks.append((first, first + count))
 
+    def request_failed(self) -> None:
+        """The controller did not hand out the block asked for: the next use asks again."""
+        self._requested = False
+
     @property
     def available(self) -> int:
         return max(self.end - self.next_id, 0) + sum(e - f for f, e in self.blocks)
