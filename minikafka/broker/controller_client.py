@@ -197,6 +197,7 @@ class AlterPartitionManager:
             topic = self.metadata.get_topic(part.topic)
             if topic is None:
                 return
+            before = list(topic.partitions[part.index].isr)
             resp = await self.client.request(ApiKey.ALTER_PARTITION, {
                 "broker_id": self.client.node_id, "broker_epoch": self.client.broker_epoch, "topics": [{
                     "topic_id": topic.topic_id, "topic_name": topic.name, "partitions": [{
@@ -214,8 +215,8 @@ class AlterPartitionManager:
                 return
             pm = topic.partitions[part.index]
             if answer["leader_epoch"] == pm.leader_epoch:  # not overtaken by a later change from the log
-                old, pm.isr = list(pm.isr), list(answer["isr"])
-                self.on_isr_changed(part, old, list(pm.isr))
+                pm.isr = list(answer["isr"])
+                self.on_isr_changed(part, before, list(pm.isr))
         except CHANNEL_ERRORS as exc:
             log.info("broker %d: AlterPartition of %s-%d failed: %r", self.client.node_id, part.topic, part.index, exc)
         finally:

@@ -571,7 +571,8 @@ class ReplicaManager:
         return self.metadata.set_isr(part.topic, part.index, isr, part.local_id, part.leader_epoch)
 
     def on_isr_changed(self, part: Partition, old: list[int], new: list[int]) -> None:
-        """The controller applied an ISR change this leader sent (another process's controller answered)."""
+        """The controller applied an ISR change this leader sent (another process's controller answered):
+        ``old`` as the leader asked, ``new`` as applied."""
         log.info("broker %d: %s ISR of %s-%d from %s to %s", part.local_id,
                  "expanded" if len(new) > len(old) else "shrank", part.topic, part.index, old, new)
         if len(new) > len(old):

@@ -25,6 +25,9 @@ SETTINGS = {"broker.session.timeout.ms": "3000", "broker.heartbeat.interval.ms":
             "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
             "super.users": "User:ANONYMOUS"}
 PARTITIONS = 3
+#: A request to a paused or cut-off broker given up after seconds, not librdkafka's 30-60 s (then retried: with
+#: idempotence, safely), so that a client follows a new leader within the test's pace.
+CLIENT_TIMEOUTS = {"request.timeout.ms": 5000, "socket.timeout.ms": 5000}
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +81,8 @@ class Writer:
         self.topic = topic
         self.producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
                                   "linger.ms": 5, "message.timeout.ms": 120000, "retry.backoff.ms": 50,
-                                  "reconnect.backoff.max.ms": 500, "topic.metadata.refresh.interval.ms": 1000})
+                                  "reconnect.backoff.max.ms": 500, "topic.metadata.refresh.interval.ms": 1000,
+                                  **CLIENT_TIMEOUTS})
         self.acked: dict[int, list[int]] = {p: [] for p in range(PARTITIONS)}
         self.errors: list[str] = []
         self._stop = threading.Event()
