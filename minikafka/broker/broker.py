@@ -45,8 +45,7 @@ from .handlers.registry import build_handlers
 from .metadata import MAX_PARTITIONS_PER_BATCH, ClusterMetadata, MetadataError
 from .log.cleaner_manager import CleanerConfig, LogCleaner
 from .purgatory import DelayedOperationPurgatory
-from .quota import QuotaConfigs, QuotaManagers, ThrottledChannelReaper
-from .quota.entity import parse_quota_spec
+from .quota import QuotaManagers, ThrottledChannelReaper
 from .quota.replication_quota_manager import (FOLLOWER_REPLICATION, FOLLOWER_THROTTLED_RATE,
                                               FOLLOWER_THROTTLED_REPLICAS, LEADER_REPLICATION,
                                               LEADER_THROTTLED_RATE, LEADER_THROTTLED_REPLICAS,
@@ -308,11 +307,7 @@ class Broker:
         self.metrics_registry = Metrics(MetricConfig(samples=config.quota_window_num,
                                                      time_window_ms=config.quota_window_size_seconds * 1000))
         # Client quotas: configs by entity, and the managers that own muting through the reaper.
-        self.quota_configs = QuotaConfigs()
-        for spec in config.client_quotas:
-            entity, values = parse_quota_spec(spec)
-            for key, value in values.items():
-                self.quota_configs.set(entity, key, value)
+        self.quota_configs = shared.quota_configs
         self.reaper = ThrottledChannelReaper(trio.current_time)
         self.quotas = QuotaManagers(self.quota_configs, self.metrics_registry, window_num=config.quota_window_num,
                                     window_size_s=config.quota_window_size_seconds, reaper=self.reaper,
@@ -394,7 +389,7 @@ class Broker:
         for ISR changes, topics asked for, and the admin requests forwarded in an Envelope."""
         from .broker_lifecycle import BrokerLifecycleManager
         from .producer_state import ProducerIdBlocks
-        from .controller_client import (FORWARDED_APIS, FORWARDED_TOPIC_CONFIGS, AlterPartitionManager,
+        from .controller_client import (FORWARDED_APIS, FORWARDED_CONFIGS, AlterPartitionManager,
                                         ControllerClient, ForwardingHandler, parse_controller_address)
         from .metadata_loader import MetadataLoader, MetadataReplica
         from .metadata_log import SECURITY_PROTOCOL_IDS
@@ -411,11 +406,11 @@ class Broker:
         self.alter_partitions = AlterPartitionManager(client, metadata, self.replica_manager.on_isr_changed)
         self.replica_manager.alter_partition = self.alter_partitions.submit
         metadata.request_topic = self._request_topic
-        metadata.on_acls = self.shared.acls.apply
+        metadata.publishers = self.shared.metadata_publishers()
         forwarding = ForwardingHandler(client)
         for key in FORWARDED_APIS:
             handlers[key] = forwarding.handle
-        for key in FORWARDED_TOPIC_CONFIGS:
+        for key in FORWARDED_CONFIGS:
             handlers[key] = ForwardingHandler(client, local=handlers[key]).handle
 
         def publish(changes: dict[str, list[str]]) -> None:

@@ -64,6 +64,17 @@ class ResourceConfigStore:
         if changes:
             self.records.write_configs(self.resource_type, name, changes)
 
+    def replace(self, configs: dict[str, dict[str, str]]) -> None:
+        """The configs of this resource type a broker process's copy of its controller's metadata log holds now
+        (by resource name): each resource that differs is set (its listeners told), nothing written."""
+        stored = self._stored()
+        for name in [*stored, *(n for n in configs if n not in stored)]:
+            if stored.get(name, {}) != configs.get(name, {}):
+                self._set(name, dict(configs.get(name, {})))
+
+    def _set(self, name: str, configs: dict[str, str]) -> None:
+        raise NotImplementedError
+
     def _load(self) -> None:
         raise NotImplementedError
 

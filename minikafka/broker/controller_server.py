@@ -23,7 +23,17 @@ from .controller_apis import (AllocateProducerIdsHandler, AlterPartitionHandler,
                               BrokerRegistrationHandler, EnvelopeHandler, MetadataFetchHandler, MetadataLogAppends)
 from .handlers.api_versions import ApiVersionsHandler
 from .dynamic_config import DynamicBrokerConfig, DynamicConfigStore
+from .client_metrics.configs import ClientMetricsConfigStore
+from .groups.group_config import GroupConfigManager
 from .handlers.acls import CreateAclsHandler, DeleteAclsHandler
+from .handlers.delegation_tokens import (CreateDelegationTokenHandler, ExpireDelegationTokenHandler,
+                                         RenewDelegationTokenHandler)
+from .handlers.features import UpdateFeaturesHandler
+from .handlers.quotas import AlterClientQuotasHandler
+from .handlers.scram import AlterUserScramCredentialsHandler
+from .security.delegation_token import DelegationTokenManager
+from .security.scram import ScramCredentialStore
+from .cluster_stores import open_features, open_quota_configs, token_expiry_loop
 from .handlers.configs import AlterConfigsHandler
 from .handlers.elect_leaders import ElectLeadersHandler
 from .handlers.quorum import DescribeQuorumHandler, UnregisterBrokerHandler
@@ -89,19 +99,35 @@ class ControllerServer:
                                            cfg.allow_everyone_if_no_acl_found, AclStore(cfg.data_dir, metadata))
         except ValueError as exc:
             raise ConfigError("authorizer.class.name", cfg.authorizer_class_name, str(exc)) from None
+        # The stores whose changes are records of the log (brokers apply them: metadata_loader's publishers).
+        groups, subscriptions = GroupConfigManager(cfg, cfg.data_dir, metadata), ClientMetricsConfigStore(
+            cfg.data_dir, metadata)
+        tokens = self.tokens = DelegationTokenManager.from_config(cfg, cfg.data_dir, clock=self.clock,
+                                                                  records=metadata)
+        scram, quotas = ScramCredentialStore.from_config(cfg, cfg.data_dir, metadata), open_quota_configs(cfg, metadata)
+        features = open_features(cfg, cfg.data_dir, metadata)
         admin: dict[int, Handler] = {
-            ApiKey.CREATE_TOPICS: CreateTopicsHandler(metadata, cfg).handle,
-            ApiKey.DELETE_TOPICS: DeleteTopicsHandler(metadata, metadata, cfg).handle,
-            ApiKey.CREATE_PARTITIONS: CreatePartitionsHandler(metadata, metadata).handle,
-            ApiKey.ELECT_LEADERS: ElectLeadersHandler(metadata, metadata).handle,
-            ApiKey.ALTER_PARTITION_REASSIGNMENTS: AlterPartitionReassignmentsHandler(metadata).handle,
-            ApiKey.LIST_PARTITION_REASSIGNMENTS: ListPartitionReassignmentsHandler(metadata).handle,
-            ApiKey.UNREGISTER_BROKER: UnregisterBrokerHandler(metadata).handle,
-            ApiKey.ALTER_CONFIGS: AlterConfigsHandler(metadata, metadata, brokers, incremental=False).handle,
-            ApiKey.INCREMENTAL_ALTER_CONFIGS: AlterConfigsHandler(metadata, metadata, brokers, incremental=True).handle,
+            ApiKey.CREATE_TOPICS: CreateTopicsHandler(metadata, cfg, authorizer=authorizer).handle,
+            ApiKey.DELETE_TOPICS: DeleteTopicsHandler(metadata, metadata, cfg, authorizer=authorizer).handle,
+            ApiKey.CREATE_PARTITIONS: CreatePartitionsHandler(metadata, metadata, authorizer=authorizer).handle,
+            ApiKey.ELECT_LEADERS: ElectLeadersHandler(metadata, metadata, authorizer=authorizer).handle,
+            ApiKey.ALTER_PARTITION_REASSIGNMENTS: AlterPartitionReassignmentsHandler(metadata,
+                                                                                     authorizer=authorizer).handle,
+            ApiKey.LIST_PARTITION_REASSIGNMENTS: ListPartitionReassignmentsHandler(metadata,
+                                                                                   authorizer=authorizer).handle,
+            ApiKey.UNREGISTER_BROKER: UnregisterBrokerHandler(metadata, authorizer=authorizer).handle,
             ApiKey.CREATE_ACLS: CreateAclsHandler(authorizer).handle,
             ApiKey.DELETE_ACLS: DeleteAclsHandler(authorizer).handle,
+            ApiKey.ALTER_USER_SCRAM_CREDENTIALS: AlterUserScramCredentialsHandler(scram, authorizer=authorizer).handle,
+            ApiKey.CREATE_DELEGATION_TOKEN: CreateDelegationTokenHandler(tokens, authorizer=authorizer).handle,
+            ApiKey.RENEW_DELEGATION_TOKEN: RenewDelegationTokenHandler(tokens).handle,
+            ApiKey.EXPIRE_DELEGATION_TOKEN: ExpireDelegationTokenHandler(tokens).handle,
+            ApiKey.UPDATE_FEATURES: UpdateFeaturesHandler(features, authorizer=authorizer).handle,
+            ApiKey.ALTER_CLIENT_QUOTAS: AlterClientQuotasHandler(quotas, authorizer=authorizer).handle,
         }
+        for key, incremental in ((ApiKey.ALTER_CONFIGS, False), (ApiKey.INCREMENTAL_ALTER_CONFIGS, True)):
+            admin[key] = AlterConfigsHandler(metadata, metadata, brokers, incremental=incremental,
+                                             authorizer=authorizer, groups=groups, client_metrics=subscriptions).handle
         handlers: dict[int, Handler] = {
             **admin,
             ApiKey.BROKER_REGISTRATION: BrokerRegistrationHandler(
@@ -124,6 +150,7 @@ class ControllerServer:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(run_reaper, self.reaper)
                 nursery.start_soon(self.controller.run)
+                nursery.start_soon(token_expiry_loop, self.tokens, self.config.delegation_token_expiry_check_interval_ms)
                 port = await nursery.start(self.server.serve)
                 log.info("controller %d ready on %s:%d (metadata log at offset %d)", self.node_id, self.config.host,
                          port, self.metadata.metadata_offset)

@@ -433,6 +433,7 @@ _BUILDERS: dict[int, Callable[[Any, int, int], ErrorBody]] = {
     ApiKey.BROKER_REGISTRATION: _top_level,
     ApiKey.BROKER_HEARTBEAT: _top_level,
     ApiKey.ALLOCATE_PRODUCER_IDS: _top_level,
+    ApiKey.FETCH_SNAPSHOT: _top_level,
 }
 
 _NO_THROTTLE_TIME = frozenset({ApiKey.WRITE_TXN_MARKERS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE,

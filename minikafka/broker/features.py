@@ -289,6 +289,12 @@ class FeatureControlManager:
         bootstrap_levels(settings)
         return settings
 
+    def replace(self, levels: dict[str, int], epoch: int) -> None:
+        """The levels a broker process's copy of its controller's metadata log holds now (``epoch``: the offset
+        of the last FeatureLevelRecord): taken, written nowhere."""
+        if levels:
+            self._levels, self.epoch = {k: v for k, v in levels.items() if v > 0}, epoch
+
     # -- queries (Kafka's FinalizedFeatures) ------------------------------------------------------
     def level(self, name: str) -> int:
         """The finalized level of a feature (0 when not finalized)."""

@@ -22,9 +22,11 @@ from ..protocol.coordinator_records import OFFSETS_TOPIC, SHARE_GROUP_STATE_TOPI
 from ..common.hashing import partition_for_key
 from ..protocol.errors import ErrorCode
 from .config import BrokerConfig, StartupError
+from .metadata_image import MetadataState
 
 if TYPE_CHECKING:
-    from .metadata_log import AclValue, BrokerValue, ClusterMetadataLog, ScramValue, TokenValue, TopicImage
+    from .metadata_image import AclValue, QuotaEntity, ScramValue, TokenValue
+    from .metadata_log import ClusterMetadataLog, TopicImage
 
 __all__ = ["INTERNAL_TOPICS", "ClusterMetadata", "MetadataError", "PartitionMetadata", "TopicMetadata",
            "validate_topic_name"]
@@ -164,14 +166,11 @@ class ClusterMetadata:
         self._metadata_log: ClusterMetadataLog | None = None
         self.on_append: list[Callable[[], None]] = []  # told after each write to the metadata log
         self._image: dict[str, TopicImage] = {}
-        self._acls: dict[uuid.UUID, AclValue] = {}  # as replayed at start
-        self._scram: dict[tuple[str, int], ScramValue] = {}  # likewise
-        self._features: tuple[dict[str, int], int] = ({}, -1)  # likewise, with the offset of the last
-        self._configs: dict[int, dict[str, dict[str, str]]] = {}  # other resources' configs, likewise
-        self._tokens: dict[str, TokenValue] = {}  # delegation tokens
+        # The rest of the log as replayed at start (ACLs, SCRAM credentials, tokens, features, configs, quotas,
+        # registrations): what the stores open with.
+        self.state = MetadataState()
         # The first producer id of the next block AllocateProducerIds hands out (the last ProducerIdsRecord's).
         self.next_producer_id = FIRST_PRODUCER_ID
-        self._registered: dict[int, BrokerValue] = {}  # the brokers registered and unfenced, as replayed
         if data_dir is not None:
             self._load()
 
@@ -187,13 +186,8 @@ class ClusterMetadata:
             mlog = self._metadata_log = ClusterMetadataLog(self.data_dir)
             if mlog.end_offset > 0:
                 replayed = replay(mlog.records())
-                topics, self._image, self._acls = replayed.topics, replayed.image, replayed.acls
-                self._scram = replayed.scram
-                self._features = (replayed.features, replayed.features_offset)
-                self._configs = replayed.configs
-                self._tokens = replayed.tokens
-                self.next_producer_id = max(self.next_producer_id, replayed.next_producer_id)
-                self._registered = replayed.brokers
+                topics, self._image, self.state = replayed.topics, replayed.image, replayed.state
+                self.next_producer_id = max(self.next_producer_id, self.state.next_producer_id)
                 where = str(mlog.log.directory)
             elif legacy.exists():
                 topics = {t.name: t for t in (topic_from_json(d)
@@ -250,7 +244,7 @@ class ClusterMetadata:
 
     def replayed_acls(self) -> dict[uuid.UUID, AclValue] | None:
         """The ACLs the metadata log held at start, by id (the ACL store's :class:`AclRecords`); None in memory."""
-        return dict(self._acls) if self._metadata_log is not None else None
+        return dict(self.state.acls) if self._metadata_log is not None else None
 
     def write_acls(self, added: dict[uuid.UUID, AclValue],
                    removed: list[uuid.UUID]) -> None:
@@ -265,7 +259,7 @@ class ClusterMetadata:
     def replayed_scram(self) -> dict[tuple[str, int], ScramValue] | None:
         """The SCRAM credentials the metadata log held at start (the credential store's :class:`ScramRecords`);
         None in memory."""
-        return dict(self._scram) if self._metadata_log is not None else None
+        return dict(self.state.scram) if self._metadata_log is not None else None
 
     def write_scram(self, upserted: dict[tuple[str, int], ScramValue],
                     removed: list[tuple[str, int]]) -> None:
@@ -280,7 +274,7 @@ class ClusterMetadata:
     def replayed_features(self) -> tuple[dict[str, int], int] | None:
         """The feature levels the metadata log held at start and the offset of the last (the feature manager's
         :class:`FeatureRecords`); None in memory."""
-        return (dict(self._features[0]), self._features[1]) if self._metadata_log is not None else None
+        return (dict(self.state.features), self.state.features_offset) if self._metadata_log is not None else None
 
     def write_features(self, levels: dict[str, int]) -> int:
         """Write feature levels as records; the offset of the last (in memory: count one change)."""
@@ -296,7 +290,7 @@ class ClusterMetadata:
         log held at start, by resource name; None in memory."""
         if self._metadata_log is None:
             return None
-        return {name: dict(c) for name, c in self._configs.get(resource_type, {}).items()}
+        return {name: dict(c) for name, c in self.state.configs.get(resource_type, {}).items()}
 
     def write_configs(self, resource_type: int, resource_name: str, changes: dict[str, str | None]) -> None:
         """Write one resource's config changes as ConfigRecords (None: removed; in memory: count one change)."""
@@ -307,10 +301,24 @@ class ClusterMetadata:
 
         self._append(config_records(resource_type, resource_name, changes))
 
+    def replayed_quotas(self) -> dict[QuotaEntity, dict[str, float]] | None:
+        """The client quotas the metadata log held at start (the quota configs' :class:`QuotaRecords`); None in
+        memory."""
+        return {e: dict(v) for e, v in self.state.quotas.items()} if self._metadata_log is not None else None
+
+    def write_quota(self, entity: QuotaEntity, key: str, value: float | None) -> None:
+        """Write one quota's change as a ClientQuotaRecord (None: removed; in memory: count one change)."""
+        if self._metadata_log is None:
+            self._append([])
+            return
+        from .metadata_log import quota_record
+
+        self._append([quota_record(entity, key, value)])
+
     def replayed_tokens(self) -> list[TokenValue] | None:
         """The delegation tokens the metadata log held at start (the token manager's :class:`TokenRecords`);
         None in memory."""
-        return list(self._tokens.values()) if self._metadata_log is not None else None
+        return list(self.state.tokens.values()) if self._metadata_log is not None else None
 
     def write_tokens(self, upserted: list[TokenValue],
                      removed: list[str]) -> None:
@@ -328,7 +336,7 @@ class ClusterMetadata:
         until its session expires.  ``inter_broker_listener`` picks the address brokers reach it at.  Returns the
         brokers restored (a controller in its own process; brokers of this process register as they start)."""
         restored = []
-        for broker_id, (epoch, endpoints, rack) in sorted(self._registered.items()):
+        for broker_id, (epoch, endpoints, rack) in sorted(self.state.brokers.items()):
             nodes = {name: Node(broker_id, host, port, rack) for name, (host, port) in endpoints.items()}
             node = inter_broker_listener(nodes)
             if node is None:
@@ -339,7 +347,6 @@ class ClusterMetadata:
             self.registrations[broker_id] = (node, nodes)
             self.broker_epochs[broker_id] = epoch
             restored.append(broker_id)
-        self._registered = {}
         return restored
 
     def partition_epoch(self, topic: str, partition: int) -> int:

@@ -10,11 +10,14 @@ The replica answers the broker's reads as the in-process cluster's shared metada
 it goes to the controller instead: a topic created by a Metadata request or a coordinator's first use is asked
 for (CreateTopics) and exists once its records come back.
 
-ACL records go to the broker's ACL store (:attr:`MetadataReplica.on_acls`).
+The rest of the log (ACLs, SCRAM credentials, delegation tokens, feature levels, group and client-metrics
+configs, client quotas) is applied to the replica's :class:`~minikafka.broker.metadata_image.MetadataState` and
+published to the broker's stores (:attr:`MetadataReplica.publishers`, Kafka's ``AclPublisher``,
+``ScramPublisher``, ``DelegationTokenPublisher``, ``FeaturesPublisher``, ``DynamicConfigPublisher``,
+``DynamicClientQuotaPublisher``).
 
-Deliberate differences: no local copy of the log and no snapshots (a broker fetches from offset 0 when it
-starts); SCRAM credentials, delegation tokens, features and group or client-metrics configs are not yet
-applied to a broker process's stores.
+Deliberate differences: no local copy of the log (a broker fetches from its start, or from the controller's
+snapshot, when it starts).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from typing import Any
 
 import trio
 
-from ..common import Node, PartitionMetadata, TopicMetadata
+from ..common import Node, TopicMetadata
 from ..protocol.api import ApiKey
 from ..protocol.errors import ErrorCode
 from ..protocol.exceptions import MetadataRecordError, ProtocolError
@@ -35,7 +38,8 @@ from ..protocol.records import iter_batches
 from .coordinator_runtime import batch_records
 from .inter_broker import CHANNEL_ERRORS, InterBrokerChannel
 from .metadata import ClusterMetadata, MetadataError
-from .metadata_log import METADATA_TOPIC, NO_LEADER_CHANGE, TOPIC_RESOURCE, AclValue
+from .metadata_image import MetadataState
+from .metadata_log import METADATA_TOPIC, is_topic_record, replay_topic_record
 
 log = logging.getLogger(__name__)
 
@@ -62,9 +66,11 @@ class MetadataReplica(ClusterMetadata):
         super().__init__([], None, **settings)
         # fn(name, partitions, replication factor, configs): ask the controller for a topic (set by the broker).
         self.request_topic: Callable[[str, int, int, dict[str, str]], None] | None = None
-        self.partition_epochs: dict[tuple[str, int], int] = {}
-        # fn(added, removed): the ACL records of each fetch (set by the broker: its ACL store applies them).
-        self.on_acls: Callable[[dict[uuid.UUID, AclValue], list[uuid.UUID]], None] | None = None
+        self.partition_epochs: dict[tuple[uuid.UUID, int], int] = {}
+        # The rest of the log (ACLs, SCRAM credentials, tokens, features, configs, quotas) as applied so far, and
+        # Kafka's metadata publishers: by what changed (MetadataState.apply), those that take it into a store.
+        self.state = MetadataState()
+        self.publishers: dict[str, list[Callable[[MetadataState], None]]] = {}
 
     def create_topic(self, name: str, num_partitions: int, replication_factor: int,
                      configs: dict[str, str] | None = None, assignments: dict[int, list[int]] | None = None
@@ -86,7 +92,8 @@ class MetadataReplica(ClusterMetadata):
         raise TopicBeingCreated(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{name} is being created")
 
     def partition_epoch(self, topic: str, partition: int) -> int:
-        return self.partition_epochs.get((topic, partition), 0)
+        t = self.topics.get(topic)
+        return 0 if t is None else self.partition_epochs.get((t.topic_id, partition), 0)
 
     def set_topic_configs(self, name: str, configs: dict[str, str], replace: bool = False) -> None:
         """A topic's configs change at the controller only (forwarded AlterConfigs); never in this copy."""
@@ -101,77 +108,25 @@ class MetadataReplica(ClusterMetadata):
 
 def apply_records(metadata: MetadataReplica, records: Iterable[tuple[int, MetadataRecord]],
                   inter_broker_listener: str) -> dict[str, list[str]]:
-    """Apply metadata records in order (Kafka's ``MetadataDelta.replay``); returns each changed topic with the kinds
-    of change the broker is told, in order (created or deleted alone; else partitions, config, leadership,
-    reassignment)."""
+    """Apply metadata records in order (Kafka's ``MetadataDelta.replay``): the topic registry and the brokers'
+    registrations here, every other record to the replica's :attr:`~MetadataReplica.publishers`.  Returns each
+    changed topic with the kinds of change the broker is told, in order (created or deleted alone; else
+    partitions, config, leadership, reassignment)."""
     changed: dict[str, list[str]] = {}
-    by_id = metadata.by_id
-    acls_added: dict[uuid.UUID, AclValue] = {}
-    acls_removed: list[uuid.UUID] = []
-
-    def note(name: str, kind: str) -> None:
-        kinds = changed.setdefault(name, [])
-        if kind not in kinds and not {"created", "deleted"} & set(kinds):
-            kinds.append(kind)
-
+    published: dict[str, None] = {}
     for offset, rec in records:
         d, name = rec.data, rec.name
         metadata.metadata_offset = offset + 1
-        topic: TopicMetadata | None
-        if name == "TopicRecord":
-            metadata.topics[d.name] = by_id[d.topic_id] = TopicMetadata(name=d.name, topic_id=d.topic_id,
-                                                                        partitions=[])
-            changed[d.name] = ["created"]
-        elif name == "RemoveTopicRecord":
-            gone = by_id.pop(d.topic_id, None)
-            if gone is not None and metadata.topics.get(gone.name) is gone:
-                del metadata.topics[gone.name]
-                metadata.replica_count -= sum(len(p.replicas) for p in gone.partitions)
-                changed[gone.name] = ["deleted"]
-        elif name == "PartitionRecord":
-            topic = by_id.get(d.topic_id)
-            if topic is None:
+        if is_topic_record(rec):
+            change = replay_topic_record(rec, offset, metadata.by_id, metadata.topics, metadata.partition_epochs)
+            if change is None:
                 continue
-            pm = PartitionMetadata(partition=d.partition_id, leader=d.leader, leader_epoch=d.leader_epoch,
-                                   replicas=list(d.replicas), isr=list(d.isr), adding_replicas=list(d.adding_replicas),
-                                   removing_replicas=list(d.removing_replicas))
-            if d.partition_id < len(topic.partitions):
-                metadata.replica_count -= len(topic.partitions[d.partition_id].replicas)
-                topic.partitions[d.partition_id] = pm
-                note(topic.name, "reassignment")
-            else:
-                topic.partitions.append(pm)
-                note(topic.name, "partitions")
-            metadata.replica_count += len(pm.replicas)
-            metadata.partition_epochs[(topic.name, d.partition_id)] = d.partition_epoch
-        elif name == "PartitionChangeRecord":
-            topic = by_id.get(d.topic_id)
-            if topic is None or not 0 <= d.partition_id < len(topic.partitions):
-                continue
-            pm = topic.partitions[d.partition_id]
-            kind = "leadership"
-            if d.isr is not None:
-                pm.isr = list(d.isr)
-            if d.leader != NO_LEADER_CHANGE:
-                pm.leader, pm.leader_epoch = d.leader, pm.leader_epoch + 1
-            if d.replicas is not None:
-                metadata.replica_count += len(d.replicas) - len(pm.replicas)
-                pm.replicas, kind = list(d.replicas), "reassignment"
-            if d.adding_replicas is not None:
-                pm.adding_replicas = list(d.adding_replicas)
-            if d.removing_replicas is not None:
-                pm.removing_replicas = list(d.removing_replicas)
-            key = (topic.name, d.partition_id)
-            metadata.partition_epochs[key] = metadata.partition_epochs.get(key, 0) + 1
-            note(topic.name, kind)
-        elif name == "ConfigRecord" and d.resource_type == TOPIC_RESOURCE:
-            topic = metadata.topics.get(d.resource_name)
-            if topic is not None:
-                if d.value is None:
-                    topic.configs.pop(d.name, None)
-                else:
-                    topic.configs[d.name] = d.value
-                note(topic.name, "config")
+            topic, kind = change
+            kinds = changed.setdefault(topic, [])
+            if kind in ("created", "deleted"):
+                changed[topic] = [kind]
+            elif kind not in kinds and not {"created", "deleted"} & set(kinds):
+                kinds.append(kind)
         elif name == "RegisterBrokerRecord":
             _register(metadata, d, offset, inter_broker_listener)
         elif name in ("FenceBrokerRecord", "UnregisterBrokerRecord"):
@@ -181,20 +136,21 @@ def apply_records(metadata: MetadataReplica, records: Iterable[tuple[int, Metada
             if name == "UnregisterBrokerRecord":
                 metadata.broker_ids = [b for b in metadata.broker_ids if b != broker_id]
                 metadata.registrations.pop(broker_id, None)
-        elif name == "AccessControlEntryRecord":
-            acls_added[d.id] = (d.resource_type, d.resource_name, d.pattern_type, d.principal, d.host, d.operation,
-                                d.permission_type)
-        elif name == "RemoveAccessControlEntryRecord":
-            if acls_added.pop(d.id, None) is None:
-                acls_removed.append(d.id)
         elif name == "UnfenceBrokerRecord":
             registration = metadata.registrations.get(d.id)
             if registration is not None:
                 metadata.live[d.id], endpoints = registration
                 if endpoints is not None:
                     metadata.endpoints[d.id] = endpoints
-    if (acls_added or acls_removed) and metadata.on_acls is not None:
-        metadata.on_acls(acls_added, acls_removed)
+        else:
+            applied = metadata.state.apply(offset, rec)
+            if applied is not None:
+                published[applied] = None
+    if changed:
+        metadata.replica_count = sum(len(p.replicas) for t in metadata.topics.values() for p in t.partitions)
+    for kind in published:
+        for publish in metadata.publishers.get(kind, ()):
+            publish(metadata.state)
     return changed
 
 

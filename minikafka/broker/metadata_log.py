@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..common import SYSTEM_CLOCK, Clock, PartitionMetadata, TopicMetadata
@@ -37,6 +37,7 @@ from ..protocol.metadata_records import MetadataRecord, decode_metadata_record, 
 from ..protocol.records import Record, build_batch
 from .coordinator_runtime import batch_records
 from .log import Log, LogConfig
+from .metadata_image import AclValue, MetadataState, QuotaEntity, ScramValue, TokenValue
 
 log = logging.getLogger(__name__)
 
@@ -45,17 +46,6 @@ METADATA_TOPIC = "__cluster_metadata"
 TOPIC_RESOURCE = 2
 #: A PartitionChangeRecord's ``leader`` when the leader did not change (Kafka's ``NO_LEADER_CHANGE``).
 NO_LEADER_CHANGE = -2
-
-
-#: An ACL as an AccessControlEntryRecord holds it: resource type, name, pattern type, principal, host, operation,
-#: permission type (the ACL store's ``AclCodes``).
-AclValue = tuple[int, str, int, str, str, int, int]
-#: A SCRAM credential as a UserScramCredentialRecord holds it: salt, stored key, server key, iterations.
-ScramValue = tuple[bytes, bytes, bytes, int]
-#: A broker's registration as the log has it: broker epoch, listener -> (host, port), rack.
-BrokerValue = tuple[int, dict[str, tuple[str, int]], str | None]
-#: A delegation token as a DelegationTokenRecord holds it: id, owner, requester, renewers, issue, max and expiry.
-TokenValue = tuple[str, str, str, tuple[str, ...], int, int, int]
 
 
 class ClusterMetadataLog:
@@ -201,126 +191,94 @@ def topic_changes(image: dict[str, TopicImage], topics: dict[str, TopicMetadata]
 
 @dataclass
 class Replayed:
-    """What the metadata log holds: the topics (and their image as written) and the ACLs by id."""
+    """What the metadata log holds: the topics (and their image as written) and the rest of its state."""
 
     topics: dict[str, TopicMetadata]
     image: dict[str, TopicImage]
-    acls: dict[uuid.UUID, AclValue]
-    scram: dict[tuple[str, int], ScramValue]
-    features: dict[str, int]
-    features_offset: int  # of the last FeatureLevelRecord (-1: none)
-    configs: dict[int, dict[str, dict[str, str]]]  # other resources' configs: type -> name -> key -> value
-    tokens: dict[str, TokenValue]  # delegation tokens by id
-    next_producer_id: int = 0  # the last ProducerIdsRecord's (0: none)
-    # The brokers registered and not fenced at the log's end: id -> (broker epoch, listener -> (host, port), rack).
-    brokers: dict[int, BrokerValue] = field(default_factory=dict)
+    state: MetadataState
+
+
+#: The records of the topic registry (a ConfigRecord is one when its resource is a topic).
+TOPIC_RECORDS = frozenset({"TopicRecord", "RemoveTopicRecord", "PartitionRecord", "PartitionChangeRecord"})
+
+
+def is_topic_record(rec: MetadataRecord) -> bool:
+    return rec.name in TOPIC_RECORDS or (rec.name == "ConfigRecord" and rec.data.resource_type == TOPIC_RESOURCE)
+
+
+def replay_topic_record(rec: MetadataRecord, offset: int, by_id: dict[uuid.UUID, TopicMetadata],
+                        by_name: dict[str, TopicMetadata], epochs: dict[tuple[uuid.UUID, int], int]
+                        ) -> tuple[str, str] | None:
+    """One record of the topic registry (:func:`is_topic_record`) applied to topics by id and by name and their
+    partition epochs (Kafka's ``TopicsDelta.replay``); returns the topic and what changed (created, deleted,
+    partitions, reassignment, leadership, config), None for a record of an unknown topic or partition."""
+    d, name = rec.data, rec.name
+    if name == "TopicRecord":
+        by_id[d.topic_id] = by_name[d.name] = TopicMetadata(name=d.name, topic_id=d.topic_id, partitions=[])
+        return d.name, "created"
+    if name == "RemoveTopicRecord":
+        gone = by_id.pop(d.topic_id, None)
+        if gone is None or by_name.get(gone.name) is not gone:
+            return None
+        del by_name[gone.name]
+        return gone.name, "deleted"
+    if name == "ConfigRecord":
+        topic = by_name.get(d.resource_name)
+        if topic is None:
+            return None
+        if d.value is None:
+            topic.configs.pop(d.name, None)
+        else:
+            topic.configs[d.name] = d.value
+        return topic.name, "config"
+    topic = by_id.get(d.topic_id)
+    if topic is None or (name == "PartitionChangeRecord" and not 0 <= d.partition_id < len(topic.partitions)):
+        log.warning("%s-0: offset %d: %s of unknown partition %s-%d", METADATA_TOPIC, offset, name, d.topic_id,
+                    d.partition_id)
+        return None
+    key = (d.topic_id, d.partition_id)
+    if name == "PartitionRecord":
+        pm = PartitionMetadata(partition=d.partition_id, leader=d.leader, leader_epoch=d.leader_epoch,
+                               replicas=list(d.replicas), isr=list(d.isr), adding_replicas=list(d.adding_replicas),
+                               removing_replicas=list(d.removing_replicas))
+        epochs[key] = d.partition_epoch
+        if d.partition_id < len(topic.partitions):
+            topic.partitions[d.partition_id] = pm
+            return topic.name, "reassignment"
+        topic.partitions.append(pm)
+        return topic.name, "partitions"
+    pm = topic.partitions[d.partition_id]  # a PartitionChangeRecord: the fields it has
+    kind = "leadership"
+    if d.isr is not None:
+        pm.isr = list(d.isr)
+    if d.leader != NO_LEADER_CHANGE:
+        pm.leader, pm.leader_epoch = d.leader, pm.leader_epoch + 1
+    if d.replicas is not None:
+        pm.replicas, kind = list(d.replicas), "reassignment"
+    if d.adding_replicas is not None:
+        pm.adding_replicas = list(d.adding_replicas)
+    if d.removing_replicas is not None:
+        pm.removing_replicas = list(d.removing_replicas)
+    epochs[key] = epochs.get(key, 0) + 1
+    return topic.name, kind
 
 
 def replay(records: Iterator[tuple[int, MetadataRecord]]) -> Replayed:
-    """The topics and ACLs the records describe (Kafka's ``TopicsDelta`` and ``AclsDelta`` replays)."""
+    """What the records describe, replayed from the log's start (Kafka's ``MetadataDelta.replay``)."""
     by_id: dict[uuid.UUID, TopicMetadata] = {}
     by_name: dict[str, TopicMetadata] = {}  # (a ConfigRecord names its topic)
     epochs: dict[tuple[uuid.UUID, int], int] = {}
-    acls: dict[uuid.UUID, AclValue] = {}
-    scram: dict[tuple[str, int], ScramValue] = {}
-    features: dict[str, int] = {}
-    features_offset = -1
-    configs: dict[int, dict[str, dict[str, str]]] = {}
-    tokens: dict[str, TokenValue] = {}
-    next_producer_id = 0
-    brokers: dict[int, BrokerValue] = {}
+    state = MetadataState()
     for offset, rec in records:
-        d = rec.data
-        if rec.name == "ProducerIdsRecord":
-            next_producer_id = max(next_producer_id, d.next_producer_id)
-            continue
-        if rec.name == "RegisterBrokerRecord":
-            if d.fenced:
-                brokers.pop(d.broker_id, None)
-            else:
-                brokers[d.broker_id] = (d.broker_epoch, {e.name: (e.host, e.port) for e in d.end_points}, d.rack)
-            continue
-        if rec.name in ("FenceBrokerRecord", "UnregisterBrokerRecord"):
-            brokers.pop(d.id if rec.name == "FenceBrokerRecord" else d.broker_id, None)
-            continue
-        if rec.name == "DelegationTokenRecord":
-            tokens[d.token_id] = (d.token_id, d.owner, d.requester, tuple(d.renewers), d.issue_timestamp,
-                                  d.max_timestamp, d.expiration_timestamp)
-            continue
-        if rec.name == "RemoveDelegationTokenRecord":
-            tokens.pop(d.token_id, None)
-            continue
-        if rec.name == "FeatureLevelRecord":
-            features[d.name], features_offset = d.feature_level, offset
-        elif rec.name == "UserScramCredentialRecord":
-            scram[(d.name, d.mechanism)] = (bytes(d.salt), bytes(d.stored_key), bytes(d.server_key), d.iterations)
-        elif rec.name == "RemoveUserScramCredentialRecord":
-            scram.pop((d.name, d.mechanism), None)
-        elif rec.name == "AccessControlEntryRecord":
-            acls[d.id] = (d.resource_type, d.resource_name, d.pattern_type, d.principal, d.host, d.operation,
-                          d.permission_type)
-        elif rec.name == "RemoveAccessControlEntryRecord":
-            acls.pop(d.id, None)
-        elif rec.name == "TopicRecord":
-            by_id[d.topic_id] = by_name[d.name] = TopicMetadata(name=d.name, topic_id=d.topic_id, partitions=[])
-        elif rec.name == "RemoveTopicRecord":
-            gone = by_id.pop(d.topic_id, None)
-            if gone is not None and by_name.get(gone.name) is gone:
-                del by_name[gone.name]
-        elif rec.name == "ConfigRecord" and d.resource_type != TOPIC_RESOURCE:
-            of_type = configs.setdefault(d.resource_type, {})
-            entries = of_type.setdefault(d.resource_name, {})
-            if d.value is None:
-                entries.pop(d.name, None)
-                if not entries:  # a resource without configs is gone
-                    del of_type[d.resource_name]
-            else:
-                entries[d.name] = d.value
-        elif rec.name == "ConfigRecord":
-            topic = by_name.get(d.resource_name)
-            if topic is not None:
-                if d.value is None:
-                    topic.configs.pop(d.name, None)
-                else:
-                    topic.configs[d.name] = d.value
-        elif rec.name == "PartitionRecord":
-            topic = by_id.get(d.topic_id)
-            if topic is None:
-                log.warning("%s-0: offset %d: a partition of unknown topic %s", METADATA_TOPIC, offset, d.topic_id)
-                continue
-            pm = PartitionMetadata(partition=d.partition_id, leader=d.leader, leader_epoch=d.leader_epoch,
-                                   replicas=list(d.replicas), isr=list(d.isr),
-                                   adding_replicas=list(d.adding_replicas),
-                                   removing_replicas=list(d.removing_replicas))
-            if d.partition_id < len(topic.partitions):
-                topic.partitions[d.partition_id] = pm
-            else:
-                topic.partitions.append(pm)
-            epochs[(d.topic_id, d.partition_id)] = d.partition_epoch
-        elif rec.name == "PartitionChangeRecord":
-            topic = by_id.get(d.topic_id)
-            if topic is None or not 0 <= d.partition_id < len(topic.partitions):
-                log.warning("%s-0: offset %d: a change of unknown partition %s-%d", METADATA_TOPIC, offset,
-                            d.topic_id, d.partition_id)
-                continue
-            pm = topic.partitions[d.partition_id]
-            if d.isr is not None:
-                pm.isr = list(d.isr)
-            if d.leader != NO_LEADER_CHANGE:
-                pm.leader, pm.leader_epoch = d.leader, pm.leader_epoch + 1
-            if d.replicas is not None:
-                pm.replicas = list(d.replicas)
-            if d.adding_replicas is not None:
-                pm.adding_replicas = list(d.adding_replicas)
-            if d.removing_replicas is not None:
-                pm.removing_replicas = list(d.removing_replicas)
-            key = (d.topic_id, d.partition_id)
-            epochs[key] = epochs.get(key, 0) + 1
+        if is_topic_record(rec):
+            replay_topic_record(rec, offset, by_id, by_name, epochs)
+        else:
+            state.apply(offset, rec)
     topics = {t.name: t for t in by_id.values()}
     image = {t.name: TopicImage(t.name, t.topic_id, dict(t.configs),
                                 [PartitionImage.of(p, epochs.get((t.topic_id, i), 0))
                                  for i, p in enumerate(t.partitions)]) for t in topics.values()}
-    return Replayed(topics, image, acls, scram, features, features_offset, configs, tokens, next_producer_id, brokers)
+    return Replayed(topics, image, state)
 
 
 def token_records(upserted: list[TokenValue],
@@ -340,6 +298,13 @@ def config_records(resource_type: int, resource_name: str, changes: dict[str, st
     return [encode_metadata_record("ConfigRecord", {"resource_type": resource_type, "resource_name": resource_name,
                                                     "name": name, "value": value})
             for name, value in changes.items()]
+
+
+def quota_record(entity: QuotaEntity, key: str, value: float | None) -> bytes:
+    """A ``ClientQuotaRecord``: ``key`` of ``entity`` set to ``value`` (None: removed)."""
+    return encode_metadata_record("ClientQuotaRecord", {
+        "entity": [{"entity_type": t, "entity_name": n} for t, n in entity], "key": key,
+        "value": 0.0 if value is None else value, "remove": value is None})
 
 
 def feature_records(levels: dict[str, int]) -> list[bytes]:

@@ -28,7 +28,7 @@ from .coordinator_log import SHARE_GROUP_STATE_TOPIC, compacted_log_config
 from .coordinator_log import has_local_log as has_local_coordinator_log
 from .dynamic_config import DynamicConfigStore
 from .faults import FaultInjector
-from .features import FeatureControlManager, FeaturesError
+from .features import FeatureControlManager
 from .groups import GroupCoordinator
 from .groups.group_config import GroupConfigManager
 from .groups.offset_log import has_local_log
@@ -37,6 +37,8 @@ from .log.cleaner_manager import CleanerTarget, LogCleaner
 from .metadata import ClusterMetadata, MetadataError, metadata_settings
 from .network_links import NetworkLinks
 from .producer_state import ProducerIdManager
+from .quota.entity import QuotaConfigs
+from .cluster_stores import open_features, open_quota_configs, token_expiry_loop
 from .security.authorizer import AclStore, AclStoreError
 from .security.delegation_token import DelegationTokenManager
 from .security.scram import ScramCredentialStore
@@ -44,6 +46,7 @@ from .txn import TransactionCoordinator
 from .txn.state_manager import has_local_log as has_local_txn_log
 
 if TYPE_CHECKING:
+    from .metadata_image import MetadataState
     from .share.coordinator import ShareGroupCoordinator
     from .share.state_coordinator import ShareCoordinator
 
@@ -72,6 +75,9 @@ class SharedServices:
     client_telemetry: ClientTelemetryStore  # what clients pushed to any broker
     heartbeats: BrokerHeartbeatManager  # the brokers' sessions with the controller (the cluster fences stale ones)
     links: NetworkLinks  # paused brokers and cut links (a cluster's injected failures)
+    # Client quotas by entity (minikafka.client.quotas, then ClientQuotaRecords of the metadata log): each broker
+    # enforces them on its own traffic, as Kafka's brokers do.
+    quota_configs: QuotaConfigs
 
     @classmethod
     def create(cls, config: BrokerConfig, data_dir: Path | None, broker_ids: list[int], clock: Clock,
@@ -116,7 +122,19 @@ class SharedServices:
                    share=share,
                    client_metrics_configs=ClientMetricsConfigStore(data_dir, metadata),
                    client_telemetry=ClientTelemetryStore(clock), heartbeats=BrokerHeartbeatManager(),
-                   links=links)
+                   links=links, quota_configs=open_quota_configs(config, metadata))
+
+    def metadata_publishers(self) -> dict[str, list[Callable[[MetadataState], None]]]:
+        """What a broker process's copy of the metadata log changes in these stores (Kafka's metadata
+        publishers), by what changed in it."""
+        groups, subscriptions = self.group_configs, self.client_metrics_configs
+        return {"acls": [lambda st: self.acls.replace(st.acls)],
+                "scram": [lambda st: self.scram_credentials.replace(st.scram)],
+                "tokens": [lambda st: self.delegation_tokens.replace(list(st.tokens.values()))],
+                "features": [lambda st: self.features.replace(st.features, st.features_offset)],
+                "configs": [lambda st: groups.replace(st.configs.get(groups.resource_type, {})),
+                            lambda st: subscriptions.replace(st.configs.get(subscriptions.resource_type, {}))],
+                "quotas": [lambda st: self.quota_configs.replace(st.quotas)]}
 
     async def start(self, nursery: trio.Nursery, config: BrokerConfig) -> None:
         """Run the coordinators in ``nursery`` (once per process: by the lone broker or the cluster), and
@@ -250,19 +268,6 @@ def share_group_coordinator(config: BrokerConfig, metadata: ClusterMetadata, gro
     return share_groups
 
 
-def open_features(config: BrokerConfig, data_dir: Path | None, metadata: ClusterMetadata) -> FeatureControlManager:
-    """The cluster's feature levels: those saved in ``data_dir``, else ``minikafka.bootstrap.features``
-    (ConfigError when that is not valid, StartupError when the saved ones cannot be read)."""
-    try:
-        settings = FeatureControlManager.parse_settings(config.bootstrap_features)
-    except FeaturesError as exc:
-        raise ConfigError("minikafka.bootstrap.features", config.bootstrap_features, str(exc)) from None
-    try:
-        return FeatureControlManager(data_dir, settings, metadata)
-    except FeaturesError as exc:
-        raise StartupError(str(exc)) from None
-
-
 def open_acl_store(data_dir: Path | None, metadata: ClusterMetadata) -> AclStore:
     """The ACLs kept in ``data_dir``'s metadata log (none in memory); StartupError when they cannot be read."""
     try:
@@ -320,11 +325,3 @@ def ensure_internal_topic(metadata: ClusterMetadata, name: str, partitions: int,
     except MetadataError as exc:
         if not exc.pending:  # (a broker process asked its controller for it: it comes with the log)
             log.warning("cannot create %s: %s", name, exc)
-
-
-async def token_expiry_loop(tokens: DelegationTokenManager, interval_ms: int) -> None:
-    """Remove expired delegation tokens every ``delegation.token.expiry.check.interval.ms`` (the KRaft
-    controller's periodic ``sweepExpiredDelegationTokens``); one loop per cluster."""
-    while True:
-        await trio.sleep(interval_ms / 1000)
-        tokens.expire_tokens()

@@ -64,6 +64,7 @@ class ApiKey(IntEnum):
     ALTER_PARTITION = 56
     UPDATE_FEATURES = 57
     ENVELOPE = 58
+    FETCH_SNAPSHOT = 59
     DESCRIBE_CLUSTER = 60
     DESCRIBE_PRODUCERS = 61
     BROKER_REGISTRATION = 62
@@ -120,7 +121,7 @@ del _req, _resp
 
 CONTROLLER_API_KEYS: frozenset[ApiKey] = frozenset({
     ApiKey.ALTER_PARTITION, ApiKey.ENVELOPE, ApiKey.BROKER_REGISTRATION, ApiKey.BROKER_HEARTBEAT,
-    ApiKey.ALLOCATE_PRODUCER_IDS,
+    ApiKey.ALLOCATE_PRODUCER_IDS, ApiKey.FETCH_SNAPSHOT,
 })
 """The APIs only a KRaft controller's listener serves (Kafka's schemas list no ``broker`` listener for them):
 brokers send them to the controller; a broker's client listener neither advertises them in ApiVersions nor

@@ -2681,6 +2681,99 @@ class AllocateProducerIdsResponseBody(TypedDict, total=False):
     _unknown_tags: UnknownTags
 
 
+class FetchSnapshotRequestBody(TypedDict, total=False):
+    """FetchSnapshotRequest v0-1: the whole body."""
+
+    cluster_id: str | None  # v0+, tag 0
+    replica_id: int  # v0+
+    max_bytes: int  # v0+
+    topics: list[FetchSnapshotRequestTopics]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class FetchSnapshotRequestTopics(TypedDict, total=False):
+    """FetchSnapshotRequest v0-1: an element of ``topics`` (v0+)."""
+
+    name: str  # v0+
+    partitions: list[FetchSnapshotRequestTopicsPartitions]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class FetchSnapshotRequestTopicsPartitions(TypedDict, total=False):
+    """FetchSnapshotRequest v0-1: an element of ``topics[].partitions`` (v0+)."""
+
+    partition: int  # v0+
+    current_leader_epoch: int  # v0+
+    snapshot_id: FetchSnapshotRequestTopicsPartitionsSnapshotId  # v0+
+    position: int  # v0+
+    replica_directory_id: uuid.UUID  # v1+, tag 0
+    _unknown_tags: UnknownTags
+
+
+class FetchSnapshotRequestTopicsPartitionsSnapshotId(TypedDict, total=False):
+    """FetchSnapshotRequest v0-1: the struct ``topics[].partitions[].snapshot_id`` (v0+)."""
+
+    end_offset: int  # v0+
+    epoch: int  # v0+
+    _unknown_tags: UnknownTags
+
+
+class FetchSnapshotResponseBody(TypedDict, total=False):
+    """FetchSnapshotResponse v0-1: the whole body."""
+
+    throttle_time_ms: int  # v0+
+    error_code: int  # v0+
+    topics: list[FetchSnapshotResponseTopics]  # v0+
+    node_endpoints: list[FetchSnapshotResponseNodeEndpoints]  # v1+, tag 0
+    _unknown_tags: UnknownTags
+
+
+class FetchSnapshotResponseTopics(TypedDict, total=False):
+    """FetchSnapshotResponse v0-1: an element of ``topics`` (v0+)."""
+
+    name: str  # v0+
+    partitions: list[FetchSnapshotResponseTopicsPartitions]  # v0+
+    _unknown_tags: UnknownTags
+
+
+class FetchSnapshotResponseTopicsPartitions(TypedDict, total=False):
+    """FetchSnapshotResponse v0-1: an element of ``topics[].partitions`` (v0+)."""
+
+    index: int  # v0+
+    error_code: int  # v0+
+    snapshot_id: FetchSnapshotResponseTopicsPartitionsSnapshotId  # v0+
+    current_leader: FetchSnapshotResponseTopicsPartitionsCurrentLeader  # v0+, tag 0
+    size: int  # v0+
+    position: int  # v0+
+    unaligned_records: Records  # v0+
+    _unknown_tags: UnknownTags
+
+
+class FetchSnapshotResponseTopicsPartitionsSnapshotId(TypedDict, total=False):
+    """FetchSnapshotResponse v0-1: the struct ``topics[].partitions[].snapshot_id`` (v0+)."""
+
+    end_offset: int  # v0+
+    epoch: int  # v0+
+    _unknown_tags: UnknownTags
+
+
+class FetchSnapshotResponseTopicsPartitionsCurrentLeader(TypedDict, total=False):
+    """FetchSnapshotResponse v0-1: the struct ``topics[].partitions[].current_leader`` (v0+)."""
+
+    leader_id: int  # v0+
+    leader_epoch: int  # v0+
+    _unknown_tags: UnknownTags
+
+
+class FetchSnapshotResponseNodeEndpoints(TypedDict, total=False):
+    """FetchSnapshotResponse v0-1: an element of ``node_endpoints`` (v1+)."""
+
+    node_id: int  # v1+
+    host: str  # v1+
+    port: int  # v1+
+    _unknown_tags: UnknownTags
+
+
 class UpdateFeaturesRequestBody(TypedDict, total=False):
     """UpdateFeaturesRequest v0-2: the whole body."""
 

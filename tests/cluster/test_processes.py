@@ -363,3 +363,59 @@ def test_acls_are_made_by_the_controller_and_applied_by_every_broker(cluster: Pr
     admin.delete_acls([every])[every].result(30)
     for bootstrap in others:
         waiting.wait_for(lambda: acls(bootstrap) == [], 30)
+
+
+def _ask(address: tuple[str, int], api_key: int, version: int, body: dict):
+    """One request to one broker (not any broker a client picks)."""
+    import trio
+
+    from minikafka.client.connection import KafkaConnection
+
+    async def ask():
+        async with await KafkaConnection.connect(*address) as conn:
+            return await conn.request(api_key, version, body)
+
+    return trio.run(ask)
+
+
+def test_quotas_scram_credentials_and_group_configs_are_records_every_broker_applies(cluster: ProcessCluster):
+    """AlterClientQuotas, AlterUserScramCredentials and a group's IncrementalAlterConfigs sent to one broker are
+    forwarded to the controller, which writes ClientQuotaRecord, UserScramCredentialRecord and ConfigRecord;
+    every broker serves them from its copy of the metadata log (and they are gone from every broker once removed
+    the same way)."""
+    from minikafka.protocol.api import ApiKey
+
+    first, *others = [cluster.address(node) for node in cluster.brokers.values()]
+    quota = {"entity": [{"entity_type": "client-id", "entity_name": "log-app"}],
+             "ops": [{"key": "producer_byte_rate", "value": 2048.0, "remove": False}]}
+    resp = _ask(first, ApiKey.ALTER_CLIENT_QUOTAS, 1, {"entries": [quota], "validate_only": False})
+    assert resp["entries"][0]["error_code"] == 0, resp
+    resp = _ask(first, ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, {"deletions": [], "upsertions": [{
+        "name": "log-user", "mechanism": 1, "iterations": 4096, "salt": b"salt" * 4, "salted_password": b"k" * 32}]})
+    assert resp["results"][0]["error_code"] == 0, resp
+    group_config = {"resource_type": 32, "resource_name": "log-group", "configs": [
+        {"name": "consumer.session.timeout.ms", "config_operation": 0, "value": "50000"}]}
+    resp = _ask(first, ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [group_config], "validate_only": False})
+    assert resp["responses"][0]["error_code"] == 0, resp
+
+    def state(address: tuple[str, int]) -> tuple:
+        quotas = _ask(address, ApiKey.DESCRIBE_CLIENT_QUOTAS, 1, {"components": [], "strict": False})["entries"]
+        users = _ask(address, ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, {"users": None})["results"]
+        configs = _ask(address, ApiKey.DESCRIBE_CONFIGS, 4, {"resources": [{
+            "resource_type": 32, "resource_name": "log-group", "configuration_keys": ["consumer.session.timeout.ms"]}],
+            "include_synonyms": False, "include_documentation": False})["results"][0]["configs"]
+        return ({(e["entity"][0]["entity_name"], v["key"], v["value"]) for e in quotas for v in e["values"]},
+                {(u["user"], c["mechanism"], c["iterations"]) for u in users for c in u["credential_infos"]},
+                {c["value"] for c in configs})
+
+    for address in [first, *others]:
+        waiting.wait_for(lambda: state(address) == ({("log-app", "producer_byte_rate", 2048.0)},
+                                                     {("log-user", 1, 4096)}, {"50000"}), 30)
+    quota["ops"] = [{"key": "producer_byte_rate", "value": 0.0, "remove": True}]
+    _ask(others[0], ApiKey.ALTER_CLIENT_QUOTAS, 1, {"entries": [quota], "validate_only": False})
+    _ask(others[0], ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, {"upsertions": [],
+                                                            "deletions": [{"name": "log-user", "mechanism": 1}]})
+    group_config["configs"][0]["config_operation"] = 1  # DELETE
+    _ask(others[0], ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [group_config], "validate_only": False})
+    for address in [first, *others]:
+        waiting.wait_for(lambda: state(address)[:2] == (set(), set()) and "50000" not in state(address)[2], 30)

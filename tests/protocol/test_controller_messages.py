@@ -1,7 +1,7 @@
 """The KRaft controller-listener messages with realistic bodies, at every declared version.
 
-AlterPartition (56), Envelope (58), BrokerRegistration (62), BrokerHeartbeat (63) and AllocateProducerIds (67) are
-what brokers send to the controller.  The generic property tests (test_roundtrip, test_fastpath, the schema
+AlterPartition (56), Envelope (58), FetchSnapshot (59), BrokerRegistration (62), BrokerHeartbeat (63) and
+AllocateProducerIds (67) are what brokers send to the controller.  The generic property tests (test_roundtrip, test_fastpath, the schema
 comparison) cover them with the other APIs; these pin the bodies a broker and a controller exchange, the fields
 each version adds or drops, and that a broker's client listener neither offers nor answers them.
 """
@@ -68,6 +68,16 @@ BODIES: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {
     K.ALLOCATE_PRODUCER_IDS: (
         {"broker_id": 2, "broker_epoch": 43},
         {"throttle_time_ms": 0, "error_code": 0, "producer_id_start": 5000, "producer_id_len": 1000}),
+    K.FETCH_SNAPSHOT: (
+        {"cluster_id": "MkU3OEVBNTcwNTJENDM2Qk", "replica_id": 2, "max_bytes": 1 << 20, "topics": [
+            {"name": "__cluster_metadata", "partitions": [
+                {"partition": 0, "current_leader_epoch": 1, "snapshot_id": {"end_offset": 4096, "epoch": 1},
+                 "position": 65536, "replica_directory_id": DIR_A}]}]},
+        {"throttle_time_ms": 0, "error_code": 0, "topics": [{"name": "__cluster_metadata", "partitions": [
+            {"index": 0, "error_code": 0, "snapshot_id": {"end_offset": 4096, "epoch": 1},
+             "current_leader": {"leader_id": 3000, "leader_epoch": 1}, "size": 70000, "position": 65536,
+             "unaligned_records": b"\x00" * 4464}]}],
+         "node_endpoints": [{"node_id": 3000, "host": "controller.local", "port": 9093}]}),
 }
 
 CASES = [pytest.param(key, kind, v, id=f"{APIS[key].name}-{kind}-v{v}")
@@ -83,11 +93,11 @@ def _round_trip(msg: Message, body: dict[str, Any], version: int) -> Any:
     return msg.parse(msg.build(body, version), version)
 
 
-def test_the_five_apis_and_their_versions() -> None:
+def test_the_six_apis_and_their_versions() -> None:
     """Kafka 4.2's newest versions (the same as Kafka 3.9's), all flexible, and all of them controller-only."""
     assert {APIS[k].name: (APIS[k].min_version, APIS[k].max_version) for k in BODIES} == {
         "AlterPartition": (0, 3), "Envelope": (0, 0), "BrokerRegistration": (0, 4), "BrokerHeartbeat": (0, 1),
-        "AllocateProducerIds": (0, 0)}
+        "AllocateProducerIds": (0, 0), "FetchSnapshot": (0, 1)}
     assert all(APIS[k].is_flexible(v) for k in BODIES for v in range(APIS[k].max_version + 1))
     assert set(BODIES) == CONTROLLER_API_KEYS
 

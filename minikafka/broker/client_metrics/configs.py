@@ -218,6 +218,9 @@ class ClientMetricsConfigStore(ResourceConfigStore):
         for listener in list(self.listeners):
             listener(name)
 
+    def _set(self, name: str, configs: dict[str, str]) -> None:
+        self.set(name, configs)
+
     # -- persistence --------------------------------------------------------------------------------
     def _load(self) -> None:
         if self.path is None or not self.path.exists():

@@ -345,6 +345,9 @@ class GroupConfigManager(ResourceConfigStore):
         for listener in list(self.listeners):
             listener(group_id)
 
+    def _set(self, name: str, configs: dict[str, str]) -> None:
+        self.set_overrides(name, configs)
+
     def delete(self, group_id: str) -> None:
         """Forget a group's overrides."""
         if group_id in self._overrides:

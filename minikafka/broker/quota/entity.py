@@ -16,7 +16,7 @@ a ``/clients/<default>`` quota is per client id).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator, NamedTuple
+from typing import Iterator, NamedTuple, Protocol
 
 DEFAULT = "<default>"
 
@@ -82,20 +82,55 @@ class ResolvedQuota(NamedTuple):
     client_tag: str
 
 
+#: An entity as a ClientQuotaRecord names it: (entity type, name or None for the default) pairs.
+RecordEntity = tuple[tuple[str, str | None], ...]
+
+
+class QuotaRecords(Protocol):
+    """Where quotas are kept as KRaft's ``ClientQuotaRecord`` s (the controller's metadata log): those it held
+    when opened (None: there is no log), and a change's record (value None: the quota is removed)."""
+
+    def replayed_quotas(self) -> dict[RecordEntity, dict[str, float]] | None: ...
+
+    def write_quota(self, entity: RecordEntity, key: str, value: float | None) -> None: ...
+
+
 class QuotaConfigs:
-    """Quota values per entity (Kafka's quota entries), with precedence resolution."""
+    """Quota values per entity (Kafka's quota entries), with precedence resolution: the configured ones
+    (``minikafka.client.quotas``), then those of the metadata log (:meth:`attach`), where a change is written."""
 
     def __init__(self) -> None:
         self.entries: dict[ClientQuotaEntity, dict[str, float]] = {}
         self.version = 0  # bumped on every change, so managers can refresh their sensors
         self._has: dict[str, bool] = {}  # has_quotas answers at _has_version
         self._has_version = -1
+        self.records: QuotaRecords | None = None
+        self._configured: dict[ClientQuotaEntity, dict[str, float]] = {}
+
+    def attach(self, records: QuotaRecords) -> None:
+        """Take the quotas the metadata log holds (over the configured ones) and write each change there."""
+        replayed = records.replayed_quotas()
+        if replayed is None:
+            return
+        self._configured = {e: dict(v) for e, v in self.entries.items()}
+        self.replace(replayed)
+        self.records = records
+
+    def replace(self, quotas: dict[RecordEntity, dict[str, float]]) -> None:
+        """The configured quotas and over them ``quotas`` (the metadata log's, replayed at start or a broker
+        process's copy of its controller's log now): taken, written nowhere."""
+        self.entries = {e: dict(v) for e, v in self._configured.items()}
+        for entity, values in quotas.items():
+            self.entries.setdefault(ClientQuotaEntity.from_components(dict(entity)), {}).update(values)
+        self.version += 1
 
     def set(self, entity: ClientQuotaEntity, key: str, value: float) -> None:
         if key not in QUOTA_KEYS:
             raise ValueError(f"unknown quota key {key!r}")
         self.entries.setdefault(entity, {})[key] = float(value)
         self.version += 1
+        if self.records is not None:
+            self.records.write_quota(tuple(entity.components().items()), key, float(value))
 
     def remove(self, entity: ClientQuotaEntity, key: str) -> None:
         values = self.entries.get(entity)
@@ -103,6 +138,8 @@ class QuotaConfigs:
             if not values:
                 del self.entries[entity]
             self.version += 1
+            if self.records is not None:
+                self.records.write_quota(tuple(entity.components().items()), key, None)
 
     def get(self, entity: ClientQuotaEntity) -> dict[str, float]:
         return dict(self.entries.get(entity, {}))

@@ -182,20 +182,10 @@ class AclStore:
             self._write([], [i for i in removed if i is not None])
         return len(removed)
 
-    def apply(self, added: dict[uuid.UUID, AclCodes], removed: list[uuid.UUID]) -> None:
-        """ACL records a broker process read from its controller's metadata log (AccessControlEntryRecord,
-        RemoveAccessControlEntryRecord): applied here, written nowhere."""
-        gone = set(removed)
-        if gone:
-            for pattern, entries in list(self._by_pattern.items()):
-                for entry, acl_id in list(entries.items()):
-                    if acl_id in gone:
-                        del entries[entry]
-                if not entries:
-                    del self._by_pattern[pattern]
-                    if pattern.pattern_type == PatternType.PREFIXED:
-                        self._prefixed[pattern.resource_type].discard(pattern.name)
-        for acl_id, codes in added.items():
+    def replace(self, acls: dict[uuid.UUID, AclCodes]) -> None:
+        """The ACLs a broker process's copy of its controller's metadata log holds now: taken, written nowhere."""
+        self._by_pattern, self._prefixed = {}, {}
+        for acl_id, codes in acls.items():
             self._insert(AclBinding.of(*codes), acl_id)
 
     # -- persistence ------------------------------------------------------------------------------

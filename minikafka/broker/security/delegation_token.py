@@ -375,6 +375,12 @@ class DelegationTokenManager:
         if infos is not None:
             self._take(infos, str(self.path))
 
+    def replace(self, values: list[TokenValue]) -> None:
+        """The tokens a broker process's copy of its controller's metadata log holds now: taken, written
+        nowhere."""
+        self._tokens, self._hmacs, self._by_hmac, self._credentials = {}, {}, {}, {}
+        self._take([TokenInformation(*value) for value in values], "")
+
     def _take(self, infos: list[TokenInformation], where: str) -> None:
         if not self.enabled:
             if infos:
@@ -384,7 +390,7 @@ class DelegationTokenManager:
             return
         for info in infos:
             self._add(info)
-        if infos:
+        if infos and where:
             log.info("loaded %d delegation token(s) from %s", len(infos), where)
 
     def _save(self, upserted: Sequence[str] = (), removed: Sequence[str] = ()) -> None:

@@ -286,13 +286,19 @@ class ScramCredentialStore:
             if path is not None:
                 self._load()
             return
-        for (user, mechanism), (salt, stored_key, server_key, iterations) in replayed.items():
-            self._credentials.setdefault(user, {})[ScramMechanism.from_type(mechanism)] = ScramCredential(
-                salt, stored_key, server_key, iterations)
+        self.replace(replayed)
         if not replayed and path is not None and path.exists():
             self._load()
             self._save(upserted=[(u, m) for u, creds in self._credentials.items() for m in creds])
             path.unlink()
+
+    def replace(self, credentials: dict[tuple[str, int], CredentialValue]) -> None:
+        """The credentials the metadata log holds (replayed at start, or a broker process's copy of its
+        controller's log now): taken, written nowhere."""
+        self._credentials = {}
+        for (user, mechanism), (salt, stored_key, server_key, iterations) in credentials.items():
+            self._credentials.setdefault(user, {})[ScramMechanism.from_type(mechanism)] = ScramCredential(
+                salt, stored_key, server_key, iterations)
 
     @classmethod
     def for_data_dir(cls, data_dir: Path | None, records: ScramRecords | None = None) -> ScramCredentialStore:

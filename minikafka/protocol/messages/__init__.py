@@ -3,6 +3,7 @@
 from .add_offsets_to_txn import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
 from .add_partitions_to_txn import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
 from .allocate_producer_ids import AllocateProducerIdsRequest, AllocateProducerIdsResponse
+from .fetch_snapshot import FetchSnapshotRequest, FetchSnapshotResponse
 from .alter_client_quotas import AlterClientQuotasRequest, AlterClientQuotasResponse
 from .alter_configs import AlterConfigsRequest, AlterConfigsResponse
 from .alter_partition import AlterPartitionRequest, AlterPartitionResponse
@@ -136,6 +137,7 @@ PAIRS = [
     (BrokerRegistrationRequest, BrokerRegistrationResponse),
     (BrokerHeartbeatRequest, BrokerHeartbeatResponse),
     (AllocateProducerIdsRequest, AllocateProducerIdsResponse),
+    (FetchSnapshotRequest, FetchSnapshotResponse),
     (UpdateFeaturesRequest, UpdateFeaturesResponse),
     (DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse),
     (ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse),
