@@ -36,7 +36,9 @@ class ConfigError(StartupError, ValueError):
 # Lower bounds Kafka's ConfigDef validates (``atLeast``) for the keys where nonsense would break the broker.
 _AT_LEAST = {
     "num_partitions": 1, "default_replication_factor": 1, "broker_heartbeat_interval_ms": 1,
-    "broker_session_timeout_ms": 1, "leader_imbalance_check_interval_seconds": 0.001, "message_max_bytes": 0,
+    "broker_session_timeout_ms": 1, "metadata_log_max_record_bytes_between_snapshots": 1,
+    "metadata_log_max_snapshot_interval_ms": 0, "metadata_log_segment_bytes": 14, "metadata_max_retention_bytes": -1,
+    "metadata_max_retention_ms": -1, "leader_imbalance_check_interval_seconds": 0.001, "message_max_bytes": 0,
     "socket_request_max_bytes": 1,
     "log_segment_bytes": 14, "log_cleaner_threads": 0, "log_cleaner_backoff_ms": 0,
     "log_cleaner_dedupe_buffer_size": 24, "log_cleaner_delete_retention_ms": 0, "log_cleaner_min_compaction_lag_ms": 0,
@@ -215,6 +217,13 @@ class BrokerConfig:
     # KRaft broker liveness: a broker heartbeats every interval; the controller fences one silent for the timeout.
     broker_heartbeat_interval_ms: int = 2000
     broker_session_timeout_ms: int = 9000
+    # The controller's metadata log: a snapshot after this many bytes (or this long with something appended),
+    # its segments, and how much of the log below the latest snapshot is kept (KIP-630).
+    metadata_log_max_record_bytes_between_snapshots: int = 20 * 1024 * 1024
+    metadata_log_max_snapshot_interval_ms: int = 3600 * 1000
+    metadata_log_segment_bytes: int = 1024 * 1024 * 1024
+    metadata_max_retention_bytes: int = 100 * 1024 * 1024
+    metadata_max_retention_ms: int = 7 * 24 * 3600 * 1000
     # The controller's leader elections: unclean ones (a replica out of the ISR) only when enabled (topic config
     # of the same name overrides); preferred leaders given back every check interval (KRaft's leader balancing).
     unclean_leader_election_enable: bool = False
@@ -485,6 +494,11 @@ class BrokerConfig:
         "replica.lag.time.max.ms": "replica_lag_time_max_ms",
         "broker.heartbeat.interval.ms": "broker_heartbeat_interval_ms",
         "broker.session.timeout.ms": "broker_session_timeout_ms",
+        "metadata.log.max.record.bytes.between.snapshots": "metadata_log_max_record_bytes_between_snapshots",
+        "metadata.log.max.snapshot.interval.ms": "metadata_log_max_snapshot_interval_ms",
+        "metadata.log.segment.bytes": "metadata_log_segment_bytes",
+        "metadata.max.retention.bytes": "metadata_max_retention_bytes",
+        "metadata.max.retention.ms": "metadata_max_retention_ms",
         "unclean.leader.election.enable": "unclean_leader_election_enable",
         "auto.leader.rebalance.enable": "auto_leader_rebalance_enable",
         "leader.imbalance.check.interval.seconds": "leader_imbalance_check_interval_seconds",

@@ -5,14 +5,15 @@
 * Fetch (1) of ``__cluster_metadata``-0: brokers read the metadata log from an offset, as KRaft's observers do;
   a fetch at the log's end waits up to its ``max_wait_ms`` for the next change.  The answer is the log's record
   batches as they are on disk; the high watermark is the log's end (one voter: a change is committed once it
-  is fsynced).
+  is fsynced).  A fetch below the log's start is answered with the latest snapshot's id (``snapshot_id``).
+* FetchSnapshot (59): that snapshot's bytes from a position (KIP-630).
 * Envelope (58): an admin request a broker forwards (Kafka's forwarding, KIP-590) with its client's principal
   and address; it is handled here by the same handler a broker of this process would use, and the response
   goes back inside the envelope.
 * CreateTopics, DeleteTopics, CreatePartitions, DescribeQuorum and ApiVersions directly.
 
-Deliberate differences: one voter (no Vote, BeginQuorumEpoch or FetchSnapshot: the log is fetched from its
-start); a forwarded request's principal is checked by the broker that forwarded it, not again here.
+Deliberate differences: one voter (no Vote, BeginQuorumEpoch or EndQuorumEpoch); a forwarded request's
+principal is checked here as the handler of a broker would check it.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from ..protocol.exceptions import ProtocolError
 from ..protocol.headers import parse_request_frame, response_header_bytes
 from ..protocol.principal import decode_principal
 from .metadata_log import METADATA_TOPIC, ClusterMetadataLog
+from .metadata_snapshot import SnapshotId, latest_snapshot, snapshots
 from .quorum_controller import QuorumController
 from .request import RequestContext
 from .security.listeners import EndPoint, inter_broker_listener
@@ -164,7 +166,10 @@ class MetadataFetchHandler:
                                  "high_watermark": lg.log_end_offset, "last_stable_offset": lg.log_end_offset,
                                  "log_start_offset": lg.log_start_offset, "aborted_transactions": None,
                                  "preferred_read_replica": -1, "records": b""}
-        if not lg.log_start_offset <= offset <= lg.log_end_offset:
+        latest = latest_snapshot(self.log) if offset < lg.log_start_offset else None
+        if latest is not None:  # (Kafka's raft Fetch: read the snapshot, then the log after it)
+            entry["snapshot_id"] = {"end_offset": latest[0].end_offset, "epoch": latest[0].epoch}
+        elif not lg.log_start_offset <= offset <= lg.log_end_offset:
             entry["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
         else:
             chunks: list[bytes] = []
@@ -177,6 +182,36 @@ class MetadataFetchHandler:
             entry["records"] = b"".join(chunks)
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "session_id": 0,
                 "responses": [{"topic": METADATA_TOPIC, "partitions": [entry]}]}
+
+
+class FetchSnapshotHandler:
+    """FetchSnapshot of ``__cluster_metadata``-0: the named snapshot's bytes from ``position``, at most
+    ``max_bytes`` (Kafka's ``KafkaRaftClient.handleFetchSnapshotRequest``)."""
+
+    def __init__(self, metadata_log: ClusterMetadataLog, node_id: int) -> None:
+        self.log = metadata_log
+        self.node_id = node_id
+
+    async def handle(self, ctx: RequestContext, req: dict) -> dict:
+        topics = req["topics"]
+        if len(topics) != 1 or len(topics[0]["partitions"]) != 1 or topics[0]["name"] != METADATA_TOPIC:
+            return {"throttle_time_ms": 0, "error_code": ErrorCode.INVALID_REQUEST, "topics": []}
+        part = topics[0]["partitions"][0]
+        wanted = SnapshotId(part["snapshot_id"]["end_offset"], part["snapshot_id"]["epoch"])
+        entry: dict[str, Any] = {"index": 0, "error_code": ErrorCode.NONE, "snapshot_id": part["snapshot_id"],
+                                 "current_leader": {"leader_id": self.node_id, "leader_epoch": -1},
+                                 "size": 0, "position": part["position"], "unaligned_records": b""}
+        path = next((p for sid, p in snapshots(self.log.directory) if sid == wanted), None)
+        data = path.read_bytes() if path is not None else None
+        if data is None:
+            entry["error_code"] = ErrorCode.SNAPSHOT_NOT_FOUND
+        elif not 0 <= part["position"] <= len(data):
+            entry["error_code"] = ErrorCode.POSITION_OUT_OF_RANGE
+        else:
+            entry["size"] = len(data)
+            entry["unaligned_records"] = data[part["position"]:part["position"] + max(req["max_bytes"], 1)]
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE,
+                "topics": [{"name": METADATA_TOPIC, "partitions": [entry]}]}
 
 
 class EnvelopeHandler:

@@ -20,7 +20,8 @@ from ..protocol.framing import MemoryPool
 from .apis import KafkaApis
 from .config import BrokerConfig, ConfigError, StartupError
 from .controller_apis import (AllocateProducerIdsHandler, AlterPartitionHandler, BrokerHeartbeatHandler,
-                              BrokerRegistrationHandler, EnvelopeHandler, MetadataFetchHandler, MetadataLogAppends)
+                              BrokerRegistrationHandler, EnvelopeHandler, FetchSnapshotHandler, MetadataFetchHandler,
+                              MetadataLogAppends)
 from .handlers.api_versions import ApiVersionsHandler
 from .dynamic_config import DynamicBrokerConfig, DynamicConfigStore
 from .client_metrics.configs import ClientMetricsConfigStore
@@ -137,6 +138,7 @@ class ControllerServer:
             ApiKey.ALTER_PARTITION: AlterPartitionHandler(controller).handle,
             ApiKey.ALLOCATE_PRODUCER_IDS: AllocateProducerIdsHandler(controller).handle,
             ApiKey.FETCH: MetadataFetchHandler(metadata_log, self.appends).handle,
+            ApiKey.FETCH_SNAPSHOT: FetchSnapshotHandler(metadata_log, self.node_id).handle,
             ApiKey.ENVELOPE: EnvelopeHandler(lambda: admin).handle,
             ApiKey.DESCRIBE_QUORUM: DescribeQuorumHandler(metadata, self.clock).handle,
         }

@@ -22,7 +22,7 @@ from ..protocol.coordinator_records import OFFSETS_TOPIC, SHARE_GROUP_STATE_TOPI
 from ..common.hashing import partition_for_key
 from ..protocol.errors import ErrorCode
 from .config import BrokerConfig, StartupError
-from .metadata_image import MetadataState
+from .metadata_image import MetadataState, SnapshotPolicy
 
 if TYPE_CHECKING:
     from .metadata_image import AclValue, QuotaEntity, ScramValue, TokenValue
@@ -52,7 +52,12 @@ def metadata_settings(config: BrokerConfig) -> dict[str, Any]:
     return {"max_partitions": config.max_partitions,
             "offsets_topic_partitions": config.offsets_topic_num_partitions,
             "transaction_topic_partitions": config.transaction_state_log_num_partitions,
-            "unclean_leader_election": config.unclean_leader_election_enable}
+            "unclean_leader_election": config.unclean_leader_election_enable,
+            "snapshot_policy": SnapshotPolicy(
+                max_bytes_between=config.metadata_log_max_record_bytes_between_snapshots,
+                max_interval_ms=config.metadata_log_max_snapshot_interval_ms,
+                segment_bytes=config.metadata_log_segment_bytes, retention_bytes=config.metadata_max_retention_bytes,
+                retention_ms=config.metadata_max_retention_ms)}
 
 
 class MetadataError(Exception):
@@ -131,13 +136,15 @@ class ClusterMetadata:
 
     def __init__(self, broker_ids: list[int], data_dir: Path | None = None, *,
                  max_partitions: int = DEFAULT_MAX_PARTITIONS, offsets_topic_partitions: int = 50,
-                 transaction_topic_partitions: int = 50, unclean_leader_election: bool = False) -> None:
+                 transaction_topic_partitions: int = 50, unclean_leader_election: bool = False,
+                 snapshot_policy: SnapshotPolicy | None = None) -> None:
         self.broker_ids = list(broker_ids)
         # The broker default of unclean.leader.election.enable (a topic's own config overrides it).
         self.unclean_leader_election = unclean_leader_election
         self.offsets_topic_partitions = offsets_topic_partitions  # offsets.topic.num.partitions
         self.transaction_topic_partitions = transaction_topic_partitions  # transaction.state.log.num.partitions
         self.data_dir = data_dir
+        self.snapshot_policy = snapshot_policy  # (with a data dir: when its metadata log is snapshotted)
         self.max_partitions = max_partitions  # partition replicas the cluster may hold (minikafka.max.partitions)
         self.replica_count = 0
         self.topics: dict[str, TopicMetadata] = {}
@@ -179,13 +186,14 @@ class ClusterMetadata:
         """Rebuild the topics from the ``__cluster_metadata`` log; from an earlier version's JSON file (carried
         over into the log, then removed) when the log is empty."""
         from .metadata_log import ClusterMetadataLog, replay
+        from .metadata_snapshot import snapshot_and_log_records
 
         assert self.data_dir is not None
         legacy = self.data_dir / self.FILE
         try:
-            mlog = self._metadata_log = ClusterMetadataLog(self.data_dir)
+            mlog = self._metadata_log = ClusterMetadataLog(self.data_dir, policy=self.snapshot_policy)
             if mlog.end_offset > 0:
-                replayed = replay(mlog.records())
+                replayed = replay(snapshot_and_log_records(mlog))
                 topics, self._image, self.state = replayed.topics, replayed.image, replayed.state
                 self.next_producer_id = max(self.next_producer_id, self.state.next_producer_id)
                 where = str(mlog.log.directory)
@@ -231,8 +239,18 @@ class ClusterMetadata:
         if self._metadata_log is None:
             self.metadata_offset += 1
             return self.metadata_offset
-        first = self._metadata_log.append(records, self.controller_epoch)
-        self.metadata_offset = self._metadata_log.end_offset
+        from ..protocol.metadata_records import decode_metadata_record
+        from .metadata_log import is_topic_record
+        from .metadata_snapshot import maybe_snapshot, state_records
+
+        mlog = self._metadata_log
+        first = mlog.append(records, self.controller_epoch)
+        self.metadata_offset = mlog.end_offset
+        for i, value in enumerate(records):  # the rest of the state kept current, for snapshots
+            rec = decode_metadata_record(value)
+            if not is_topic_record(rec):
+                self.state.apply(first + i, rec)
+        maybe_snapshot(mlog, lambda: state_records(self._image, self.state), self.controller_epoch)
         for appended in self.on_append:
             appended()
         return first

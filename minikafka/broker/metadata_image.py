@@ -24,6 +24,19 @@ TokenValue = tuple[str, str, str, tuple[str, ...], int, int, int]
 QuotaEntity = tuple[tuple[str, str | None], ...]
 
 
+@dataclass(frozen=True)
+class SnapshotPolicy:
+    """When a controller snapshots its metadata log and what of the log it keeps (Kafka's
+    ``metadata.log.max.record.bytes.between.snapshots``, ``metadata.log.max.snapshot.interval.ms``,
+    ``metadata.log.segment.bytes``, ``metadata.max.retention.bytes`` and ``metadata.max.retention.ms``)."""
+
+    max_bytes_between: int = 20 * 1024 * 1024
+    max_interval_ms: int = 3600 * 1000
+    segment_bytes: int = 1024 * 1024 * 1024
+    retention_bytes: int = 100 * 1024 * 1024
+    retention_ms: int = 7 * 24 * 3600 * 1000
+
+
 @dataclass
 class MetadataState:
     """What the metadata log holds besides the topic registry, as its records leave it (Kafka's ``AclsImage``,

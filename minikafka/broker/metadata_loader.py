@@ -40,6 +40,7 @@ from .inter_broker import CHANNEL_ERRORS, InterBrokerChannel
 from .metadata import ClusterMetadata, MetadataError
 from .metadata_image import MetadataState
 from .metadata_log import METADATA_TOPIC, is_topic_record, replay_topic_record
+from .metadata_snapshot import read_snapshot
 
 log = logging.getLogger(__name__)
 
@@ -154,6 +155,52 @@ def apply_records(metadata: MetadataReplica, records: Iterable[tuple[int, Metada
     return changed
 
 
+def reset_to_snapshot(metadata: MetadataReplica, records: list[MetadataRecord], end_offset: int,
+                      inter_broker_listener: str) -> list[dict[str, list[str]]]:
+    """Replace the replica's whole state by a snapshot's (Kafka's ``MetadataLoader`` loading a snapshot: the
+    image rebuilt, the delta against the old one published).  Returns the changes to publish, in order: the
+    topics gone (or replaced by one of the same name), then the topics new and what changed in the others; every
+    publisher is told, since anything of theirs may have changed."""
+    old = {name: (t.topic_id, [vars(p).copy() for p in t.partitions], dict(t.configs))
+           for name, t in metadata.topics.items()}
+    metadata.topics.clear()
+    metadata.by_id.clear()
+    metadata.partition_epochs.clear()
+    metadata.state = MetadataState()
+    for registry in (metadata.live, metadata.endpoints, metadata.registrations, metadata.broker_epochs):
+        registry.clear()
+    metadata.broker_ids = []
+    apply_records(metadata, [(end_offset - 1, rec) for rec in records], inter_broker_listener)
+    metadata.metadata_offset = end_offset
+    gone: dict[str, list[str]] = {}
+    changed: dict[str, list[str]] = {}
+    for name, t in metadata.topics.items():
+        before = old.get(name)
+        if before is None or before[0] != t.topic_id:
+            if before is not None:
+                gone[name] = ["deleted"]
+            changed[name] = ["created"]
+            continue
+        parts = [vars(p) for p in t.partitions]
+        kinds = ["partitions"] if len(parts) > len(before[1]) else []
+        if t.configs != before[2]:
+            kinds.append("config")
+        pairs = list(zip(before[1], parts))
+        if any((a["leader"], a["leader_epoch"], a["isr"]) != (b["leader"], b["leader_epoch"], b["isr"])
+               for a, b in pairs):
+            kinds.append("leadership")
+        if any((a["replicas"], a["adding_replicas"], a["removing_replicas"])
+               != (b["replicas"], b["adding_replicas"], b["removing_replicas"]) for a, b in pairs):
+            kinds.append("reassignment")
+        if kinds:
+            changed[name] = kinds
+    gone.update({name: ["deleted"] for name in old if name not in metadata.topics})
+    for publishers in metadata.publishers.values():
+        for publish in publishers:
+            publish(metadata.state)
+    return [gone, changed]
+
+
 def _register(metadata: MetadataReplica, d: Any, offset: int, inter_broker_listener: str) -> None:
     """A RegisterBrokerRecord: the broker's listeners, its epoch, live unless registered fenced."""
     endpoints = {e.name: Node(d.broker_id, e.host, e.port, d.rack) for e in d.end_points}
@@ -228,10 +275,40 @@ class MetadataLoader:
                         "last_fetched_epoch": -1, "log_start_offset": -1, "partition_max_bytes": 8 << 20}]}]}
             try:
                 resp = await self.channel.request(CONTROLLER_NODE, ApiKey.FETCH, METADATA_FETCH_VERSION, body)
-                self._apply(resp)
+                snapshot = resp["responses"][0]["partitions"][0].get("snapshot_id") if resp["responses"] else None
+                if snapshot is not None and snapshot["end_offset"] >= 0:
+                    await self._load_snapshot(snapshot)
+                else:
+                    self._apply(resp)
             except (*CHANNEL_ERRORS, ProtocolError) as exc:
                 log.debug("broker %d: metadata fetch failed: %r", self.node_id, exc)
                 await trio.sleep(self.backoff_s)
+
+    async def _load_snapshot(self, snapshot_id: dict) -> None:
+        """The fetch offset is below the log's start: read the snapshot the controller named (FetchSnapshot, in
+        pieces by position), take its state, and go on fetching the log after it."""
+        data = bytearray()
+        while True:
+            resp = await self.channel.request(CONTROLLER_NODE, ApiKey.FETCH_SNAPSHOT, 0, {
+                "replica_id": -1, "max_bytes": 8 << 20, "topics": [{"name": METADATA_TOPIC, "partitions": [{
+                    "partition": 0, "current_leader_epoch": -1, "snapshot_id": snapshot_id,
+                    "position": len(data)}]}]})
+            part = resp["topics"][0]["partitions"][0] if resp["topics"] else {"error_code": resp["error_code"]}
+            if part["error_code"] != ErrorCode.NONE:
+                raise ProtocolError(f"metadata snapshot {snapshot_id}: {ErrorCode(part['error_code']).name}")
+            data += part["unaligned_records"] or b""
+            if len(data) >= part["size"] or not part["unaligned_records"]:
+                break
+        end = snapshot_id["end_offset"]
+        records = list(read_snapshot(bytes(data), f"{METADATA_TOPIC}-0 snapshot at {end}"))
+        changes = reset_to_snapshot(self.metadata, records, end, self.inter_broker_listener)
+        self.offset = end
+        log.info("broker %d: loaded the metadata snapshot at offset %d (%d records)", self.node_id, end, len(records))
+        for change in changes:
+            if change:
+                self.publish(change)
+        self._progress.set()
+        self._progress = trio.Event()
 
     def _apply(self, resp: dict) -> None:
         part = resp["responses"][0]["partitions"][0]

@@ -37,7 +37,7 @@ from ..protocol.metadata_records import MetadataRecord, decode_metadata_record, 
 from ..protocol.records import Record, build_batch
 from .coordinator_runtime import batch_records
 from .log import Log, LogConfig
-from .metadata_image import AclValue, MetadataState, QuotaEntity, ScramValue, TokenValue
+from .metadata_image import AclValue, MetadataState, QuotaEntity, ScramValue, SnapshotPolicy, TokenValue
 
 log = logging.getLogger(__name__)
 
@@ -49,11 +49,17 @@ NO_LEADER_CHANGE = -2
 
 
 class ClusterMetadataLog:
-    """The ``__cluster_metadata-0`` partition log of one data dir (Kafka's ``KafkaMetadataLog``, one voter)."""
+    """The ``__cluster_metadata-0`` partition log of one data dir and its snapshots (Kafka's
+    ``KafkaMetadataLog``, one voter)."""
 
-    def __init__(self, data_dir: Path, clock: Clock = SYSTEM_CLOCK) -> None:
+    def __init__(self, data_dir: Path, clock: Clock = SYSTEM_CLOCK, policy: SnapshotPolicy | None = None) -> None:
         self.clock = clock
-        self.log = Log(METADATA_TOPIC, 0, LogConfig(), Path(data_dir) / f"{METADATA_TOPIC}-0", clock=clock)
+        self.policy = policy or SnapshotPolicy()
+        self.directory = Path(data_dir) / f"{METADATA_TOPIC}-0"
+        self.log = Log(METADATA_TOPIC, 0, LogConfig(segment_bytes=self.policy.segment_bytes), self.directory,
+                       clock=clock)
+        self.bytes_since_snapshot = 0
+        self.last_snapshot_ms = clock.time_ms()
 
     @property
     def end_offset(self) -> int:
@@ -70,12 +76,14 @@ class ClusterMetadataLog:
                             base_timestamp=now)
         first = self.log.append_as_leader([bytearray(batch)], epoch, now).first_offset
         self.log.active_segment.flush(fsync=True)  # (not Log.flush: that rewrites the checkpoint file as well)
+        self.bytes_since_snapshot += len(batch)
         return first
 
-    def records(self) -> Iterator[tuple[int, MetadataRecord]]:
-        """Every record from the start, with its offset; one that does not decode is skipped with a warning."""
+    def records(self, start: int | None = None) -> Iterator[tuple[int, MetadataRecord]]:
+        """Every record from ``start`` (the log's start by default), with its offset; one that does not decode is
+        skipped with a warning."""
         lg = self.log
-        for h, view in lg.iter_batches_from(lg.log_start_offset):
+        for h, view in lg.iter_batches_from(lg.log_start_offset if start is None else max(start, lg.log_start_offset)):
             if h.is_control:
                 continue
             for rec in batch_records(h, view, f"{METADATA_TOPIC}-0"):
@@ -145,6 +153,19 @@ def _partition_change(topic_id: uuid.UUID, index: int, old: PartitionImage, p: P
     if tuple(p.adding_replicas) != old.adding or tuple(p.removing_replicas) != old.removing:
         fields["adding_replicas"], fields["removing_replicas"] = list(p.adding_replicas), list(p.removing_replicas)
     return encode_metadata_record("PartitionChangeRecord", fields, version=0)
+
+
+def topic_image_records(topic: TopicImage) -> list[bytes]:
+    """The records of a topic as written (a snapshot's): TopicRecord, its ConfigRecords, its PartitionRecords
+    with their partition epochs."""
+    out = [encode_metadata_record("TopicRecord", {"name": topic.name, "topic_id": topic.topic_id})]
+    out += [_config_record(topic.name, k, v) for k, v in topic.configs.items()]
+    for i, p in enumerate(topic.partitions):
+        out.append(encode_metadata_record("PartitionRecord", {
+            "partition_id": i, "topic_id": topic.topic_id, "replicas": list(p.replicas), "isr": list(p.isr),
+            "removing_replicas": list(p.removing), "adding_replicas": list(p.adding), "leader": p.leader,
+            "leader_epoch": p.leader_epoch, "partition_epoch": p.partition_epoch}, version=0))
+    return out
 
 
 def topic_changes(image: dict[str, TopicImage], topics: dict[str, TopicMetadata],

@@ -34,14 +34,41 @@ CHAOS_SETTINGS = {**SETTINGS, "group.consumer.session.timeout.ms": "10000",
                   "group.consumer.min.session.timeout.ms": "10000", "leader.imbalance.check.interval.seconds": "5"}
 
 
+class _Hung(Exception):
+    """A transactional call still blocked well past its timeout."""
+
+
+def _bounded(call, timeout_s: float):
+    """``call()`` in a thread of its own, given up on ``timeout_s`` plus a margin after it started: librdkafka's
+    send_offsets_to_transaction can block past its timeout when the group coordinator it cached was dropped
+    from the metadata, as a killed broker is (librdkafka issues #5456 and #5511)."""
+    result: dict = {}
+
+    def run() -> None:
+        try:
+            result["value"] = call()
+        except BaseException as exc:  # re-raised in the caller's thread
+            result["error"] = exc
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(timeout_s + 30)
+    if thread.is_alive():
+        raise _Hung(f"{call} still blocked after {timeout_s + 30} s")
+    if "error" in result:
+        raise result["error"]
+    return result.get("value")
+
+
 class CopyLoop:
     """Kafka's consume-transform-produce loop: records of ``source`` copied to ``target`` in transactions that
-    commit the group's offsets with them; an aborted or failed transaction rewinds to the committed offsets."""
+    commit the group's offsets with them; an aborted or failed transaction rewinds to the committed offsets, a
+    producer whose call hung (a client bug, :func:`_bounded`) is replaced by a new one, which fences it."""
 
     def __init__(self, bootstrap: str, source: str, target: str) -> None:
         self.bootstrap, self.source, self.target = bootstrap, source, target
         self.committed: dict[int, list[int]] = {p: [] for p in range(PARTITIONS)}  # as read after each commit
-        self.commits = self.aborts = 0
+        self.commits = self.aborts = self.hangs = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self.failure: BaseException | None = None
@@ -81,7 +108,7 @@ class CopyLoop:
 
         for attempt in range(10):
             try:
-                producer.commit_transaction(30)
+                _bounded(lambda: producer.commit_transaction(30), 30)
                 return
             except KafkaException as exc:
                 if not exc.args[0].retriable() or attempt == 9 or self._stop.is_set():
@@ -107,16 +134,24 @@ class CopyLoop:
                     producer.begin_transaction()
                     for m in msgs:
                         producer.produce(self.target, value=m.value(), partition=m.partition())
-                    producer.send_offsets_to_transaction(consumer.position(consumer.assignment()),
-                                                         consumer.consumer_group_metadata(), 60)
+                    positions, group = consumer.position(consumer.assignment()), consumer.consumer_group_metadata()
+                    _bounded(lambda: producer.send_offsets_to_transaction(positions, group, 60), 60)
                     self._commit(producer)
                     self.commits += 1
                     self._watch_committed(consumer)
+                except _Hung as exc:
+                    log.info("copy loop: %s; a new producer", exc)
+                    self.hangs += 1
+                    producer = self._producer()
+                    self._rewind(consumer)
                 except KafkaException as exc:
                     error = exc.args[0]
                     log.info("copy loop: %s", error)
                     if error.txn_requires_abort():
-                        producer.abort_transaction(120)
+                        try:
+                            _bounded(lambda: producer.abort_transaction(60), 60)
+                        except _Hung:
+                            producer = self._producer()
                         self.aborts += 1
                     else:  # fatal: a new producer (fencing the old one and aborting its transaction)
                         producer = self._producer()
@@ -191,7 +226,8 @@ def test_chaos_on_processes(tmp_path: Path):
             writer.wait_for(200)
             actions = _chaos(cluster, writer, CHAOS_SECONDS, rng)
             writer.wait_for(writer.count + 200)  # still writing once the chaos is over
-        log.info("chaos: %s", ", ".join(actions))
+        log.info("chaos: %s; copy loop: %d commits, %d aborts, %d producers replaced after a hang",
+                 ", ".join(actions), copier.commits, copier.aborts, copier.hangs)
         consumed = _consume_all(cluster.bootstrap, "chaos-in")
         # No acknowledged record lost or duplicated, in order per partition.
         for p in range(PARTITIONS):

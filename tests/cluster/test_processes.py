@@ -21,6 +21,10 @@ pytestmark = [pytest.mark.clients, pytest.mark.slow]
 SETTINGS = {"broker.session.timeout.ms": "3000", "broker.heartbeat.interval.ms": "300",
             "replica.fetch.wait.max.ms": "100", "offsets.topic.num.partitions": "3",
             "transaction.state.log.num.partitions": "3", "num.partitions": "3", "default.replication.factor": "3",
+            # The controller snapshots its metadata log every 16 KiB and keeps none of it below the latest snapshot
+            # (4 KiB segments): a broker that starts reads the snapshot, then the log after it (KIP-630).
+            "metadata.log.max.record.bytes.between.snapshots": "16384", "metadata.log.segment.bytes": "4096",
+            "metadata.max.retention.bytes": "0",
             # ACLs on (the clients and brokers, over PLAINTEXT, are User:ANONYMOUS: a super user).
             "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
             "super.users": "User:ANONYMOUS"}
@@ -419,3 +423,39 @@ def test_quotas_scram_credentials_and_group_configs_are_records_every_broker_app
     _ask(others[0], ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [group_config], "validate_only": False})
     for address in [first, *others]:
         waiting.wait_for(lambda: state(address)[:2] == (set(), set()) and "50000" not in state(address)[2], 30)
+
+
+def test_a_broker_that_starts_after_the_log_was_cleaned_reads_the_controllers_snapshot(cluster: ProcessCluster):
+    """The controller snapshots the metadata log and deletes the segments below the snapshot; a broker started
+    afterwards is told the snapshot's id when it fetches offset 0, reads it with FetchSnapshot, and serves the
+    same topics as the others (those deleted before the snapshot included: gone)."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    directory = cluster.data_dir / CONTROLLER / "__cluster_metadata-0"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    cluster.stop(2)
+    names: list[str] = []
+    batches = iter(range(1000))
+
+    def cleaned_below_a_snapshot() -> bool:
+        """More topics (some deleted again) until the log starts after a snapshot."""
+        batch = [f"snap-{next(batches)}-{i}" for i in range(10)]
+        for future in admin.create_topics([NewTopic(n, 1, 2) for n in batch]).values():
+            future.result(30)
+        admin.delete_topics(batch[:2])[batch[0]].result(30)
+        names.extend(batch[2:])
+        segments = sorted(directory.glob("*.log"))
+        return bool(list(directory.glob("*.checkpoint"))) and int(segments[0].stem) > 0
+
+    waiting.wait_for(cleaned_below_a_snapshot, 120)
+    cluster.start(2)
+    address = "%s:%d" % cluster.address(cluster.brokers[2])
+
+    def served() -> set[str]:
+        topics = AdminClient({"bootstrap.servers": address}).list_topics(timeout=10).topics
+        return {t for t in topics if t.startswith("snap-")}
+
+    waiting.wait_for(lambda: served() == set(names), 30)
+    assert "loaded the metadata snapshot" in (cluster.data_dir / "broker-2.log").read_text()
+    admin.delete_topics(names)
+
