@@ -152,7 +152,8 @@ class ControllerServer:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(run_reaper, self.reaper)
                 nursery.start_soon(self.controller.run)
-                nursery.start_soon(token_expiry_loop, self.tokens, self.config.delegation_token_expiry_check_interval_ms)
+                nursery.start_soon(token_expiry_loop, self.tokens,
+                                   self.config.delegation_token_expiry_check_interval_ms)
                 port = await nursery.start(self.server.serve)
                 log.info("controller %d ready on %s:%d (metadata log at offset %d)", self.node_id, self.config.host,
                          port, self.metadata.metadata_offset)

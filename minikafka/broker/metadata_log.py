@@ -5,7 +5,8 @@ Kafka 4's controller keeps the cluster's metadata as records (:mod:`~minikafka.p
 fetches and applies.  Here the controller of a data dir's brokers writes the same records to
 ``<data_dir>/__cluster_metadata-0`` (Kafka's segment files: ``minikafka dump-log --cluster-metadata-decoder``
 prints them) and rebuilds its topics, ACLs, SCRAM credentials, delegation tokens, feature levels, group and
-client-metrics configs from them when it starts (:func:`replay`).
+client-metrics configs and client quotas from them when it starts (:func:`replay`, after the latest snapshot:
+:mod:`~minikafka.broker.metadata_snapshot`).
 
 :func:`topic_changes` turns what changed in the topic registry since the last write into Kafka's records:
 ``TopicRecord``, ``ConfigRecord``, ``PartitionRecord`` for a new topic or partition, ``PartitionChangeRecord``
@@ -13,14 +14,14 @@ for an ISR or leader change (a record with a leader bumps the leader epoch by on
 ``PartitionRegistration.merge`` does), a whole ``PartitionRecord`` again where more than one leader epoch passed
 between two writes, ``RemoveTopicRecord``.  Brokers' registrations and fencing are written as
 ``RegisterBrokerRecord``, ``FenceBrokerRecord`` and ``UnregisterBrokerRecord`` (a broker's epoch is the offset
-of its registration, as in KRaft); replay keeps none of them, since brokers register again when they start.
+of its registration, as in KRaft); replay keeps those registered and not fenced (a restarted controller takes
+them back).
 
 Brokers in processes of their own fetch this log from a controller process and apply it
 (:mod:`~minikafka.broker.metadata_loader`); the brokers of one process read the controller's state in memory.
 
 Deliberate differences: one voter and no Raft (the log is local to the controller's data dir, its leader epoch
-the controller epoch), no snapshots (the log is replayed from its start), and client quotas and broker configs
-are kept in memory only.
+the controller epoch), and dynamic broker configs are kept in memory only.
 """
 
 from __future__ import annotations

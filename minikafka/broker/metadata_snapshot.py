@@ -29,8 +29,9 @@ from ..protocol.metadata_records import MetadataRecord, decode_metadata_record
 from ..protocol.records import ControlRecordType, Record, build_batch, decode_control_key, iter_batches
 from .coordinator_runtime import batch_records
 from .metadata_image import MetadataState
-from .metadata_log import (METADATA_TOPIC, ClusterMetadataLog, TopicImage, acl_records, config_records, feature_records, producer_ids_record, quota_record,
-                           register_broker_record, scram_records, token_records, topic_image_records)
+from .metadata_log import (METADATA_TOPIC, ClusterMetadataLog, TopicImage, acl_records, config_records,
+                           feature_records, producer_ids_record, quota_record, register_broker_record, scram_records,
+                           token_records, topic_image_records)
 
 log = logging.getLogger(__name__)
 

@@ -1,9 +1,10 @@
 """The KRaft controller-listener messages with realistic bodies, at every declared version.
 
 AlterPartition (56), Envelope (58), FetchSnapshot (59), BrokerRegistration (62), BrokerHeartbeat (63) and
-AllocateProducerIds (67) are what brokers send to the controller.  The generic property tests (test_roundtrip, test_fastpath, the schema
-comparison) cover them with the other APIs; these pin the bodies a broker and a controller exchange, the fields
-each version adds or drops, and that a broker's client listener neither offers nor answers them.
+AllocateProducerIds (67) are what brokers send to the controller.  The generic property tests (test_roundtrip,
+test_fastpath, the schema comparison) cover them with the other APIs; these pin the bodies a broker and a
+controller exchange, the fields each version adds or drops, and that a broker's client listener neither offers
+nor answers them.
 """
 
 from __future__ import annotations
