@@ -726,6 +726,7 @@ class Broker:
         """Register with the metadata (as a broker registers with the controller), take up leadership,
         start following and expiring the ISR."""
         self.shared.dynamic_configs.brokers[self.node_id] = self
+        self.reconfigure()  # (the dynamic configs the metadata log held, or a cluster kept across a restart)
         # This broker's share-partitions are built with the share groups (now, if they are already).
         share = self.shared.share
         share.on_build.append(self._build_share_partitions)

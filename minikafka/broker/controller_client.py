@@ -37,11 +37,11 @@ FORWARDED_APIS = (ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_PART
                   ApiKey.CREATE_ACLS, ApiKey.DELETE_ACLS, ApiKey.ALTER_CLIENT_QUOTAS,
                   ApiKey.ALTER_USER_SCRAM_CREDENTIALS, ApiKey.CREATE_DELEGATION_TOKEN, ApiKey.RENEW_DELEGATION_TOKEN,
                   ApiKey.EXPIRE_DELEGATION_TOKEN, ApiKey.UPDATE_FEATURES)
-#: Forwarded unless a resource they change is a broker's (topic, group and client-metrics configs are records of
-#: the metadata log; broker configs stay with each broker).
+#: Forwarded unless a resource they change is a broker's loggers (topic, broker, group and client-metrics configs are
+#: records of the metadata log), as Kafka's brokers do.
 FORWARDED_CONFIGS = (ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS)
-#: ``ConfigResource.Type`` BROKER and BROKER_LOGGER.
-BROKER_RESOURCES = (4, 8)
+#: ``ConfigResource.Type.BROKER_LOGGER``: a broker's own.
+LOCAL_RESOURCES = (8,)
 
 VERSIONS: dict[int, int] = {ApiKey.BROKER_REGISTRATION: 4, ApiKey.BROKER_HEARTBEAT: 1, ApiKey.ALTER_PARTITION: 2,
             ApiKey.ALLOCATE_PRODUCER_IDS: 0, ApiKey.CREATE_TOPICS: 7, ApiKey.ENVELOPE: 0}
@@ -159,12 +159,12 @@ class ForwardingHandler:
     controller cannot be reached, the error response Kafka gives: NOT_CONTROLLER)."""
 
     def __init__(self, client: ControllerClient, local: Callable[[RequestContext, Any], Any] | None = None) -> None:
-        """``local``: the broker's own handler, for AlterConfigs requests that change a broker's configs."""
+        """``local``: the broker's own handler, for AlterConfigs requests that change a broker's loggers."""
         self.client = client
         self.local = local
 
     async def handle(self, ctx: RequestContext, body: Any) -> Any:
-        if self.local is not None and any(r["resource_type"] in BROKER_RESOURCES for r in body["resources"]):
+        if self.local is not None and any(r["resource_type"] in LOCAL_RESOURCES for r in body["resources"]):
             return await self.local(ctx, body)
         try:
             return await self.client.forward(ctx, body)

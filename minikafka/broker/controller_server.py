@@ -92,7 +92,9 @@ class ControllerServer:
     def _handlers(self, metadata_log: Any) -> dict[int, Handler]:
         cfg, controller, metadata = self.config, self.controller, self.metadata
         inter_broker_protocol = cfg.security_inter_broker_protocol or None
-        brokers = DynamicBrokerConfig(self.node_id, DynamicConfigStore())  # (topic configs only come here)
+        dynamic = DynamicConfigStore()  # (ConfigRecords of brokers and the cluster default; no broker runs here)
+        dynamic.attach(metadata)
+        brokers = DynamicBrokerConfig(self.node_id, dynamic, any_broker=True)
         # The ACLs are records of the metadata log (brokers apply them); checked here too, as Kafka's controller
         # authorizes what it is forwarded.
         try:

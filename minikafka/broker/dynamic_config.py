@@ -3,11 +3,13 @@
 Only the replication quota rates ``leader.replication.throttled.rate`` and
 ``follower.replication.throttled.rate`` change at run time, per broker (the
 resource name is a broker id) or cluster-wide (the name ``""``).  The values
-live in a :class:`DynamicConfigStore` that a cluster shares between its brokers
-(Kafka keeps them in its metadata), so they survive a broker restart; each
-running broker registers a :class:`ReconfigurableBroker` to be described and
-told of changes.  :class:`DynamicBrokerConfig` is one broker's view of it, the
-handlers' :class:`~minikafka.broker.services.BrokerConfigs`.
+live in a :class:`DynamicConfigStore` that a cluster shares between its brokers;
+with a data dir they are ``ConfigRecord`` s of resource type BROKER in the
+metadata log, as Kafka keeps them (replayed at start; a broker process takes
+them from its copy of the controller's log).  Each running broker registers a
+:class:`ReconfigurableBroker` to be described and told of changes.
+:class:`DynamicBrokerConfig` is one broker's view of it, the handlers'
+:class:`~minikafka.broker.services.BrokerConfigs`.
 """
 
 from __future__ import annotations
@@ -18,13 +20,15 @@ from typing import Protocol
 
 from ..protocol.errors import ErrorCode
 from .config import BrokerConfig
-from .config_ops import apply_config_ops
+from .config_ops import ConfigRecords, apply_config_ops, config_changes
 from .metadata import MetadataError
 from .quota.replication_quota_manager import FOLLOWER_THROTTLED_RATE, LEADER_THROTTLED_RATE, UNLIMITED
 
 log = logging.getLogger(__name__)
 
 DYNAMIC_BROKER_CONFIGS = (LEADER_THROTTLED_RATE, FOLLOWER_THROTTLED_RATE)
+#: ``ConfigResource.Type.BROKER``: a ConfigRecord's resource type for a broker's (or the cluster default) config.
+BROKER_RESOURCE = 4
 SOURCE_DYNAMIC_BROKER = 2
 SOURCE_DYNAMIC_DEFAULT_BROKER = 3
 SOURCE_STATIC_BROKER = 4
@@ -49,6 +53,25 @@ class DynamicConfigStore:
     per_broker: dict[int, dict[str, str]] = field(default_factory=dict)
     defaults: dict[str, str] = field(default_factory=dict)
     brokers: dict[int, ReconfigurableBroker] = field(default_factory=dict)
+    records: ConfigRecords | None = None  # where a change is written (the metadata log), if anywhere
+
+    def attach(self, records: ConfigRecords) -> None:
+        """Take the broker configs the metadata log holds and write each change there."""
+        replayed = records.replayed_configs(BROKER_RESOURCE)
+        if replayed is not None:
+            self._take(replayed)
+            self.records = records
+
+    def replace(self, configs: dict[str, dict[str, str]]) -> None:
+        """The broker configs a broker process's copy of its controller's metadata log holds now (by resource
+        name: ``""`` the cluster default, else a broker id): taken, the running brokers reconfigured."""
+        self._take(configs)
+        for broker in list(self.brokers.values()):
+            broker.reconfigure()
+
+    def _take(self, configs: dict[str, dict[str, str]]) -> None:
+        self.defaults = dict(configs.get("", {}))
+        self.per_broker = {int(name): dict(values) for name, values in configs.items() if name.isdigit()}
 
     def value(self, node_id: int, key: str) -> tuple[str, int]:
         """(value, Kafka ConfigSource) of a dynamic config: per-broker (2), cluster default (3),
@@ -90,14 +113,16 @@ def _check_rate(name: str, value: str | None) -> None:
 class DynamicBrokerConfig:
     """One broker's handle on the dynamic configs: describes broker resources and alters them."""
 
-    def __init__(self, node_id: int, store: DynamicConfigStore) -> None:
+    def __init__(self, node_id: int, store: DynamicConfigStore, any_broker: bool = False) -> None:
+        """``any_broker``: a resource may name any broker id, running here or not (a controller's view)."""
         self.node_id = node_id
         self.store = store
+        self.any_broker = any_broker
 
     def _target(self, name: str) -> int | None:
         if name in ("", str(self.node_id)):
             return self.node_id
-        if name.isdigit() and int(name) in self.store.brokers:
+        if name.isdigit() and (self.any_broker or int(name) in self.store.brokers):
             return int(name)
         return None
 
@@ -147,8 +172,11 @@ class DynamicBrokerConfig:
                                ErrorCode.INVALID_CONFIG)
         if validate_only:
             return
+        changes_written = config_changes(values, new)
         values.clear()
         values.update(new)
+        if self.store.records is not None and changes_written:
+            self.store.records.write_configs(BROKER_RESOURCE, resource_name, changes_written)
         for nid in targets:
             broker = self.store.brokers.get(nid)
             if broker is not None:

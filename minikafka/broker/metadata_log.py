@@ -21,7 +21,7 @@ Brokers in processes of their own fetch this log from a controller process and a
 (:mod:`~minikafka.broker.metadata_loader`); the brokers of one process read the controller's state in memory.
 
 Deliberate differences: one voter and no Raft (the log is local to the controller's data dir, its leader epoch
-the controller epoch), and dynamic broker configs are kept in memory only.
+the controller epoch).
 """
 
 from __future__ import annotations

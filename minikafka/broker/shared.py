@@ -26,7 +26,7 @@ from .client_metrics.receiver import ClientTelemetryStore
 from .config import BrokerConfig, ConfigError, StartupError
 from .coordinator_log import SHARE_GROUP_STATE_TOPIC, compacted_log_config
 from .coordinator_log import has_local_log as has_local_coordinator_log
-from .dynamic_config import DynamicConfigStore
+from .dynamic_config import BROKER_RESOURCE, DynamicConfigStore
 from .faults import FaultInjector
 from .features import FeatureControlManager
 from .groups import GroupCoordinator
@@ -116,7 +116,8 @@ class SharedServices:
         # The transaction coordinator's markers come from the broker it runs on (FindCoordinator's answer).
         txn_coordinator.connector.links, txn_coordinator.connector.source = links, metadata.controller_id
         return cls(metadata=metadata, group_coordinator=group_coordinator, producer_ids=producer_ids,
-                   dynamic_configs=DynamicConfigStore(), faults=faults if faults is not None else FaultInjector(clock),
+                   dynamic_configs=open_dynamic_configs(metadata),
+                   faults=faults if faults is not None else FaultInjector(clock),
                    features=features, txn_coordinator=txn_coordinator, scram_credentials=scram_credentials,
                    delegation_tokens=delegation_tokens, acls=acls, group_configs=group_configs,
                    share=share,
@@ -127,13 +128,14 @@ class SharedServices:
     def metadata_publishers(self) -> dict[str, list[Callable[[MetadataState], None]]]:
         """What a broker process's copy of the metadata log changes in these stores (Kafka's metadata
         publishers), by what changed in it."""
-        groups, subscriptions = self.group_configs, self.client_metrics_configs
+        groups, subscriptions, brokers = self.group_configs, self.client_metrics_configs, self.dynamic_configs
         return {"acls": [lambda st: self.acls.replace(st.acls)],
                 "scram": [lambda st: self.scram_credentials.replace(st.scram)],
                 "tokens": [lambda st: self.delegation_tokens.replace(list(st.tokens.values()))],
                 "features": [lambda st: self.features.replace(st.features, st.features_offset)],
                 "configs": [lambda st: groups.replace(st.configs.get(groups.resource_type, {})),
-                            lambda st: subscriptions.replace(st.configs.get(subscriptions.resource_type, {}))],
+                            lambda st: subscriptions.replace(st.configs.get(subscriptions.resource_type, {})),
+                            lambda st: brokers.replace(st.configs.get(BROKER_RESOURCE, {}))],
                 "quotas": [lambda st: self.quota_configs.replace(st.quotas)]}
 
     async def start(self, nursery: trio.Nursery, config: BrokerConfig) -> None:
@@ -266,6 +268,13 @@ def share_group_coordinator(config: BrokerConfig, metadata: ClusterMetadata, gro
     share_groups.writer = group_coordinator
     group_coordinator.attach_share_groups(share_groups)
     return share_groups
+
+
+def open_dynamic_configs(records: ClusterMetadata) -> DynamicConfigStore:
+    """The dynamic broker configs: ConfigRecords of the metadata log (in memory without one)."""
+    store = DynamicConfigStore()
+    store.attach(records)
+    return store
 
 
 def open_acl_store(data_dir: Path | None, metadata: ClusterMetadata) -> AclStore:

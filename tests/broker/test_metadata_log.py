@@ -107,3 +107,39 @@ def test_an_earlier_versions_json_file_is_carried_over_into_the_log(tmp_path: Pa
     reopened = ClusterMetadata([0, 1], tmp_path)
     assert _state(reopened) == before and reopened.topics["old"].partitions[1].leader_epoch == 5
     reopened.close()
+
+
+def test_broker_configs_and_client_quotas_are_records_a_restart_takes_back(tmp_path: Path) -> None:
+    """Dynamic broker configs (the cluster default and one broker's) and client quotas changed through the
+    stores are ConfigRecords of type BROKER and ClientQuotaRecords; reopened, the stores hold them again, over
+    the quotas a configuration sets."""
+    from minikafka.broker.cluster_stores import open_quota_configs
+    from minikafka.broker.config import BrokerConfig
+    from minikafka.broker.dynamic_config import DynamicBrokerConfig, DynamicConfigStore
+    from minikafka.broker.quota.entity import ClientQuotaEntity
+
+    config = BrokerConfig(client_quotas=["client-id=static:consumer_byte_rate=500"])
+    md = ClusterMetadata([0], tmp_path)
+    store = DynamicConfigStore()
+    store.attach(md)
+    brokers = DynamicBrokerConfig(0, store, any_broker=True)
+    brokers.alter("", [("leader.replication.throttled.rate", 0, "1000")], incremental=True, validate_only=False)
+    brokers.alter("2", [("follower.replication.throttled.rate", 0, "2000")], incremental=True, validate_only=False)
+    quotas = open_quota_configs(config, md)
+    quotas.set(ClientQuotaEntity(user="alice"), "producer_byte_rate", 4096.0)
+    quotas.set(ClientQuotaEntity(client_id="gone"), "request_percentage", 50.0)
+    quotas.remove(ClientQuotaEntity(client_id="gone"), "request_percentage")
+    md.close()
+    assert {"ConfigRecord", "ClientQuotaRecord"} <= set(_record_types(tmp_path))
+
+    again = ClusterMetadata([0], tmp_path)
+    try:
+        store = DynamicConfigStore()
+        store.attach(again)
+        assert store.defaults == {"leader.replication.throttled.rate": "1000"}
+        assert store.per_broker == {2: {"follower.replication.throttled.rate": "2000"}}
+        quotas = open_quota_configs(config, again)
+        assert quotas.entries == {ClientQuotaEntity(user="alice"): {"producer_byte_rate": 4096.0},
+                                  ClientQuotaEntity(client_id="static"): {"consumer_byte_rate": 500.0}}
+    finally:
+        again.close()

@@ -382,11 +382,11 @@ def _ask(address: tuple[str, int], api_key: int, version: int, body: dict):
     return trio.run(ask)
 
 
-def test_quotas_scram_credentials_and_group_configs_are_records_every_broker_applies(cluster: ProcessCluster):
-    """AlterClientQuotas, AlterUserScramCredentials and a group's IncrementalAlterConfigs sent to one broker are
-    forwarded to the controller, which writes ClientQuotaRecord, UserScramCredentialRecord and ConfigRecord;
-    every broker serves them from its copy of the metadata log (and they are gone from every broker once removed
-    the same way)."""
+def test_quotas_scram_credentials_group_and_broker_configs_are_records_every_broker_applies(cluster: ProcessCluster):
+    """AlterClientQuotas, AlterUserScramCredentials and IncrementalAlterConfigs of a group and of the cluster's
+    broker default sent to one broker are forwarded to the controller, which writes ClientQuotaRecord,
+    UserScramCredentialRecord and ConfigRecords; every broker serves them from its copy of the metadata log (and
+    they are gone from every broker once removed the same way)."""
     from minikafka.protocol.api import ApiKey
 
     first, *others = [cluster.address(node) for node in cluster.brokers.values()]
@@ -399,8 +399,11 @@ def test_quotas_scram_credentials_and_group_configs_are_records_every_broker_app
     assert resp["results"][0]["error_code"] == 0, resp
     group_config = {"resource_type": 32, "resource_name": "log-group", "configs": [
         {"name": "consumer.session.timeout.ms", "config_operation": 0, "value": "50000"}]}
-    resp = _ask(first, ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [group_config], "validate_only": False})
-    assert resp["responses"][0]["error_code"] == 0, resp
+    broker_default = {"resource_type": 4, "resource_name": "", "configs": [
+        {"name": "leader.replication.throttled.rate", "config_operation": 0, "value": "7000000"}]}
+    resp = _ask(first, ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [group_config, broker_default],
+                                                             "validate_only": False})
+    assert [r["error_code"] for r in resp["responses"]] == [0, 0], resp
 
     def state(address: tuple[str, int]) -> tuple:
         quotas = _ask(address, ApiKey.DESCRIBE_CLIENT_QUOTAS, 1, {"components": [], "strict": False})["entries"]
@@ -408,21 +411,28 @@ def test_quotas_scram_credentials_and_group_configs_are_records_every_broker_app
         configs = _ask(address, ApiKey.DESCRIBE_CONFIGS, 4, {"resources": [{
             "resource_type": 32, "resource_name": "log-group", "configuration_keys": ["consumer.session.timeout.ms"]}],
             "include_synonyms": False, "include_documentation": False})["results"][0]["configs"]
+        own = [node_id for node_id, node in cluster.brokers.items() if cluster.address(node) == address][0]
+        rate = _ask(address, ApiKey.DESCRIBE_CONFIGS, 4, {"resources": [{
+            "resource_type": 4, "resource_name": str(own),
+            "configuration_keys": ["leader.replication.throttled.rate"]}],
+            "include_synonyms": False, "include_documentation": False})["results"][0]["configs"]
         return ({(e["entity"][0]["entity_name"], v["key"], v["value"]) for e in quotas for v in e["values"]},
                 {(u["user"], c["mechanism"], c["iterations"]) for u in users for c in u["credential_infos"]},
-                {c["value"] for c in configs})
+                {c["value"] for c in configs} | {c["value"] for c in rate})
 
     for address in [first, *others]:
         waiting.wait_for(lambda: state(address) == ({("log-app", "producer_byte_rate", 2048.0)},
-                                                     {("log-user", 1, 4096)}, {"50000"}), 30)
+                                                     {("log-user", 1, 4096)}, {"50000", "7000000"}), 30)
     quota["ops"] = [{"key": "producer_byte_rate", "value": 0.0, "remove": True}]
     _ask(others[0], ApiKey.ALTER_CLIENT_QUOTAS, 1, {"entries": [quota], "validate_only": False})
     _ask(others[0], ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, {"upsertions": [],
                                                             "deletions": [{"name": "log-user", "mechanism": 1}]})
-    group_config["configs"][0]["config_operation"] = 1  # DELETE
-    _ask(others[0], ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [group_config], "validate_only": False})
+    group_config["configs"][0]["config_operation"] = broker_default["configs"][0]["config_operation"] = 1  # DELETE
+    _ask(others[0], ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [group_config, broker_default],
+                                                          "validate_only": False})
     for address in [first, *others]:
-        waiting.wait_for(lambda: state(address)[:2] == (set(), set()) and "50000" not in state(address)[2], 30)
+        waiting.wait_for(lambda: state(address)[:2] == (set(), set()) and not {"50000", "7000000"} & state(address)[2],
+                         30)
 
 
 def test_a_broker_that_starts_after_the_log_was_cleaned_reads_the_controllers_snapshot(cluster: ProcessCluster):
