@@ -26,14 +26,20 @@ def _serve_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--node-id", type=int, default=None, help="broker id (default 0)")
     p.add_argument("--brokers", type=int, default=1, metavar="N",
                    help="run a cluster of N brokers (ids 0..N-1, ports port..port+N-1, logs in "
-                        "<data-dir>/broker-<id>); type 'stop ID', 'crash ID', 'start ID', 'pause ID', 'resume ID', "
-                        "'isolate ID', 'partition 0 | 1 2 controller [for SECONDS]', 'heal' or 'status' on stdin to "
-                        "play failures (SIGUSR1 stops the highest running one, SIGUSR2 restarts "
-                        "the stopped ones) (default 1)")
-    p.add_argument("--processes", action="store_true",
-                   help="with --brokers N: a controller process and N broker processes (KRaft over the wire), "
+                        "<data-dir>/broker-<id>): a KRaft controller process and a process per broker, "
                         "supervised; type 'kill ID', 'pause ID', 'resume ID', 'stop ID', 'start ID', "
-                        "'kill controller', 'start controller' or 'status' on stdin")
+                        "'kill controller', 'start controller' or 'status' on stdin (default 1)")
+    p.add_argument("--network-partitions", action="store_true",
+                   help="with --brokers N: each process behind a proxy on a loopback address of its own "
+                        "(127.0.0.10+ID, where clients then reach it), so that 'isolate ID', "
+                        "'partition 0 | 1 2 controller clients' and 'heal' cut and mend its links")
+    p.add_argument("--in-process", action="store_true",
+                   help="with --brokers N: all brokers in this one process (what the web console, fault rules, "
+                        "--capture and the 'crash ID' command work on); type 'stop ID', 'crash ID', 'start ID', "
+                        "'pause ID', 'resume ID', 'isolate ID', 'partition 0 | 1 2 controller [for SECONDS]', "
+                        "'heal' or 'status' on stdin (SIGUSR1 stops the highest running one, SIGUSR2 restarts "
+                        "the stopped ones)")
+    p.add_argument("--processes", action="store_true", help=argparse.SUPPRESS)  # (the default since --in-process)
     p.add_argument("--data-dir", type=Path, default=None,
                    help="directory for logs and state (default: none, everything in memory)")
     p.add_argument("--config", type=Path, default=None, metavar="FILE",
@@ -308,8 +314,12 @@ def main(argv: list[str] | None = None) -> int:
 
         def serve() -> int:
             cfg = build_config(args)
-            if args.processes:
+            if args.brokers > 1 and not args.in_process and not cfg.process_roles:
+                from .broker.broker import check_data_dir
                 from .supervisor.cli import serve_processes
+
+                if cfg.data_dir is not None:
+                    check_data_dir(cfg.data_dir)
 
                 return serve_processes(args, cfg.host, cfg.port, cfg.data_dir)
             if cfg.process_roles == "controller":

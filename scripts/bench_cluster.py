@@ -1,6 +1,6 @@
 """Cluster benchmark: replication throughput and acks=all latency with confluent-kafka.
 
-Runs ``python -m minikafka serve --brokers N`` (all brokers in one process, so
+Runs ``python -m minikafka serve --brokers N --in-process`` (all brokers in one process, so
 they share one core), then a controller process and N broker processes
 (:class:`minikafka.supervisor.processes.ProcessCluster`, one core each when there are enough),
 each with topics of replication factor N (default 3), and on each:
@@ -142,7 +142,7 @@ def in_process(args: argparse.Namespace) -> dict:
             break
         except OSError:
             continue
-    proc, _startup = start_broker(port, "--brokers", str(args.brokers))
+    proc, _startup = start_broker(port, "--brokers", str(args.brokers), "--in-process")
     try:
         for i in range(1, args.brokers):
             wait_port(port + i)

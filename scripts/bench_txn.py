@@ -91,7 +91,7 @@ def running_broker(brokers: int, in_process: bool) -> Iterator[tuple[str, psutil
             thread.stop()
         return
     port = free_ports(brokers)
-    proc, startup = start_broker(port, *(["--brokers", str(brokers)] if brokers > 1 else []))
+    proc, startup = start_broker(port, *(["--brokers", str(brokers), "--in-process"] if brokers > 1 else []))
     try:
         for i in range(1, brokers):
             wait_port(port + i)

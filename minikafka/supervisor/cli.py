@@ -1,9 +1,10 @@
-"""``minikafka serve --brokers N --processes``: a controller process and N broker processes, supervised.
+"""``minikafka serve --brokers N``: a controller process and N broker processes, supervised.
 
-Each node is behind a proxy on a loopback address of its own (:mod:`~minikafka.supervisor.network`), so that links
-can be cut.  Prints where each listens, reads commands on stdin (``kill 1``, ``pause 1``, ``resume 1``,
-``stop 1``, ``start 1``, ``kill controller``, ``start controller``, ``isolate 1``, ``partition 0 | 1 2 controller``,
-``heal``, ``status``) and stops them all on Ctrl-C.  A process
+The brokers listen on ``--host`` at ``--port`` + id, as a one-process cluster's do; with
+``--network-partitions`` each node is behind a proxy on a loopback address of its own
+(:mod:`~minikafka.supervisor.network`), so that links can be cut.  Prints where each listens, reads commands on
+stdin (``kill 1``, ``pause 1``, ``resume 1``, ``stop 1``, ``start 1``, ``kill controller``, ``start controller``,
+``isolate 1``, ``partition 0 | 1 2 controller``, ``heal``, ``status``) and stops them all on Ctrl-C.  A process
 that dies without being told to is reported, not restarted.
 """
 
@@ -57,10 +58,18 @@ def run_command(cluster: ProcessCluster, line: str) -> list[str]:
 def serve_processes(args: argparse.Namespace, host: str, port: int, data_dir: Path | None) -> int:
     """Run the cluster until SIGINT/SIGTERM: ``host``, ``port`` (the first broker's; 0: free ports) and
     ``data_dir`` (None: a temporary one) as configured."""
+    if args.capture is not None:
+        print("minikafka: --capture records the traffic of a one-process cluster: add --in-process",
+              file=sys.stderr)
+        return 2
     overrides = dict(item.split("=", 1) for item in args.override if "=" in item)
+    if args.quota:  # (the controller writes them to the metadata log; every broker applies them)
+        overrides["client.quotas"] = ";".join([*filter(None, [overrides.get("client.quotas")]), *args.quota])
     extra = ["--config", str(args.config)] if args.config else []
+    if args.advertised_host:
+        extra += ["--advertised-host", args.advertised_host]
     cluster = ProcessCluster(args.brokers, data_dir, host=host, base_port=port, overrides=overrides,
-                             extra_args=extra, log_level=args.log_level, network=True)
+                             extra_args=extra, log_level=args.log_level, network=args.network_partitions)
 
     def reported(node: NodeProcess, code: int) -> None:
         how = f"signal {-code}" if code < 0 else f"code {code}"

@@ -261,7 +261,8 @@ class ProcessCluster:
     def partition(self, sides: list[list[str | int]]) -> None:
         """Cut the links between nodes of different ``sides`` (broker ids, ``"controller"``, ``"clients"``)."""
         if self.network is None:
-            raise ProcessError("network partitions need a cluster started with network=True")
+            raise ProcessError("network partitions need each node behind its proxy: serve --network-partitions "
+                               "(ProcessCluster(network=True))")
         known = {CONTROLLER, CLIENTS, *map(str, self.brokers)}
         names = [[str(n) for n in side] for side in sides]
         unknown = {n for side in names for n in side} - known

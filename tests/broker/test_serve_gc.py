@@ -17,7 +17,8 @@ def test_a_ready_broker_has_frozen_its_start_up_objects(tmp_path: Path) -> None:
 
 
 def test_a_ready_cluster_has_frozen_its_start_up_objects(tmp_path: Path) -> None:
-    assert int(serve_until_ready(tmp_path, "str(gc.get_freeze_count())", "--brokers", "2")) > 10_000
+    assert int(serve_until_ready(tmp_path, "str(gc.get_freeze_count())", "--brokers", "2",
+                                  "--in-process")) > 10_000
 
 
 def test_the_collector_is_off_during_start_up_and_on_once_ready(tmp_path: Path) -> None:

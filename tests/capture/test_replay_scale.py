@@ -80,7 +80,8 @@ def capture(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
 @pytest.fixture
 def target() -> Any:
     """``minikafka serve --brokers 3`` in its own process; yields its bootstrap list."""
-    proc = subprocess.Popen([sys.executable, "-m", "minikafka", "serve", "--brokers", "3", "--port", "0",
+    proc = subprocess.Popen([sys.executable, "-m", "minikafka", "serve", "--brokers", "3", "--in-process",
+                             "--port", "0",
                              "--log-level", "WARNING", "-o", "group.initial.rebalance.delay.ms=0"],
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True)
     try:

@@ -169,7 +169,8 @@ def test_crash_over_http_and_on_the_command_line():
             assert json.load(resp) == {"id": 1, "running": False, "crashed": True}
         wait_for(lambda: ct.leader("h", 0) == 0)
 
-    proc = subprocess.Popen([sys.executable, "-m", "minikafka", "serve", "--brokers", "3", "--port", "0",
+    proc = subprocess.Popen([sys.executable, "-m", "minikafka", "serve", "--brokers", "3", "--in-process",
+                             "--port", "0",
                              "--log-level", "WARNING", "-o", "broker.session.timeout.ms=300",
                              "-o", "broker.heartbeat.interval.ms=50"],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)

@@ -18,7 +18,8 @@ from minikafka.protocol.api import ApiKey
 def serve_brokers() -> Iterator[subprocess.Popen]:
     """``minikafka serve --brokers 3`` with its stdin and stdout piped; stopped by SIGINT at the end, which it must
     exit 0 on."""
-    proc = subprocess.Popen([sys.executable, "-m", "minikafka", "serve", "--brokers", "3", "--port", "0",
+    proc = subprocess.Popen([sys.executable, "-m", "minikafka", "serve", "--brokers", "3", "--in-process",
+                             "--port", "0",
                              "--log-level", "WARNING", "-o", "replica.fetch.wait.max.ms=50"],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:

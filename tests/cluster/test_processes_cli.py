@@ -1,6 +1,7 @@
-"""``minikafka serve --brokers N --processes`` (issue 26): a controller and N broker processes from the command
-line, failed (killed, paused, cut off) on stdin, through the supervisor's HTTP port and ``minikafka cluster``; a
-process that dies on its own is reported and not restarted; Ctrl-C stops them all."""
+"""``minikafka serve --brokers N`` (issue 26): a controller and N broker processes from the command line, on the
+ports a one-process cluster uses, failed (killed, paused, cut off with ``--network-partitions``) on stdin,
+through the supervisor's HTTP port and ``minikafka cluster``; a process that dies on its own is reported and not
+restarted; Ctrl-C stops them all."""
 
 from __future__ import annotations
 
@@ -45,7 +46,7 @@ def _alive(pid: int) -> bool:
 
 
 def test_serve_processes_fails_processes_on_request_and_reports_one_that_dies(tmp_path):
-    proc = subprocess.Popen([sys.executable, "-m", "minikafka", "serve", "--brokers", "3", "--processes", "--port",
+    proc = subprocess.Popen([sys.executable, "-m", "minikafka", "serve", "--brokers", "3", "--network-partitions", "--port",
                              "0", "--http-port", "0", "--data-dir", str(tmp_path), "--log-level", "WARNING", *FAST],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
@@ -94,3 +95,62 @@ def test_serve_processes_fails_processes_on_request_and_reports_one_that_dies(tm
         stop_process(proc, 60)
     assert proc.returncode == 0
     assert not any(_alive(pid) for pid in pids)  # every process stopped with the supervisor
+
+
+def _quotas(address: str) -> list:
+    async def ask() -> list:
+        host, port = address.rsplit(":", 1)
+        async with await KafkaConnection.connect(host, int(port)) as c:
+            resp = await c.request(ApiKey.DESCRIBE_CLIENT_QUOTAS, 1, {"components": [], "strict": False})
+            return [(e["entity"][0]["entity_name"], {v["key"]: v["value"] for v in e["values"]})
+                    for e in resp["entries"]]
+
+    return trio.run(ask)
+
+
+def _two_free_ports() -> int:
+    """A port that is free, and the next one too (as they were a moment ago)."""
+    import socket
+
+    for _ in range(50):
+        with socket.socket() as first:
+            first.bind(("127.0.0.1", 0))
+            port = first.getsockname()[1]
+            with socket.socket() as second:
+                try:
+                    second.bind(("127.0.0.1", port + 1))
+                except OSError:
+                    continue
+        return port
+    raise AssertionError("no two consecutive free ports")
+
+
+def test_serve_brokers_starts_a_process_per_broker_on_the_ports_of_a_one_process_cluster(tmp_path):
+    """``serve --brokers 2`` with no other flag: a controller and two broker processes, the brokers on the host at
+    consecutive ports as ``--in-process`` puts them; ``--quota`` reaches every broker (through the metadata
+    log)."""
+    port = _two_free_ports()
+    proc = subprocess.Popen([sys.executable, "-m", "minikafka", "serve", "--brokers", "2", "--port", str(port),
+                             "--data-dir", str(tmp_path), "--log-level", "WARNING",
+                             "--quota", "client-id=everywhere:producer_byte_rate=1024", *FAST],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        bootstrap = read_until(proc, "broker processes ready on").split("ready on ")[1].split(";")[0]
+        assert bootstrap == f"127.0.0.1:{port},127.0.0.1:{port + 1}"
+        assert _brokers(bootstrap.split(",")[0]) == [0, 1]
+        assert (tmp_path / "controller" / "__cluster_metadata-0").is_dir()
+        for address in bootstrap.split(","):
+            waiting.wait_for(lambda: _quotas(address) == [("everywhere", {"producer_byte_rate": 1024.0})], 30)
+        proc.stdin.write("isolate 1\n")  # (no proxies without --network-partitions)
+        proc.stdin.flush()
+        assert "--network-partitions" in read_until(proc, "minikafka:")
+    finally:
+        stop_process(proc, 60)
+    assert proc.returncode == 0
+
+
+def test_serve_brokers_refuses_what_only_a_one_process_cluster_does(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "minikafka", "serve", "--brokers", "2", "--port", "0",
+                           "--capture", str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "add --in-process" in done.stderr
+

@@ -75,7 +75,7 @@ def test_refusals_are_one_line(server: tuple[str, str], capsys) -> None:
 
 
 def test_cluster_rules_pick_a_broker(capsys) -> None:
-    for bootstrap, http in serve("--brokers", "3"):
+    for bootstrap, http in serve("--brokers", "3", "--in-process"):
         assert run_cli(capsys, "faults", "add", "--http", http, "--api", "Metadata", "--broker", "1",
                        "--error", "BROKER_NOT_AVAILABLE").rc == 0
         servers = bootstrap.split(",")
