@@ -354,7 +354,9 @@ class ClusterMetadata:
         until its session expires.  ``inter_broker_listener`` picks the address brokers reach it at.  Returns the
         brokers restored (a controller in its own process; brokers of this process register as they start)."""
         restored = []
-        for broker_id, (epoch, endpoints, rack) in sorted(self.state.brokers.items()):
+        for broker_id, (epoch, endpoints, rack, fenced) in sorted(self.state.brokers.items()):
+            if fenced:
+                continue
             nodes = {name: Node(broker_id, host, port, rack) for name, (host, port) in endpoints.items()}
             node = inter_broker_listener(nodes)
             if node is None:

@@ -16,8 +16,8 @@ if TYPE_CHECKING:
 AclValue = tuple[int, str, int, str, str, int, int]
 #: A SCRAM credential as a UserScramCredentialRecord holds it: salt, stored key, server key, iterations.
 ScramValue = tuple[bytes, bytes, bytes, int]
-#: A broker's registration as the log has it: broker epoch, listener -> (host, port), rack.
-BrokerValue = tuple[int, dict[str, tuple[str, int]], str | None]
+#: A broker's registration as the log has it: broker epoch, listener -> (host, port), rack, fenced.
+BrokerValue = tuple[int, dict[str, tuple[str, int]], str | None, bool]
 #: A delegation token as a DelegationTokenRecord holds it: id, owner, requester, renewers, issue, max and expiry.
 TokenValue = tuple[str, str, str, tuple[str, ...], int, int, int]
 #: A client quota entity as a ClientQuotaRecord names it: (entity type, name or None for the default) pairs.
@@ -51,7 +51,7 @@ class MetadataState:
     tokens: dict[str, TokenValue] = field(default_factory=dict)  # delegation tokens by id
     quotas: dict[QuotaEntity, dict[str, float]] = field(default_factory=dict)
     next_producer_id: int = 0  # the last ProducerIdsRecord's (0: none)
-    # The brokers registered and not fenced: id -> (broker epoch, listener -> (host, port), rack).
+    # The brokers registered (fenced or not): id -> (broker epoch, listener -> (host, port), rack, fenced).
     brokers: dict[int, BrokerValue] = field(default_factory=dict)
 
     def apply(self, offset: int, rec: MetadataRecord) -> str | None:
@@ -93,13 +93,14 @@ class MetadataState:
         elif name == "ProducerIdsRecord":
             self.next_producer_id = max(self.next_producer_id, d.next_producer_id)
         elif name == "RegisterBrokerRecord":
-            if d.fenced:
-                self.brokers.pop(d.broker_id, None)
-            else:
-                self.brokers[d.broker_id] = (d.broker_epoch, {e.name: (e.host, e.port) for e in d.end_points},
-                                             d.rack)
-        elif name in ("FenceBrokerRecord", "UnregisterBrokerRecord"):
-            self.brokers.pop(d.id if name == "FenceBrokerRecord" else d.broker_id, None)
+            self.brokers[d.broker_id] = (d.broker_epoch, {e.name: (e.host, e.port) for e in d.end_points}, d.rack,
+                                         bool(d.fenced))
+        elif name in ("FenceBrokerRecord", "UnfenceBrokerRecord"):
+            registered = self.brokers.get(d.id)
+            if registered is not None:
+                self.brokers[d.id] = (*registered[:3], name == "FenceBrokerRecord")
+        elif name == "UnregisterBrokerRecord":
+            self.brokers.pop(d.broker_id, None)
         else:
             return None
         return RECORD_KINDS[name]
@@ -111,7 +112,7 @@ RECORD_KINDS = {"AccessControlEntryRecord": "acls", "RemoveAccessControlEntryRec
                 "DelegationTokenRecord": "tokens", "RemoveDelegationTokenRecord": "tokens",
                 "FeatureLevelRecord": "features", "ConfigRecord": "configs", "ClientQuotaRecord": "quotas",
                 "ProducerIdsRecord": "producer_ids", "RegisterBrokerRecord": "brokers",
-                "FenceBrokerRecord": "brokers", "UnregisterBrokerRecord": "brokers"}
+                "FenceBrokerRecord": "brokers", "UnfenceBrokerRecord": "brokers", "UnregisterBrokerRecord": "brokers"}
 
 
 def acl_value(d: Any) -> AclValue:

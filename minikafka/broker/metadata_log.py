@@ -363,15 +363,16 @@ SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SS
 
 
 def register_broker_record(broker_id: int, broker_epoch: int, endpoints: dict[str, tuple[str, int]],
-                           protocols: dict[str, str], rack: str | None) -> bytes:
-    """A broker's registration (``RegisterBrokerRecord``, unfenced: this controller has it serve at once); its
-    epoch is the record's offset.  ``protocols``: each listener's security protocol (PLAINTEXT when unknown)."""
+                           protocols: dict[str, str], rack: str | None, fenced: bool = False) -> bytes:
+    """A broker's registration (``RegisterBrokerRecord``, unfenced unless a snapshot holds it fenced: this
+    controller has a broker serve at once); its epoch is the record's offset.  ``protocols``: each listener's
+    security protocol (PLAINTEXT when unknown)."""
     return encode_metadata_record("RegisterBrokerRecord", {
         "broker_id": broker_id, "incarnation_id": uuid.uuid4(), "broker_epoch": broker_epoch,
         "end_points": [{"name": name, "host": host, "port": port,
                         "security_protocol": SECURITY_PROTOCOL_IDS.get(protocols.get(name, ""), 0)}
                        for name, (host, port) in endpoints.items()],
-        "features": [], "rack": rack, "fenced": False}, version=1)
+        "features": [], "rack": rack, "fenced": fenced}, version=1)
 
 
 def producer_ids_record(broker_id: int, broker_epoch: int, next_producer_id: int) -> bytes:

@@ -67,8 +67,8 @@ class SnapshotId:
 def state_records(image: dict[str, TopicImage], state: MetadataState) -> list[bytes]:
     """The records that rebuild ``image`` (the topics as the log wrote them) and ``state`` from nothing."""
     out = feature_records(state.features)
-    for broker_id, (epoch, endpoints, rack) in sorted(state.brokers.items()):
-        out.append(register_broker_record(broker_id, epoch, endpoints, {}, rack))
+    for broker_id, (epoch, endpoints, rack, fenced) in sorted(state.brokers.items()):
+        out.append(register_broker_record(broker_id, epoch, endpoints, {}, rack, fenced=fenced))
     for topic in image.values():
         out += topic_image_records(topic)
     for resource_type, resources in sorted(state.configs.items()):
@@ -105,6 +105,11 @@ def write_snapshot(directory: Path, snapshot_id: SnapshotId, records: list[bytes
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
+    fd = os.open(directory, os.O_RDONLY)  # (the rename made durable before the log below it may go)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
     return path
 
 

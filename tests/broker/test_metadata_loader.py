@@ -105,3 +105,47 @@ def test_an_envelopes_principal_is_kafkas_default_principal_data():
     assert data == b"\x00\x00\x05User\x06alice\x00\x00"  # version 0, compact strings, no token, no tags
     assert decode_principal(data) == "User:alice"
     assert decode_principal(encode_principal("User:CN=broker,O=x", True)) == "User:CN=broker,O=x"
+
+
+def test_a_snapshot_replaces_the_copy_and_says_what_changed_against_it(tmp_path: Path):
+    """A broker that fell behind the log's start takes the controller's snapshot instead (Kafka's MetadataLoader
+    loading a snapshot): its copy becomes the snapshot's, the broker is told of the topics gone, new and changed,
+    and every publisher is told (here the ACLs removed meanwhile)."""
+    import uuid
+
+    from minikafka.broker.metadata_loader import reset_to_snapshot
+    from minikafka.broker.metadata_snapshot import read_snapshot, state_records
+
+    controller = _controller(tmp_path)
+    controller.create_topic("kept", 2, 3)
+    controller.create_topic("gone", 1, 1)
+    controller.create_topic("replaced", 1, 1)
+    controller.write_acls({uuid.UUID(int=7): (2, "kept", 3, "User:alice", "*", 3, 3)}, [])
+    replica = MetadataReplica()
+    published: list[dict] = []
+    replica.publishers = {"acls": [lambda st: published.append(dict(st.acls))]}
+    apply_records(replica, _records(controller)[0], "PLAINTEXT")
+    assert published == [{uuid.UUID(int=7): (2, "kept", 3, "User:alice", "*", 3, 3)}]
+
+    controller.delete_topic("gone")
+    controller.delete_topic("replaced")
+    controller.create_topic("replaced", 2, 2)
+    controller.create_topic("new", 1, 1)
+    controller.set_topic_configs("kept", {"retention.ms": "5"})
+    controller.broker_stopped(2)
+    controller.write_acls({}, [uuid.UUID(int=7)])
+    snapshot = list(read_snapshot(_snapshot_bytes(state_records(controller._image, controller.state)), "test"))
+    changes = reset_to_snapshot(replica, snapshot, controller.metadata_offset, "PLAINTEXT")
+    _same(replica, controller)
+    assert changes == [{"replaced": ["deleted"], "gone": ["deleted"]},
+                       {"kept": ["config", "leadership"], "replaced": ["created"], "new": ["created"]}]
+    assert replica.metadata_offset == controller.metadata_offset and published[-1] == {}
+
+
+def _snapshot_bytes(records: list[bytes]) -> bytes:
+    import tempfile
+
+    from minikafka.broker.metadata_snapshot import SnapshotId, write_snapshot
+
+    with tempfile.TemporaryDirectory() as directory:
+        return write_snapshot(Path(directory), SnapshotId(1, 1), records, 0).read_bytes()
