@@ -51,3 +51,32 @@ def wait_for_no_connections(bt: Any, timeout: float = 30) -> None:
     clients that closed are gone, and it handled every request they sent."""
     wait_for(lambda: bt.call(lambda: bt.broker.server.open_connections == 0), timeout,
              "the broker to see every client connection closed")
+
+
+class Hung(Exception):
+    """A blocking call still running when :func:`bounded` gave up on it."""
+
+
+def bounded(call: Callable[[], T], seconds: float) -> T:
+    """``call()`` in a daemon thread of its own, given up on (:class:`Hung`) after ``seconds``: for a real
+    client's call that can block past its own timeout (librdkafka's coordinator requests, issues #5456 and #5511:
+    a group coordinator dropped from the metadata, as a crashed broker is, is never looked up again).  The
+    caller then abandons the client (never touching it again: the call may still be running)."""
+    import threading
+
+    result: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            result["value"] = call()
+        except BaseException as exc:  # re-raised in the caller's thread
+            result["error"] = exc
+
+    thread = threading.Thread(target=run, daemon=True, name="bounded-call")
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        raise Hung(f"{call} still blocked after {seconds} s")
+    if "error" in result:
+        raise result["error"]
+    return result["value"]

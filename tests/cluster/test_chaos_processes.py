@@ -34,36 +34,10 @@ CHAOS_SETTINGS = {**SETTINGS, "group.consumer.session.timeout.ms": "10000",
                   "group.consumer.min.session.timeout.ms": "10000", "leader.imbalance.check.interval.seconds": "5"}
 
 
-class _Hung(Exception):
-    """A transactional call still blocked well past its timeout."""
-
-
-def _bounded(call, timeout_s: float):
-    """``call()`` in a thread of its own, given up on ``timeout_s`` plus a margin after it started: librdkafka's
-    send_offsets_to_transaction can block past its timeout when the group coordinator it cached was dropped
-    from the metadata, as a killed broker is (librdkafka issues #5456 and #5511)."""
-    result: dict = {}
-
-    def run() -> None:
-        try:
-            result["value"] = call()
-        except BaseException as exc:  # re-raised in the caller's thread
-            result["error"] = exc
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    thread.join(timeout_s + 30)
-    if thread.is_alive():
-        raise _Hung(f"{call} still blocked after {timeout_s + 30} s")
-    if "error" in result:
-        raise result["error"]
-    return result.get("value")
-
-
 class CopyLoop:
     """Kafka's consume-transform-produce loop: records of ``source`` copied to ``target`` in transactions that
     commit the group's offsets with them; an aborted or failed transaction rewinds to the committed offsets, a
-    producer whose call hung (a client bug, :func:`_bounded`) is replaced by a new one, which fences it."""
+    producer whose call hung (a client bug: :func:`waiting.bounded`) is replaced by a new one, which fences it."""
 
     def __init__(self, bootstrap: str, source: str, target: str) -> None:
         self.bootstrap, self.source, self.target = bootstrap, source, target
@@ -108,7 +82,7 @@ class CopyLoop:
 
         for attempt in range(10):
             try:
-                _bounded(lambda: producer.commit_transaction(30), 30)
+                waiting.bounded(lambda: producer.commit_transaction(30), 60)
                 return
             except KafkaException as exc:
                 if not exc.args[0].retriable() or attempt == 9 or self._stop.is_set():
@@ -135,11 +109,11 @@ class CopyLoop:
                     for m in msgs:
                         producer.produce(self.target, value=m.value(), partition=m.partition())
                     positions, group = consumer.position(consumer.assignment()), consumer.consumer_group_metadata()
-                    _bounded(lambda: producer.send_offsets_to_transaction(positions, group, 60), 60)
+                    waiting.bounded(lambda: producer.send_offsets_to_transaction(positions, group, 60), 90)
                     self._commit(producer)
                     self.commits += 1
                     self._watch_committed(consumer)
-                except _Hung as exc:
+                except waiting.Hung as exc:
                     log.info("copy loop: %s; a new producer", exc)
                     self.hangs += 1
                     producer = self._producer()
@@ -149,8 +123,8 @@ class CopyLoop:
                     log.info("copy loop: %s", error)
                     if error.txn_requires_abort():
                         try:
-                            _bounded(lambda: producer.abort_transaction(60), 60)
-                        except _Hung:
+                            waiting.bounded(lambda: producer.abort_transaction(60), 90)
+                        except waiting.Hung:
                             producer = self._producer()
                         self.aborts += 1
                     else:  # fatal: a new producer (fencing the old one and aborting its transaction)
