@@ -377,7 +377,8 @@ class Broker:
                                    sasl=BrokerSaslMechanisms(config, self.scram_credentials, clock,
                                                              self.delegation_tokens),
                                    on_authenticated=self._on_authenticated,
-                                   on_closed=self._connection_closed, links=self.links)
+                                   on_closed=self._connection_closed, links=self.links,
+                                   processing=not self.remote)  # (a broker process: once caught up, below)
         self.capture: TrafficRecorder | None = None  # while capturing (config.capture_dir, or start_capture)
         self._capture_running: tuple[RequestObserver, trio.CancelScope, trio.Event] | None = None
         self._nursery: trio.Nursery | None = None  # run()'s, for the captures it starts while running
@@ -641,7 +642,8 @@ class Broker:
                         self._join(nursery)
                         if self.lifecycle is not None:
                             self.alter_partitions.nursery = nursery
-                            await self.lifecycle.start(nursery)
+                            await self.lifecycle.start(nursery)  # (registered, the log applied up to it)
+                            self.server.enable_request_processing()
                         self._serving = True
                         task_status.started(port)
                 finally:

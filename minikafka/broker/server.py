@@ -562,11 +562,16 @@ class SocketServer:
     def __init__(self, config: BrokerConfig, apis: KafkaApis, pool: MemoryPool,
                  on_closed: Callable[[str], None] | None = None, *, sasl: SaslMechanisms | None = None,
                  on_authenticated: Callable[[str, SaslServerAuthenticator], None] | None = None,
-                 links: NetworkLinks | None = None) -> None:
+                 links: NetworkLinks | None = None, processing: bool = True) -> None:
         """``sasl``: the mechanisms of SASL listeners; ``on_authenticated(connection_id, authenticator)`` is
         told of every completed SASL authentication and re-authentication (metrics, tests); ``links``: a
-        cluster's paused brokers and cut links (no request is handled, no response written across them)."""
+        cluster's paused brokers and cut links (no request is handled, no response written across them);
+        ``processing`` False: the listeners are bound but accept nothing until :meth:`enable_request_processing`
+        (a broker that must first catch up with its controller's metadata log)."""
         self.config = config
+        self._processing = trio.Event()
+        if processing:
+            self._processing.set()
         self.links = links
         self.apis = apis
         self.pool = pool
@@ -589,6 +594,11 @@ class SocketServer:
         if self._memory_freed is not None:
             self._memory_freed.set()
             self._memory_freed = None
+
+    def enable_request_processing(self) -> None:
+        """Start accepting connections (Kafka's ``SocketServer.enableRequestProcessing``, once a broker has caught
+        up with the metadata log: before, a client would be told of no topic at all)."""
+        self._processing.set()
 
     @property
     def bound_ports(self) -> dict[str, int]:
@@ -629,6 +639,7 @@ class SocketServer:
     async def _accept_loop(self, listener: trio.SocketListener, endpoint: Listener, nursery: trio.Nursery) -> None:
         """Kafka's Acceptor: wait for a connection slot (``max.connections``), then accept."""
         async with listener:
+            await self._processing.wait()
             while True:
                 token = object()  # holds one of the max.connections slots for the connection's life
                 await self._slots.acquire_on_behalf_of(token)

@@ -416,3 +416,26 @@ async def test_a_failing_handler_answers_with_an_error_and_keeps_the_connection(
         (0, ErrorCode.UNKNOWN_SERVER_ERROR), (1, ErrorCode.UNKNOWN_SERVER_ERROR)]
     assert (await conn.request(ApiKey.API_VERSIONS, 3, {})).error_code == 0
     assert len([r for r in caplog.records if "error handling Produce v9" in r.getMessage()]) == 1
+
+
+async def test_a_server_held_back_accepts_no_connection_until_request_processing_is_enabled():
+    """A broker process binds its listeners, registers and catches up with the metadata log before it serves
+    (Kafka's ``enableRequestProcessing``): until then a client's connection waits, unaccepted."""
+    from trio.testing import wait_all_tasks_blocked
+
+    from minikafka.broker.server import SocketServer
+    from minikafka.protocol.framing import MemoryPool
+
+    async with serve_broker(port=0) as b:
+        held = SocketServer(BrokerConfig(port=0), b.apis, MemoryPool(1 << 20), processing=False)
+        async with trio.open_nursery() as nursery:
+            port = await nursery.start(held.serve)
+            conn = await KafkaConnection.connect("127.0.0.1", port)
+            async with conn:
+                await wait_all_tasks_blocked()
+                assert held.open_connections == 0
+                held.enable_request_processing()
+                resp = await conn.request(ApiKey.API_VERSIONS, 3, {"client_software_name": "t",
+                                                                   "client_software_version": "1"})
+                assert resp["error_code"] == 0 and held.open_connections == 1
+            nursery.cancel_scope.cancel()
