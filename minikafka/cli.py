@@ -315,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
         def serve() -> int:
             cfg = build_config(args)
             if args.brokers > 1 and not args.in_process and not cfg.process_roles:
-                from .broker.broker import check_data_dir
+                from .broker.config import check_data_dir
                 from .supervisor.cli import serve_processes
 
                 if cfg.data_dir is not None:

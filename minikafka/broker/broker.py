@@ -35,7 +35,7 @@ from ..protocol.errors import ErrorCode
 from ..protocol.framing import MemoryPool
 from .apis import KafkaApis
 from .broker_metrics import BrokerMetricsObserver, server_metrics
-from .config import BrokerConfig, ConfigError, StartupError
+from .config import BrokerConfig, ConfigError, StartupError, check_data_dir
 from .faults import BrokerFaults, FaultInjector
 from .dynamic_config import DynamicBrokerConfig
 from .fetch_session import FetchManager, FetchSessionCache
@@ -235,19 +235,6 @@ def broker_authorizer(config: BrokerConfig, acls: AclStore) -> StandardAuthorize
                                  config.allow_everyone_if_no_acl_found, acls)
     except ValueError as exc:
         raise ConfigError("authorizer.class.name", config.authorizer_class_name, str(exc)) from None
-
-
-def check_data_dir(path: Path) -> None:
-    """Create the data dir if needed and make sure files can be written in it (StartupError otherwise)."""
-    if path.exists() and not path.is_dir():
-        raise StartupError(f"data dir {path} is not usable: it is a file, not a directory")
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        probe = path / ".minikafka-write-test"
-        probe.write_bytes(b"")
-        probe.unlink()
-    except OSError as exc:
-        raise StartupError(f"data dir {path} is not usable: {exc.strerror or exc}") from exc
 
 
 class Broker:

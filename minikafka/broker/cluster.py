@@ -68,8 +68,8 @@ from typing import TYPE_CHECKING, Any, AsyncIterator
 import trio
 
 from ..common import SYSTEM_CLOCK, Clock
-from .broker import Broker, check_data_dir, log_cleaner_for
-from .config import BrokerConfig, ConfigError, StartupError
+from .broker import Broker, log_cleaner_for
+from .config import BrokerConfig, ConfigError, StartupError, check_data_dir
 from .network_links import CLIENTS, CONTROLLER, NetworkPartition, NodeName
 from .quorum_controller import QuorumController
 from .recording import CaptureSupport

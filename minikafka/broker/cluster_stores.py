@@ -1,5 +1,6 @@
 """The stores of the cluster's metadata that a broker process's services and a controller process both open
-(feature levels, client quotas), and the controller's sweep of expired delegation tokens."""
+(feature levels, client quotas, dynamic broker configs, ACLs), and the controller's sweep of expired delegation
+tokens."""
 
 from __future__ import annotations
 
@@ -8,8 +9,11 @@ from pathlib import Path
 import trio
 
 from .config import BrokerConfig, ConfigError, StartupError
+from .config_ops import ConfigRecords
+from .dynamic_config import DynamicConfigStore
 from .features import FeatureControlManager, FeatureRecords, FeaturesError
 from .quota.entity import QuotaConfigs, QuotaRecords, parse_quota_spec
+from .security.authorizer import AclRecords, AclStore, AclStoreError
 from .security.delegation_token import DelegationTokenManager
 
 
@@ -35,6 +39,21 @@ def open_quota_configs(config: BrokerConfig, records: QuotaRecords) -> QuotaConf
             quotas.set(entity, key, value)
     quotas.attach(records)
     return quotas
+
+
+def open_dynamic_configs(records: ConfigRecords) -> DynamicConfigStore:
+    """The dynamic broker configs: ConfigRecords of the metadata log (in memory without one)."""
+    store = DynamicConfigStore()
+    store.attach(records)
+    return store
+
+
+def open_acl_store(data_dir: Path | None, records: AclRecords) -> AclStore:
+    """The ACLs kept in ``data_dir``'s metadata log (none in memory); StartupError when they cannot be read."""
+    try:
+        return AclStore(data_dir, records)
+    except AclStoreError as exc:
+        raise StartupError(str(exc)) from None
 
 
 async def token_expiry_loop(tokens: DelegationTokenManager, interval_ms: int) -> None:

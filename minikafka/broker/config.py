@@ -25,6 +25,19 @@ class StartupError(Exception):
     """The broker cannot start as configured; the command line prints the message as one line."""
 
 
+def check_data_dir(path: Path) -> None:
+    """Create the data dir if needed and make sure files can be written in it (StartupError otherwise)."""
+    if path.exists() and not path.is_dir():
+        raise StartupError(f"data dir {path} is not usable: it is a file, not a directory")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / ".minikafka-write-test"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise StartupError(f"data dir {path} is not usable: {exc.strerror or exc}") from exc
+
+
 class ConfigError(StartupError, ValueError):
     """A ``server.properties`` value that is not valid (Kafka's ``ConfigException``)."""
 

@@ -23,7 +23,7 @@ from .controller_apis import (AllocateProducerIdsHandler, AlterPartitionHandler,
                               BrokerRegistrationHandler, EnvelopeHandler, FetchSnapshotHandler, MetadataFetchHandler,
                               MetadataLogAppends)
 from .handlers.api_versions import ApiVersionsHandler
-from .dynamic_config import DynamicBrokerConfig, DynamicConfigStore
+from .dynamic_config import DynamicBrokerConfig
 from .client_metrics.configs import ClientMetricsConfigStore
 from .groups.group_config import GroupConfigManager
 from .handlers.acls import CreateAclsHandler, DeleteAclsHandler
@@ -34,7 +34,8 @@ from .handlers.quotas import AlterClientQuotasHandler
 from .handlers.scram import AlterUserScramCredentialsHandler
 from .security.delegation_token import DelegationTokenManager
 from .security.scram import ScramCredentialStore
-from .cluster_stores import open_features, open_quota_configs, token_expiry_loop
+from .cluster_stores import (open_acl_store, open_dynamic_configs, open_features, open_quota_configs,
+                             token_expiry_loop)
 from .handlers.configs import AlterConfigsHandler
 from .handlers.elect_leaders import ElectLeadersHandler
 from .handlers.quorum import DescribeQuorumHandler, UnregisterBrokerHandler
@@ -42,7 +43,7 @@ from .handlers.reassignments import AlterPartitionReassignmentsHandler, ListPart
 from .handlers.registry import Handler, supported_api_versions
 from .handlers.topics import CreatePartitionsHandler, CreateTopicsHandler, DeleteTopicsHandler
 from .heartbeats import BrokerHeartbeatManager
-from .security.authorizer import AclStore, create_authorizer
+from .security.authorizer import create_authorizer
 from .metadata import ClusterMetadata, metadata_settings
 from .quota import QuotaConfigs, QuotaManagers, ThrottledChannelReaper
 from .quorum_controller import QuorumController
@@ -92,14 +93,13 @@ class ControllerServer:
     def _handlers(self, metadata_log: Any) -> dict[int, Handler]:
         cfg, controller, metadata = self.config, self.controller, self.metadata
         inter_broker_protocol = cfg.security_inter_broker_protocol or None
-        dynamic = DynamicConfigStore()  # (ConfigRecords of brokers and the cluster default; no broker runs here)
-        dynamic.attach(metadata)
-        brokers = DynamicBrokerConfig(self.node_id, dynamic, any_broker=True)
+        # (ConfigRecords of brokers and the cluster default; no broker runs here)
+        brokers = DynamicBrokerConfig(self.node_id, open_dynamic_configs(metadata), any_broker=True)
         # The ACLs are records of the metadata log (brokers apply them); checked here too, as Kafka's controller
         # authorizes what it is forwarded.
         try:
             authorizer = create_authorizer(cfg.authorizer_class_name, cfg.super_users,
-                                           cfg.allow_everyone_if_no_acl_found, AclStore(cfg.data_dir, metadata))
+                                           cfg.allow_everyone_if_no_acl_found, open_acl_store(cfg.data_dir, metadata))
         except ValueError as exc:
             raise ConfigError("authorizer.class.name", cfg.authorizer_class_name, str(exc)) from None
         # The stores whose changes are records of the log (brokers apply them: metadata_loader's publishers).

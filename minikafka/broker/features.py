@@ -267,7 +267,7 @@ class FeatureControlManager:
         self.records = records if replayed is not None else None
         if replayed is not None and records is not None:
             if replayed[0]:
-                self._levels, self.epoch = {k: v for k, v in replayed[0].items() if v > 0}, replayed[1]
+                self.replace(*replayed)
                 return
             carried = self.path is not None and self.path.exists()
             if carried and self.path is not None:
@@ -290,8 +290,8 @@ class FeatureControlManager:
         return settings
 
     def replace(self, levels: dict[str, int], epoch: int) -> None:
-        """The levels a broker process's copy of its controller's metadata log holds now (``epoch``: the offset
-        of the last FeatureLevelRecord): taken, written nowhere."""
+        """The levels the metadata log holds (replayed at start, or a broker process's copy of its controller's
+        log now; ``epoch``: the offset of the last FeatureLevelRecord): taken, written nowhere."""
         if levels:
             self._levels, self.epoch = {k: v for k, v in levels.items() if v > 0}, epoch
 

@@ -129,11 +129,11 @@ class TopicImage:
     partitions: list[PartitionImage]
 
 
-def _partition_record(topic_id: uuid.UUID, index: int, p: PartitionMetadata, partition_epoch: int) -> bytes:
+def _partition_record(topic_id: uuid.UUID, index: int, p: PartitionImage) -> bytes:
     return encode_metadata_record("PartitionRecord", {
         "partition_id": index, "topic_id": topic_id, "replicas": list(p.replicas), "isr": list(p.isr),
-        "removing_replicas": list(p.removing_replicas), "adding_replicas": list(p.adding_replicas),
-        "leader": p.leader, "leader_epoch": p.leader_epoch, "partition_epoch": partition_epoch}, version=0)
+        "removing_replicas": list(p.removing), "adding_replicas": list(p.adding), "leader": p.leader,
+        "leader_epoch": p.leader_epoch, "partition_epoch": p.partition_epoch}, version=0)
 
 
 def _config_record(topic: str, name: str, value: str | None) -> bytes:
@@ -157,16 +157,11 @@ def _partition_change(topic_id: uuid.UUID, index: int, old: PartitionImage, p: P
 
 
 def topic_image_records(topic: TopicImage) -> list[bytes]:
-    """The records of a topic as written (a snapshot's): TopicRecord, its ConfigRecords, its PartitionRecords
-    with their partition epochs."""
+    """The records of a topic as written (a new topic's, or a snapshot's): TopicRecord, its ConfigRecords, its
+    PartitionRecords with their partition epochs."""
     out = [encode_metadata_record("TopicRecord", {"name": topic.name, "topic_id": topic.topic_id})]
     out += [_config_record(topic.name, k, v) for k, v in topic.configs.items()]
-    for i, p in enumerate(topic.partitions):
-        out.append(encode_metadata_record("PartitionRecord", {
-            "partition_id": i, "topic_id": topic.topic_id, "replicas": list(p.replicas), "isr": list(p.isr),
-            "removing_replicas": list(p.removing), "adding_replicas": list(p.adding), "leader": p.leader,
-            "leader_epoch": p.leader_epoch, "partition_epoch": p.partition_epoch}, version=0))
-    return out
+    return out + [_partition_record(topic.topic_id, i, p) for i, p in enumerate(topic.partitions)]
 
 
 def topic_changes(image: dict[str, TopicImage], topics: dict[str, TopicMetadata],
@@ -186,10 +181,8 @@ def topic_changes(image: dict[str, TopicImage], topics: dict[str, TopicMetadata]
             continue
         old_topic = image.get(name)
         if old_topic is None:
-            out.append(encode_metadata_record("TopicRecord", {"name": name, "topic_id": t.topic_id}))
-            out += [_config_record(name, k, v) for k, v in t.configs.items()]
-            out += [_partition_record(t.topic_id, i, p, 0) for i, p in enumerate(t.partitions)]
             image[name] = TopicImage(name, t.topic_id, dict(t.configs), [PartitionImage.of(p) for p in t.partitions])
+            out += topic_image_records(image[name])
             continue
         if t.configs != old_topic.configs:
             out += [_config_record(name, k, v) for k, v in t.configs.items() if old_topic.configs.get(k) != v]
@@ -197,17 +190,16 @@ def topic_changes(image: dict[str, TopicImage], topics: dict[str, TopicMetadata]
             old_topic.configs = dict(t.configs)
         for i, p in enumerate(t.partitions):
             if i >= len(old_topic.partitions):
-                out.append(_partition_record(t.topic_id, i, p, 0))
                 old_topic.partitions.append(PartitionImage.of(p))
+                out.append(_partition_record(t.topic_id, i, old_topic.partitions[i]))
                 continue
             old = old_topic.partitions[i]
             if old.same(p):
                 continue
             epochs = p.leader_epoch - old.leader_epoch
             changed = (p.leader == old.leader) if epochs == 0 else epochs == 1
-            out.append(_partition_change(t.topic_id, i, old, p) if changed
-                       else _partition_record(t.topic_id, i, p, old.partition_epoch + 1))
-            old_topic.partitions[i] = PartitionImage.of(p, old.partition_epoch + 1)
+            new = old_topic.partitions[i] = PartitionImage.of(p, old.partition_epoch + 1)
+            out.append(_partition_change(t.topic_id, i, old, p) if changed else _partition_record(t.topic_id, i, new))
     return out
 
 

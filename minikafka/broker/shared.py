@@ -38,8 +38,8 @@ from .metadata import ClusterMetadata, MetadataError, metadata_settings
 from .network_links import NetworkLinks
 from .producer_state import ProducerIdManager
 from .quota.entity import QuotaConfigs
-from .cluster_stores import open_features, open_quota_configs, token_expiry_loop
-from .security.authorizer import AclStore, AclStoreError
+from .cluster_stores import open_acl_store, open_dynamic_configs, open_features, open_quota_configs, token_expiry_loop
+from .security.authorizer import AclStore
 from .security.delegation_token import DelegationTokenManager
 from .security.scram import ScramCredentialStore
 from .txn import TransactionCoordinator
@@ -268,21 +268,6 @@ def share_group_coordinator(config: BrokerConfig, metadata: ClusterMetadata, gro
     share_groups.writer = group_coordinator
     group_coordinator.attach_share_groups(share_groups)
     return share_groups
-
-
-def open_dynamic_configs(records: ClusterMetadata) -> DynamicConfigStore:
-    """The dynamic broker configs: ConfigRecords of the metadata log (in memory without one)."""
-    store = DynamicConfigStore()
-    store.attach(records)
-    return store
-
-
-def open_acl_store(data_dir: Path | None, metadata: ClusterMetadata) -> AclStore:
-    """The ACLs kept in ``data_dir``'s metadata log (none in memory); StartupError when they cannot be read."""
-    try:
-        return AclStore(data_dir, metadata)
-    except AclStoreError as exc:
-        raise StartupError(str(exc)) from None
 
 
 def share_coordinator(config: BrokerConfig, data_dir: Path | None, metadata: ClusterMetadata, clock: Clock,

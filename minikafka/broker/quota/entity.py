@@ -16,7 +16,10 @@ a ``/clients/<default>`` quota is per client id).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Iterator, NamedTuple, Protocol
+
+if TYPE_CHECKING:
+    from ..metadata_image import QuotaEntity
 
 DEFAULT = "<default>"
 
@@ -82,17 +85,13 @@ class ResolvedQuota(NamedTuple):
     client_tag: str
 
 
-#: An entity as a ClientQuotaRecord names it: (entity type, name or None for the default) pairs.
-RecordEntity = tuple[tuple[str, str | None], ...]
-
-
 class QuotaRecords(Protocol):
     """Where quotas are kept as KRaft's ``ClientQuotaRecord`` s (the controller's metadata log): those it held
     when opened (None: there is no log), and a change's record (value None: the quota is removed)."""
 
-    def replayed_quotas(self) -> dict[RecordEntity, dict[str, float]] | None: ...
+    def replayed_quotas(self) -> dict[QuotaEntity, dict[str, float]] | None: ...
 
-    def write_quota(self, entity: RecordEntity, key: str, value: float | None) -> None: ...
+    def write_quota(self, entity: QuotaEntity, key: str, value: float | None) -> None: ...
 
 
 class QuotaConfigs:
@@ -116,7 +115,7 @@ class QuotaConfigs:
         self.replace(replayed)
         self.records = records
 
-    def replace(self, quotas: dict[RecordEntity, dict[str, float]]) -> None:
+    def replace(self, quotas: dict[QuotaEntity, dict[str, float]]) -> None:
         """The configured quotas and over them ``quotas`` (the metadata log's, replayed at start or a broker
         process's copy of its controller's log now): taken, written nowhere."""
         self.entries = {e: dict(v) for e, v in self._configured.items()}

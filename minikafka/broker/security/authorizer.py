@@ -106,8 +106,7 @@ class AclStore:
         if replayed is None:
             self._load()
             return
-        for acl_id, codes in replayed.items():
-            self._insert(AclBinding.of(*codes), acl_id)
+        self.replace(replayed)
         if not replayed and self.path is not None and self.path.exists():
             self._load()  # an earlier version's file: its ACLs written as records, then it goes
             self._write([b for b in self], [])
@@ -183,7 +182,8 @@ class AclStore:
         return len(removed)
 
     def replace(self, acls: dict[uuid.UUID, AclCodes]) -> None:
-        """The ACLs a broker process's copy of its controller's metadata log holds now: taken, written nowhere."""
+        """The ACLs the metadata log holds (replayed at start, or a broker process's copy of its controller's log
+        now): taken, written nowhere."""
         self._by_pattern, self._prefixed = {}, {}
         for acl_id, codes in acls.items():
             self._insert(AclBinding.of(*codes), acl_id)
