@@ -10,7 +10,7 @@ import pytest
 from minikafka.broker.broker import Broker, broker_authorizer
 from minikafka.broker.metadata import ClusterMetadata
 from minikafka.broker.metadata_log import ClusterMetadataLog
-from minikafka.broker.shared import open_acl_store
+from minikafka.broker.cluster_stores import open_acl_store
 from minikafka.broker.config import BrokerConfig, ConfigError, StartupError
 from minikafka.broker.security.acl import (ANY_FILTER, CLUSTER_NAME, AclBinding, AclBindingFilter, AclOperation,
                                            AclPermissionType, PatternType, ResourceType)

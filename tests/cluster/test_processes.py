@@ -369,11 +369,15 @@ def test_acls_are_made_by_the_controller_and_applied_by_every_broker(cluster: Pr
         waiting.wait_for(lambda: acls(bootstrap) == [], 30)
 
 
-def _ask(address: tuple[str, int], api_key: int, version: int, body: dict):
-    """One request to one broker (not any broker a client picks)."""
+def _ask(address: tuple[str, int] | str, api_key: int, version: int, body: dict):
+    """One request to one broker (not any broker a client picks): ``address`` as (host, port) or "host:port"."""
     import trio
 
     from minikafka.client.connection import KafkaConnection
+
+    if isinstance(address, str):
+        host, port = address.rsplit(":", 1)
+        address = (host, int(port))
 
     async def ask():
         async with await KafkaConnection.connect(*address) as conn:

@@ -10,24 +10,17 @@ import signal
 import subprocess
 import sys
 
-import trio
-
 import waiting
 from helpers import read_until, stop_process
-from minikafka.client.connection import KafkaConnection
 from minikafka.protocol.api import ApiKey
+
+from test_processes import _ask
 
 FAST = ["-o", "broker.session.timeout.ms=2000", "-o", "broker.heartbeat.interval.ms=200"]
 
 
 def _brokers(address: str) -> list[int]:
-    async def ask() -> list[int]:
-        host, port = address.rsplit(":", 1)
-        async with await KafkaConnection.connect(host, int(port)) as c:
-            md = await c.request(ApiKey.METADATA, 12, {"topics": None})
-            return sorted(b.node_id for b in md.brokers)
-
-    return trio.run(ask)
+    return sorted(b.node_id for b in _ask(address, ApiKey.METADATA, 12, {"topics": None}).brokers)
 
 
 def _tool(*args: str) -> str:
@@ -46,8 +39,9 @@ def _alive(pid: int) -> bool:
 
 
 def test_serve_processes_fails_processes_on_request_and_reports_one_that_dies(tmp_path):
-    proc = subprocess.Popen([sys.executable, "-m", "minikafka", "serve", "--brokers", "3", "--network-partitions", "--port",
-                             "0", "--http-port", "0", "--data-dir", str(tmp_path), "--log-level", "WARNING", *FAST],
+    proc = subprocess.Popen([sys.executable, "-m", "minikafka", "serve", "--brokers", "3", "--network-partitions",
+                             "--port", "0", "--http-port", "0", "--data-dir", str(tmp_path), "--log-level", "WARNING",
+                             *FAST],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
         http = read_until(proc, "supervisor HTTP on").split(" on ")[1].split(" ")[0]
@@ -98,14 +92,8 @@ def test_serve_processes_fails_processes_on_request_and_reports_one_that_dies(tm
 
 
 def _quotas(address: str) -> list:
-    async def ask() -> list:
-        host, port = address.rsplit(":", 1)
-        async with await KafkaConnection.connect(host, int(port)) as c:
-            resp = await c.request(ApiKey.DESCRIBE_CLIENT_QUOTAS, 1, {"components": [], "strict": False})
-            return [(e["entity"][0]["entity_name"], {v["key"]: v["value"] for v in e["values"]})
-                    for e in resp["entries"]]
-
-    return trio.run(ask)
+    resp = _ask(address, ApiKey.DESCRIBE_CLIENT_QUOTAS, 1, {"components": [], "strict": False})
+    return [(e["entity"][0]["entity_name"], {v["key"]: v["value"] for v in e["values"]}) for e in resp["entries"]]
 
 
 def _two_free_ports() -> int:
