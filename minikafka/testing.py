@@ -106,12 +106,22 @@ class _LoopThread:
     def call(self, fn: Callable[..., T], *args: Any) -> T:
         """Run ``fn(*args)`` on the service's event loop (thread-safe access to its state)."""
         assert self._token is not None
-        return trio.from_thread.run_sync(fn, *args, trio_token=self._token)
+        try:
+            return trio.from_thread.run_sync(fn, *args, trio_token=self._token)
+        except trio.RunFinishedError:
+            raise self._stopped() from self._error
 
     def run(self, afn: Callable[..., Any], *args: Any) -> Any:
         """Run the async ``afn(*args)`` on the service's event loop and return its result."""
         assert self._token is not None
-        return trio.from_thread.run(afn, *args, trio_token=self._token)
+        try:
+            return trio.from_thread.run(afn, *args, trio_token=self._token)
+        except trio.RunFinishedError:
+            raise self._stopped() from self._error
+
+    def _stopped(self) -> RuntimeError:
+        """Its event loop ended (stopped, or by the exception it raised: the cause)."""
+        return RuntimeError(f"{self.name} is not running: its event loop ended ({self._error!r})")
 
     def stop(self, timeout: float = 10) -> None:
         if self._token is not None and self._cancel is not None and self._thread and self._thread.is_alive():

@@ -300,3 +300,15 @@ async def test_rules_added_from_another_thread_apply(broker: Broker, conn: Kafka
     rule = await trio.to_thread.run_sync(lambda: broker.faults.add(api="Produce", error=6, count=1))
     assert (await produce(conn, "t", batch([b"x"]))).error_code == NOT_LEADER
     assert rule.remaining == 0
+
+
+def test_a_thread_whose_event_loop_ended_says_so_when_called():
+    """A BrokerThread whose loop has ended (stopped here; a crash would be the cause) answers a call with an error
+    that says so, not trio's bare RunFinishedError."""
+    from minikafka.testing import BrokerThread
+
+    bt = BrokerThread()
+    bt.start()
+    bt.stop()
+    with pytest.raises(RuntimeError, match="minikafka-broker is not running: its event loop ended"):
+        bt.call(lambda: None)
