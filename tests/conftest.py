@@ -57,3 +57,11 @@ def persistent_broker_thread(tmp_path: Path) -> Iterator[BrokerThread]:
 
 def pytest_configure(config: pytest.Config) -> None:
     logging.getLogger("kafka").setLevel(logging.WARNING)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist, the tests marked ``slow`` come first (in their order, the rest after them in theirs):
+    the workers start on the long ones while the many short ones fill the gaps, instead of a long test starting
+    last and keeping one worker busy alone at the end of the run."""
+    if getattr(config.option, "numprocesses", None):
+        items.sort(key=lambda item: item.get_closest_marker("slow") is None)
