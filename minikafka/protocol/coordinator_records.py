@@ -259,8 +259,48 @@ _VALUE_WRITERS: dict[type, tuple[Message, int]] = {
 }
 
 
+# The offset commit records, written once per committed partition, packed directly: the bytes the schema's
+# builder gives (checked field by field in the tests), without its dicts.  Strings too long for an int16
+# length, or numbers out of their field's range, go through the builder and its error.
+_OFFSET_KEY_HEAD = struct.Struct(">hh")     # key version 1, group length
+_LENGTH = struct.Struct(">h")
+_PARTITION = struct.Struct(">i")
+_OFFSET_VALUE_V3_HEAD = struct.Struct(">hqih")  # version 3, offset, leader epoch, metadata length
+_OFFSET_VALUE_V1_HEAD = struct.Struct(">hqh")   # version 1, offset, metadata length
+_TIMESTAMP = struct.Struct(">q")
+_TIMESTAMPS = struct.Struct(">qq")
+_MAX_STRING = 0x7FFF
+
+
+def _offset_commit_key(key: OffsetCommitKey) -> bytes | None:
+    group, topic = key.group.encode(), key.topic.encode()
+    if len(group) > _MAX_STRING or len(topic) > _MAX_STRING:
+        return None
+    try:
+        return b"".join((_OFFSET_KEY_HEAD.pack(1, len(group)), group, _LENGTH.pack(len(topic)), topic,
+                         _PARTITION.pack(key.partition)))
+    except struct.error:
+        return None
+
+
+def _offset_commit_value(value: OffsetCommitValue) -> bytes | None:
+    metadata = value.metadata.encode()
+    if len(metadata) > _MAX_STRING:
+        return None
+    try:
+        if value.expire_timestamp >= 0:
+            return b"".join((_OFFSET_VALUE_V1_HEAD.pack(1, value.offset, len(metadata)), metadata,
+                             _TIMESTAMPS.pack(value.commit_timestamp, value.expire_timestamp)))
+        return b"".join((_OFFSET_VALUE_V3_HEAD.pack(3, value.offset, value.leader_epoch, len(metadata)), metadata,
+                         _TIMESTAMP.pack(value.commit_timestamp)))
+    except struct.error:
+        return None
+
+
 def encode_key(key: CoordinatorKey) -> bytes:
     """The key bytes: the record type (key version) then the key struct."""
+    if type(key) is OffsetCommitKey and (packed := _offset_commit_key(key)) is not None:
+        return packed
     writer = _KEY_WRITERS.get(type(key))
     if writer is None:
         raise TypeError(f"not a coordinator record key: {key!r}")
@@ -272,6 +312,8 @@ def encode_value(value: CoordinatorValue | None) -> bytes | None:
     timestamp is written at v1, the last version that carries one, as Kafka does."""
     if value is None:
         return None
+    if type(value) is OffsetCommitValue and (packed := _offset_commit_value(value)) is not None:
+        return packed
     writer = _VALUE_WRITERS.get(type(value))
     if writer is None:
         raise TypeError(f"not a coordinator record value: {value!r}")
