@@ -67,14 +67,34 @@ class CopyLoop:
         return consumer
 
     def _rewind(self, consumer) -> None:
-        """Back to the committed offsets (what an aborted transaction had read is read again)."""
-        from confluent_kafka import TopicPartition
+        """Back to the committed offsets (what an aborted transaction had read is read again); asked again while
+        the group coordinator does not answer (it moves with the failures), as the loop cannot go on without."""
+        from confluent_kafka import KafkaException, TopicPartition
 
-        assignment = consumer.assignment()
-        if not assignment:
+        while not self._stop.is_set():
+            assignment = consumer.assignment()
+            if not assignment:
+                return
+            try:
+                committed = consumer.committed(assignment, timeout=30)
+            except KafkaException as exc:
+                log.info("copy loop: reading the committed offsets: %s", exc.args[0])
+                continue
+            for tp in committed:
+                consumer.seek(TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else 0))
             return
-        for tp in consumer.committed(assignment, timeout=30):
-            consumer.seek(TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else 0))
+
+    def _new_producer(self):
+        """A new transactional producer (fencing the one before), tried again while init_transactions fails."""
+        from confluent_kafka import KafkaException
+
+        while True:
+            try:
+                return self._producer()
+            except KafkaException as exc:
+                if self._stop.is_set():
+                    raise
+                log.info("copy loop: a new producer: %s", exc.args[0])
 
     def _commit(self, producer) -> None:
         """commit_transaction, retried while its error is retriable (librdkafka's advice) and the loop runs (a
@@ -90,15 +110,22 @@ class CopyLoop:
                     raise
 
     def _watch_committed(self, consumer) -> None:
-        from confluent_kafka import TopicPartition
+        """The group's committed offsets as read after a commit (not read: the next commit's reading says)."""
+        from confluent_kafka import KafkaException, TopicPartition
 
-        for tp in consumer.committed([TopicPartition(self.source, p) for p in range(PARTITIONS)], timeout=30):
+        try:
+            committed = consumer.committed([TopicPartition(self.source, p) for p in range(PARTITIONS)], timeout=30)
+        except KafkaException as exc:
+            log.info("copy loop: reading the committed offsets: %s", exc.args[0])
+            return
+        for tp in committed:
             if tp.offset >= 0:
                 self.committed[tp.partition].append(tp.offset)
 
     def _run(self) -> None:
         from confluent_kafka import KafkaException
 
+        consumer = None
         try:
             producer, consumer = self._producer(), self._consumer()
             while not self._stop.is_set():
@@ -117,7 +144,7 @@ class CopyLoop:
                 except waiting.Hung as exc:
                     log.info("copy loop: %s; a new producer", exc)
                     self.hangs += 1
-                    producer = self._producer()
+                    producer = self._new_producer()
                     self._rewind(consumer)
                 except KafkaException as exc:
                     error = exc.args[0]
@@ -126,14 +153,17 @@ class CopyLoop:
                         try:
                             waiting.bounded(lambda: producer.abort_transaction(60), 90)
                         except waiting.Hung:
-                            producer = self._producer()
+                            producer = self._new_producer()
                         self.aborts += 1
                     else:  # fatal: a new producer (fencing the old one and aborting its transaction)
-                        producer = self._producer()
+                        producer = self._new_producer()
                     self._rewind(consumer)
-            consumer.close()
         except BaseException as exc:  # reported by the test
             self.failure = exc
+        finally:  # a loop that failed leaves its group too (its consumer would go on heartbeating, holding its
+            # partitions from the next loop's member until its rebalance timeout)
+            if consumer is not None:
+                consumer.close()
 
     def __enter__(self) -> CopyLoop:
         self._thread.start()
@@ -219,6 +249,7 @@ def test_chaos_on_processes(tmp_path: Path):
             writer.wait_for(writer.count + 200)  # still writing once the chaos is over
         log.info("chaos: %s; copy loop: %d commits, %d aborts, %d producers replaced after a hang",
                  ", ".join(actions), copier.commits, copier.aborts, copier.hangs)
+        assert copier.failure is None, copier.failure
         consumed = _consume_all(cluster.bootstrap, "chaos-in")
         # No acknowledged record lost, in order per partition (a copy an epoch bump wrote again is checked below).
         for p in range(PARTITIONS):

@@ -138,18 +138,18 @@ def _consume_all(bootstrap: str, topic: str) -> dict[int, list[int]]:
     try:
         ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in range(PARTITIONS)}
         consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
-        got: dict[int, list[int]] = {p: [] for p in range(PARTITIONS)}
-        tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+        got: dict[int, dict[int, int]] = {p: {} for p in range(PARTITIONS)}  # by offset: a record fetched again
+        tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]          # (a leader change) is counted once
 
         def drained() -> bool:
             for msg in consumer.consume(500, 0.2):
                 if msg.error() is None:
-                    got[msg.partition()].append(int(msg.value()))
+                    got[msg.partition()][msg.offset()] = int(msg.value())
             # (past the transaction markers too, which are never returned)
             return all(tp.offset >= ends[tp.partition] for tp in consumer.position(tps))
 
         waiting.wait_for(drained, 120, interval=0)
-        return got
+        return {p: [v for _, v in sorted(records.items())] for p, records in got.items()}
     finally:
         consumer.close()
 
