@@ -45,7 +45,7 @@ __all__ = [
     "SHARE_GROUP_STATE_TOPIC", "RECORD_SCHEMAS",
 ]
 
-_VERSION = struct.Struct(">h")
+_INT16 = struct.Struct(">h")  # a record's version prefix; a string's length
 _NO_API_KEY = -1  # coordinator records are no API messages
 
 
@@ -243,7 +243,7 @@ def _plain(obj: Any) -> Any:
 
 
 def _prefixed(message: Message, version: int, obj: Any) -> bytes:
-    return _VERSION.pack(version) + message.build(_plain(obj), version)
+    return _INT16.pack(version) + message.build(_plain(obj), version)
 
 
 # What each key and value type is written as: its message and version (the key's version is the record type).
@@ -259,11 +259,11 @@ _VALUE_WRITERS: dict[type, tuple[Message, int]] = {
 }
 
 
-# The offset commit records, written once per committed partition, packed directly: the bytes the schema's
-# builder gives (checked field by field in the tests), without its dicts.  Strings too long for an int16
-# length, or numbers out of their field's range, go through the builder and its error.
-_OFFSET_KEY_HEAD = struct.Struct(">hh")     # key version 1, group length
-_LENGTH = struct.Struct(">h")
+# The offset commit records, written once per committed partition, packed directly at the versions the writer
+# tables name: the bytes the schema's builder gives (checked field by field in the tests), without its dicts.
+# Strings too long for an int16 length, or numbers out of their field's range, go through the builder and its
+# error.
+_OFFSET_KEY_HEAD = struct.Struct(">hh")     # key version (1), group length
 _PARTITION = struct.Struct(">i")
 _OFFSET_VALUE_V3_HEAD = struct.Struct(">hqih")  # version 3, offset, leader epoch, metadata length
 _OFFSET_VALUE_V1_HEAD = struct.Struct(">hqh")   # version 1, offset, metadata length
@@ -272,26 +272,26 @@ _TIMESTAMPS = struct.Struct(">qq")
 _MAX_STRING = 0x7FFF
 
 
-def _offset_commit_key(key: OffsetCommitKey) -> bytes | None:
+def _offset_commit_key(key: OffsetCommitKey, version: int) -> bytes | None:
     group, topic = key.group.encode(), key.topic.encode()
     if len(group) > _MAX_STRING or len(topic) > _MAX_STRING:
         return None
     try:
-        return b"".join((_OFFSET_KEY_HEAD.pack(1, len(group)), group, _LENGTH.pack(len(topic)), topic,
+        return b"".join((_OFFSET_KEY_HEAD.pack(version, len(group)), group, _INT16.pack(len(topic)), topic,
                          _PARTITION.pack(key.partition)))
     except struct.error:
         return None
 
 
-def _offset_commit_value(value: OffsetCommitValue) -> bytes | None:
+def _offset_commit_value(value: OffsetCommitValue, version: int) -> bytes | None:
     metadata = value.metadata.encode()
     if len(metadata) > _MAX_STRING:
         return None
     try:
-        if value.expire_timestamp >= 0:
-            return b"".join((_OFFSET_VALUE_V1_HEAD.pack(1, value.offset, len(metadata)), metadata,
+        if version == 1:
+            return b"".join((_OFFSET_VALUE_V1_HEAD.pack(version, value.offset, len(metadata)), metadata,
                              _TIMESTAMPS.pack(value.commit_timestamp, value.expire_timestamp)))
-        return b"".join((_OFFSET_VALUE_V3_HEAD.pack(3, value.offset, value.leader_epoch, len(metadata)), metadata,
+        return b"".join((_OFFSET_VALUE_V3_HEAD.pack(version, value.offset, value.leader_epoch, len(metadata)), metadata,
                          _TIMESTAMP.pack(value.commit_timestamp)))
     except struct.error:
         return None
@@ -299,11 +299,11 @@ def _offset_commit_value(value: OffsetCommitValue) -> bytes | None:
 
 def encode_key(key: CoordinatorKey) -> bytes:
     """The key bytes: the record type (key version) then the key struct."""
-    if type(key) is OffsetCommitKey and (packed := _offset_commit_key(key)) is not None:
-        return packed
     writer = _KEY_WRITERS.get(type(key))
     if writer is None:
         raise TypeError(f"not a coordinator record key: {key!r}")
+    if type(key) is OffsetCommitKey and (packed := _offset_commit_key(key, writer[1])) is not None:
+        return packed
     return _prefixed(writer[0], writer[1], key)
 
 
@@ -312,16 +312,17 @@ def encode_value(value: CoordinatorValue | None) -> bytes | None:
     timestamp is written at v1, the last version that carries one, as Kafka does."""
     if value is None:
         return None
-    if type(value) is OffsetCommitValue and (packed := _offset_commit_value(value)) is not None:
-        return packed
     writer = _VALUE_WRITERS.get(type(value))
     if writer is None:
         raise TypeError(f"not a coordinator record value: {value!r}")
     message, version = writer
-    if isinstance(value, OffsetCommitValue) and value.expire_timestamp >= 0:
-        version = 1
+    if isinstance(value, OffsetCommitValue):
+        if value.expire_timestamp >= 0:
+            version = 1
+        if (packed := _offset_commit_value(value, version)) is not None:
+            return packed
     if type(value) in cg.VALUE_WRITERS:
-        return _VERSION.pack(version) + message.build(cg.plain_value(value), version)  # type: ignore[arg-type]
+        return _INT16.pack(version) + message.build(cg.plain_value(value), version)  # type: ignore[arg-type]
     return _prefixed(message, version, value)
 
 
@@ -335,7 +336,7 @@ def _split(data: bytes | memoryview, what: str) -> tuple[int, memoryview]:
     view = memoryview(data)
     if len(view) < 2:
         raise CoordinatorRecordError(f"could not read the version of the record's {what}")
-    return _VERSION.unpack_from(view)[0], view[2:]
+    return _INT16.unpack_from(view)[0], view[2:]
 
 
 def _parse(message: Message, version: int, body: memoryview, what: str) -> Any:
