@@ -192,6 +192,7 @@ class AlterPartitionManager:
         if self.nursery is None or key in self._in_flight:
             return False
         self._in_flight.add(key)
+        part.pending_isr = list(isr)
         self.nursery.start_soon(self._send, part, list(isr), part.leader_epoch)
         return False
 
@@ -225,3 +226,4 @@ class AlterPartitionManager:
             log.info("broker %d: AlterPartition of %s-%d failed: %r", self.client.node_id, part.topic, part.index, exc)
         finally:
             self._in_flight.discard(key)
+            part.pending_isr = None

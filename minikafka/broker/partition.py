@@ -41,6 +41,10 @@ class Partition:
     leader_id: int = 0
     replicas: list[int] = field(default_factory=list)
     remote: dict[int, ReplicaState] = field(default_factory=dict)
+    #: The ISR of this leader's AlterPartition in flight (None: none): until the controller answers, the high
+    #: watermark counts its members as well as the current ISR's (Kafka's maximal ISR, KIP-497), since the
+    #: controller may already have committed it and elect any of them.
+    pending_isr: list[int] | None = None
 
     def __post_init__(self) -> None:
         self._tp = TopicPartition(self.topic, self.index)  # asked for on every append (fetch purgatory key)

@@ -591,12 +591,14 @@ class ReplicaManager:
                 prefix + "IsrExpandsTotal": self.isr_expands}
 
     def maybe_increment_hw(self, part: Partition) -> bool:
-        """Kafka ``Partition.maybeIncrementLeaderHW``: HW = min LEO over the ISR, never backwards."""
+        """Kafka ``Partition.maybeIncrementLeaderHW``: HW = min LEO over the maximal ISR (the ISR and that of an
+        AlterPartition in flight: :attr:`Partition.pending_isr`), never backwards."""
         lg = part.log
         if not part.is_leader or lg.auto_advance_hw:
             return False
         new_hw = lg.log_end_offset
-        for b in self.isr(part):
+        isr = self.isr(part)
+        for b in isr if part.pending_isr is None else set(isr) | set(part.pending_isr):
             if b == part.local_id:
                 continue
             st = part.remote.get(b)
