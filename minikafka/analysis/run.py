@@ -132,10 +132,11 @@ JOB_THREADS = 3
 SHORT_RUN_MAX_BYTES = 256 << 20
 #: Settings for the queries of a small capture, by the request count under which each applies: no
 #: whole-stage code generation (compiling a query's generated code with Janino takes longer than running it
-#: interpreted over some thousand rows), and under fewer requests none for expressions either
+#: interpreted over some thousand rows), no adaptive execution (re-planning each small query at every stage
+#: boundary costs more than it saves), and under fewer requests no code generation for expressions either
 #: (``factoryMode``: Spark's interpreted fallback as the only mode).
 SMALL_INPUT_CONF: tuple[tuple[int, dict[str, str]], ...] = (
-    (200_000, {"spark.sql.codegen.wholeStage": "false"}),
+    (200_000, {"spark.sql.codegen.wholeStage": "false", "spark.sql.adaptive.enabled": "false"}),
     (20_000, {"spark.sql.codegen.factoryMode": "NO_CODEGEN"}),
 )
 

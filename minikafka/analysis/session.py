@@ -33,6 +33,11 @@ DEFAULT_CONF = {
     "spark.python.sql.dataFrameDebugging.enabled": "false",
     # Python workers forked with pandas, pyarrow and the decoder already imported.
     "spark.python.daemon.module": "minikafka.analysis.worker_daemon",
+    # Spark keeps one worker daemon per distinct worker environment, and its runners for co-grouped and
+    # grouped pandas functions do not agree on this variable (Spark 4.3: the first sets it, the second
+    # not): set for every Python function, the sessions and quotas replays fork from ONE daemon (a second
+    # one costs its imports again, some 3 s of CPU on 2 cores).
+    "spark.executorEnv.SPARK_SIMPLIFIED_TRACEBACK": "1",
 }
 
 #: Driver JVM options for a short analysis (``spark_session(short=True)``): the C1 compiler only (a run of
