@@ -248,14 +248,26 @@ def _run_job(name: str, mod: Any, tables: Any, opts: AnalysisOptions, out: Path,
     return info, sections
 
 
+def _decode_and_stage(inputs: list[str], load_options: dict[str, Any]) -> Any:
+    """The captures decoded here and staged for a local session (:func:`~minikafka.analysis.tables.stage_arrow`)."""
+    from minikafka.analysis.tables import decode_here, stage_arrow
+
+    return stage_arrow(decode_here(inputs, load_options))
+
+
+def _remove_staged(decoding: Future) -> None:
+    if decoding.exception() is None:
+        shutil.rmtree(decoding.result().directory, ignore_errors=True)
+
+
 def _session_and_tables(spark: Any, master: str | None, inputs: list[str], load_options: dict[str, Any],
                         clock: Clock = SYSTEM_CLOCK) -> tuple[Any, bool, Any]:
     """The session (``spark``, else the active one, else a new one on ``master``), whether this call created
     it, and the captures' tables (not cached yet).  A capture that a new local session would decode in the
-    driver is decoded while the session starts (a thread of this process; the session's JVM starts in its
-    own), and the session then skips what only the data source needs."""
+    driver is decoded and staged in Parquet files while the session starts (a thread of this process; the
+    session's JVM starts in its own), and the session then skips what only the data source needs."""
     from minikafka.analysis.session import new_session_master, spark_session
-    from minikafka.analysis.tables import arrow_tables, decode_here, load_tables, master_decodes_in_driver
+    from minikafka.analysis.tables import load_tables, master_decodes_in_driver, staged_tables
 
     created = False
     decoding: Future | None = None
@@ -267,18 +279,24 @@ def _session_and_tables(spark: Any, master: str | None, inputs: list[str], load_
         decode_in = load_options.pop("decode_in", "auto")
         if chosen is not None and master_decodes_in_driver(chosen, inputs, decode_in):
             decoder = ThreadPoolExecutor(1, thread_name_prefix="minikafka-decode")
-            decoding = decoder.submit(decode_here, inputs, load_options)
+            decoding = decoder.submit(_decode_and_stage, inputs, load_options)
             decoder.shutdown(wait=False)
         else:
             load_options["decode_in"] = decode_in
         t0 = clock.monotonic()
-        spark = spark_session(master, short=created and _short_input(inputs), register_source=decoding is None)
+        try:
+            spark = spark_session(master, short=created and _short_input(inputs),
+                                  register_source=decoding is None)
+        except BaseException:
+            if decoding is not None:  # the files staged meanwhile go with the session that did not start
+                decoding.add_done_callback(_remove_staged)
+            raise
         log.info("session: %.2f s", clock.monotonic() - t0)
     if decoding is not None:
         t0 = clock.monotonic()
-        arrow = decoding.result()
+        staged = decoding.result()
         log.info("decoded in the driver meanwhile (%.2f s more)", clock.monotonic() - t0)
-        tables = arrow_tables(spark, arrow)
+        tables = staged_tables(spark, staged)
     else:
         tables = load_tables(spark, inputs, **load_options)  # decodes the captures, once (when cached)
     return spark, created, tables

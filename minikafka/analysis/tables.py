@@ -155,43 +155,84 @@ def decode_here(paths: str | list[str], options: dict[str, Any] | None = None) -
 
 
 def _driver_tables(spark: Any, paths: str | list[str], options: dict[str, Any]) -> Tables:
-    """The three tables decoded here and handed to Spark as Arrow tables (topic names resolved here too)."""
+    """The three tables decoded here and handed to Spark (topic names resolved here too)."""
     return arrow_tables(spark, decode_here(paths, options))
 
 
 def arrow_tables(spark: Any, arrow: dict[str, Any], stage: bool | None = None) -> Tables:
     """The tables of :func:`decode_here`'s Arrow tables, handed to Spark (topic names resolved here).
 
-    ``stage`` (default: on a local master) writes them as Parquet files in a temporary directory, with their
-    time columns added and topic names resolved here as :func:`load_tables` does in Spark, for Spark to read;
-    :meth:`Tables.unpersist` removes the files.  Spark scanning those files costs the jobs less than Spark
-    building its in-memory cache of the rows (see :data:`DRIVER_DECODE_MAX_BYTES`).  Otherwise (a cluster's executors cannot read
-    the driver's files) the tables go to Spark from memory, ``createDataFrame`` of the Arrow tables."""
-    names: dict[str, str | None] = {}
-    for topic_id, topic in zip(arrow["topics"].column("topic_id").to_pylist(),
-                               arrow["topics"].column("topic").to_pylist(), strict=True):
-        if names.get(topic_id) is None:
-            names[topic_id] = topic
-    topics = spark.createDataFrame(list(names.items()), "topic_id string, topic string")
-    facts = _arrow_facts(arrow["requests"])
+    ``stage`` (default: on a local master) writes them as Parquet files in a temporary directory
+    (:func:`stage_arrow`) for Spark to read (:func:`staged_tables`); :meth:`Tables.unpersist` removes the files.
+    Spark scanning those files costs the jobs less than Spark building its in-memory cache of the rows (see
+    :data:`DRIVER_DECODE_MAX_BYTES`).  Otherwise (a cluster's executors cannot read the driver's files) the
+    tables go to Spark from memory, ``createDataFrame`` of the Arrow tables."""
     if stage is None:
         stage = str(spark.sparkContext.master).startswith("local")
-    if not stage:
-        requests = _with_times(spark.createDataFrame(arrow["requests"]))
-        return Tables(requests, _named(spark.createDataFrame(arrow["partitions"]), topics), topics, facts=facts)
+    if stage:
+        return staged_tables(spark, stage_arrow(arrow))
+    names = _topic_names(arrow["topics"])
+    topics = spark.createDataFrame(list(names.items()), "topic_id string, topic string")
+    requests = _with_times(spark.createDataFrame(arrow["requests"]))
+    return Tables(requests, _named(spark.createDataFrame(arrow["partitions"]), topics), topics,
+                  facts=_arrow_facts(arrow["requests"]))
+
+
+@dataclass
+class StagedTables:
+    """:func:`decode_here`'s tables written as Parquet files for Spark (:func:`stage_arrow`)."""
+
+    directory: Path
+    facts: dict[str, Any]
+    #: The Arrow schema of each file, by table name: Spark reads the files with it instead of inferring it.
+    schemas: dict[str, Any]
+
+
+def _topic_names(topics: Any) -> dict[str, str | None]:
+    """Each topic id's name (the first one known) in a ``topics`` Arrow table."""
+    names: dict[str, str | None] = {}
+    for topic_id, topic in zip(topics.column("topic_id").to_pylist(), topics.column("topic").to_pylist(),
+                               strict=True):
+        if names.get(topic_id) is None:
+            names[topic_id] = topic
+    return names
+
+
+def stage_arrow(arrow: dict[str, Any]) -> StagedTables:
+    """Write :func:`decode_here`'s tables as Parquet files in a new temporary directory, with their time columns
+    added and topic names resolved as :func:`load_tables` does in Spark: no Spark session needed, so a caller
+    can stage while its session starts.  :func:`staged_tables` reads them."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
+    names = _topic_names(arrow["topics"])
+    files = {"requests": _arrow_with_times(arrow["requests"]),
+             "partitions": _arrow_named(_arrow_with_times(arrow["partitions"]), names),
+             "topics": pa.table({"topic_id": pa.array(list(names), pa.string()),
+                                 "topic": pa.array(list(names.values()), pa.string())})}
     staged = Path(tempfile.mkdtemp(prefix="minikafka-tables-"))
     try:
-        files = {"requests": _arrow_with_times(arrow["requests"]),
-                 "partitions": _arrow_named(_arrow_with_times(arrow["partitions"]), names)}
         for name, table in files.items():
             pq.write_table(table, staged / f"{name}.parquet", compression="none")
-        return Tables(spark.read.parquet(str(staged / "requests.parquet")),
-                      spark.read.parquet(str(staged / "partitions.parquet")), topics, facts=facts, staged=staged)
     except BaseException:
         shutil.rmtree(staged, ignore_errors=True)
         raise
+    return StagedTables(staged, _arrow_facts(arrow["requests"]), {n: t.schema for n, t in files.items()})
+
+
+def staged_tables(spark: Any, staged: StagedTables) -> Tables:
+    """The tables :func:`stage_arrow` wrote, read by ``spark`` (with their schemas: no file is opened to infer
+    one); :meth:`Tables.unpersist` removes the files."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    try:
+        frames = {name: spark.read.schema(from_arrow_schema(schema)).parquet(str(staged.directory / f"{name}.parquet"))
+                  for name, schema in staged.schemas.items()}
+    except BaseException:
+        shutil.rmtree(staged.directory, ignore_errors=True)
+        raise
+    return Tables(frames["requests"], frames["partitions"], frames["topics"], facts=staged.facts,
+                  staged=staged.directory)
 
 
 def _arrow_with_times(table: Any) -> Any:

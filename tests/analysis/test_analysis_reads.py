@@ -99,7 +99,8 @@ def test_driver_decode_gives_the_data_sources_tables(spark: Any, capture: Path) 
     try:
         assert here.source is None and tasks.source is not None and in_memory.staged is None
         assert staged is not None and sorted(p.name for p in staged.iterdir()) == ["partitions.parquet",
-                                                                                 "requests.parquet"]
+                                                                                 "requests.parquet",
+                                                                                 "topics.parquet"]
         for name in ("requests", "partitions", "topics"):
             b = getattr(tasks, name)
             for a in (getattr(here, name), getattr(in_memory, name)):

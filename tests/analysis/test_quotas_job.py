@@ -164,6 +164,30 @@ def test_request_quota_throttle_is_bounded_by_one_window(capture) -> None:
     assert (out.throttle_ms == out.request_throttle_ms).all()
 
 
+def test_replay_without_quotas_is_the_replay_that_throttles_nobody(capture) -> None:
+    """With no what-if quota the replay skips the broker's managers (nothing can be throttled): its rows are
+    those of the request-by-request replay under quotas too large to throttle anybody, bounds aside."""
+    import pandas as pd
+
+    req, _ = decoded(capture)
+    rows = pd.DataFrame({
+        "broker_id": req.broker_id, "client_id": req.client_id, "principal": req.principal,
+        "connection_id": req.connection_id, "api_key": req.api_key, "api_name": req.api_name,
+        "receive_ms": req.receive_ns // 1_000_000, "record_ms": req.send_ns.fillna(req.receive_ns) // 1_000_000,
+        "produce_bytes": (req.request_bytes - 4).where(req.api_key == 0, 0),
+        "fetch_bytes": (req.response_body_bytes.fillna(0) + 4).where(req.api_key == 1, 0),
+        "request_ns": (req.send_ns - req.receive_ns).astype(float), "has_response": req.has_response,
+        "captured_throttle_ms": req.throttle_time_ms.fillna(0)})
+    plain = quotas.replay_client(rows, quotas.settings_of(AnalysisOptions(**QUOTA_WINDOWS)))
+    huge = quotas.replay_client(rows, quotas.settings_of(AnalysisOptions(
+        produce_quota={"*": 1e15}, fetch_quota={"*": 1e15}, request_quota={"*": 1e12}, **QUOTA_WINDOWS)))
+    assert len(plain) == len(rows) > 0 and (huge.throttle_ms == 0).all()
+    assert plain[["produce_quota", "fetch_quota", "request_quota"]].isna().all().all()
+    assert (huge.produce_quota == 1e15).all()
+    bounds = ["produce_quota", "fetch_quota", "request_quota"]
+    pd.testing.assert_frame_equal(plain.drop(columns=bounds), huge.drop(columns=bounds))
+
+
 def test_report(whatif) -> None:
     sections = quotas.report(whatif, WHATIF)
     assert len(sections) == 1

@@ -195,78 +195,113 @@ def quota_groups(combos: Any, settings: dict[str, Any]) -> dict[tuple[int, str, 
 def replay_client(rows: Any, settings: dict[str, Any]) -> Any:
     """Replay one group's requests (a pandas DataFrame with the columns :func:`run` selects) through
     the broker's quota managers; one output row per request (:data:`REPLAY_SCHEMA`).  A group holds
-    every request that shares quota sensors or a connection with another of it (:func:`quota_groups`)."""
+    every request that shares quota sensors or a connection with another of it (:func:`quota_groups`).
+    Only the throttling is computed request by request; with no what-if quota of any type nothing can be
+    throttled or muted, and the replay is skipped (the broker's managers record nothing then either)."""
+    import numpy as np
     import pandas as pd
 
-    from ...broker.quota import QuotaManagers
     from ...broker.quota.entity import (
         CONSUMER_BYTE_RATE,
         PRODUCER_BYTE_RATE,
         REQUEST_PERCENTAGE,
     )
-    from ...common.clock import ManualClock
-    from ...metrics import Metrics
 
     if rows.empty:
         return pd.DataFrame({c: [] for c in _REPLAY_COLUMNS})
     rows = rows.sort_values(["record_ms", "receive_ms"], kind="stable")
-    clock = ManualClock(0)  # each request's time, as recorded
-    metrics = Metrics(clock=clock)
     configs = quota_configs(settings)
+    keys = (PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE)
+    n = len(rows)
+    principal = rows["principal"].fillna("").astype(object)
+    client = rows["client_id"].fillna("").astype(object)
+    conn = rows["connection_id"].fillna("").astype(object)
+    users = {p: quota_user(p) for p in principal.unique()}
+    user = principal.map(users)
+    bounds = {k: tuple(configs.resolve(key, k[0], k[1]).bound for key in keys)
+              for k in set(zip(user, client, strict=True))}
+    row_bounds = [bounds[k] for k in zip(user, client, strict=True)]
+    receive = rows["receive_ms"].to_numpy(dtype="int64")
+    record = rows["record_ms"].to_numpy(dtype="int64")
+    pbytes = rows["produce_bytes"].fillna(0).to_numpy(dtype="int64")
+    fbytes = rows["fetch_bytes"].fillna(0).to_numpy(dtype="int64")
+    request_ns = rows["request_ns"].to_numpy(dtype="float64")
+    api = rows["api_key"].to_numpy(dtype="int64")
+    if any(configs.has_quotas(key) for key in keys):
+        pt, ft, rt, delayed, delay, muted = _throttles(rows, settings, configs, list(user), list(client), list(conn),
+                                                       receive, record, pbytes, fbytes, request_ns, api)
+    else:
+        pt = ft = rt = delay = muted = np.zeros(n, dtype="int64")
+        delayed = np.zeros(n, dtype=bool)
+    throttle = np.maximum(np.maximum(pt, ft), rt)
+    out = {
+        "broker_id": rows["broker_id"].to_numpy(dtype="int64"), "client_id": client.to_numpy(),
+        "principal": principal.to_numpy(), "connection_id": conn.to_numpy(), "api_key": api,
+        "api_name": rows["api_name"].to_numpy(), "receive_ms": receive, "record_ms": record,
+        "bytes": pbytes + fbytes, "produce_bytes": pbytes, "fetch_bytes": fbytes,
+        "request_pct": request_ns * 100 / 1e9, "produce_throttle_ms": pt, "fetch_throttle_ms": ft,
+        "request_throttle_ms": rt, "throttle_ms": throttle, "throttled": throttle > 0, "delayed": delayed,
+        "delay_ms": delay, "muted_ms": muted,
+        "captured_throttle_ms": rows["captured_throttle_ms"].fillna(0).to_numpy(dtype="int64"),
+        **{name: np.array([b[i] for b in row_bounds], dtype="float64")
+           for i, name in enumerate(("produce_quota", "fetch_quota", "request_quota"))},
+        "user": user.to_numpy(),
+    }
+    return pd.DataFrame(out, columns=_REPLAY_COLUMNS)
+
+
+def _throttles(rows: Any, settings: dict[str, Any], configs: Any, user: list[str], client: list[str],
+               conn: list[str], receive: Any, record: Any, pbytes: Any, fbytes: Any, request_ns: Any,
+               api: Any) -> tuple[Any, ...]:
+    """The request-by-request part of :func:`replay_client`: each request recorded at its time through the
+    broker's own managers; the produce, fetch and request throttle of each, whether it arrived on a muted
+    connection, how long it waited there and how long it muted its connection."""
+    import numpy as np
+
+    from ...broker.quota import QuotaManagers
+    from ...common.clock import ManualClock
+    from ...metrics import Metrics
+
+    clock = ManualClock(0)  # each request's time, as recorded
     # The broker's own managers, measuring only: no reaper, nothing is muted here.
-    qm = QuotaManagers(configs, metrics, window_num=settings["window_num"],
+    qm = QuotaManagers(configs, Metrics(clock=clock), window_num=settings["window_num"],
                        window_size_s=settings["window_size_s"], clock=clock)
     unrecord = settings["unrecord_throttled_fetch"]
-    users: dict[str, str] = {}
-    bounds: dict[tuple[str, str], tuple] = {}
+    has_response = rows["has_response"].fillna(False).astype(bool).tolist()
     muted_until: dict[str, int] = {}
-    out: list[tuple] = []
-    for r in rows.itertuples(index=False):
-        principal = r.principal or ""
-        user = users.get(principal)
-        if user is None:
-            user = users[principal] = quota_user(principal)
-        cid = r.client_id or ""
-        b = bounds.get((user, cid))
-        if b is None:
-            b = bounds[(user, cid)] = tuple(configs.resolve(k, user, cid).bound
-                                            for k in (PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE))
-        t = int(r.record_ms)
+    n = len(user)
+    pts, fts, rts, delays, muteds = ([0] * n for _ in range(5))
+    delayed = [False] * n
+    for i, (uid, cid, t, recv, a, req, p, f, answered, c) in enumerate(zip(
+            user, client, record.tolist(), receive.tolist(), api.tolist(), request_ns.tolist(), pbytes.tolist(),
+            fbytes.tolist(), has_response, conn, strict=True)):
         clock.set_time_ms(t)
-        recv = int(r.receive_ms)
-        api = int(r.api_key)
-        req_ns = None if r.request_ns is None or math.isnan(r.request_ns) else int(r.request_ns)
-        pbytes = int(r.produce_bytes or 0)
-        fbytes = int(r.fetch_bytes or 0)
+        req_ns = None if math.isnan(req) else int(req)
         pt = ft = rt = 0
-        if api == _PRODUCE:
-            pt = qm.produce.maybe_record_and_get_throttle_time_ms(user, cid, pbytes, t)
+        if a == _PRODUCE:
+            pt = qm.produce.maybe_record_and_get_throttle_time_ms(uid, cid, p, t)
             if req_ns is not None:
-                rt = qm.request.maybe_record_request_time(user, cid, req_ns, t)
-        elif api == _FETCH:
+                rt = qm.request.maybe_record_request_time(uid, cid, req_ns, t)
+        elif a == _FETCH:
             if req_ns is not None:
-                rt = qm.request.maybe_record_request_time(user, cid, req_ns, t)
-            if bool(r.has_response):
-                ft = qm.fetch.maybe_record_and_get_throttle_time_ms(user, cid, fbytes, t)
+                rt = qm.request.maybe_record_request_time(uid, cid, req_ns, t)
+            if answered:
+                ft = qm.fetch.maybe_record_and_get_throttle_time_ms(uid, cid, f, t)
                 if unrecord and max(ft, rt) > 0:
-                    qm.fetch.unrecord_quota_sensor(user, cid, fbytes, t)
+                    qm.fetch.unrecord_quota_sensor(uid, cid, f, t)
         elif req_ns is not None:
-            rt = qm.request.maybe_record_request_time(user, cid, req_ns, t)
-        pt, ft, rt = int(pt), int(ft), int(rt)  # ints even with a fractional window size
+            rt = qm.request.maybe_record_request_time(uid, cid, req_ns, t)
+        pts[i], fts[i], rts[i] = pt, ft, rt = int(pt), int(ft), int(rt)  # ints even with a fractional window
         throttle = max(pt, ft, rt)
-        conn = r.connection_id or ""
-        mu = muted_until.get(conn)
-        delayed = mu is not None and recv < mu
-        delay = (mu - recv) if delayed and mu is not None else 0
-        muted = 0
+        mu = muted_until.get(c)
+        if mu is not None and recv < mu:
+            delayed[i], delays[i] = True, mu - recv
         if throttle > 0:
             end = t + throttle
-            muted = max(0, end - max(t, mu if mu is not None else t))
-            muted_until[conn] = max(end, mu if mu is not None else end)
-        out.append((int(r.broker_id), cid, principal, conn, api, r.api_name, recv, t, pbytes + fbytes, pbytes,
-                    fbytes, (req_ns * 100 / 1e9) if req_ns is not None else None, pt, ft, rt, throttle,
-                    throttle > 0, delayed, delay, muted, int(r.captured_throttle_ms or 0), *b, user))
-    return pd.DataFrame.from_records(out, columns=_REPLAY_COLUMNS)
+            muteds[i] = max(0, end - max(t, mu if mu is not None else t))
+            muted_until[c] = max(end, mu if mu is not None else end)
+    return (np.array(pts, dtype="int64"), np.array(fts, dtype="int64"), np.array(rts, dtype="int64"),
+            np.array(delayed, dtype=bool), np.array(delays, dtype="int64"), np.array(muteds, dtype="int64"))
 
 
 def _replay_fn(settings: dict[str, Any]):
