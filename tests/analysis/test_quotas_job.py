@@ -188,6 +188,27 @@ def test_replay_without_quotas_is_the_replay_that_throttles_nobody(capture) -> N
     pd.testing.assert_frame_equal(plain.drop(columns=bounds), huge.drop(columns=bounds))
 
 
+def test_task_buckets_are_sparks_time_buckets(spark) -> None:
+    """A replay task puts each request in its time bucket in pandas (:func:`quotas.bucket_micros`): the same
+    bucket Spark's ``time_bucket`` gives, whatever the bucket length (doubles floored alike)."""
+    import random
+
+    from pyspark.sql import functions as F
+
+    from minikafka.analysis.jobs.traffic import time_bucket
+
+    rng = random.Random(27)
+    epoch_ms = 1_795_903_937_009
+    values = [epoch_ms + rng.randrange(0, 10**8) for _ in range(400)] + [0, 1, 999, epoch_ms, 2**41 + 7]
+    df = spark.createDataFrame([(v,) for v in values], "receive_ms bigint").withColumn(
+        "receive_ns", F.col("receive_ms") * F.lit(1_000_000))
+    for seconds in (1.0, 0.25, 3.0, 0.001, 7.3, 1e-7):
+        got = df.select("receive_ms", F.unix_micros(time_bucket("receive_ns", seconds)).alias("us")).collect()
+        spark_us = {r.receive_ms: r.us for r in got}
+        ours = quotas.bucket_micros(values, seconds)
+        assert [spark_us[v] for v in values] == ours.tolist(), seconds
+
+
 def test_report(whatif) -> None:
     sections = quotas.report(whatif, WHATIF)
     assert len(sections) == 1

@@ -64,7 +64,9 @@ mute state is per connection), are replayed together: the (broker, principal,
 client id, connection) combinations are joined into groups of shared state in
 the driver (:func:`quota_groups`) and each group is one ``applyInPandas``
 task, so the replay is exact whatever the entities and still spreads over
-independent clients.
+independent clients.  Each task sums its requests up per client and per time
+bucket (:func:`summarize`), and Spark adds those sums up: the per-request
+rows never leave the task.
 
 Tables:
 
@@ -102,6 +104,18 @@ REPLAY_SCHEMA = (
     "captured_throttle_ms bigint, produce_quota double, fetch_quota double, request_quota double, user string"
 )
 _REPLAY_COLUMNS = [c.strip().split(" ")[0] for c in REPLAY_SCHEMA.split(",")]
+#: What each replay task returns (:func:`summarize`): the sums, maxima and extremes of its requests per broker,
+#: client id and principal (``kind`` "c") and per bucket of those (``kind`` "s", ``bucket_us`` its start in
+#: microseconds), which :func:`run` adds up over the tasks.
+PARTIAL_SCHEMA = (
+    "kind string, broker_id int, client_id string, principal string, user string, bucket_us bigint, "
+    "requests bigint, bytes bigint, produce_bytes bigint, fetch_bytes bigint, throttle_ms bigint, "
+    "throttled bigint, delayed_bytes bigint, captured_throttle_ms bigint, max_throttle_ms bigint, "
+    "produce_throttle_ms bigint, fetch_throttle_ms bigint, request_throttle_ms bigint, muted_ms bigint, "
+    "delayed_requests bigint, delay_ms bigint, captured_throttled_requests bigint, captured_max_throttle_ms bigint, "
+    "produce_quota double, fetch_quota double, request_quota double, first_ms bigint, last_ms bigint"
+)
+_PARTIAL_COLUMNS = [c.strip().split(" ")[0] for c in PARTIAL_SCHEMA.split(",")]
 
 
 # -- settings -----------------------------------------------------------------------------------
@@ -304,9 +318,47 @@ def _throttles(rows: Any, settings: dict[str, Any], configs: Any, user: list[str
             np.array(delayed, dtype=bool), np.array(delays, dtype="int64"), np.array(muteds, dtype="int64"))
 
 
-def _replay_fn(settings: dict[str, Any]):
+def bucket_micros(receive_ms: Any, seconds: float) -> Any:
+    """The start (microseconds) of the ``seconds``-long bucket of each ``receive_ms``, computed as
+    :func:`~.traffic.time_bucket` computes it in Spark (in doubles, floored)."""
+    import numpy as np
+
+    bucket_ns = max(1000, round(float(seconds) * 1e9))
+    ns = np.asarray(receive_ms, dtype="int64") * 1_000_000
+    start_ns = np.floor(ns.astype("float64") / bucket_ns).astype("int64") * bucket_ns
+    return np.floor(start_ns.astype("float64") / 1000).astype("int64")
+
+
+def summarize(replayed: Any, bucket_seconds: float) -> Any:
+    """:func:`replay_client`'s rows of one task as :data:`PARTIAL_SCHEMA` rows: per broker, client id and
+    principal, and per bucket of those."""
+    import pandas as pd
+
+    if replayed.empty:
+        return pd.DataFrame({c: [] for c in _PARTIAL_COLUMNS})
+    o = replayed.assign(
+        delayed_bytes=replayed["bytes"].where(replayed["delayed"], 0),
+        throttled=replayed["throttled"].astype("int64"), delayed_requests=replayed["delayed"].astype("int64"),
+        captured_throttled_requests=(replayed["captured_throttle_ms"] > 0).astype("int64"),
+        bucket_us=bucket_micros(replayed["receive_ms"], bucket_seconds))
+    sums = ["bytes", "produce_bytes", "fetch_bytes", "throttle_ms", "throttled", "delayed_bytes",
+            "captured_throttle_ms", "produce_throttle_ms", "fetch_throttle_ms", "request_throttle_ms", "muted_ms",
+            "delayed_requests", "delay_ms", "captured_throttled_requests"]
+    spec = {"user": ("user", "first"), "requests": ("api_key", "size"), **{c: (c, "sum") for c in sums},
+            "max_throttle_ms": ("throttle_ms", "max"), "captured_max_throttle_ms": ("captured_throttle_ms", "max"),
+            "produce_quota": ("produce_quota", "max"), "fetch_quota": ("fetch_quota", "max"),
+            "request_quota": ("request_quota", "max"), "first_ms": ("receive_ms", "min"),
+            "last_ms": ("record_ms", "max")}
+    keys = ["broker_id", "client_id", "principal"]
+    clients = o.groupby(keys, sort=False, dropna=False).agg(**spec).reset_index().assign(kind="c", bucket_us=-1)
+    series = (o.groupby([*keys, "bucket_us"], sort=False, dropna=False).agg(**spec).reset_index()
+              .assign(kind="s"))
+    return pd.concat([clients, series], ignore_index=True)[_PARTIAL_COLUMNS]
+
+
+def _replay_fn(settings: dict[str, Any], bucket_seconds: float):
     def fn(pdf: Any) -> Any:
-        return replay_client(pdf, settings)
+        return summarize(replay_client(pdf, settings), bucket_seconds)
     return fn
 
 
@@ -319,7 +371,8 @@ def _div_ms(ns: Any) -> Any:
 
 
 def replay(tables: Any, opts: AnalysisOptions) -> Any:
-    """Per-request replay rows (:data:`REPLAY_SCHEMA`), follower fetches left out."""
+    """The replay of every client request, follower fetches left out, as each task summed it up
+    (:data:`PARTIAL_SCHEMA`: per task, broker, client id and principal, and per bucket of those)."""
     from pyspark.sql import functions as F
 
     settings = settings_of(opts)
@@ -356,48 +409,49 @@ def replay(tables: Any, opts: AnalysisOptions) -> Any:
         [(*combo, g) for combo, g in groups.items()],
         "broker_id int, principal string, client_id string, connection_id string, quota_group int")
     return (rows.join(F.broadcast(group_of), on=keys, how="inner")
-            .groupBy("broker_id", "quota_group").applyInPandas(_replay_fn(settings), REPLAY_SCHEMA))
+            .groupBy("broker_id", "quota_group")
+            .applyInPandas(_replay_fn(settings, float(opts.bucket_seconds)), PARTIAL_SCHEMA))
 
 
 def run(tables: Any, opts: AnalysisOptions) -> dict[str, Any]:
-    """``quota_clients`` and ``quota_series`` (see the module docstring)."""
+    """``quota_clients`` and ``quota_series`` (see the module docstring): the replay's partial sums added up."""
     from pyspark.sql import functions as F
 
-    from .traffic import ordered, time_bucket
+    from .traffic import ordered
 
     sec = float(opts.bucket_seconds)
-    rep = (replay(tables, opts)
-           .withColumn("client_id", F.when(F.col("client_id") == "", F.lit(NO_CLIENT)).otherwise(F.col("client_id")))
-           .cache())
+    part = (replay(tables, opts)
+            .withColumn("client_id", F.when(F.col("client_id") == "", F.lit(NO_CLIENT)).otherwise(F.col("client_id")))
+            .cache())
 
-    def total(col: Any, name: str) -> Any:
+    def total(col: str, name: str) -> Any:
         return F.coalesce(F.sum(col), F.lit(0)).cast("long").alias(name)
 
-    delayed = F.col("delayed")
+    def most(col: str, name: str) -> Any:
+        return F.coalesce(F.max(col), F.lit(0)).cast("long").alias(name)
+
     common = [
-        F.count(F.lit(1)).cast("long").alias("requests"),
-        total("bytes", "bytes"), total("produce_bytes", "produce_bytes"), total("fetch_bytes", "fetch_bytes"),
-        total("throttle_ms", "whatif_throttle_ms"),
-        total(F.col("throttled").cast("int"), "whatif_throttled_requests"),
-        total(F.when(delayed, F.col("bytes")), "delayed_bytes"),
+        total("requests", "requests"), total("bytes", "bytes"), total("produce_bytes", "produce_bytes"),
+        total("fetch_bytes", "fetch_bytes"), total("throttle_ms", "whatif_throttle_ms"),
+        total("throttled", "whatif_throttled_requests"), total("delayed_bytes", "delayed_bytes"),
         total("captured_throttle_ms", "captured_throttle_ms"),
     ]
-    clients = (rep.groupBy("client_id", "principal")
+    clients = (part.where(F.col("kind") == "c").groupBy("client_id", "principal")
                .agg(F.first("user").alias("user"),
                     F.countDistinct("broker_id").cast("int").alias("brokers"),
                     *common,
-                    F.coalesce(F.max("throttle_ms"), F.lit(0)).cast("long").alias("whatif_max_throttle_ms"),
+                    most("max_throttle_ms", "whatif_max_throttle_ms"),
                     total("produce_throttle_ms", "whatif_produce_throttle_ms"),
                     total("fetch_throttle_ms", "whatif_fetch_throttle_ms"),
                     total("request_throttle_ms", "whatif_request_throttle_ms"),
                     total("muted_ms", "whatif_muted_ms"),
-                    total(delayed.cast("int"), "delayed_requests"),
+                    total("delayed_requests", "delayed_requests"),
                     total("delay_ms", "delayed_ms"),
-                    total((F.col("captured_throttle_ms") > 0).cast("int"), "captured_throttled_requests"),
-                    F.coalesce(F.max("captured_throttle_ms"), F.lit(0)).cast("long").alias("captured_max_throttle_ms"),
+                    total("captured_throttled_requests", "captured_throttled_requests"),
+                    most("captured_max_throttle_ms", "captured_max_throttle_ms"),
                     F.max("produce_quota").alias("produce_quota"), F.max("fetch_quota").alias("fetch_quota"),
                     F.max("request_quota").alias("request_quota"),
-                    F.min("receive_ms").alias("first_ms"), F.max("record_ms").alias("last_ms"))
+                    F.min("first_ms").alias("first_ms"), F.max("last_ms").alias("last_ms"))
                .withColumn("duration_s", F.greatest((F.col("last_ms") - F.col("first_ms")) / 1000.0, F.lit(0.001)))
                .withColumn("bytes_per_s", F.col("bytes") / F.col("duration_s"))
                .withColumn("whatif_vs_captured",
@@ -406,10 +460,9 @@ def run(tables: Any, opts: AnalysisOptions) -> dict[str, Any]:
                .withColumn("first_ts", F.timestamp_millis("first_ms"))
                .drop("first_ms", "last_ms")
                .transform(ordered, F.desc("whatif_throttle_ms"), F.desc("bytes"), "client_id", "principal"))
-    series = (rep.withColumn("receive_ns", F.col("receive_ms") * F.lit(1_000_000))
-              .withColumn("bucket_start", time_bucket("receive_ns", sec))
+    series = (part.where(F.col("kind") == "s").withColumn("bucket_start", F.timestamp_micros("bucket_us"))
               .groupBy("client_id", "principal", "bucket_start")
-              .agg(*common, F.coalesce(F.max("throttle_ms"), F.lit(0)).cast("long").alias("whatif_max_throttle_ms"))
+              .agg(*common, most("max_throttle_ms", "whatif_max_throttle_ms"))
               .withColumn("bytes_per_s", F.col("bytes") / F.lit(sec))
               .transform(ordered, "client_id", "principal", "bucket_start"))
     return {"quota_clients": clients, "quota_series": series}
