@@ -21,6 +21,7 @@ from traffic_helpers import (
 
 from minikafka.analysis import AnalysisOptions, load_tables
 from minikafka.analysis.jobs import latency, traffic
+from minikafka.analysis.jobs.traffic import time_bucket, with_client
 
 pytestmark = pytest.mark.clients
 
@@ -38,7 +39,9 @@ def results(spark: Any, client_run: CaptureRun) -> Iterator[dict[str, Any]]:
     t = traffic.run(tables, opts)
     lat = latency.run(tables, opts)
     out = {name: t[name].toPandas() for name in ("summary", "by_client", "connections", "by_topic")}
-    out.update({f"latency_{name}": lat[name].toPandas() for name in ("by_api", "fetch")})
+    out.update({f"latency_{name}": lat[name].toPandas() for name in ("by_api", "by_client", "by_api_time", "fetch")})
+    out["requests"] = with_client(tables.requests).withColumn(
+        "bucket_start", time_bucket("receive_ns", opts.bucket_seconds)).toPandas()
     yield out
     tables.unpersist()
 
@@ -99,6 +102,38 @@ def test_latency_percentiles(results: dict[str, Any]) -> None:
     assert int(everything["requests"].iloc[0]) == int(results["summary"]["responses"].sum())
     per_api = b[(b["api_name"] != latency.ALL) & b["api_version"].isna()].set_index("api_name")["requests"]
     assert per_api.to_dict() == results["summary"].set_index("api_name")["responses"].to_dict()
+
+
+def test_latency_percentiles_are_exact_nearest_ranks(results: dict[str, Any]) -> None:
+    """Every group of the capture is smaller than the percentiles' accuracy: each percentile of each table is
+    the exact nearest-rank latency of its group (per api and version, api, client, bucket; "ALL" included)."""
+    import math
+
+    import numpy as np
+
+    r = results["requests"]
+    r = r[r["has_response"].fillna(False).astype(bool) & r["latency_ms"].notna()]
+    assert len(r) < latency.ACCURACY
+
+    def expected(group: Any) -> list[float]:
+        x = np.sort(group["latency_ms"].to_numpy())
+        return [float(x[max(0, math.ceil(q * len(x)) - 1)]) for _, q in latency.PERCENTILES]
+
+    cols = [f"{name}_ms" for name, _ in latency.PERCENTILES]
+    checked = 0
+    for table, key in (("by_api", "api_version"), ("by_client", "client_id"), ("by_api_time", "bucket_start")):
+        for row in results[f"latency_{table}"].itertuples(index=False):
+            sel = np.ones(len(r), dtype=bool)
+            if row.api_name != latency.ALL:
+                sel &= (r["api_name"] == row.api_name).to_numpy()
+            value = getattr(row, key)
+            if not (table == "by_api" and (value is None or value != value)):  # a per-api row: every version
+                sel &= (r[key] == value).to_numpy()
+            group = r[sel]
+            assert len(group) == row.requests, (table, row)
+            assert [getattr(row, c) for c in cols] == pytest.approx(expected(group), rel=1e-12), (table, row)
+            checked += 1
+    assert checked > 10
 
 
 def test_fetch_long_polls_near_max_wait(client_run: CaptureRun, results: dict[str, Any]) -> None:

@@ -67,25 +67,39 @@ def run(tables: Any, opts: AnalysisOptions) -> dict[str, Any]:
          .where(F.col("has_response") & F.col("latency_ms").isNotNull())
          .withColumn("bucket_start", time_bucket("receive_ns", opts.bucket_seconds)))
 
-    by_api = (r.rollup("api_name", "api_version")
-              .agg(*latency_aggs(), F.grouping("api_name").alias("_ga"), F.grouping("api_version").alias("_gv"))
-              .withColumn("api_name", F.when(F.col("_ga") == 1, F.lit(ALL)).otherwise(F.col("api_name")))
+    # The three tables' groupings in ONE aggregation (one scan; each request in 7 groups, not 9), split after.
+    keys = ["api_name", "api_version", "client_id", "bucket_start"]
+    sets = {"api_version": ["api_name", "api_version"], "api": ["api_name"], "all": [],
+            "client_api": ["client_id", "api_name"], "client": ["client_id"],
+            "bucket_api": ["bucket_start", "api_name"], "bucket": ["bucket_start"]}
+    gid = {name: sum(1 << (len(keys) - 1 - i) for i, k in enumerate(keys) if k not in cols)
+           for name, cols in sets.items()}
+    grouped = (r.groupingSets(list(sets.values()), *keys).agg(*latency_aggs(), F.grouping_id().alias("_g"))
+               .cache())
+
+    def level(*names: str) -> Any:
+        return grouped.where(F.col("_g").isin(*[gid[n] for n in names]))
+
+    def all_apis(name: str) -> Any:
+        return F.when(F.col("_g") == F.lit(gid[name]), F.lit(ALL)).otherwise(F.col("api_name"))
+
+    aggs = [c for c in grouped.columns if c not in keys and c != "_g"]
+    by_api = (level("api_version", "api", "all")
+              .select(all_apis("all").alias("api_name"), "api_version", *aggs,
+                      (F.col("_g") == F.lit(gid["all"])).cast("int").alias("_ga"),
+                      (F.col("_g") != F.lit(gid["api_version"])).cast("int").alias("_gv"))
               .transform(ordered, F.col("_ga"), "api_name", F.col("_gv").desc(), "api_version")
               .drop("_ga", "_gv"))
 
-    by_client = (r.rollup("client_id", "api_name")
-                 .agg(*latency_aggs(), F.grouping("client_id").alias("_gc"), F.grouping("api_name").alias("_ga"))
-                 .where(F.col("_gc") == 0)
-                 .withColumn("api_name", F.when(F.col("_ga") == 1, F.lit(ALL)).otherwise(F.col("api_name")))
+    by_client = (level("client_api", "client")
+                 .select("client_id", all_apis("client").alias("api_name"), *aggs,
+                         (F.col("_g") == F.lit(gid["client"])).cast("int").alias("_ga"))
                  .transform(ordered, "client_id", F.col("_ga").desc(), "api_name")
-                 .drop("_gc", "_ga"))
+                 .drop("_ga"))
 
-    by_api_time = (r.rollup("bucket_start", "api_name")
-                   .agg(*latency_aggs(), F.grouping("bucket_start").alias("_gb"), F.grouping("api_name").alias("_ga"))
-                   .where(F.col("_gb") == 0)
-                   .withColumn("api_name", F.when(F.col("_ga") == 1, F.lit(ALL)).otherwise(F.col("api_name")))
-                   .transform(ordered, "bucket_start", "api_name")
-                   .drop("_gb", "_ga"))
+    by_api_time = (level("bucket_api", "bucket")
+                   .select("bucket_start", all_apis("bucket").alias("api_name"), *aggs)
+                   .transform(ordered, "bucket_start", "api_name"))
 
     waits = F.coalesce(F.col("max_wait_ms"), F.lit(0)) > 0
     at_max = waits & (F.col("latency_ms") >= F.col("max_wait_ms") * F.lit(1.0 - tol))
