@@ -14,9 +14,9 @@ less on a local master is decoded in the driver instead (``decode_in="auto"``,
 below :data:`DRIVER_DECODE_MAX_BYTES`): the three tables are handed to Spark as
 Parquet files (Spark's cache is not built), and no Python worker is started for
 its splits (on few cores, starting them and building the cache cost more than
-decoding here).  :func:`decode_here`
-and :func:`arrow_tables` are the two halves of that, so that a caller can decode
-while its Spark session starts.
+decoding here).  :func:`decode_here` and :func:`stage_arrow` need no Spark
+session, and :func:`staged_tables` reads what they staged, so that a caller can
+decode and stage while its Spark session starts.
 """
 
 from __future__ import annotations
