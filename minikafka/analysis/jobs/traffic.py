@@ -202,15 +202,26 @@ def run(tables: Any, opts: AnalysisOptions) -> dict[str, Any]:
                 "fetch_aborted_transactions", "replica_fetch_control_bytes", "replica_fetch_control_batches"]
     share_cols = ["share_fetch_record_bytes", "share_fetch_records", "share_acquired_records"]
     tp = p.where(produce | fetch | share_fetch).withColumn("topic", F.coalesce(F.col("topic"), F.lit("(unknown)")))
-    by_topic_time = (tp.groupBy("bucket_start", "topic").agg(*topic_aggs(), *txn_aggs(), *share_aggs())
+    # One scan of the partitions: sums per bucket, topic and partition (cached), added up per bucket and topic
+    # and per topic (whose partitions are counted there).
+    per_partition = (tp.groupBy("bucket_start", "topic", "partition").agg(*topic_aggs(), *txn_aggs(), *share_aggs())
+                     .cache())
+    topic_cols = [c for c in per_partition.columns if c not in ("bucket_start", "topic", "partition", *txn_cols,
+                                                                *share_cols)]
+
+    def added(cols: list[str]) -> list[Any]:
+        return [_sum(c, c) for c in cols]
+
+    by_topic_time = (per_partition.groupBy("bucket_start", "topic")
+                     .agg(*added(topic_cols), *added(txn_cols), *added(share_cols))
                      .withColumn("produce_bytes_per_s", F.col("produce_record_bytes") / F.lit(sec))
                      .withColumn("fetch_bytes_per_s", F.col("fetch_record_bytes") / F.lit(sec)))
     later = txn_cols + share_cols
     by_topic_time = (by_topic_time.select(*[c for c in by_topic_time.columns if c not in later], *later)
                      .transform(ordered, "bucket_start", "topic"))
-    by_topic = (tp.groupBy("topic").agg(*topic_aggs(),
-                                         F.countDistinct("partition").cast("long").alias("partitions"), *txn_aggs(),
-                                         *share_aggs())
+    by_topic = (per_partition.groupBy("topic")
+                .agg(*added(topic_cols), F.countDistinct("partition").cast("long").alias("partitions"),
+                     *added(txn_cols), *added(share_cols))
                 .transform(ordered, "topic"))
 
     return {"summary": summary, "errors": err.transform(ordered, "api_name", "error_name"), "by_api_time": by_api_time,
