@@ -32,7 +32,7 @@ from typing import Any
 
 from . import AnalysisOptions, Section
 from .plots import PALETTE, Chart
-from .traffic import Timeline, ordered, time_bucket, with_client
+from .traffic import GroupingSets, Timeline, ordered, time_bucket, with_client
 
 log = logging.getLogger(__name__)
 
@@ -68,32 +68,25 @@ def run(tables: Any, opts: AnalysisOptions) -> dict[str, Any]:
          .withColumn("bucket_start", time_bucket("receive_ns", opts.bucket_seconds)))
 
     # The three tables' groupings in ONE aggregation (one scan; each request in 7 groups, not 9), split after.
-    keys = ["api_name", "api_version", "client_id", "bucket_start"]
-    sets = {"api_version": ["api_name", "api_version"], "api": ["api_name"], "all": [],
-            "client_api": ["client_id", "api_name"], "client": ["client_id"],
-            "bucket_api": ["bucket_start", "api_name"], "bucket": ["bucket_start"]}
-    gid = {name: sum(1 << (len(keys) - 1 - i) for i, k in enumerate(keys) if k not in cols)
-           for name, cols in sets.items()}
-    grouped = (r.groupingSets(list(sets.values()), *keys).agg(*latency_aggs(), F.grouping_id().alias("_g"))
-               .cache())
-
-    def level(*names: str) -> Any:
-        return grouped.where(F.col("_g").isin(*[gid[n] for n in names]))
+    grouped = GroupingSets(r, {"api_version": ["api_name", "api_version"], "api": ["api_name"], "all": [],
+                               "client_api": ["client_id", "api_name"], "client": ["client_id"],
+                               "bucket_api": ["bucket_start", "api_name"], "bucket": ["bucket_start"]},
+                           *latency_aggs())
+    level, aggs = grouped.level, grouped.aggregates
 
     def all_apis(name: str) -> Any:
-        return F.when(F.col("_g") == F.lit(gid[name]), F.lit(ALL)).otherwise(F.col("api_name"))
+        return F.when(grouped.is_level(name), F.lit(ALL)).otherwise(F.col("api_name"))
 
-    aggs = [c for c in grouped.columns if c not in keys and c != "_g"]
     by_api = (level("api_version", "api", "all")
               .select(all_apis("all").alias("api_name"), "api_version", *aggs,
-                      (F.col("_g") == F.lit(gid["all"])).cast("int").alias("_ga"),
-                      (F.col("_g") != F.lit(gid["api_version"])).cast("int").alias("_gv"))
+                      grouped.is_level("all").cast("int").alias("_ga"),
+                      (~grouped.is_level("api_version")).cast("int").alias("_gv"))
               .transform(ordered, F.col("_ga"), "api_name", F.col("_gv").desc(), "api_version")
               .drop("_ga", "_gv"))
 
     by_client = (level("client_api", "client")
                  .select("client_id", all_apis("client").alias("api_name"), *aggs,
-                         (F.col("_g") == F.lit(gid["client"])).cast("int").alias("_ga"))
+                         grouped.is_level("client").cast("int").alias("_ga"))
                  .transform(ordered, "client_id", F.col("_ga").desc(), "api_name")
                  .drop("_ga"))
 

@@ -81,6 +81,35 @@ def ordered(df: Any, *cols: Any) -> Any:
     return df.coalesce(1).sortWithinPartitions(*cols)
 
 
+class GroupingSets:
+    """ONE aggregation of ``df`` over several named grouping sets (each a list of columns), cached: tables that
+    group the same rows differently scan them once and are split from it after (:meth:`level`).  The frame
+    holds every set's key columns (null where a set leaves a key out), ``aggs`` and ``_g``, Spark's grouping id
+    (:meth:`is_level` tells the sets apart)."""
+
+    def __init__(self, df: Any, sets: dict[str, list[str]], *aggs: Any) -> None:
+        from pyspark.sql import functions as F
+
+        keys = list(dict.fromkeys(k for cols in sets.values() for k in cols))
+        # grouping_id(): a bit per key, the first key the highest, set where the grouping set leaves it out
+        self._gid = {name: sum(1 << (len(keys) - 1 - i) for i, k in enumerate(keys) if k not in cols)
+                     for name, cols in sets.items()}
+        self.frame = df.groupingSets(list(sets.values()), *keys).agg(*aggs, F.grouping_id().alias("_g")).cache()
+        self.aggregates = [c for c in self.frame.columns if c not in keys and c != "_g"]
+
+    def is_level(self, name: str) -> Any:
+        """A column: whether the row is one of grouping set ``name``."""
+        from pyspark.sql import functions as F
+
+        return F.col("_g") == F.lit(self._gid[name])
+
+    def level(self, *names: str) -> Any:
+        """The rows of the grouping sets ``names``."""
+        from pyspark.sql import functions as F
+
+        return self.frame.where(F.col("_g").isin(*[self._gid[n] for n in names]))
+
+
 def _sum(col: Any, name: str) -> Any:
     from pyspark.sql import functions as F
 
@@ -101,27 +130,19 @@ def run(tables: Any, opts: AnalysisOptions) -> dict[str, Any]:
     resp_bytes = _sum("response_bytes", "response_bytes")
     errors = _sum(is_error.cast("int"), "error_responses")
 
-    # Four tables' groupings of the requests in ONE aggregation (one scan), cached and split after; the
-    # connections (sets of apis, the latest principal) are grouped apart.
-    keys = ["bucket_start", "api_name", "client_id", "principal", "api_key", "error_name"]
-    sets = {"bucket": ["bucket_start", "api_name"], "client": ["client_id", "api_name", "principal"],
-            "api": ["api_key", "api_name"], "error": ["api_name", "error_name"]}
-    gid = {name: sum(1 << (len(keys) - 1 - i) for i, k in enumerate(keys) if k not in cols)
-           for name, cols in sets.items()}
-    grouped = (r.groupingSets(list(sets.values()), *keys)
-               .agg(count, responses, req_bytes, resp_bytes, errors,
-                    _sum("request_body_bytes", "request_body_bytes"),
-                    _sum("response_body_bytes", "response_body_bytes"),
-                    F.count("decode_error").cast("long").alias("decode_errors"),
-                    F.min("receive_ts").alias("first_ts"), F.max("receive_ts").alias("last_ts"),
-                    F.max("send_ts").alias("last_send_ts"),
-                    F.count(F.when(is_error, 1)).cast("long").alias("error_requests"),
-                    _sum(F.when(is_error, F.col("error_count")), "error_codes"),
-                    F.grouping_id().alias("_g"))
-               .cache())
-
-    def level(name: str) -> Any:
-        return grouped.where(F.col("_g") == F.lit(gid[name]))
+    # Four tables' groupings of the requests in ONE aggregation (one scan), split after; the connections (sets
+    # of apis, the latest principal) are grouped apart.
+    grouped = GroupingSets(r, {"bucket": ["bucket_start", "api_name"], "client": ["client_id", "api_name", "principal"],
+                               "api": ["api_key", "api_name"], "error": ["api_name", "error_name"]},
+                           count, responses, req_bytes, resp_bytes, errors,
+                           _sum("request_body_bytes", "request_body_bytes"),
+                           _sum("response_body_bytes", "response_body_bytes"),
+                           F.count("decode_error").cast("long").alias("decode_errors"),
+                           F.min("receive_ts").alias("first_ts"), F.max("receive_ts").alias("last_ts"),
+                           F.max("send_ts").alias("last_send_ts"),
+                           F.count(F.when(is_error, 1)).cast("long").alias("error_requests"),
+                           _sum(F.when(is_error, F.col("error_count")), "error_codes"))
+    level = grouped.level
 
     by_api_time = (level("bucket").select("bucket_start", "api_name", "requests", "request_bytes", "response_bytes")
                    .withColumn("requests_per_s", F.col("requests") / F.lit(sec))
