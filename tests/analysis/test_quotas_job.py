@@ -188,6 +188,36 @@ def test_replay_without_quotas_is_the_replay_that_throttles_nobody(capture) -> N
     pd.testing.assert_frame_equal(plain.drop(columns=bounds), huge.drop(columns=bounds))
 
 
+@pytest.mark.parametrize("bucket_seconds", [1.0, 0.3])
+def test_without_quotas_spark_sums_what_the_replay_tasks_sum(tables, monkeypatch, bucket_seconds) -> None:
+    """With no what-if quota the job sums the traffic up in Spark, no Python task: both tables are those the
+    replay tasks give (the tasks forced), principals mapped to quota users alike."""
+    import functools
+
+    import pandas as pd
+
+    opts = AnalysisOptions(bucket_seconds=bucket_seconds, **QUOTA_WINDOWS)
+    spark_sums = {k: v.toPandas() for k, v in quotas.run(tables, opts).items()}
+    monkeypatch.setattr(quotas, "replay", functools.partial(quotas.replay, in_tasks=True))
+    tasks = {k: v.toPandas() for k, v in quotas.run(tables, opts).items()}
+    assert len(spark_sums["quota_clients"]) >= 3 and len(spark_sums["quota_series"]) > 3
+    assert spark_sums["quota_clients"].captured_throttle_ms.sum() > 0
+    for name, frame in tasks.items():
+        pd.testing.assert_frame_equal(spark_sums[name], frame, obj=name)
+
+
+def test_quota_users_in_spark_are_the_brokers(spark) -> None:
+    """:func:`quotas._unthrottled` maps principals to quota users in Spark as the broker does."""
+    import pandas as pd
+
+    principals = ["User:alice", "User:", "ANONYMOUS", "", "User:CN=a,O=b:c", ":x", "plain", "Group:ops"]
+    rows = spark.createDataFrame(pd.DataFrame({
+        "broker_id": 0, "client_id": "c", "principal": principals, "receive_ms": 1000, "record_ms": 1001,
+        "produce_bytes": 1, "fetch_bytes": 0, "captured_throttle_ms": 0}))
+    got = {r.principal: r.user for r in quotas._unthrottled(rows, 1.0).where("kind = 'c'").collect()}
+    assert got == {p: quotas.quota_user(p) for p in principals}
+
+
 def test_task_buckets_are_sparks_time_buckets(spark) -> None:
     """A replay task puts each request in its time bucket in pandas (:func:`quotas.bucket_micros`): the same
     bucket Spark's ``time_bucket`` gives, whatever the bucket length (doubles floored alike)."""

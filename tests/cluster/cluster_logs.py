@@ -24,3 +24,24 @@ def stored(lg) -> list[bytes]:
     """Every stored batch of a log, as bytes."""
     got = lg.read(lg.log_start_offset, 1 << 30)
     return [bytes(v) for chunk in got.chunks for _, v in iter_batches(chunk, check_crc=False)]
+
+
+def where_stored(cluster: Cluster, topic: str, values: set[bytes]) -> list[str]:
+    """Where each of ``values`` is stored, replica by replica: broker, partition, offset, and its batch's producer
+    id, epoch, base sequence and partition leader epoch (for a failure message)."""
+    from minikafka.protocol.records import decode_records, read_header
+
+    out = []
+    meta = cluster.metadata.get_topic(topic)
+    for p in meta.partitions if meta is not None else []:
+        for b in p.replicas:
+            if b not in cluster.brokers:
+                continue
+            for batch in stored(log_of(cluster, b, topic, p.partition)):
+                h = read_header(batch)
+                for r in decode_records(batch, check_crc=False):
+                    if r.value in values:
+                        out.append(f"{r.value!r} broker {b} {topic}-{p.partition}@{r.offset} pid {h.producer_id} "
+                                   f"epoch {h.producer_epoch} seq {h.base_sequence}+{r.offset - h.base_offset} "
+                                   f"leader epoch {h.partition_leader_epoch}")
+    return sorted(out)

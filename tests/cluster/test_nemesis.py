@@ -20,7 +20,7 @@ import random
 import sys
 import threading
 import traceback
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable
 from typing import Any
 
@@ -28,7 +28,7 @@ import pytest
 
 import waiting
 from minikafka.testing import ClusterThread
-from cluster_logs import stored
+from cluster_logs import stored, where_stored
 from test_coordinator_failover import CLIENT, FAST, CommittedOffsetsMonitor, CommittingConsumer, _committed_output, fill
 
 pytestmark = [pytest.mark.clients, pytest.mark.slow]
@@ -341,6 +341,10 @@ def test_no_acknowledged_record_is_lost_or_doubled_through_crashes_pauses_and_pa
             if offset is not None:  # (None: a retry answered DUPLICATE_SEQUENCE_NUMBER, delivered at an unknown offset)
                 acked_by_partition[partition].append((offset, value))
         stored_values = _committed_output(ct.bootstrap, "jepsen", len(writer.acked))
+        if len(stored_values) != len(set(stored_values)):
+            twice = {v for v, n in Counter(stored_values).items() if n > 1}
+            log.error("read twice: %s; stored: %s; delivery errors: %s", sorted(twice),
+                      ct.call(lambda: where_stored(ct.cluster, "jepsen", twice)), writer.failed[:20])
         assert len(stored_values) == len(set(stored_values)), (seed, "a record written twice")
         assert set(writer.acked) <= set(stored_values), (seed, sorted(set(writer.acked) - set(stored_values))[:10])
         assert set(stored_values) <= {b"w%06d" % i for i in range(writer.sent)}

@@ -66,7 +66,9 @@ the driver (:func:`quota_groups`) and each group is one ``applyInPandas``
 task, so the replay is exact whatever the entities and still spreads over
 independent clients.  Each task sums its requests up per client and per time
 bucket (:func:`summarize`), and Spark adds those sums up: the per-request
-rows never leave the task.
+rows never leave the task.  With no what-if quota at all nothing can be
+throttled, and Spark sums the captured traffic up itself (:func:`_unthrottled`:
+the same tables, no Python task).
 
 Tables:
 
@@ -370,9 +372,46 @@ def _div_ms(ns: Any) -> Any:
     return F.floor(ns.cast("decimal(20,0)") / F.lit(1_000_000)).cast("long")
 
 
-def replay(tables: Any, opts: AnalysisOptions) -> Any:
+def _unthrottled(rows: Any, bucket_seconds: float) -> Any:
+    """:func:`summarize`'s sums of ``rows`` when no what-if quota is set, computed by Spark: nothing can be
+    throttled, muted or delayed then (:func:`replay_client` skips the managers too), so the replay is the
+    captured traffic summed up, and no Python worker is needed.  The quota bounds are null, as no quota
+    resolves; the quota user is :func:`quota_user` of the principal (the text after its first colon, else all
+    of it)."""
+    from pyspark.sql import functions as F
+
+    from .traffic import time_bucket
+
+    principal = F.col("principal")
+    after = F.substring(principal, F.instr(principal, ":") + 1, 1 << 30)
+    user = F.when((F.instr(principal, ":") > 0) & (after != ""), after).otherwise(principal)
+    zero = F.lit(0).cast("long")
+    o = rows.withColumn("bucket_ns", F.col("receive_ms") * F.lit(1_000_000)).select(
+        "broker_id", "client_id", "principal", user.alias("user"), "receive_ms", "record_ms",
+        (F.col("produce_bytes") + F.col("fetch_bytes")).alias("bytes"), "produce_bytes", "fetch_bytes",
+        "captured_throttle_ms", F.unix_micros(time_bucket("bucket_ns", bucket_seconds)).alias("bucket_us"))
+    sums = [F.count(F.lit(1)).alias("requests"),
+            *(F.sum(c).cast("long").alias(c) for c in ("bytes", "produce_bytes", "fetch_bytes")),
+            F.sum("captured_throttle_ms").cast("long").alias("captured_throttle_ms"),
+            F.count(F.when(F.col("captured_throttle_ms") > 0, 1)).alias("captured_throttled_requests"),
+            F.max("captured_throttle_ms").alias("captured_max_throttle_ms"),
+            F.min("receive_ms").alias("first_ms"), F.max("record_ms").alias("last_ms"), F.first("user").alias("user")]
+    keys = ["broker_id", "client_id", "principal"]
+    clients = o.groupBy(*keys).agg(*sums).withColumns({"kind": F.lit("c"), "bucket_us": F.lit(-1).cast("long")})
+    series = o.groupBy(*keys, "bucket_us").agg(*sums).withColumn("kind", F.lit("s"))
+    nothing = {c: zero for c in ("throttle_ms", "throttled", "delayed_bytes", "max_throttle_ms", "produce_throttle_ms",
+                                 "fetch_throttle_ms", "request_throttle_ms", "muted_ms", "delayed_requests",
+                                 "delay_ms")}
+    bounds = {c: F.lit(None).cast("double") for c in ("produce_quota", "fetch_quota", "request_quota")}
+    return (clients.unionByName(series).withColumns({**nothing, **bounds})
+            .select(*(F.col(c) for c in _PARTIAL_COLUMNS)))
+
+
+def replay(tables: Any, opts: AnalysisOptions, *, in_tasks: bool | None = None) -> Any:
     """The replay of every client request, follower fetches left out, as each task summed it up
-    (:data:`PARTIAL_SCHEMA`: per task, broker, client id and principal, and per bucket of those)."""
+    (:data:`PARTIAL_SCHEMA`: per task, broker, client id and principal, and per bucket of those).
+    ``in_tasks``: replay in Python tasks through the broker's managers (default: only when a what-if quota
+    is set; without one nothing is throttled, and :func:`_unthrottled` sums the traffic up in Spark)."""
     from pyspark.sql import functions as F
 
     settings = settings_of(opts)
@@ -401,6 +440,10 @@ def replay(tables: Any, opts: AnalysisOptions) -> Any:
                     F.when(has_resp, done_ns - recv).cast("double").alias("request_ns"),
                     has_resp.alias("has_response"),
                     F.coalesce(F.col("throttle_time_ms"), F.lit(0)).cast("long").alias("captured_throttle_ms")))
+    if in_tasks is None:
+        in_tasks = any(settings[kind] for kind in ("produce", "fetch", "request"))
+    if not in_tasks:
+        return _unthrottled(rows, float(opts.bucket_seconds))
     keys = ["broker_id", "principal", "client_id", "connection_id"]
     combos = [tuple(row) for row in rows.select(*keys).distinct().collect()]
     groups = quota_groups(combos, settings)
