@@ -103,25 +103,19 @@ def lag_rows(tables: Any) -> Any:
             .withColumn("lag_before", F.greatest(F.col("end_offset") - F.col("offset"), F.lit(0))))
 
 
-def _total(col: str, name: str) -> Any:
-    from pyspark.sql import functions as F
-
-    return F.coalesce(F.sum(col), F.lit(0)).cast("long").alias(name)
-
-
 def run(tables: Any, opts: AnalysisOptions) -> dict[str, Any]:
     """``lag_series``, ``lag_clients`` and ``lag_partitions`` (see the module docstring)."""
     from pyspark.sql import functions as F
 
-    from .traffic import ordered, time_bucket
+    from .traffic import ordered, time_bucket, total
 
     sec = float(opts.bucket_seconds)
     rows = lag_rows(tables).withColumn("bucket_start", time_bucket("receive_ns", sec)).cache()
     key = ["client_id", "topic", "partition"]
     level = "isolation_level"
-    records = F.coalesce(F.sum("record_count"), F.lit(0)).cast("long").alias("records")
-    txn = [_total("control_batch_count", "control_batches"), _total("commit_markers", "commit_markers"),
-           _total("abort_markers", "abort_markers"), _total("aborted_transactions", "aborted_transactions")]
+    records = total("record_count", "records")
+    txn = [total("control_batch_count", "control_batches"), total("commit_markers", "commit_markers"),
+           total("abort_markers", "abort_markers"), total("aborted_transactions", "aborted_transactions")]
     txn_cols = ["control_batches", "commit_markers", "abort_markers", "aborted_transactions"]
     series_cols = [*key, "bucket_start", "fetches", "records", "max_lag", "avg_lag", "last_lag", "max_lag_before",
                    "last_high_watermark", "last_position", level, "last_lso", *txn_cols]

@@ -460,15 +460,12 @@ def run(tables: Any, opts: AnalysisOptions) -> dict[str, Any]:
     """``quota_clients`` and ``quota_series`` (see the module docstring): the replay's partial sums added up."""
     from pyspark.sql import functions as F
 
-    from .traffic import ordered
+    from .traffic import ordered, total
 
     sec = float(opts.bucket_seconds)
     part = (replay(tables, opts)
             .withColumn("client_id", F.when(F.col("client_id") == "", F.lit(NO_CLIENT)).otherwise(F.col("client_id")))
             .cache())
-
-    def total(col: str, name: str) -> Any:
-        return F.coalesce(F.sum(col), F.lit(0)).cast("long").alias(name)
 
     def most(col: str, name: str) -> Any:
         return F.coalesce(F.max(col), F.lit(0)).cast("long").alias(name)

@@ -175,12 +175,6 @@ def has_input(facts: dict[str, Any]) -> bool:
     return facts.get("follower_fetches", 1) > 0
 
 
-def _sum(col: Any, name: str) -> Any:
-    from pyspark.sql import functions as F
-
-    return F.coalesce(F.sum(col), F.lit(0)).cast("long").alias(name)
-
-
 _TXN_COLS = ["control_bytes", "control_batches", "commit_markers", "abort_markers"]
 
 
@@ -194,7 +188,7 @@ def run(tables: Any, opts: AnalysisOptions) -> dict[str, Any]:
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    from .traffic import ordered, time_bucket
+    from .traffic import ordered, time_bucket, total
 
     sec = float(opts.bucket_seconds)
     rate = float(opts.leader_throttled_rate) if opts.leader_throttled_rate else None
@@ -224,7 +218,7 @@ def run(tables: Any, opts: AnalysisOptions) -> dict[str, Any]:
         thr = (candidates.groupBy(*key, "api_version")
                .agg(F.collect_list(F.struct("topic", "topic_id", "partition",
                                             F.col("batch_bytes").alias("record_bytes"))).alias("tparts"),
-                    _sum("batch_bytes", "throttled_record_bytes"))
+                    total("batch_bytes", "throttled_record_bytes"))
                .withColumn("throttled_size", udf(F.col("broker_id"), F.col("api_version"), F.col("tparts")))
                .drop("tparts", "api_version"))
         f = (f.join(thr, on=key, how="left")
@@ -238,20 +232,19 @@ def run(tables: Any, opts: AnalysisOptions) -> dict[str, Any]:
          .withColumnRenamed("broker_id", "leader_id").withColumnRenamed("replica_id", "follower_id")
          .cache())
 
-    kind = F.col("fetch_kind")
     fetch_aggs = [
         F.count(F.lit(1)).cast("long").alias("fetches"),
-        _sum((kind == "full").cast("int"), "full_fetches"),
-        _sum((kind == "incremental").cast("int"), "incremental_fetches"),
-        _sum((kind == "sessionless").cast("int"), "sessionless_fetches"),
-        _sum("request_bytes", "request_bytes"), _sum("response_bytes", "response_bytes"),
-        _sum("record_bytes", "record_bytes"), _sum("record_count", "records"),
-        _sum("recorded_bytes", "recorded_bytes"), _sum("throttled_record_bytes", "throttled_record_bytes"),
-        _sum("phantom_bytes", "phantom_bytes"), _sum("empty_bytes", "empty_response_bytes"),
-        _sum("control_bytes", "control_bytes"), _sum("control_batch_count", "control_batches"),
-        _sum("commit_markers", "commit_markers"), _sum("abort_markers", "abort_markers"),
+        total("CAST(fetch_kind = 'full' AS INT)", "full_fetches"),
+        total("CAST(fetch_kind = 'incremental' AS INT)", "incremental_fetches"),
+        total("CAST(fetch_kind = 'sessionless' AS INT)", "sessionless_fetches"),
+        total("request_bytes", "request_bytes"), total("response_bytes", "response_bytes"),
+        total("record_bytes", "record_bytes"), total("record_count", "records"),
+        total("recorded_bytes", "recorded_bytes"), total("throttled_record_bytes", "throttled_record_bytes"),
+        total("phantom_bytes", "phantom_bytes"), total("empty_bytes", "empty_response_bytes"),
+        total("control_bytes", "control_bytes"), total("control_batch_count", "control_batches"),
+        total("commit_markers", "commit_markers"), total("abort_markers", "abort_markers"),
     ]
-    span = [F.min("receive_ns").alias("_first"), F.max(F.coalesce(F.col("send_ns"), F.col("receive_ns"))).alias("_last")]
+    span = [F.min("receive_ns").alias("_first"), F.expr("max(coalesce(send_ns, receive_ns)) AS _last")]
 
     def per_second(df: Any) -> Any:
         df = (df.withColumn("duration_s", F.greatest((F.col("_last") - F.col("_first")) / 1e9, F.lit(0.001)))
@@ -302,21 +295,21 @@ def run(tables: Any, opts: AnalysisOptions) -> dict[str, Any]:
     part_key = ["leader_id", "follower_id", "topic", "partition"]
     partitions = (pr.groupBy(*part_key)
                   .agg(F.count(F.lit(1)).cast("long").alias("responses"),
-                       _sum("record_bytes", "record_bytes"), _sum("record_count", "records"),
+                       total("record_bytes", "record_bytes"), total("record_count", "records"),
                        F.max("hw_lag").alias("max_hw_lag"), F.max("fetched_ahead").alias("max_fetched_ahead"),
                        F.max_by("high_watermark", "receive_ns").alias("last_high_watermark"),
                        F.max_by("offset", "receive_ns").alias("last_fetch_offset"),
-                       _sum((F.coalesce(F.col("error_code"), F.lit(0)) != 0).cast("int"), "error_responses"),
+                       total("CAST(coalesce(error_code, 0) != 0 AS INT)", "error_responses"),
                        F.max_by("last_stable_offset", "receive_ns").alias("last_lso"),
-                       _sum("control_bytes", "control_bytes"), _sum("control_batch_count", "control_batches"),
-                       _sum("commit_markers", "commit_markers"), _sum("abort_markers", "abort_markers"))
+                       total("control_bytes", "control_bytes"), total("control_batch_count", "control_batches"),
+                       total("commit_markers", "commit_markers"), total("abort_markers", "abort_markers"))
                   .transform(ordered, *part_key))
     lag = (pr.where(F.col("ok")).groupBy(*part_key, "bucket_start")
            .agg(F.count(F.lit(1)).cast("long").alias("responses"),
                 F.max("hw_lag").alias("max_hw_lag"), F.avg("hw_lag").alias("avg_hw_lag"),
-                F.max("fetched_ahead").alias("max_fetched_ahead"), _sum("record_bytes", "record_bytes"),
+                F.max("fetched_ahead").alias("max_fetched_ahead"), total("record_bytes", "record_bytes"),
                 F.max("high_watermark").alias("max_high_watermark"),
-                F.max("last_stable_offset").alias("max_lso"), _sum("control_bytes", "control_bytes"))
+                F.max("last_stable_offset").alias("max_lso"), total("control_bytes", "control_bytes"))
            .transform(ordered, *part_key, "bucket_start"))
     empty = spark.createDataFrame([(v, n) for v, n in sizes.items()], "fetch_version int, empty_response_bytes int")
     return {"replication_pairs": pairs, "replication_leaders": leaders, "replication_series": series,

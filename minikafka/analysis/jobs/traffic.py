@@ -56,6 +56,9 @@ TITLE = "Traffic by API, client and topic"
 
 NO_CLIENT = "(none)"
 TOP_SERIES = 8  # series shown in a stacked plot; the rest are summed as "other"
+#: SQL conditions: a response with an error; a request of a follower replica.
+IS_ERROR = "(coalesce(error_code, 0) != 0)"
+REPLICA = "(coalesce(replica_id, -1) >= 0)"
 
 
 # -- helpers shared with the latency job --------------------------------------------------------
@@ -110,10 +113,15 @@ class GroupingSets:
         return self.frame.where(F.col("_g").isin(*[self._gid[n] for n in names]))
 
 
-def _sum(col: Any, name: str) -> Any:
+def total(value: Any, name: str) -> Any:
+    """``sum(value)`` as a long, 0 over no rows, named ``name``.  ``value``: SQL text (a column name, or an
+    expression such as ``CASE WHEN ... END``), parsed in one call into the JVM, or a Column (built call by call:
+    some twenty round trips)."""
     from pyspark.sql import functions as F
 
-    return F.coalesce(F.sum(col), F.lit(0)).cast("long").alias(name)
+    if isinstance(value, str):
+        return F.expr(f"CAST(coalesce(sum({value}), 0) AS BIGINT) AS `{name}`")
+    return F.coalesce(F.sum(value), F.lit(0)).cast("long").alias(name)
 
 
 # -- run ----------------------------------------------------------------------------------------
@@ -123,31 +131,29 @@ def run(tables: Any, opts: AnalysisOptions) -> dict[str, Any]:
 
     sec = float(opts.bucket_seconds)
     r = with_client(tables.requests).withColumn("bucket_start", time_bucket("receive_ns", sec))
-    is_error = F.coalesce(F.col("error_code"), F.lit(0)) != 0
     count = F.count(F.lit(1)).cast("long").alias("requests")
-    responses = _sum(F.col("has_response").cast("int"), "responses")
-    req_bytes = _sum("request_bytes", "request_bytes")
-    resp_bytes = _sum("response_bytes", "response_bytes")
-    errors = _sum(is_error.cast("int"), "error_responses")
+    responses = total("CAST(has_response AS INT)", "responses")
+    req_bytes = total("request_bytes", "request_bytes")
+    resp_bytes = total("response_bytes", "response_bytes")
+    errors = total(f"CAST({IS_ERROR} AS INT)", "error_responses")
 
     # Four tables' groupings of the requests in ONE aggregation (one scan), split after; the connections (sets
     # of apis, the latest principal) are grouped apart.
     grouped = GroupingSets(r, {"bucket": ["bucket_start", "api_name"], "client": ["client_id", "api_name", "principal"],
                                "api": ["api_key", "api_name"], "error": ["api_name", "error_name"]},
                            count, responses, req_bytes, resp_bytes, errors,
-                           _sum("request_body_bytes", "request_body_bytes"),
-                           _sum("response_body_bytes", "response_body_bytes"),
+                           total("request_body_bytes", "request_body_bytes"),
+                           total("response_body_bytes", "response_body_bytes"),
                            F.count("decode_error").cast("long").alias("decode_errors"),
                            F.min("receive_ts").alias("first_ts"), F.max("receive_ts").alias("last_ts"),
                            F.max("send_ts").alias("last_send_ts"),
-                           F.count(F.when(is_error, 1)).cast("long").alias("error_requests"),
-                           _sum(F.when(is_error, F.col("error_count")), "error_codes"))
+                           F.expr(f"CAST(count(CASE WHEN {IS_ERROR} THEN 1 END) AS BIGINT) AS error_requests"),
+                           total(f"CASE WHEN {IS_ERROR} THEN error_count END", "error_codes"))
     level = grouped.level
 
     by_api_time = (level("bucket").select("bucket_start", "api_name", "requests", "request_bytes", "response_bytes")
-                   .withColumn("requests_per_s", F.col("requests") / F.lit(sec))
-                   .withColumn("request_bytes_per_s", F.col("request_bytes") / F.lit(sec))
-                   .withColumn("response_bytes_per_s", F.col("response_bytes") / F.lit(sec))
+                   .withColumns({f"{c}_per_s": F.col(c) / F.lit(sec)
+                                 for c in ("requests", "request_bytes", "response_bytes")})
                    .transform(ordered, "bucket_start", "api_name"))
 
     by_client = (level("client")
@@ -180,49 +186,44 @@ def run(tables: Any, opts: AnalysisOptions) -> dict[str, Any]:
                .transform(ordered, "api_key"))
 
     p = tables.partitions.withColumn("bucket_start", time_bucket("receive_ns", sec))
-    produce = (F.col("api_name") == "Produce") & F.col("in_request")
-    fetch = (F.col("api_name") == "Fetch") & F.col("in_response")
-    replica = F.coalesce(F.col("replica_id"), F.lit(-1)) >= 0
+    produce, fetch = "api_name = 'Produce' AND in_request", "api_name = 'Fetch' AND in_response"
+    consumer, follower = f"{fetch} AND NOT {REPLICA}", f"{fetch} AND {REPLICA}"
+    share_fetch = "api_name = 'ShareFetch' AND in_response"
+
+    def when(cond: str, col: str, name: str) -> Any:
+        return total(f"CASE WHEN {cond} THEN {col} END", name)
 
     def topic_aggs() -> list[Any]:
-        return [
-            _sum(F.when(produce, F.col("record_bytes")), "produce_record_bytes"),
-            _sum(F.when(produce, F.col("record_count")), "produce_records"),
-            _sum(F.when(fetch & ~replica, F.col("record_bytes")), "fetch_record_bytes"),
-            _sum(F.when(fetch & ~replica, F.col("record_count")), "fetch_records"),
-            _sum(F.when(fetch & replica, F.col("record_bytes")), "replica_fetch_record_bytes"),
-            _sum(F.when(fetch & replica, F.col("record_count")), "replica_fetch_records"),
-        ]
+        return [when(produce, "record_bytes", "produce_record_bytes"), when(produce, "record_count", "produce_records"),
+                when(consumer, "record_bytes", "fetch_record_bytes"), when(consumer, "record_count", "fetch_records"),
+                when(follower, "record_bytes", "replica_fetch_record_bytes"),
+                when(follower, "record_count", "replica_fetch_records")]
 
     def txn_aggs() -> list[Any]:
-        consumer, follower = fetch & ~replica, fetch & replica
         return [
-            _sum(F.when(produce, F.col("transactional_batch_count")), "produce_transactional_batches"),
-            _sum(F.when(produce, F.col("transactional_record_count")), "produce_transactional_records"),
-            _sum(F.when(consumer, F.col("control_bytes")), "fetch_control_bytes"),
-            _sum(F.when(consumer, F.col("control_batch_count")), "fetch_control_batches"),
-            _sum(F.when(consumer, F.col("commit_markers")), "fetch_commit_markers"),
-            _sum(F.when(consumer, F.col("abort_markers")), "fetch_abort_markers"),
-            _sum(F.when(consumer, F.col("transactional_record_count")), "fetch_transactional_records"),
-            _sum(F.when(consumer, F.col("aborted_transactions")), "fetch_aborted_transactions"),
-            _sum(F.when(follower, F.col("control_bytes")), "replica_fetch_control_bytes"),
-            _sum(F.when(follower, F.col("control_batch_count")), "replica_fetch_control_batches"),
+            when(produce, "transactional_batch_count", "produce_transactional_batches"),
+            when(produce, "transactional_record_count", "produce_transactional_records"),
+            when(consumer, "control_bytes", "fetch_control_bytes"),
+            when(consumer, "control_batch_count", "fetch_control_batches"),
+            when(consumer, "commit_markers", "fetch_commit_markers"),
+            when(consumer, "abort_markers", "fetch_abort_markers"),
+            when(consumer, "transactional_record_count", "fetch_transactional_records"),
+            when(consumer, "aborted_transactions", "fetch_aborted_transactions"),
+            when(follower, "control_bytes", "replica_fetch_control_bytes"),
+            when(follower, "control_batch_count", "replica_fetch_control_batches"),
         ]
-
-    share_fetch = (F.col("api_name") == "ShareFetch") & F.col("in_response")
 
     def share_aggs() -> list[Any]:
-        return [
-            _sum(F.when(share_fetch, F.col("record_bytes")), "share_fetch_record_bytes"),
-            _sum(F.when(share_fetch, F.col("record_count")), "share_fetch_records"),
-            _sum(F.when(share_fetch, F.col("acquired_records")), "share_acquired_records"),
-        ]
+        return [when(share_fetch, "record_bytes", "share_fetch_record_bytes"),
+                when(share_fetch, "record_count", "share_fetch_records"),
+                when(share_fetch, "acquired_records", "share_acquired_records")]
 
     txn_cols = ["produce_transactional_batches", "produce_transactional_records", "fetch_control_bytes",
                 "fetch_control_batches", "fetch_commit_markers", "fetch_abort_markers", "fetch_transactional_records",
                 "fetch_aborted_transactions", "replica_fetch_control_bytes", "replica_fetch_control_batches"]
     share_cols = ["share_fetch_record_bytes", "share_fetch_records", "share_acquired_records"]
-    tp = p.where(produce | fetch | share_fetch).withColumn("topic", F.coalesce(F.col("topic"), F.lit("(unknown)")))
+    tp = (p.where(f"({produce}) OR ({fetch}) OR ({share_fetch})")
+          .withColumn("topic", F.coalesce(F.col("topic"), F.lit("(unknown)"))))
     # One scan of the partitions: sums per bucket, topic and partition (cached), added up per bucket and topic
     # and per topic (whose partitions are counted there).
     per_partition = (tp.groupBy("bucket_start", "topic", "partition").agg(*topic_aggs(), *txn_aggs(), *share_aggs())
@@ -231,7 +232,7 @@ def run(tables: Any, opts: AnalysisOptions) -> dict[str, Any]:
                                                                 *share_cols)]
 
     def added(cols: list[str]) -> list[Any]:
-        return [_sum(c, c) for c in cols]
+        return [total(c, c) for c in cols]
 
     by_topic_time = (per_partition.groupBy("bucket_start", "topic")
                      .agg(*added(topic_cols), *added(txn_cols), *added(share_cols))
@@ -278,11 +279,11 @@ def group_table(requests: Any) -> Any:
             .agg(F.concat_ws(",", F.array_sort(F.collect_set("protocol"))).alias("protocols"),
                  F.countDistinct(F.when(F.col("member_id") != "", F.col("member_id"))).cast("long").alias("members"),
                  F.count(F.lit(1)).cast("long").alias("requests"),
-                 _sum(name.isin(*HEARTBEAT_APIS).cast("int"), "heartbeats"),
-                 _sum(joins.cast("int"), "joins"), _sum(bumps.cast("int"), "epoch_bumps"),
+                 total(name.isin(*HEARTBEAT_APIS).cast("int"), "heartbeats"),
+                 total(joins.cast("int"), "joins"), total(bumps.cast("int"), "epoch_bumps"),
                  F.max(F.when(heartbeat | (name == "JoinGroup"), F.col("response_member_epoch"))).alias("max_epoch"),
-                 _sum(name.isin("OffsetCommit", "TxnOffsetCommit").cast("int"), "offset_commits"),
-                 _sum(is_error.cast("int"), "error_responses"),
+                 total(name.isin("OffsetCommit", "TxnOffsetCommit").cast("int"), "offset_commits"),
+                 total(f"CAST({IS_ERROR} AS INT)", "error_responses"),
                  F.min("receive_ts").alias("first_ts"), F.max("receive_ts").alias("last_ts"))
             .join(err_names, on="group_id", how="left")
             .withColumn("errors", F.coalesce(F.col("errors"), F.lit("")))
@@ -300,15 +301,15 @@ def share_group_table(partitions: Any) -> Any:
             .withColumn("topic", F.coalesce(F.col("topic"), F.col("topic_id"), F.lit("(unknown)")))
             .groupBy("group_id", "topic")
             .agg(F.countDistinct("member_id").cast("long").alias("members"),
-                 _sum(fetched.cast("int"), "fetch_responses"),
-                 _sum(F.when(fetched, F.col("record_bytes")), "record_bytes"),
-                 _sum(F.when(fetched, F.col("record_count")), "records"),
-                 _sum(F.when(fetched, F.col("batch_count")), "batches"),
-                 _sum("acquired_records", "acquired_records"), _sum("redelivered_records", "redelivered_records"),
+                 total(fetched.cast("int"), "fetch_responses"),
+                 total(F.when(fetched, F.col("record_bytes")), "record_bytes"),
+                 total(F.when(fetched, F.col("record_count")), "records"),
+                 total(F.when(fetched, F.col("batch_count")), "batches"),
+                 total("acquired_records", "acquired_records"), total("redelivered_records", "redelivered_records"),
                  F.max("max_delivery_count").alias("max_delivery_count"),
-                 _sum("accepted_records", "accepted_records"), _sum("released_records", "released_records"),
-                 _sum("rejected_records", "rejected_records"),
-                 _sum((F.coalesce(F.col("acknowledge_error_code"), F.lit(0)) != 0).cast("int"),
+                 total("accepted_records", "accepted_records"), total("released_records", "released_records"),
+                 total("rejected_records", "rejected_records"),
+                 total("CAST(coalesce(acknowledge_error_code, 0) != 0 AS INT)",
                       "acknowledge_errors"))
             .transform(ordered, "group_id", "topic"))
 
