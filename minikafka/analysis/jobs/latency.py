@@ -51,11 +51,11 @@ def latency_aggs(col: str = "latency_ms", suffix: str = "") -> list[Any]:
     """count, mean, p50, p90, p99, p99.9 and max of ``col`` (nulls ignored), columns suffixed ``suffix``."""
     from pyspark.sql import functions as F
 
-    c = F.col(col)
-    pct = F.percentile_approx(c, [q for _, q in PERCENTILES], ACCURACY)
-    return ([F.count(c).cast("long").alias(f"requests{suffix}"), F.avg(c).alias(f"mean_ms{suffix}")]
-            + [pct[i].alias(f"{name}_ms{suffix}") for i, (name, _) in enumerate(PERCENTILES)]
-            + [F.max(c).alias(f"max_ms{suffix}")])
+    # SQL text: one call into the JVM per column (the same percentile_approx in each is computed once).
+    pct = f"percentile_approx({col}, array({', '.join(f'{q!r}D' for _, q in PERCENTILES)}), {ACCURACY})"
+    return [F.expr(e) for e in (f"CAST(count({col}) AS BIGINT) AS requests{suffix}", f"avg({col}) AS mean_ms{suffix}",
+                                *(f"{pct}[{i}] AS {name}_ms{suffix}" for i, (name, _) in enumerate(PERCENTILES)),
+                                f"max({col}) AS max_ms{suffix}")]
 
 
 def run(tables: Any, opts: AnalysisOptions) -> dict[str, Any]:
