@@ -54,8 +54,9 @@ class Writer(threading.Thread):
         super().__init__(daemon=True, name="writer")
         from confluent_kafka import Producer
 
+        # "debug": "eos": its PIDs, epoch bumps and drains are in the report of a failed run (stderr is shown then).
         self.producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
-                                  "linger.ms": 2, "message.timeout.ms": 120_000, **CLIENT})
+                                  "linger.ms": 2, "message.timeout.ms": 120_000, "debug": "eos", **CLIENT})
         self.topic, self.interval_s = topic, interval_s
         self.acked: dict[bytes, tuple[int, int]] = {}
         self.failed: list[tuple[bytes, str]] = []
