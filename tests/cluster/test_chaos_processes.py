@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import logging
 import random
+import sys
 import threading
 import time
+import traceback
 from collections import Counter
 from pathlib import Path
 
@@ -163,7 +165,18 @@ class CopyLoop:
         finally:  # a loop that failed leaves its group too (its consumer would go on heartbeating, holding its
             # partitions from the next loop's member until its rebalance timeout)
             if consumer is not None:
-                consumer.close()
+                self._close(consumer)
+
+    def _close(self, consumer) -> None:
+        """Close the consumer, abandoned if that blocks: a KIP-848 member whose group coordinator left the metadata
+        (a crashed or cut-off broker) is never looked up again by librdkafka 2.16 (its issues 5456 and 5511), so
+        it stops heartbeating (the coordinator fences it once its session expires) and its close, which leaves the
+        group through that coordinator, never returns."""
+        try:
+            waiting.bounded(consumer.close, 60)
+        except waiting.Hung as exc:
+            log.warning("copy loop: %s; the consumer abandoned", exc)
+            self.hangs += 1
 
     def __enter__(self) -> CopyLoop:
         self._thread.start()
@@ -173,7 +186,13 @@ class CopyLoop:
         self._stop.set()
         self._thread.join(300)
         # A loop still running would fence the next one's producer (the same transactional.id) and share its group.
-        assert not self._thread.is_alive() or exc[0] is not None, "the copy loop did not stop"
+        assert not self._thread.is_alive() or exc[0] is not None, f"the copy loop did not stop: {self._where()}"
+
+    def _where(self) -> str:
+        """Where the loop's thread is (for the failure message)."""
+        frame = sys._current_frames().get(self._thread.ident or -1)
+        stack = "".join(traceback.format_stack(frame)) if frame is not None else "(no frame)"
+        return f"{self.commits} commits, {self.aborts} aborts, {self.hangs} hangs; at\n{stack}"
 
     def wait_until_copied(self, ends: dict[int, int]) -> None:
         """Until the group committed every input record (the copy is complete)."""
