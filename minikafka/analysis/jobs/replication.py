@@ -247,19 +247,14 @@ def run(tables: Any, opts: AnalysisOptions) -> dict[str, Any]:
     span = [F.min("receive_ns").alias("_first"), F.expr("max(coalesce(send_ns, receive_ns)) AS _last")]
 
     def per_second(df: Any) -> Any:
-        df = (df.withColumn("duration_s", F.greatest((F.col("_last") - F.col("_first")) / 1e9, F.lit(0.001)))
-              .withColumn("first_ts", F.timestamp_micros(F.floor(F.col("_first") / 1000).cast("long")))
-              .withColumn("fetches_per_s", F.col("fetches") / F.col("duration_s"))
-              .withColumn("recorded_bytes_per_s", F.col("recorded_bytes") / F.col("duration_s"))
-              .withColumn("phantom_bytes_per_s", F.col("phantom_bytes") / F.col("duration_s"))
-              .drop("_first", "_last"))
-        if rate:
-            df = (df.withColumn("phantom_share_of_rate", F.col("phantom_bytes_per_s") / F.lit(rate))
-                  .withColumn("recorded_share_of_rate", F.col("recorded_bytes_per_s") / F.lit(rate)))
-        else:
-            df = (df.withColumn("phantom_share_of_rate", F.lit(None).cast("double"))
-                  .withColumn("recorded_share_of_rate", F.lit(None).cast("double")))
-        return df
+        # Three projections of SQL text, not a chain of seven withColumn (each link is analysed).
+        share = (lambda c: f"{c} / {rate!r}D") if rate else (lambda c: "CAST(NULL AS DOUBLE)")
+        for cols in ({"duration_s": "greatest((_last - _first) / 1e9, 0.001D)",
+                      "first_ts": "timestamp_micros(CAST(floor(_first / 1000) AS BIGINT))"},
+                     {f"{c}_per_s": f"{c} / duration_s" for c in ("fetches", "recorded_bytes", "phantom_bytes")},
+                     {f"{c}_share_of_rate": share(f"{c}_bytes_per_s") for c in ("phantom", "recorded")}):
+            df = df.withColumns({name: F.expr(sql) for name, sql in cols.items()})
+        return df.drop("_first", "_last")
 
     pairs = per_second(f.groupBy("leader_id", "follower_id").agg(
         *fetch_aggs, *span,
