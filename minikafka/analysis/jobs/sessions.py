@@ -362,21 +362,19 @@ def run(tables: Any, opts: AnalysisOptions) -> dict[str, Any]:
                  .cogroup(parts.groupBy("broker_id", "p_session", "p_group"))
                  .applyInPandas(lambda q, p: replay_sessions(q, p), PER_FETCH_SCHEMA))
     per_fetch = per_fetch.cache()
-    agg = [F.count(F.lit(1)).alias("fetches"),
-           F.sum(F.when(F.col("fetch_kind") == "full", 1).otherwise(0)).alias("full_fetches"),
-           F.sum(F.when(F.col("fetch_kind") == "incremental", 1).otherwise(0)).alias("incremental_fetches"),
-           F.max("session_partitions").alias("max_session_partitions"),
-           F.sum("request_body_bytes").alias("request_bytes"),
-           F.sum("full_request_body_bytes").alias("full_request_bytes"),
-           F.sum("response_body_bytes").alias("response_bytes"),
-           F.sum("full_response_body_bytes").alias("full_response_bytes"),
-           F.min(F.when(F.col("fetch_kind").isin("full", "sessionless"), F.col("request_body_bytes")))
-           .alias("full_request_size"),
-           F.sum(F.when(F.col("fetch_kind") == "incremental", F.col("request_body_bytes"))).alias("incr_bytes"),
-           F.sum(F.when(F.col("fetch_kind") == "incremental", F.col("full_request_body_bytes")))
-           .alias("incr_full_bytes"),
-           F.percentile_approx(F.when(F.col("fetch_kind") == "incremental", F.col("request_body_bytes")), 0.5,
-                               100000).alias("median_incremental_request_size")]
+    incremental = "fetch_kind = 'incremental'"
+    agg = [F.expr(sql) for sql in (  # SQL text: one call into the JVM per column
+        "count(1) AS fetches",
+        "sum(CASE WHEN fetch_kind = 'full' THEN 1 ELSE 0 END) AS full_fetches",
+        f"sum(CASE WHEN {incremental} THEN 1 ELSE 0 END) AS incremental_fetches",
+        "max(session_partitions) AS max_session_partitions",
+        "sum(request_body_bytes) AS request_bytes", "sum(full_request_body_bytes) AS full_request_bytes",
+        "sum(response_body_bytes) AS response_bytes", "sum(full_response_body_bytes) AS full_response_bytes",
+        "min(CASE WHEN fetch_kind IN ('full', 'sessionless') THEN request_body_bytes END) AS full_request_size",
+        f"sum(CASE WHEN {incremental} THEN request_body_bytes END) AS incr_bytes",
+        f"sum(CASE WHEN {incremental} THEN full_request_body_bytes END) AS incr_full_bytes",
+        f"percentile_approx(CASE WHEN {incremental} THEN request_body_bytes END, 0.5D, 100000)"
+        " AS median_incremental_request_size")]
 
     def ratios(df: Any) -> Any:
         return (df.withColumn("request_saving_ratio", F.col("full_request_bytes") / F.col("request_bytes"))
