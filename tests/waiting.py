@@ -80,3 +80,14 @@ def bounded(call: Callable[[], T], seconds: float) -> T:
     if "error" in result:
         raise result["error"]
     return result["value"]
+
+
+def stacks(threads: list[Any]) -> str:
+    """Where each of ``threads`` still running is: its stack (for a failure message about a thread that did not
+    stop)."""
+    import sys
+    import traceback
+
+    frames = sys._current_frames()
+    return "\n".join("".join(traceback.format_stack(frames[t.ident])) for t in threads
+                     if t.is_alive() and t.ident in frames)

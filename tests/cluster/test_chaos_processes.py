@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import logging
 import random
-import sys
 import threading
 import time
-import traceback
 from collections import Counter
 from pathlib import Path
 
@@ -190,9 +188,7 @@ class CopyLoop:
 
     def _where(self) -> str:
         """Where the loop's thread is (for the failure message)."""
-        frame = sys._current_frames().get(self._thread.ident or -1)
-        stack = "".join(traceback.format_stack(frame)) if frame is not None else "(no frame)"
-        return f"{self.commits} commits, {self.aborts} aborts, {self.hangs} hangs; at\n{stack}"
+        return f"{self.commits} commits, {self.aborts} aborts, {self.hangs} hangs; at\n{waiting.stacks([self._thread])}"
 
     def wait_until_copied(self, ends: dict[int, int]) -> None:
         """Until the group committed every input record (the copy is complete)."""

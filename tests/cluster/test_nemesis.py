@@ -17,9 +17,7 @@ from __future__ import annotations
 import logging
 import os
 import random
-import sys
 import threading
-import traceback
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from typing import Any
@@ -268,10 +266,8 @@ class Nemesis(threading.Thread):
 def stuck(ct: ClusterThread, threads: list[threading.Thread]) -> str:
     """What a thread that did not stop is doing, and the transactional loop's transaction as its coordinator has it
     (for the failure message)."""
-    frames = sys._current_frames()
-    stacks = ["".join(traceback.format_stack(frames[t.ident])) for t in threads if t.is_alive() and t.ident in frames]
     meta = ct.call(lambda: ct.cluster.txn_coordinator.describe("nemesis-transform"))
-    return f"transaction: {meta}\n" + "\n".join(stacks)
+    return f"transaction: {meta}\n" + waiting.stacks(threads)
 
 
 def replicas_converged(ct: ClusterThread) -> bool:

@@ -188,7 +188,7 @@ def run(tables: Any, opts: AnalysisOptions) -> dict[str, Any]:
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    from .traffic import ordered, time_bucket, total
+    from .traffic import IS_ERROR, ordered, time_bucket, total
 
     sec = float(opts.bucket_seconds)
     rate = float(opts.leader_throttled_rate) if opts.leader_throttled_rate else None
@@ -294,7 +294,7 @@ def run(tables: Any, opts: AnalysisOptions) -> dict[str, Any]:
                        F.max("hw_lag").alias("max_hw_lag"), F.max("fetched_ahead").alias("max_fetched_ahead"),
                        F.max_by("high_watermark", "receive_ns").alias("last_high_watermark"),
                        F.max_by("offset", "receive_ns").alias("last_fetch_offset"),
-                       total("CAST(coalesce(error_code, 0) != 0 AS INT)", "error_responses"),
+                       total(f"CAST({IS_ERROR} AS INT)", "error_responses"),
                        F.max_by("last_stable_offset", "receive_ns").alias("last_lso"),
                        total("control_bytes", "control_bytes"), total("control_batch_count", "control_batches"),
                        total("commit_markers", "commit_markers"), total("abort_markers", "abort_markers"))

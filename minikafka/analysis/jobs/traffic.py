@@ -269,9 +269,8 @@ def group_table(requests: Any) -> Any:
     heartbeat = name.isin("ConsumerGroupHeartbeat", "ShareGroupHeartbeat")
     joins = (name == "JoinGroup") | (heartbeat & (F.col("member_epoch") == 0))
     bumps = heartbeat & (F.col("member_epoch") > 0) & (F.col("response_member_epoch") > F.col("member_epoch"))
-    is_error = F.coalesce(F.col("error_code"), F.lit(0)) != 0
     g = requests.where(F.col("group_id").isNotNull())
-    err_names = (g.where(is_error).groupBy("group_id", "error_name").agg(F.count(F.lit(1)).alias("n"))
+    err_names = (g.where(IS_ERROR).groupBy("group_id", "error_name").agg(F.count(F.lit(1)).alias("n"))
                  .groupBy("group_id").agg(F.concat_ws(", ", F.array_sort(F.collect_list(
                      F.concat(F.col("error_name"), F.lit("="), F.col("n").cast("string"))))).alias("errors")))
     return (g.withColumn("protocol", protocol)
