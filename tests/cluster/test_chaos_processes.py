@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 import waiting
+from cluster_logs import DataRecord, check_copies_across_epoch_bumps, data_records
 from minikafka.supervisor.processes import CONTROLLER, ProcessCluster
 
 from test_processes import CLIENT_TIMEOUTS, PARTITIONS, SETTINGS, Writer, _consume_all, _create_topic, _metadata
@@ -223,33 +224,16 @@ def _chaos(cluster: ProcessCluster, writer: Writer, seconds: float, rng: random.
     return done
 
 
-def _replica_records(data_dir: Path, broker: int, topic: str, partition: int
-                     ) -> list[tuple[int, bytes | None, int, int]]:
-    """A replica's data records: offset, value, and the producer id and epoch of their batch."""
+def _replica_records(data_dir: Path, broker: int, topic: str, partition: int) -> list[DataRecord]:
+    """A replica's data records, read from its broker's data directory."""
     from minikafka.broker.log import Log, LogConfig
-    from minikafka.protocol.records import decode_records
 
     path = next((data_dir / f"broker-{broker}").rglob(f"{topic}-{partition}"))
     lg = Log(topic, partition, LogConfig(), path)
     try:
-        return [(r.offset, r.value, h.producer_id, h.producer_epoch)
-                for h, view in lg.iter_batches_from(lg.log_start_offset) if not h.is_control
-                for r in decode_records(view)]
+        return data_records(lg)
     finally:
         lg.close()
-
-
-def _check_copies_across_epoch_bumps(records: list[tuple[int, bytes | None, int, int]], where: str) -> None:
-    """A value stored twice is one the idempotent producer sent again under a new producer epoch: librdkafka
-    bumps its epoch when a partition answers OUT_OF_ORDER_SEQUENCE_NUMBER after a leader change and renumbers
-    the messages of another partition that it had been told were not persisted although they were (its open
-    issue #4953, met against Kafka alike); a broker cannot tell such a copy from a new record, nor does Kafka.
-    Within one producer epoch the broker must have refused every retry it had stored (Kafka's sequence check)."""
-    epochs: dict[bytes | None, list[tuple[int, int]]] = {}
-    for _offset, value, producer_id, epoch in records:
-        epochs.setdefault(value, []).append((producer_id, epoch))
-    for value, seen in epochs.items():
-        assert len(seen) == len(set(seen)), f"{where}: {value!r} stored twice by one producer epoch: {seen}"
 
 
 def test_chaos_on_processes(tmp_path: Path):
@@ -291,4 +275,4 @@ def test_chaos_on_processes(tmp_path: Path):
             replicas = [_replica_records(tmp_path, b, topic, p) for b in range(3)]
             assert replicas[0] == replicas[1] == replicas[2], f"{topic}-{p}: the replicas differ"
     for p in range(PARTITIONS):
-        _check_copies_across_epoch_bumps(_replica_records(tmp_path, 0, "chaos-in", p), f"chaos-in-{p}")
+        check_copies_across_epoch_bumps(_replica_records(tmp_path, 0, "chaos-in", p), f"chaos-in-{p}")

@@ -10,6 +10,7 @@ import logging
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -42,18 +43,25 @@ def fill(bootstrap: str, topic: str, partitions: int, count: int) -> list[bytes]
 
 
 class ConsumerThread(threading.Thread):
-    """A confluent-kafka consumer subscribed to ``topic`` in its own thread: :meth:`step` again and again until
-    stopped, noting ``(partition, offset, value, when it got it, when its commit succeeded or None)`` in
-    ``events``.  An exception ends it, kept for the test."""
+    """A confluent-kafka consumer (from ``new_consumer()``) subscribed to ``topic`` in its own thread: :meth:`step`
+    again and again until stopped, noting ``(partition, offset, value, when it got it, when its commit succeeded or
+    None)`` in ``events``.  A consumer whose call hung (a client bug: :func:`waiting.bounded`) is abandoned, never
+    touched again, and a new one takes its place, as an application would restart it; any other exception ends
+    the thread, kept for the test."""
 
-    def __init__(self, consumer: Any, topic: str, events: list, lock: threading.Lock) -> None:
+    def __init__(self, new_consumer: Callable[[], Any], topic: str, events: list, lock: threading.Lock) -> None:
         super().__init__(daemon=True)
-        self.consumer = consumer
-        consumer.subscribe([topic])
+        self.new_consumer, self.topic = new_consumer, topic
+        self.consumer = self._subscribed()
         self.events, self.lock = events, lock
         self.stop = threading.Event()
         self.error: BaseException | None = None
-        self.abandoned = False  # a call of its consumer hung (waiting.bounded): left as it is, never closed
+        self.replaced = 0  # consumers abandoned after a call hung
+
+    def _subscribed(self) -> Any:
+        consumer = self.new_consumer()
+        consumer.subscribe([self.topic])
+        return consumer
 
     def step(self) -> None:
         raise NotImplementedError
@@ -61,15 +69,19 @@ class ConsumerThread(threading.Thread):
     def run(self) -> None:
         try:
             while not self.stop.is_set():
-                self.step()
-        except waiting.Hung as exc:  # (a client bug; its group's other consumers take its partitions over)
-            log.warning("%s: %s; this consumer is abandoned", self.name, exc)
-            self.abandoned = True
+                try:
+                    self.step()
+                except waiting.Hung as exc:  # (its group's other consumers take its partitions over meanwhile)
+                    log.warning("%s: %s; a new consumer takes its place", self.name, exc)
+                    self.replaced += 1
+                    self.consumer = self._subscribed()
         except BaseException as exc:  # noqa: BLE001 - reported by the test
             self.error = exc
         finally:
-            if not self.abandoned:
-                self.consumer.close()
+            try:
+                waiting.bounded(self.consumer.close, 60)
+            except waiting.Hung as exc:
+                log.warning("%s: %s; the consumer abandoned", self.name, exc)
 
 
 class CommittingConsumer(ConsumerThread):
@@ -78,9 +90,10 @@ class CommittingConsumer(ConsumerThread):
     def __init__(self, bootstrap: str, group: str, topic: str, events: list, lock: threading.Lock) -> None:
         from confluent_kafka import Consumer
 
-        super().__init__(Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
-                                   "auto.offset.reset": "earliest", "session.timeout.ms": 6000,
-                                   "heartbeat.interval.ms": 200, **CLIENT}), topic, events, lock)
+        super().__init__(lambda: Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                                           "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                                           "session.timeout.ms": 6000, "heartbeat.interval.ms": 200, **CLIENT}),
+                         topic, events, lock)
 
     def step(self) -> None:
         from confluent_kafka import KafkaException
@@ -183,8 +196,10 @@ def test_consumers_committing_as_they_go_outlive_their_group_coordinators_crash(
         assert_none_read_after_its_commit(got)
 
 
-def _committed_output(bootstrap: str, topic: str, expected: int) -> list[bytes]:
-    """Every record of ``topic`` a read_committed consumer sees (until ``expected`` of them, or 60 s)."""
+def _committed_output(bootstrap: str, topic: str, expected: int,
+                      read_at: list[tuple[int, int]] | None = None) -> list[bytes]:
+    """Every record of ``topic`` a read_committed consumer sees (until ``expected`` of them, or 60 s); each
+    record's partition and offset are added to ``read_at`` when given."""
     from confluent_kafka import Consumer
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-verifier",
@@ -197,12 +212,16 @@ def _committed_output(bootstrap: str, topic: str, expected: int) -> list[bytes]:
         msg = consumer.poll(0.2)
         if msg is not None and msg.error() is None:
             got.append(msg.value())
+            if read_at is not None:
+                read_at.append((msg.partition(), msg.offset()))
     # A little more, for anything beyond what was expected (a duplicate) to show.
     end = time.monotonic() + 1
     while time.monotonic() < end:
         msg = consumer.poll(0.1)
         if msg is not None and msg.error() is None:
             got.append(msg.value())
+            if read_at is not None:
+                read_at.append((msg.partition(), msg.offset()))
     consumer.close()
     return got
 
@@ -286,8 +305,9 @@ class AcceptingShareConsumer(ConsumerThread):
     def __init__(self, bootstrap: str, group: str, topic: str, events: list, lock: threading.Lock) -> None:
         from confluent_kafka import ShareConsumer
 
-        super().__init__(ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group,
-                                        "share.acknowledgement.mode": "explicit", **CLIENT}), topic, events, lock)
+        super().__init__(lambda: ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group,
+                                                "share.acknowledgement.mode": "explicit", **CLIENT}),
+                         topic, events, lock)
 
     def step(self) -> None:
         from confluent_kafka import AcknowledgeType, KafkaException

@@ -4,8 +4,9 @@ from everyone (and healed) once the controller has fenced it (any broker but the
 coordinator: see :class:`Nemesis`), while an idempotent acks=all producer writes, a transactional
 consume-transform-produce loop runs and a group of consumers commits what it reads.  Then:
 
-* no acknowledged record is lost and none is written twice, and each partition keeps the acknowledged records
-  in the order they were acknowledged;
+* no acknowledged record is lost, none is stored twice by one producer epoch (a copy under a bumped epoch is
+  librdkafka's, as against Kafka: see ``cluster_logs.check_copies_across_epoch_bumps``), a consumer reads each
+  stored record once, and each partition keeps the acknowledged records in the order they were acknowledged;
 * the read_committed output of the transactional loop holds exactly the input records below the offsets the
   loop committed, each once: no transaction shows in part, none twice;
 * the consumers' committed offsets never went back, and nothing was read again after its commit succeeded;
@@ -26,7 +27,7 @@ import pytest
 
 import waiting
 from minikafka.testing import ClusterThread
-from cluster_logs import stored, where_stored
+from cluster_logs import check_copies_across_epoch_bumps, data_records, log_of, stored, where_stored
 from test_coordinator_failover import CLIENT, FAST, CommittedOffsetsMonitor, CommittingConsumer, _committed_output, fill
 
 pytestmark = [pytest.mark.clients, pytest.mark.slow]
@@ -80,25 +81,40 @@ class Writer(threading.Thread):
 class TransformLoop(threading.Thread):
     """Consume ``in``, write each value to ``out`` and commit the input offsets in the same transaction (up to ten
     records, about ten transactions a second), until stopped; an abortable error aborts and goes back to the
-    committed offsets."""
+    committed offsets, and a producer whose call hung (a client bug: :func:`waiting.bounded`) is replaced by a new
+    one, which fences it and aborts its transaction."""
 
     def __init__(self, bootstrap: str, group: str) -> None:
         super().__init__(daemon=True, name="transform-loop")
         self.bootstrap, self.group = bootstrap, group
-        self.transactions = self.aborted = 0
+        self.transactions = self.aborted = self.hangs = 0
         self.stop = threading.Event()
         self.error: BaseException | None = None
 
-    def run(self) -> None:
-        from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+    def _producer(self) -> Any:
+        """A transactional producer, its init_transactions tried again while its error is retriable."""
+        from confluent_kafka import KafkaException, Producer
 
-        producer = Producer({"bootstrap.servers": self.bootstrap, "transactional.id": "nemesis-transform",
-                             "transaction.timeout.ms": 30_000, "linger.ms": 5, **CLIENT})
+        while True:
+            producer = Producer({"bootstrap.servers": self.bootstrap, "transactional.id": "nemesis-transform",
+                                 "transaction.timeout.ms": 30_000, "linger.ms": 5, **CLIENT})
+            try:
+                producer.init_transactions(60)
+                return producer
+            except KafkaException as exc:
+                if not exc.args[0].retriable() or self.stop.is_set():
+                    raise
+                log.info("transform loop: a new producer: %s", exc.args[0])
+
+    def run(self) -> None:
+        from confluent_kafka import Consumer, KafkaException
+
         consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.group,
                              "enable.auto.commit": False, "auto.offset.reset": "earliest",
                              "isolation.level": "read_committed", **CLIENT})
+        producer = None
         try:
-            producer.init_transactions(60)
+            producer = self._producer()
             consumer.subscribe(["in"])
             while not self.stop.is_set():
                 msgs = [m for m in consumer.consume(10, 0.2) if m.error() is None]
@@ -108,24 +124,50 @@ class TransformLoop(threading.Thread):
                     producer.begin_transaction()
                     for m in msgs:
                         producer.produce("out", value=m.value(), partition=m.partition())
-                    producer.send_offsets_to_transaction(consumer.position(consumer.assignment()),
-                                                         consumer.consumer_group_metadata(), 30)
+                    positions, group = consumer.position(consumer.assignment()), consumer.consumer_group_metadata()
+                    # librdkafka 2.16 can block here past its timeout once a coordinator it had cached left the
+                    # metadata (its issues 5456 and 5511): the producer is then abandoned.
+                    waiting.bounded(lambda: producer.send_offsets_to_transaction(positions, group, 30), 60)
                     self._commit(producer)
                     self.transactions += 1
                     self.stop.wait(0.1)  # a paced loop: its transactions span the nemesis' run
+                except waiting.Hung as exc:
+                    log.warning("transform loop: %s; a new producer", exc)
+                    self.hangs += 1
+                    producer = self._producer()
+                    self._rewind(consumer)
                 except KafkaException as exc:
                     err = exc.args[0]
                     if err.fatal() or not (err.txn_requires_abort() or err.retriable()):
                         raise
-                    producer.abort_transaction(60)
+                    try:
+                        producer.abort_transaction(60)
+                    except KafkaException as abort_exc:  # a new producer fences this one and aborts its transaction
+                        log.info("transform loop: the abort failed: %s; a new producer", abort_exc.args[0])
+                        producer = self._producer()
                     self.aborted += 1
-                    for tp in consumer.committed(consumer.assignment(), 30):  # back to what was committed
-                        consumer.seek(TopicPartition(tp.topic, tp.partition, max(tp.offset, 0)))
+                    self._rewind(consumer)
         except BaseException as exc:  # noqa: BLE001 - reported by the test
             self.error = exc
         finally:
             consumer.close()
-            producer.flush(30)
+            if producer is not None:
+                producer.flush(30)
+
+    def _rewind(self, consumer: Any) -> None:
+        """Back to the committed offsets (what an aborted transaction had read is read again); asked again while
+        the group coordinator does not answer (the loop cannot go on without them)."""
+        from confluent_kafka import KafkaException, TopicPartition
+
+        while not self.stop.is_set():
+            try:
+                committed = consumer.committed(consumer.assignment(), 30)
+            except KafkaException as exc:
+                log.info("transform loop: reading the committed offsets: %s", exc.args[0])
+                continue
+            for tp in committed:
+                consumer.seek(TopicPartition(tp.topic, tp.partition, max(tp.offset, 0)))
+            return
 
     @staticmethod
     def _commit(producer: Any) -> None:
@@ -288,6 +330,16 @@ def replicas_converged(ct: ClusterThread) -> bool:
     return ct.call(check)
 
 
+def leader_records(cluster: Any, topic: str) -> dict[int, list[Any]]:
+    """The data records below the high watermark of each partition of ``topic``, as its leader holds them (in the
+    cluster's thread)."""
+    out = {}
+    for p in cluster.metadata.get_topic(topic).partitions:
+        lg = log_of(cluster, p.leader, topic, p.partition)
+        out[p.partition] = [r for r in data_records(lg) if r[0] < lg.high_watermark]
+    return out
+
+
 def test_no_acknowledged_record_is_lost_or_doubled_through_crashes_pauses_and_partitions():
     # NEMESIS_SEED=<seed> plays the faults of a failed run again (the clients' timing still differs).
     seed = int(os.environ.get("NEMESIS_SEED") or random.randrange(1 << 30))
@@ -313,7 +365,8 @@ def test_no_acknowledged_record_is_lost_or_doubled_through_crashes_pauses_and_pa
         nemesis.stop.set()
         nemesis.join(90)
         if nemesis.error is not None:
-            log.error("the nemesis stopped: %s", stuck(ct, threads))
+            log.error("the nemesis stopped: %s; the clients' errors: loop %r, readers %r", stuck(ct, threads),
+                      loop.error, [r.error for r in readers])
         assert nemesis.error is None, (seed, nemesis.error)
         ct.heal_network()
         for b in ct.broker_ids:
@@ -326,8 +379,9 @@ def test_no_acknowledged_record_is_lost_or_doubled_through_crashes_pauses_and_pa
         for t in threads:
             t.join(180)
         assert loop.error is None and [r.error for r in readers] == [None, None], seed
-        log.info("nemesis %s; %d of %d writes acknowledged; %d transactions, %d aborted; %d records read",
-                 nemesis.done, len(writer.acked), writer.sent, loop.transactions, loop.aborted, len(events))
+        log.info("nemesis %s; %d of %d writes acknowledged; %d transactions, %d aborted, %d hung; %d records read, "
+                 "%s readers replaced", nemesis.done, len(writer.acked), writer.sent, loop.transactions, loop.aborted,
+                 loop.hangs, len(events), [r.replaced for r in readers])
 
         # No acknowledged write lost, none doubled, each partition in acknowledgement order.
         if any(t.is_alive() for t in threads):
@@ -337,12 +391,22 @@ def test_no_acknowledged_record_is_lost_or_doubled_through_crashes_pauses_and_pa
         for value, (partition, offset) in writer.acked.items():
             if offset is not None:  # (None: a retry answered DUPLICATE_SEQUENCE_NUMBER, delivered at an unknown offset)
                 acked_by_partition[partition].append((offset, value))
-        stored_values = _committed_output(ct.bootstrap, "jepsen", len(writer.acked))
-        if len(stored_values) != len(set(stored_values)):
-            twice = {v for v, n in Counter(stored_values).items() if n > 1}
-            log.error("read twice: %s; stored: %s; delivery errors: %s", sorted(twice),
-                      ct.call(lambda: where_stored(ct.cluster, "jepsen", twice)), writer.failed[:20])
-        assert len(stored_values) == len(set(stored_values)), (seed, "a record written twice")
+        read_at: list[tuple[int, int]] = []
+        stored_values = _committed_output(ct.bootstrap, "jepsen", len(writer.acked), read_at)
+        # Each partition's leader holds each value once, or again only under a bumped producer epoch (a copy
+        # librdkafka sent again: see check_copies_across_epoch_bumps); a consumer reads what is stored, once.
+        stored_records = ct.call(lambda: leader_records(ct.cluster, "jepsen"))
+        twice = {v for v, n in Counter(stored_values).items() if n > 1}
+        # (Where each copy was read and is stored goes in the messages: CI shortens a failed run's log.)
+        details = ("read twice", sorted(twice), "read at", [(v, at) for v, at in zip(stored_values, read_at)
+                                                            if v in twice],
+                   "stored", ct.call(lambda: where_stored(ct.cluster, "jepsen", twice)), writer.failed[:20])
+        for partition, records in stored_records.items():
+            check_copies_across_epoch_bumps(records, f"jepsen-{partition} (seed {seed})")
+        assert Counter(stored_values) == Counter(v for records in stored_records.values() for _, v, _, _ in records), (
+            seed, "the records read are not those stored", details)
+        if twice:
+            log.warning("values stored again under a bumped producer epoch: %s", details)
         assert set(writer.acked) <= set(stored_values), (seed, sorted(set(writer.acked) - set(stored_values))[:10])
         assert set(stored_values) <= {b"w%06d" % i for i in range(writer.sent)}
         for partition, entries in acked_by_partition.items():
