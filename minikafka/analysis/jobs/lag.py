@@ -73,80 +73,79 @@ def has_input(facts: dict[str, Any]) -> bool:
     return _FETCH in facts.get("api_keys", (_FETCH,))
 
 
-def lag_rows(tables: Any) -> Any:
+def lag_rows(tables: Any, bucket_seconds: float) -> Any:
     """One row per partition of a consumer Fetch response: fetch offset, position after, HW, LSO, the
-    isolation level and the end offset it makes the lag from (``end_offset``), lags."""
-    from pyspark.sql import Window
+    isolation level and the end offset it makes the lag from (``end_offset``), lags, and its time bucket.
+    (SQL text: each projection is parsed in one call into the JVM.)"""
+    from .traffic import IS_ERROR, REPLICA, time_bucket_sql
+
+    committed = "coalesce(isolation_level, 0) = 1"
+    # The fetch offset last sent for the partition on the connection (an incremental fetch leaves it out).
+    offset = ("last(fetch_offset, true) OVER (PARTITION BY broker_id, connection_id, topic, `partition` "
+              "ORDER BY receive_ns, correlation_id ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)")
+    # Any batch, data or control: a consumer's position moves past transaction markers too.
+    returned = "coalesce(batch_count, 0) + coalesce(control_batch_count, 0) > 0 AND last_offset IS NOT NULL"
+    return (tables.partitions
+            .where(f"api_key = {_FETCH} AND NOT {REPLICA} AND (in_request OR in_response)")
+            .selectExpr("broker_id", "connection_id", f"coalesce(client_id, '{NO_CLIENT}') AS client_id",
+                        "correlation_id", "receive_ns", "fetch_kind", "topic", "`partition`", "in_response",
+                        "fetch_offset", "high_watermark", "error_code", "record_bytes", "record_count",
+                        "last_offset", "last_stable_offset",
+                        f"CASE WHEN {committed} THEN '{READ_COMMITTED}' ELSE '{READ_UNCOMMITTED}' END "
+                        "AS isolation_level", "batch_count", "control_batch_count", "commit_markers",
+                        "abort_markers", "aborted_transactions", f"{offset} AS `offset`",
+                        f"CASE WHEN {committed} THEN last_stable_offset ELSE high_watermark END AS end_offset")
+            .where(f"in_response AND NOT {IS_ERROR} AND end_offset >= 0 AND `offset` IS NOT NULL")
+            .selectExpr("*", f"CASE WHEN {returned} THEN greatest(`offset`, last_offset + 1) ELSE `offset` END "
+                        "AS position")
+            .selectExpr("*", "greatest(end_offset - position, 0) AS lag",
+                        "greatest(end_offset - `offset`, 0) AS lag_before",
+                        f"{time_bucket_sql('receive_ns', bucket_seconds)} AS bucket_start"))
+
+
+def _aggs(*aggs: Any) -> list[Any]:
+    """Aggregate columns from SQL text (one JVM call each) or Columns."""
     from pyspark.sql import functions as F
 
-    consumer = (F.col("api_key") == F.lit(_FETCH)) & (F.coalesce(F.col("replica_id"), F.lit(-1)) < 0)
-    w = (Window.partitionBy("broker_id", "connection_id", "topic", "partition")
-         .orderBy("receive_ns", "correlation_id").rowsBetween(Window.unboundedPreceding, Window.currentRow))
-    committed = F.coalesce(F.col("isolation_level"), F.lit(0)) == 1
-    p = (tables.partitions.where(consumer & (F.col("in_request") | F.col("in_response")))
-         .select("broker_id", "connection_id", "client_id", "correlation_id", "receive_ns", "fetch_kind", "topic",
-                 "partition", "in_response", "fetch_offset", "high_watermark", "error_code", "record_bytes",
-                 "record_count", "last_offset", "last_stable_offset", "isolation_level", "batch_count",
-                 "control_batch_count", "commit_markers", "abort_markers", "aborted_transactions")
-         .withColumn("offset", F.last("fetch_offset", ignorenulls=True).over(w))
-         .withColumn("end_offset", F.when(committed, F.col("last_stable_offset")).otherwise(F.col("high_watermark")))
-         .withColumn("isolation_level", F.when(committed, F.lit(READ_COMMITTED)).otherwise(F.lit(READ_UNCOMMITTED)))
-         .where(F.col("in_response") & (F.coalesce(F.col("error_code"), F.lit(0)) == 0)
-                & F.col("end_offset").isNotNull() & (F.col("end_offset") >= 0) & F.col("offset").isNotNull()))
-    # Any batch, data or control: a consumer's position moves past transaction markers too.
-    returned = ((F.coalesce(F.col("batch_count"), F.lit(0)) + F.coalesce(F.col("control_batch_count"), F.lit(0)) > 0)
-                & F.col("last_offset").isNotNull())
-    return (p.withColumn("client_id", F.coalesce(F.col("client_id"), F.lit(NO_CLIENT)))
-            .withColumn("position", F.when(returned, F.greatest(F.col("offset"), F.col("last_offset") + 1))
-                        .otherwise(F.col("offset")))
-            .withColumn("lag", F.greatest(F.col("end_offset") - F.col("position"), F.lit(0)))
-            .withColumn("lag_before", F.greatest(F.col("end_offset") - F.col("offset"), F.lit(0))))
+    return [F.expr(a) if isinstance(a, str) else a for a in aggs]
 
 
 def run(tables: Any, opts: AnalysisOptions) -> dict[str, Any]:
     """``lag_series``, ``lag_clients`` and ``lag_partitions`` (see the module docstring)."""
-    from pyspark.sql import functions as F
+    from .traffic import ordered, total
 
-    from .traffic import ordered, time_bucket, total
-
-    sec = float(opts.bucket_seconds)
-    rows = lag_rows(tables).withColumn("bucket_start", time_bucket("receive_ns", sec)).cache()
+    rows = lag_rows(tables, float(opts.bucket_seconds)).cache()
     key = ["client_id", "topic", "partition"]
     level = "isolation_level"
-    records = total("record_count", "records")
-    txn = [total("control_batch_count", "control_batches"), total("commit_markers", "commit_markers"),
-           total("abort_markers", "abort_markers"), total("aborted_transactions", "aborted_transactions")]
     txn_cols = ["control_batches", "commit_markers", "abort_markers", "aborted_transactions"]
+    txn_sums = [total(c, a) for c, a in zip(["control_batch_count", "commit_markers", "abort_markers",
+                                             "aborted_transactions"], txn_cols)]
+    counts = ["CAST(count(1) AS BIGINT) AS fetches", total("record_count", "records")]
     series_cols = [*key, "bucket_start", "fetches", "records", "max_lag", "avg_lag", "last_lag", "max_lag_before",
                    "last_high_watermark", "last_position", level, "last_lso", *txn_cols]
     series = (rows.groupBy(*key, "bucket_start", level)
-              .agg(F.count(F.lit(1)).cast("long").alias("fetches"), records,
-                   F.max("lag").alias("max_lag"), F.avg("lag").alias("avg_lag"),
-                   F.max_by("lag", "receive_ns").alias("last_lag"), F.max("lag_before").alias("max_lag_before"),
-                   F.max_by("high_watermark", "receive_ns").alias("last_high_watermark"),
-                   F.max_by("position", "receive_ns").alias("last_position"),
-                   F.max_by("last_stable_offset", "receive_ns").alias("last_lso"), *txn)
+              .agg(*_aggs(*counts, "max(lag) AS max_lag", "avg(lag) AS avg_lag",
+                          "max_by(lag, receive_ns) AS last_lag", "max(lag_before) AS max_lag_before",
+                          "max_by(high_watermark, receive_ns) AS last_high_watermark",
+                          "max_by(position, receive_ns) AS last_position",
+                          "max_by(last_stable_offset, receive_ns) AS last_lso", *txn_sums))
               .select(*series_cols)
               .transform(ordered, *key, "bucket_start", level)
               .cache())
     clients = (series.groupBy("client_id", "bucket_start", level)
-               .agg(F.count(F.lit(1)).cast("long").alias("partitions"), F.sum("fetches").alias("fetches"),
-                    F.sum("records").alias("records"), F.max("max_lag").alias("max_lag"),
-                    F.sum("last_lag").alias("total_lag"))
+               .agg(*_aggs("CAST(count(1) AS BIGINT) AS partitions", "sum(fetches) AS fetches",
+                           "sum(records) AS records", "max(max_lag) AS max_lag", "sum(last_lag) AS total_lag"))
                .select("client_id", "bucket_start", "partitions", "fetches", "records", "max_lag", "total_lag", level)
                .transform(ordered, "client_id", "bucket_start", level))
     partitions = (rows.groupBy(*key, level)
-                  .agg(F.count(F.lit(1)).cast("long").alias("fetches"), records,
-                       F.min_by("lag_before", "receive_ns").alias("first_lag_before"),
-                       F.min_by("lag", "receive_ns").alias("first_lag"),
-                       F.max("lag").alias("max_lag"), F.avg("lag").alias("avg_lag"),
-                       F.max_by("lag", "receive_ns").alias("final_lag"),
-                       F.max_by("high_watermark", "receive_ns").alias("final_high_watermark"),
-                       F.max_by("position", "receive_ns").alias("final_position"),
-                       F.min("receive_ns").alias("_first"), F.max("receive_ns").alias("_last"),
-                       F.max_by("last_stable_offset", "receive_ns").alias("final_lso"), *txn)
-                  .withColumn("first_ts", F.timestamp_micros(F.floor(F.col("_first") / 1000).cast("long")))
-                  .withColumn("last_ts", F.timestamp_micros(F.floor(F.col("_last") / 1000).cast("long")))
+                  .agg(*_aggs(*counts, "min_by(lag_before, receive_ns) AS first_lag_before",
+                              "min_by(lag, receive_ns) AS first_lag", "max(lag) AS max_lag", "avg(lag) AS avg_lag",
+                              "max_by(lag, receive_ns) AS final_lag",
+                              "max_by(high_watermark, receive_ns) AS final_high_watermark",
+                              "max_by(position, receive_ns) AS final_position",
+                              "timestamp_micros(CAST(floor(min(receive_ns) / 1000) AS BIGINT)) AS first_ts",
+                              "timestamp_micros(CAST(floor(max(receive_ns) / 1000) AS BIGINT)) AS last_ts",
+                              "max_by(last_stable_offset, receive_ns) AS final_lso", *txn_sums))
                   .select(*key, "fetches", "records", "first_lag_before", "first_lag", "max_lag", "avg_lag",
                           "final_lag", "final_high_watermark", "final_position", "first_ts", "last_ts", level,
                           "final_lso", *txn_cols)

@@ -32,7 +32,7 @@ from typing import Any
 
 from . import AnalysisOptions, Section
 from .plots import PALETTE, Chart
-from .traffic import GroupingSets, Timeline, ordered, time_bucket, with_client
+from .traffic import REPLICA, GroupingSets, Timeline, ordered, time_bucket, with_client
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +64,7 @@ def run(tables: Any, opts: AnalysisOptions) -> dict[str, Any]:
 
     tol = float(opts.extra.get("max_wait_tolerance", 0.05))
     r = (with_client(tables.requests)
-         .where(F.col("has_response") & F.col("latency_ms").isNotNull())
+         .where("has_response AND latency_ms IS NOT NULL")
          .withColumn("bucket_start", time_bucket("receive_ns", opts.bucket_seconds)))
 
     # The three tables' groupings in ONE aggregation (one scan; each request in 7 groups, not 9), split after.
@@ -94,34 +94,32 @@ def run(tables: Any, opts: AnalysisOptions) -> dict[str, Any]:
                    .select("bucket_start", all_apis("bucket").alias("api_name"), *aggs)
                    .transform(ordered, "bucket_start", "api_name"))
 
-    waits = F.coalesce(F.col("max_wait_ms"), F.lit(0)) > 0
-    at_max = waits & (F.col("latency_ms") >= F.col("max_wait_ms") * F.lit(1.0 - tol))
-    f = (r.where(F.col("api_name").isin("Fetch", "ShareFetch"))
-         .withColumn("role", F.when(F.col("api_name") == "ShareFetch", F.lit("share_consumer"))
-                     .when(F.coalesce(F.col("replica_id"), F.lit(-1)) >= 0, F.lit("replica"))
-                     .otherwise(F.lit("consumer")))
-         .withColumn("at_max_wait", at_max)
-         .withColumn("early_ms", F.when(~F.col("at_max_wait"), F.col("latency_ms")))
-         .withColumn("waited_ms", F.when(F.col("at_max_wait"), F.col("latency_ms"))))
+    # (SQL text below: each expression is parsed in one call into the JVM.)
+    at_max = f"coalesce(max_wait_ms, 0) > 0 AND latency_ms >= max_wait_ms * {1.0 - tol!r}D"
+    f = (r.where("api_name IN ('Fetch', 'ShareFetch')")
+         .selectExpr("*", f"CASE WHEN api_name = 'ShareFetch' THEN 'share_consumer' WHEN {REPLICA} THEN 'replica' "
+                          "ELSE 'consumer' END AS role", f"({at_max}) AS at_max_wait")
+         .selectExpr("*", "CASE WHEN NOT at_max_wait THEN latency_ms END AS early_ms",
+                     "CASE WHEN at_max_wait THEN latency_ms END AS waited_ms"))
     fetch = (f.rollup("role", "client_id", "max_wait_ms")
-             .agg(F.sum(F.col("at_max_wait").cast("int")).cast("long").alias("at_max_wait"),
-                  F.sum((F.coalesce(F.col("record_count"), F.lit(0)) > 0).cast("int")).cast("long")
-                  .alias("with_records"),
+             .agg(*[F.expr(e) for e in ("CAST(sum(CAST(at_max_wait AS INT)) AS BIGINT) AS at_max_wait",
+                                        "CAST(sum(CAST(coalesce(record_count, 0) > 0 AS INT)) AS BIGINT) "
+                                        "AS with_records")],
                   *latency_aggs(), *latency_aggs("early_ms", "_early"), *latency_aggs("waited_ms", "_at_max_wait"),
-                  F.grouping_id().alias("_g"))
-             .where(F.col("_g").isin(0, 3))
-             .withColumn("client_id", F.when(F.col("_g") == 3, F.lit(ALL)).otherwise(F.col("client_id")))
-             .withColumn("fraction_at_max_wait", F.col("at_max_wait") / F.col("requests"))
-             .transform(ordered, "role", F.col("_g").desc(), "client_id", "max_wait_ms")
+                  F.expr("grouping_id() AS _g"))
+             .where("_g IN (0, 3)")
+             .withColumns({"client_id": F.expr(f"CASE WHEN _g = 3 THEN '{ALL}' ELSE client_id END"),
+                           "fraction_at_max_wait": F.expr("at_max_wait / requests")})
+             .transform(ordered, "role", F.desc("_g"), "client_id", "max_wait_ms")
              .drop("_g"))
     first = ["role", "client_id", "max_wait_ms", "requests", "at_max_wait", "fraction_at_max_wait", "with_records"]
     fetch = fetch.select(*first, *[c for c in fetch.columns if c not in first and c != "requests"])
 
-    b = F.floor(F.log10(F.greatest(F.col("latency_ms"), F.lit(MIN_LATENCY_MS))) * BINS_PER_DECADE).cast("int")
-    histogram = (r.withColumn("bin", b).groupBy("api_name", "bin")
-                 .agg(F.count(F.lit(1)).cast("long").alias("requests"))
-                 .withColumn("bin_low_ms", F.pow(F.lit(10.0), F.col("bin") / BINS_PER_DECADE))
-                 .withColumn("bin_high_ms", F.pow(F.lit(10.0), (F.col("bin") + 1) / BINS_PER_DECADE))
+    histogram = (r.selectExpr("api_name", f"CAST(floor(log10(greatest(latency_ms, {MIN_LATENCY_MS!r}D)) "
+                                          f"* {BINS_PER_DECADE}) AS INT) AS bin")
+                 .groupBy("api_name", "bin").agg(F.expr("CAST(count(1) AS BIGINT) AS requests"))
+                 .selectExpr("*", f"pow(10.0D, bin / {BINS_PER_DECADE}) AS bin_low_ms",
+                             f"pow(10.0D, (bin + 1) / {BINS_PER_DECADE}) AS bin_high_ms")
                  .transform(ordered, "api_name", "bin"))
 
     return {"by_api": by_api, "by_client": by_client, "by_api_time": by_api_time, "fetch": fetch,

@@ -62,13 +62,17 @@ REPLICA = "(coalesce(replica_id, -1) >= 0)"
 
 
 # -- helpers shared with the latency job --------------------------------------------------------
+def time_bucket_sql(ns_col: str, seconds: float) -> str:
+    """SQL text of a timestamp: the start of the ``seconds``-long bucket (aligned to the epoch) of ``ns_col``."""
+    bucket_ns = max(1000, round(float(seconds) * 1e9))
+    return f"timestamp_micros(CAST(floor(floor({ns_col} / {bucket_ns}) * {bucket_ns} / 1000) AS BIGINT))"
+
+
 def time_bucket(ns_col: str, seconds: float) -> Any:
-    """A timestamp column: the start of the ``seconds``-long bucket (aligned to the epoch) of ``ns_col``."""
+    """:func:`time_bucket_sql` as a column (parsed in one call into the JVM)."""
     from pyspark.sql import functions as F
 
-    bucket_ns = max(1000, round(float(seconds) * 1e9))
-    start_ns = F.floor(F.col(ns_col) / F.lit(bucket_ns)) * F.lit(bucket_ns)
-    return F.timestamp_micros(F.floor(start_ns / F.lit(1000)).cast("long"))
+    return F.expr(time_bucket_sql(ns_col, seconds))
 
 
 def with_client(df: Any) -> Any:
