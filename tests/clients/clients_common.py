@@ -94,17 +94,22 @@ def wait_for(fn: Callable[[], T], timeout: float = 15, interval: float = 0.05, w
     return waiting.wait_for(fn, timeout, what, interval)
 
 
-def stored_batch_headers(b: BrokerThread, topic: str, partition: int) -> list[RecordBatchHeader]:
-    """The headers of the batches the broker stores for ``topic``-``partition``."""
+def stored_batches(b: BrokerThread, topic: str, partition: int) -> list[tuple[RecordBatchHeader, bytes]]:
+    """The batches the broker stores for ``topic``-``partition``: each header and the batch's bytes."""
 
-    def read() -> list[RecordBatchHeader]:
+    def read() -> list[tuple[RecordBatchHeader, bytes]]:
         part = b.broker.replica_manager.get(topic, partition)
         assert part is not None, f"{topic}-{partition} not hosted"
         lg = part.log
         info = lg.read(lg.log_start_offset, 1 << 30)
-        return [h for chunk in info.chunks for h, _ in iter_batches(bytes(chunk))]
+        return [(h, bytes(view)) for chunk in info.chunks for h, view in iter_batches(bytes(chunk))]
 
     return b.call(read)
+
+
+def stored_batch_headers(b: BrokerThread, topic: str, partition: int) -> list[RecordBatchHeader]:
+    """The headers of the batches the broker stores for ``topic``-``partition``."""
+    return [h for h, _ in stored_batches(b, topic, partition)]
 
 
 # -- confluent-kafka helpers (used by the confluent-kafka and the cross-client tests) --------
