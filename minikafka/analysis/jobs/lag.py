@@ -103,16 +103,9 @@ def lag_rows(tables: Any, bucket_seconds: float) -> Any:
                         f"{time_bucket_sql('receive_ns', bucket_seconds)} AS bucket_start"))
 
 
-def _aggs(*aggs: Any) -> list[Any]:
-    """Aggregate columns from SQL text (one JVM call each) or Columns."""
-    from pyspark.sql import functions as F
-
-    return [F.expr(a) if isinstance(a, str) else a for a in aggs]
-
-
 def run(tables: Any, opts: AnalysisOptions) -> dict[str, Any]:
     """``lag_series``, ``lag_clients`` and ``lag_partitions`` (see the module docstring)."""
-    from .traffic import ordered, total
+    from .traffic import exprs, ordered, total
 
     rows = lag_rows(tables, float(opts.bucket_seconds)).cache()
     key = ["client_id", "topic", "partition"]
@@ -124,7 +117,7 @@ def run(tables: Any, opts: AnalysisOptions) -> dict[str, Any]:
     series_cols = [*key, "bucket_start", "fetches", "records", "max_lag", "avg_lag", "last_lag", "max_lag_before",
                    "last_high_watermark", "last_position", level, "last_lso", *txn_cols]
     series = (rows.groupBy(*key, "bucket_start", level)
-              .agg(*_aggs(*counts, "max(lag) AS max_lag", "avg(lag) AS avg_lag",
+              .agg(*exprs(*counts, "max(lag) AS max_lag", "avg(lag) AS avg_lag",
                           "max_by(lag, receive_ns) AS last_lag", "max(lag_before) AS max_lag_before",
                           "max_by(high_watermark, receive_ns) AS last_high_watermark",
                           "max_by(position, receive_ns) AS last_position",
@@ -133,12 +126,12 @@ def run(tables: Any, opts: AnalysisOptions) -> dict[str, Any]:
               .transform(ordered, *key, "bucket_start", level)
               .cache())
     clients = (series.groupBy("client_id", "bucket_start", level)
-               .agg(*_aggs("CAST(count(1) AS BIGINT) AS partitions", "sum(fetches) AS fetches",
+               .agg(*exprs("CAST(count(1) AS BIGINT) AS partitions", "sum(fetches) AS fetches",
                            "sum(records) AS records", "max(max_lag) AS max_lag", "sum(last_lag) AS total_lag"))
                .select("client_id", "bucket_start", "partitions", "fetches", "records", "max_lag", "total_lag", level)
                .transform(ordered, "client_id", "bucket_start", level))
     partitions = (rows.groupBy(*key, level)
-                  .agg(*_aggs(*counts, "min_by(lag_before, receive_ns) AS first_lag_before",
+                  .agg(*exprs(*counts, "min_by(lag_before, receive_ns) AS first_lag_before",
                               "min_by(lag, receive_ns) AS first_lag", "max(lag) AS max_lag", "avg(lag) AS avg_lag",
                               "max_by(lag, receive_ns) AS final_lag",
                               "max_by(high_watermark, receive_ns) AS final_high_watermark",

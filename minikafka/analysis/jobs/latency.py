@@ -32,7 +32,7 @@ from typing import Any
 
 from . import AnalysisOptions, Section
 from .plots import PALETTE, Chart
-from .traffic import REPLICA, GroupingSets, Timeline, ordered, time_bucket, with_client
+from .traffic import REPLICA, GroupingSets, Timeline, exprs, ordered, time_bucket, with_client
 
 log = logging.getLogger(__name__)
 
@@ -49,13 +49,11 @@ TOP_APIS = 6
 
 def latency_aggs(col: str = "latency_ms", suffix: str = "") -> list[Any]:
     """count, mean, p50, p90, p99, p99.9 and max of ``col`` (nulls ignored), columns suffixed ``suffix``."""
-    from pyspark.sql import functions as F
-
     # SQL text: one call into the JVM per column (the same percentile_approx in each is computed once).
     pct = f"percentile_approx({col}, array({', '.join(f'{q!r}D' for _, q in PERCENTILES)}), {ACCURACY})"
-    return [F.expr(e) for e in (f"CAST(count({col}) AS BIGINT) AS requests{suffix}", f"avg({col}) AS mean_ms{suffix}",
-                                *(f"{pct}[{i}] AS {name}_ms{suffix}" for i, (name, _) in enumerate(PERCENTILES)),
-                                f"max({col}) AS max_ms{suffix}")]
+    return exprs(f"CAST(count({col}) AS BIGINT) AS requests{suffix}", f"avg({col}) AS mean_ms{suffix}",
+                 *(f"{pct}[{i}] AS {name}_ms{suffix}" for i, (name, _) in enumerate(PERCENTILES)),
+                 f"max({col}) AS max_ms{suffix}")
 
 
 def run(tables: Any, opts: AnalysisOptions) -> dict[str, Any]:
@@ -102,9 +100,8 @@ def run(tables: Any, opts: AnalysisOptions) -> dict[str, Any]:
          .selectExpr("*", "CASE WHEN NOT at_max_wait THEN latency_ms END AS early_ms",
                      "CASE WHEN at_max_wait THEN latency_ms END AS waited_ms"))
     fetch = (f.rollup("role", "client_id", "max_wait_ms")
-             .agg(*[F.expr(e) for e in ("CAST(sum(CAST(at_max_wait AS INT)) AS BIGINT) AS at_max_wait",
-                                        "CAST(sum(CAST(coalesce(record_count, 0) > 0 AS INT)) AS BIGINT) "
-                                        "AS with_records")],
+             .agg(*exprs("CAST(sum(CAST(at_max_wait AS INT)) AS BIGINT) AS at_max_wait",
+                         "CAST(sum(CAST(coalesce(record_count, 0) > 0 AS INT)) AS BIGINT) AS with_records"),
                   *latency_aggs(), *latency_aggs("early_ms", "_early"), *latency_aggs("waited_ms", "_at_max_wait"),
                   F.expr("grouping_id() AS _g"))
              .where("_g IN (0, 3)")

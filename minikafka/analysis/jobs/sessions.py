@@ -44,7 +44,7 @@ import uuid
 from typing import Any
 
 from . import AnalysisOptions, Section
-from .traffic import ordered
+from .traffic import exprs, ordered
 from .plots import Chart
 
 NAME = "sessions"
@@ -363,7 +363,7 @@ def run(tables: Any, opts: AnalysisOptions) -> dict[str, Any]:
                  .applyInPandas(lambda q, p: replay_sessions(q, p), PER_FETCH_SCHEMA))
     per_fetch = per_fetch.cache()
     incremental = "fetch_kind = 'incremental'"
-    agg = [F.expr(sql) for sql in (  # SQL text: one call into the JVM per column
+    agg = exprs(
         "count(1) AS fetches",
         "sum(CASE WHEN fetch_kind = 'full' THEN 1 ELSE 0 END) AS full_fetches",
         f"sum(CASE WHEN {incremental} THEN 1 ELSE 0 END) AS incremental_fetches",
@@ -374,7 +374,7 @@ def run(tables: Any, opts: AnalysisOptions) -> dict[str, Any]:
         f"sum(CASE WHEN {incremental} THEN request_body_bytes END) AS incr_bytes",
         f"sum(CASE WHEN {incremental} THEN full_request_body_bytes END) AS incr_full_bytes",
         f"percentile_approx(CASE WHEN {incremental} THEN request_body_bytes END, 0.5D, 100000)"
-        " AS median_incremental_request_size")]
+        " AS median_incremental_request_size")
 
     def ratios(df: Any) -> Any:
         return (df.withColumn("request_saving_ratio", F.col("full_request_bytes") / F.col("request_bytes"))

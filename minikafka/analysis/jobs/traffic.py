@@ -117,6 +117,14 @@ class GroupingSets:
         return self.frame.where(F.col("_g").isin(*[self._gid[n] for n in names]))
 
 
+def exprs(*items: Any) -> list[Any]:
+    """Columns from SQL text, each parsed in one call into the JVM (a Column built call by call costs some twenty
+    round trips); Columns pass through."""
+    from pyspark.sql import functions as F
+
+    return [F.expr(i) if isinstance(i, str) else i for i in items]
+
+
 def total(value: Any, name: str) -> Any:
     """``sum(value)`` as a long, 0 over no rows, named ``name``.  ``value``: SQL text (a column name, or an
     expression such as ``CASE WHEN ... END``), parsed in one call into the JVM, or a Column (built call by call:
