@@ -113,24 +113,35 @@ def test_whatif_throttles_fast_producer_as_kafka_would(whatif, capture) -> None:
     assert series[series.client_id == "slow"].whatif_throttle_ms.sum() == 0
 
 
-def test_same_quota_replayed_matches_captured_throttle(whatif) -> None:
+def test_same_quota_replayed_matches_captured_throttle(whatif, capture) -> None:
     """The broker really throttled "capped" at 1 MB/s; replaying the same quota gives the same throttles.
 
     Closed loop vs open loop does not matter here: the capture already holds the arrival times the
     throttled client produced (it backed off and was muted), and the replay records the same request
     sizes at the times the broker answered, so the sensor goes through the same states.  What differs
     is only the millisecond at which the broker read its clock vs the capture's timestamps (and, on a
-    busy machine, how long the response took to leave).  Measured: ratios 0.985-0.999 (e.g. 2988 ms
-    what-if vs 2992 ms captured over 2 throttled requests); asserted: within 0.8-1.25, and the same
-    number of throttled requests give or take one."""
+    busy machine, how long the response took to leave), which can move a request across a window's
+    boundary: one throttled request more or fewer.  Measured: ratios 0.985-1.002 (e.g. 2988 ms what-if
+    vs 2992 ms captured over 2 throttled requests); once in CI 2000 ms against 2989 ms (a request of
+    some 1000 ms fewer).  Asserted: the what-if is Kafka's formula over the capture (exactly, as for
+    "fast"); against the broker, the same number of throttled requests give or take one, and totals
+    within 0.8-1.25 of each other when the counts agree, else apart by at most one request's throttle."""
     capped = whatif["quota_clients"].set_index("client_id").loc["capped"]
+    expected = kafka_throttles(produce_rows(capture, "capped"), CAPPED_QUOTA, 2, 1)
     print(f"\ncapped: captured throttle {capped.captured_throttle_ms} ms over {capped.captured_throttled_requests} "
-          f"requests; what-if (same quota) {capped.whatif_throttle_ms} ms over {capped.whatif_throttled_requests} "
-          f"requests, ratio {capped.whatif_vs_captured:.3f}")
+          f"requests (max {capped.captured_max_throttle_ms}); what-if (same quota) {capped.whatif_throttle_ms} ms "
+          f"over {capped.whatif_throttled_requests} requests (max {capped.whatif_max_throttle_ms}), ratio "
+          f"{capped.whatif_vs_captured:.3f}; independent replay per request {[x for x in expected if x]}")
+    assert capped.whatif_throttle_ms == sum(expected)
+    assert capped.whatif_throttled_requests == sum(1 for x in expected if x > 0)
     assert capped.captured_throttle_ms > 0 and capped.captured_throttled_requests >= 1
-    assert 0.8 <= capped.whatif_throttle_ms / capped.captured_throttle_ms <= 1.25
     assert abs(capped.whatif_throttled_requests - capped.captured_throttled_requests) <= 1
-    assert capped.whatif_max_throttle_ms == pytest.approx(capped.captured_max_throttle_ms, rel=0.2, abs=20)
+    if capped.whatif_throttled_requests == capped.captured_throttled_requests:
+        assert 0.8 <= capped.whatif_throttle_ms / capped.captured_throttle_ms <= 1.25
+        assert capped.whatif_max_throttle_ms == pytest.approx(capped.captured_max_throttle_ms, rel=0.2, abs=20)
+    else:
+        one_request = 1.2 * max(capped.whatif_max_throttle_ms, capped.captured_max_throttle_ms) + 20
+        assert abs(capped.whatif_throttle_ms - capped.captured_throttle_ms) <= one_request
     assert capped.produce_quota == CAPPED_QUOTA
 
 
