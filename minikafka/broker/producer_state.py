@@ -75,12 +75,17 @@ class ProducerStateManager:
         # Transactions whose marker is not yet below the high watermark: they still hold the LSO back.
         self.unreplicated: list[CompletedTxn] = []
 
-    def check(self, producer_id: int, epoch: int, first_seq: int, last_seq: int) -> SequenceCheck:
-        """Validate a batch's epoch and sequence before it is appended."""
+    def check(self, producer_id: int, epoch: int, first_seq: int, last_seq: int,
+              transactional: bool = False) -> SequenceCheck:
+        """Validate a batch's epoch and sequence before it is appended (Kafka's ``ProducerAppendInfo.checkSequence``).
+
+        A producer this partition has no state for (its records deleted by retention or DeleteRecords, or never
+        written here) may start at any sequence, as in Kafka; a transactional one at 0 only, which is Kafka's
+        rule for a producer of transaction version 2 (KIP-890) and deliberately stricter for older ones, whose
+        first sequence Kafka bounds by the one its verification saw."""
         entry = self.producers.get(producer_id)
         if entry is None:
-            # A new producer (or one whose state expired) must start at sequence 0.
-            if first_seq != 0:
+            if transactional and first_seq != 0:
                 return SequenceCheck(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER)
             return SequenceCheck(ErrorCode.NONE)
         if epoch < entry.epoch:

@@ -312,7 +312,8 @@ class ReplicaManager:
             if header.base_sequence >= 0:
                 idempotent = True
                 last_seq = header.base_sequence + header.last_offset_delta
-                check = producers.check(producer_id, header.producer_epoch, header.base_sequence, last_seq)
+                check = producers.check(producer_id, header.producer_epoch, header.base_sequence, last_seq,
+                                        bool(attributes & TRANSACTIONAL_MASK))
                 if check.error:
                     return ProduceResult(check.error, message=check.error.name)
                 if check.duplicate is not None:

@@ -179,6 +179,19 @@ def test_producer_state_tracks_open_transactions_and_the_first_unstable_offset()
     assert ps.complete_txn(3, 0, 0, 16, is_aborted=True, timestamp=0) is None  # wrote nothing here
 
 
+def test_a_producer_without_state_here_starts_anywhere_unless_transactional():
+    """Kafka's ``checkSequence``: no state for the producer (its records deleted by retention) accepts any first
+    sequence from an idempotent producer; a transactional one (transaction version 2) must start at 0."""
+    ps = ProducerStateManager()
+    assert ps.check(7, 0, 41, 42).error == E.NONE
+    assert ps.check(7, 0, 41, 42, transactional=True).error == E.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert ps.check(7, 0, 0, 1, transactional=True).error == E.NONE
+    ps.update(7, 0, BatchMetadata(41, 42, 0, 1, 0))
+    assert ps.check(7, 0, 44, 44).error == E.OUT_OF_ORDER_SEQUENCE_NUMBER  # from then on, in sequence
+    assert ps.check(7, 0, 43, 43).error == E.NONE
+    assert ps.check(7, 1, 5, 5).error == E.OUT_OF_ORDER_SEQUENCE_NUMBER  # a new epoch starts at 0
+
+
 def test_transaction_index_collects_truncates_and_follows_the_log_start():
     idx = TransactionIndex()
     for pid, first, last in ((1, 0, 5), (2, 3, 9), (3, 10, 12)):

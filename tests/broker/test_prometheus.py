@@ -199,17 +199,19 @@ async def test_failures_rejections_and_unknown_partitions(broker: Broker, conn: 
     corrupt[-1] ^= 0xFF  # the CRC no longer matches
     assert (await produce(conn, "f", bytes(corrupt))).error_code == ErrorCode.CORRUPT_MESSAGE
     assert (await produce(conn, "f", good, partition=7)).error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    first = batch([b"seq"], producer_id=4242, producer_epoch=0, base_sequence=0)
+    assert (await produce(conn, "f", first)).error_code == 0
     out_of_order = batch([b"seq"], producer_id=4242, producer_epoch=0, base_sequence=5)
     code = (await produce(conn, "f", out_of_order)).error_code
     assert code not in (ErrorCode.NONE, ErrorCode.CORRUPT_MESSAGE)
     assert (await fetch(conn, "f", offset=99)).error_code == ErrorCode.OFFSET_OUT_OF_RANGE
 
     m = one(broker)
-    assert m.topic("bytesin", "f") == len(good) and m.topic("messagesin", "f") == 1
+    assert m.topic("bytesin", "f") == len(good) + len(first) and m.topic("messagesin", "f") == 2
     assert m.topic("bytesrejected", "f") == len(corrupt)  # Kafka's BytesRejectedPerSec
     # As in Kafka: an unknown partition is no produce request, a corrupt batch no *failed* one,
     # an out-of-order sequence is; an offset out of range is no failed fetch.
-    assert m.topic("totalproducerequests", "f") == 3 and m.topic("failedproducerequests", "f") == 1
+    assert m.topic("totalproducerequests", "f") == 4 and m.topic("failedproducerequests", "f") == 1
     assert m.topic("totalfetchrequests", "f") == 1 and m.topic("failedfetchrequests", "f") == 0
     errors = "kafka_network_requestmetrics_errors_total"
     assert m.value(errors, request="Produce", error="CORRUPT_MESSAGE") == 1

@@ -257,8 +257,14 @@ async def test_idempotent_producer_sequences(conn):
     gap = await produce(conn, "idem", b(7))
     assert gap.error_code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
     assert (await fetch(conn, "idem", 0)).high_watermark == 4  # duplicates were not re-appended
-    new = await produce(conn, "idem", batch([b"x"], producer_id=pid + 100, producer_epoch=0, base_sequence=5))
-    assert new.error_code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    # A producer id the partition has no state for (Kafka: its records deleted by retention) starts anywhere,
+    # and goes on in sequence from there.
+    unknown = await produce(conn, "idem", batch([b"x"], producer_id=pid + 100, producer_epoch=0, base_sequence=5))
+    assert unknown.error_code == 0 and unknown.base_offset == 4
+    after = await produce(conn, "idem", batch([b"y"], producer_id=pid + 100, producer_epoch=0, base_sequence=7))
+    assert after.error_code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert (await produce(conn, "idem", batch([b"y"], producer_id=pid + 100, producer_epoch=0,
+                                              base_sequence=6))).base_offset == 5
     bumped = await conn.request(K.INIT_PRODUCER_ID, 4, {"transactional_id": None, "transaction_timeout_ms": 1,
                                                         "producer_id": pid, "producer_epoch": epoch})
     assert bumped.producer_id == pid and bumped.producer_epoch == 1
