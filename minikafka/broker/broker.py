@@ -55,8 +55,6 @@ from .replica_manager import ReplicaManager
 from .request import ObserverBase, RequestObserver, Response
 from .server import SocketServer, run_reaper
 from .security.authorizer import AclStore, StandardAuthorizer, create_authorizer
-from .security.authenticator import SaslServerAuthenticator, SaslServerMechanism
-from .security.sasl import SaslAuthenticationError, create_mechanism, enabled_mechanisms, validate_jaas_configs
 from .security.delegation_token import DelegationTokenManager
 from .security.scram import ScramCredentialStore
 from .recording import CaptureSupport, TrafficRecorder
@@ -72,6 +70,7 @@ from .txn.verification import AddPartitionsToTxnManager
 
 if TYPE_CHECKING:
     from .broker_lifecycle import BrokerLifecycleManager
+    from .security.authenticator import SaslServerAuthenticator, SaslServerMechanism
     from .groups import GroupCoordinator
     from .partition import Partition
     from .txn import TransactionCoordinator
@@ -126,8 +125,6 @@ class BrokerSaslMechanisms:
     """The SASL mechanisms of this broker's listeners (the socket server's ``SaslMechanisms``):
     :mod:`~minikafka.broker.security.sasl` with the cluster's SCRAM credentials."""
 
-    authentication_error: type[Exception] = SaslAuthenticationError
-
     def __init__(self, config: BrokerConfig, scram: ScramCredentialStore, clock: Clock,
                  tokens: DelegationTokenManager | None = None) -> None:
         self.config = config
@@ -135,7 +132,15 @@ class BrokerSaslMechanisms:
         self.clock = clock
         self.tokens = tokens
 
+    @property
+    def authentication_error(self) -> type[Exception]:
+        from .security.sasl import SaslAuthenticationError
+
+        return SaslAuthenticationError
+
     def enabled(self, listener: str) -> list[str]:
+        from .security.sasl import enabled_mechanisms
+
         mechanisms = enabled_mechanisms(self.config, listener)
         if not mechanisms:
             raise StartupError(f"listener {listener} uses SASL but enables no mechanism minikafka implements "
@@ -143,6 +148,8 @@ class BrokerSaslMechanisms:
         return mechanisms
 
     def create(self, listener: str, mechanism: str) -> SaslServerMechanism:
+        from .security.sasl import create_mechanism
+
         return create_mechanism(mechanism, listener, self.config, self.scram, self.clock, self.tokens)
 
 
@@ -268,7 +275,10 @@ class Broker:
         self.crashed = False
         if shared is None:
             shared = SharedServices.create(config, config.data_dir, [config.node_id], clock, faults)
-        validate_jaas_configs(config.extra)
+        if any(key.endswith("sasl.jaas.config") for key in config.extra):  # a typo stops the broker, not each login
+            from .security.sasl import validate_jaas_configs
+
+            validate_jaas_configs(config.extra)
         self.shared = shared
         self.features = shared.features
         self.group_configs = shared.group_configs

@@ -26,26 +26,16 @@ from typing import Any
 import trio
 
 from ..client.connection import KafkaConnection
-from ..client.security import SASL_MECHANISMS, SaslAuthenticationError, sasl_authenticate
 from ..common import Node
 from .config import BrokerConfig, ConfigError
 from .network_links import NetworkLinks, NodeName
-from .security.jaas import JaasConfigError, server_jaas_entries
 from .security.listeners import EndPoint
-from .security.ssl import client_context
 
 log = logging.getLogger(__name__)
 
 #: What a failed inter-broker request raises: the target is down, went away, or is too slow.
 CHANNEL_ERRORS = (OSError, ConnectionError, trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError,
                   LookupError)
-
-
-INTER_BROKER_MECHANISMS = SASL_MECHANISMS
-
-
-#: The other broker refused this broker's SASL credentials (the client's error: the exchange is shared).
-InterBrokerAuthenticationError = SaslAuthenticationError
 
 
 class InterBrokerConnector:
@@ -59,13 +49,20 @@ class InterBrokerConnector:
         self.source = source
         self.local_address = config.source_address or None  # minikafka.source.address
         self.endpoint: EndPoint = config.inter_broker_endpoint()
-        self.ssl_context: ssl.SSLContext | None = client_context(config, self.endpoint) if self.endpoint.tls else None
+        self.ssl_context: ssl.SSLContext | None = None
+        if self.endpoint.tls:  # (TLS and SASL modules are loaded only by the listeners that use them)
+            from .security.ssl import client_context
+
+            self.ssl_context = client_context(config, self.endpoint)
         self.mechanism = ""
         self.username = self.password = ""
         if self.endpoint.sasl:
             self._sasl_credentials(config)
 
     def _sasl_credentials(self, config: BrokerConfig) -> None:
+        from ..client.security import SASL_MECHANISMS as INTER_BROKER_MECHANISMS
+        from .security.jaas import JaasConfigError, server_jaas_entries
+
         key = "sasl.mechanism.inter.broker.protocol"
         mechanism = (config.extra.get(key) or "").strip()
         if not mechanism:
@@ -111,6 +108,8 @@ class InterBrokerConnector:
     async def _authenticate(self, conn: KafkaConnection) -> None:
         """SaslHandshake v1, then SaslAuthenticate v2 requests until the exchange completes
         (:func:`minikafka.client.security.sasl_authenticate`, shared with wire replay)."""
+        from ..client.security import sasl_authenticate
+
         await sasl_authenticate(conn.request, self.mechanism, self.username, self.password)
 
 

@@ -61,7 +61,7 @@ import ssl
 from collections import Counter
 from collections.abc import Awaitable, Callable, Coroutine, Generator
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
 
@@ -74,9 +74,11 @@ from .config import BrokerConfig, StartupError
 from .network_links import LinkGate, NetworkLinks
 from .quota import ThrottledChannelReaper
 from .request import ClientInformation, Request, Response
-from .security.authenticator import AuthAction, SaslServerAuthenticator, SaslServerMechanism
-from .security.listeners import EndPoint
-from .security.ssl import ANONYMOUS, NoMatchingRule, SslPrincipalMapper, principal_mapper, server_context, ssl_principal
+from .security.listeners import ANONYMOUS, EndPoint
+
+if TYPE_CHECKING:  # SASL and TLS: loaded by the listeners that use them
+    from .security.authenticator import AuthAction, SaslServerAuthenticator, SaslServerMechanism
+    from .security.ssl import SslPrincipalMapper
 
 log = logging.getLogger(__name__)
 
@@ -449,7 +451,8 @@ class SaslMechanisms(Protocol):
     """The SASL mechanisms a SASL listener offers and the server side of each (the broker wires
     :mod:`minikafka.broker.security.sasl` with its SCRAM credentials)."""
 
-    authentication_error: type[Exception]
+    @property
+    def authentication_error(self) -> type[Exception]: ...
 
     def enabled(self, listener: str) -> list[str]: ...
 
@@ -464,9 +467,14 @@ class Listener:
         self.endpoint = endpoint
         self.name = endpoint.listener
         self.config = config
-        self.ssl_context: ssl.SSLContext | None = server_context(config, endpoint) if endpoint.tls else None
-        self.mapper: SslPrincipalMapper | None = (principal_mapper(config, endpoint.listener)
-                                                  if endpoint.security_protocol == "SSL" else None)
+        self.ssl_context: ssl.SSLContext | None = None
+        self.mapper: SslPrincipalMapper | None = None
+        if endpoint.tls:
+            from .security.ssl import principal_mapper, server_context
+
+            self.ssl_context = server_context(config, endpoint)
+            if endpoint.security_protocol == "SSL":
+                self.mapper = principal_mapper(config, endpoint.listener)
         self.sasl = sasl
         self.mechanisms: list[str] = []
         if endpoint.sasl:
@@ -483,6 +491,8 @@ class Listener:
             return None
         sasl = self.sasl
         assert sasl is not None
+        from .security.authenticator import SaslServerAuthenticator
+
         name, config = self.name, self.config
         return SaslServerAuthenticator(name, self.mechanisms, lambda mech: sasl.create(name, mech),
                                        lambda mech: config.connections_max_reauth_ms_for(name, mech),
@@ -740,6 +750,8 @@ class SocketServer:
             raise _TlsHandshakeFailed(f"SSL handshake failed: {cause}") from None
         if endpoint.mapper is None:
             return ANONYMOUS
+        from .security.ssl import NoMatchingRule, ssl_principal
+
         try:
             return ssl_principal(tls.getpeercert(binary_form=True), endpoint.mapper)
         except NoMatchingRule as exc:

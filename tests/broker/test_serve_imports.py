@@ -1,8 +1,8 @@
 """``minikafka serve`` imports what its configuration uses and nothing more (issue 27's start-up rule): a plain
 broker loads no other command (analysis, replay, the Kafka-style tools), no HTTP stack, console or Spark, no
-capture writer or reader without ``--capture``, no SCRAM library without a SASL listener, no package metadata
-(only ``--version`` reads it), no type-only modules, no share groups before a client uses them and no replica
-fetchers for a lone broker.
+capture writer or reader without ``--capture``, no SASL or TLS module and no SCRAM library without a SASL or SSL
+listener, no package metadata (only ``--version`` reads it), no type-only modules, no share groups before a client
+uses them and no replica fetchers for a lone broker.
 
 The test runs the real command in a subprocess, waits until it says it is ready, stops it with Ctrl-C
 (SIGINT) and reads the modules it had loaded."""
@@ -25,6 +25,9 @@ NOT_FOR_A_PLAIN_BROKER = (
     "minikafka.capture.format", "minikafka.capture.reading", "minikafka.capture.pcapread",
     "minikafka.capture.service", "minikafka.capture.writer", "minikafka.capture.observer",
     "minikafka.protocol.bodies", "scramp", "crc32c", "importlib.metadata",
+    # SASL and TLS (loaded by a SASL or SSL listener, the inter-broker one included)
+    "minikafka.broker.security.sasl", "minikafka.broker.security.jaas", "minikafka.broker.security.authenticator",
+    "minikafka.broker.security.ssl", "minikafka.client.security",
     # KIP-932 share groups (built at their first use) and a lone broker's replica fetchers (built if a partition
     # ever follows another broker).
     "minikafka.broker.share", "minikafka.broker.handlers.share_fetch", "minikafka.broker.handlers.share_groups",

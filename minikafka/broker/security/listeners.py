@@ -24,6 +24,8 @@ PLAINTEXT = "PLAINTEXT"
 SSL = "SSL"
 SASL_PLAINTEXT = "SASL_PLAINTEXT"
 SASL_SSL = "SASL_SSL"
+#: The principal of a connection that did not authenticate (PLAINTEXT, SSL without a client certificate).
+ANONYMOUS = "User:ANONYMOUS"
 SECURITY_PROTOCOLS = (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)
 DEFAULT_PROTOCOL_MAP = {p: p for p in SECURITY_PROTOCOLS}
 

@@ -37,11 +37,10 @@ from pathlib import Path
 from typing import Any
 
 from ..config import BrokerConfig, ConfigError
-from .listeners import SASL_SSL, EndPoint
+from .listeners import ANONYMOUS, SASL_SSL, EndPoint
 
 log = logging.getLogger(__name__)
 
-ANONYMOUS = "User:ANONYMOUS"
 _PROTOCOLS = {"TLSv1": ssl.TLSVersion.TLSv1, "TLSv1.1": ssl.TLSVersion.TLSv1_1, "TLSv1.2": ssl.TLSVersion.TLSv1_2,
               "TLSv1.3": ssl.TLSVersion.TLSv1_3}
 _JKS_MAGIC = b"\xfe\xed\xfe\xed"
