@@ -275,10 +275,11 @@ class Broker:
         self.crashed = False
         if shared is None:
             shared = SharedServices.create(config, config.data_dir, [config.node_id], clock, faults)
-        if any(key.endswith("sasl.jaas.config") for key in config.extra):  # a typo stops the broker, not each login
+        jaas = config.jaas_configs()
+        if jaas:  # parsed here: a typo stops the broker rather than each login (the SASL modules load only then)
             from .security.sasl import validate_jaas_configs
 
-            validate_jaas_configs(config.extra)
+            validate_jaas_configs(jaas)
         self.shared = shared
         self.features = shared.features
         self.group_configs = shared.group_configs

@@ -85,6 +85,11 @@ _AT_LEAST = {
 SECURITY_KEY_PREFIXES = ("ssl.", "sasl.", "listener.name.", "principal.builder.class", "minikafka.scram.")
 
 
+def is_jaas_config_key(key: str) -> bool:
+    """Whether ``key`` is a JAAS setting: ``sasl.jaas.config``, or one prefixed for a listener and mechanism."""
+    return key == "sasl.jaas.config" or key.endswith(".sasl.jaas.config")
+
+
 @dataclass
 class BrokerConfig:
     """The settings of one broker, with Kafka's defaults."""
@@ -391,6 +396,10 @@ class BrokerConfig:
             if value is not None:
                 return value
         return self.extra.get(key)
+
+    def jaas_configs(self) -> dict[str, str]:
+        """Every JAAS setting (:func:`is_jaas_config_key`) given to this broker."""
+        return {key: value for key, value in self.extra.items() if is_jaas_config_key(key)}
 
     def connections_max_reauth_ms_for(self, listener: str, mechanism: str) -> int:
         """``connections.max.reauth.ms`` for one listener and SASL mechanism (0: sessions never expire)."""

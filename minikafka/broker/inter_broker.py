@@ -60,18 +60,18 @@ class InterBrokerConnector:
             self._sasl_credentials(config)
 
     def _sasl_credentials(self, config: BrokerConfig) -> None:
-        from ..client.security import SASL_MECHANISMS as INTER_BROKER_MECHANISMS
+        from ..client.security import SASL_MECHANISMS
         from .security.jaas import JaasConfigError, server_jaas_entries
 
         key = "sasl.mechanism.inter.broker.protocol"
         mechanism = (config.extra.get(key) or "").strip()
         if not mechanism:
             raise ConfigError(key, "", f"the inter-broker listener {self.endpoint.listener} uses SASL: set "
-                              f"{key} to one of {', '.join(INTER_BROKER_MECHANISMS)} (Kafka's default GSSAPI is "
+                              f"{key} to one of {', '.join(SASL_MECHANISMS)} (Kafka's default GSSAPI is "
                               "not implemented)")
-        if mechanism not in INTER_BROKER_MECHANISMS:
+        if mechanism not in SASL_MECHANISMS:
             raise ConfigError(key, mechanism, f"minikafka brokers log in to each other with "
-                              f"{', '.join(INTER_BROKER_MECHANISMS)}")
+                              f"{', '.join(SASL_MECHANISMS)}")
         try:
             entries = server_jaas_entries(config.extra, self.endpoint.listener, mechanism)
         except JaasConfigError as exc:

@@ -51,7 +51,7 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from ...common import Clock
-from ..config import BrokerConfig, ConfigError
+from ..config import BrokerConfig, ConfigError, is_jaas_config_key
 from .jaas import JaasConfigError, JaasEntry, parse_jaas_config, server_jaas_entries
 from .delegation_token import DelegationTokenManager
 from .scram import MIN_ITERATIONS, ScramCredential, ScramCredentialStore, ScramMechanism
@@ -706,7 +706,7 @@ def validate_jaas_configs(settings: Mapping[str, str]) -> None:
     """Parse every ``*sasl.jaas.config`` value at start-up (:class:`~minikafka.broker.config.ConfigError` for
     the first that does not parse), so a typo stops the broker rather than every login."""
     for key, value in settings.items():
-        if key == "sasl.jaas.config" or key.endswith(".sasl.jaas.config"):
+        if is_jaas_config_key(key):
             try:
                 parse_jaas_config(value)
             except JaasConfigError as exc:
