@@ -1,6 +1,7 @@
 """Real clients for the cluster tests that move a partition's leader under load (failover, reassignment):
-a kafka-python consumer reading one partition on a background thread and a confluent-kafka idempotent
-``acks=all`` producer that records what the cluster acknowledged.
+a kafka-python consumer reading one partition on a background thread, a confluent-kafka idempotent
+``acks=all`` producer that records what the cluster acknowledged, and the rewind of a consume-transform-produce
+loop's consumer to its group's committed offsets.
 
 Imported as ``cluster_clients_common`` (pytest puts ``tests/cluster`` on the path for the tests there; the name
 is unique across the tree).
@@ -8,6 +9,7 @@ is unique across the tree).
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import warnings
@@ -19,6 +21,29 @@ from confluent_kafka import Producer
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
     from kafka import KafkaConsumer, TopicPartition
+
+log = logging.getLogger(__name__)
+
+
+def rewind_to_committed(consumer: Any, stop: threading.Event, who: str) -> None:
+    """A confluent-kafka consumer back to its group's committed offsets (what an aborted transaction had read is
+    read again); asked again while the group coordinator does not answer (it moves with the failures: a loop
+    cannot go on without them), until ``stop`` is set.  ``who`` names the loop in the log."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka import TopicPartition as CkTopicPartition
+
+    while not stop.is_set():
+        assignment = consumer.assignment()
+        if not assignment:
+            return
+        try:
+            committed = consumer.committed(assignment, timeout=30)
+        except KafkaException as exc:
+            log.info("%s: reading the committed offsets: %s", who, exc.args[0])
+            continue
+        for tp in committed:
+            consumer.seek(CkTopicPartition(tp.topic, tp.partition, max(tp.offset, 0)))
+        return
 
 
 class PartitionReader:

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 import waiting
+from cluster_clients_common import rewind_to_committed
 from cluster_logs import DataRecord, check_copies_across_epoch_bumps, data_records
 from minikafka.supervisor.processes import CONTROLLER, ProcessCluster
 
@@ -66,24 +67,6 @@ class CopyLoop:
                              "isolation.level": "read_committed", "socket.timeout.ms": 5000})
         consumer.subscribe([self.source])
         return consumer
-
-    def _rewind(self, consumer) -> None:
-        """Back to the committed offsets (what an aborted transaction had read is read again); asked again while
-        the group coordinator does not answer (it moves with the failures), as the loop cannot go on without."""
-        from confluent_kafka import KafkaException, TopicPartition
-
-        while not self._stop.is_set():
-            assignment = consumer.assignment()
-            if not assignment:
-                return
-            try:
-                committed = consumer.committed(assignment, timeout=30)
-            except KafkaException as exc:
-                log.info("copy loop: reading the committed offsets: %s", exc.args[0])
-                continue
-            for tp in committed:
-                consumer.seek(TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else 0))
-            return
 
     def _new_producer(self):
         """A new transactional producer (fencing the one before), tried again while init_transactions fails."""
@@ -146,7 +129,7 @@ class CopyLoop:
                     log.info("copy loop: %s; a new producer", exc)
                     self.hangs += 1
                     producer = self._new_producer()
-                    self._rewind(consumer)
+                    rewind_to_committed(consumer, self._stop, "copy loop")
                 except KafkaException as exc:
                     error = exc.args[0]
                     log.info("copy loop: %s", error)
@@ -158,7 +141,7 @@ class CopyLoop:
                         self.aborts += 1
                     else:  # fatal: a new producer (fencing the old one and aborting its transaction)
                         producer = self._new_producer()
-                    self._rewind(consumer)
+                    rewind_to_committed(consumer, self._stop, "copy loop")
         except BaseException as exc:  # reported by the test
             self.failure = exc
         finally:  # a loop that failed leaves its group too (its consumer would go on heartbeating, holding its

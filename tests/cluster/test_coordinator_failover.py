@@ -207,21 +207,21 @@ def _committed_output(bootstrap: str, topic: str, expected: int,
                          "enable.auto.commit": False})
     consumer.subscribe([topic])
     got: list[bytes] = []
-    deadline = time.monotonic() + 60
-    while len(got) < expected and time.monotonic() < deadline:
-        msg = consumer.poll(0.2)
+
+    def take(timeout: float) -> None:
+        msg = consumer.poll(timeout)
         if msg is not None and msg.error() is None:
             got.append(msg.value())
             if read_at is not None:
                 read_at.append((msg.partition(), msg.offset()))
+
+    deadline = time.monotonic() + 60
+    while len(got) < expected and time.monotonic() < deadline:
+        take(0.2)
     # A little more, for anything beyond what was expected (a duplicate) to show.
     end = time.monotonic() + 1
     while time.monotonic() < end:
-        msg = consumer.poll(0.1)
-        if msg is not None and msg.error() is None:
-            got.append(msg.value())
-            if read_at is not None:
-                read_at.append((msg.partition(), msg.offset()))
+        take(0.1)
     consumer.close()
     return got
 

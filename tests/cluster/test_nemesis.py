@@ -27,6 +27,7 @@ import pytest
 
 import waiting
 from minikafka.testing import ClusterThread
+from cluster_clients_common import rewind_to_committed
 from cluster_logs import check_copies_across_epoch_bumps, data_records, log_of, stored, where_stored
 from test_coordinator_failover import CLIENT, FAST, CommittedOffsetsMonitor, CommittingConsumer, _committed_output, fill
 
@@ -135,7 +136,7 @@ class TransformLoop(threading.Thread):
                     log.warning("transform loop: %s; a new producer", exc)
                     self.hangs += 1
                     producer = self._producer()
-                    self._rewind(consumer)
+                    rewind_to_committed(consumer, self.stop, "transform loop")
                 except KafkaException as exc:
                     err = exc.args[0]
                     if err.fatal() or not (err.txn_requires_abort() or err.retriable()):
@@ -146,28 +147,13 @@ class TransformLoop(threading.Thread):
                         log.info("transform loop: the abort failed: %s; a new producer", abort_exc.args[0])
                         producer = self._producer()
                     self.aborted += 1
-                    self._rewind(consumer)
+                    rewind_to_committed(consumer, self.stop, "transform loop")
         except BaseException as exc:  # noqa: BLE001 - reported by the test
             self.error = exc
         finally:
             consumer.close()
             if producer is not None:
                 producer.flush(30)
-
-    def _rewind(self, consumer: Any) -> None:
-        """Back to the committed offsets (what an aborted transaction had read is read again); asked again while
-        the group coordinator does not answer (the loop cannot go on without them)."""
-        from confluent_kafka import KafkaException, TopicPartition
-
-        while not self.stop.is_set():
-            try:
-                committed = consumer.committed(consumer.assignment(), 30)
-            except KafkaException as exc:
-                log.info("transform loop: reading the committed offsets: %s", exc.args[0])
-                continue
-            for tp in committed:
-                consumer.seek(TopicPartition(tp.topic, tp.partition, max(tp.offset, 0)))
-            return
 
     @staticmethod
     def _commit(producer: Any) -> None:
