@@ -149,7 +149,9 @@ async def _serve(cfg: BrokerConfig, http_port: int | None = None, http_host: str
     from .broker.broker import Broker
     from .capture.recorder import CAPTURE
 
-    broker = Broker(cfg, captures=CAPTURE)  # serve --capture, and the console's captures
+    # serve --capture, and the console's captures; the per-request metrics only where /metrics or the console
+    # can show them
+    broker = Broker(cfg, captures=CAPTURE, request_metrics=http_port is not None)
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as nursery:
             port = await nursery.start(broker.run)
@@ -204,7 +206,7 @@ async def _serve_cluster(cfg: BrokerConfig, n: int, http_port: int | None = None
     from .broker.cluster import Cluster
     from .capture.recorder import CAPTURE
 
-    cluster = Cluster(n, cfg, captures=CAPTURE)
+    cluster = Cluster(n, cfg, captures=CAPTURE, request_metrics=http_port is not None)
     stopped: list[int] = []
     sigs = [signal.SIGINT, signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2]
     with trio.open_signal_receiver(*sigs) as signals:

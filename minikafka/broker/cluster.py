@@ -89,8 +89,9 @@ class Cluster:
 
     def __init__(self, num_brokers: int = 3, config: BrokerConfig | None = None, *, clock: Clock = SYSTEM_CLOCK,
                  timer: HandlerTimer | None = None, captures: CaptureSupport | None = None,
-                 **settings: Any) -> None:
-        """``captures``: how the brokers capture their traffic (as for :class:`Broker`)."""
+                 request_metrics: bool = True, **settings: Any) -> None:
+        """``captures``: how the brokers capture their traffic; ``request_metrics``: whether they count the
+        per-request metrics (both as for :class:`Broker`)."""
         base = config or BrokerConfig(**{"port": 0, **settings})
         self.clock = clock
         self.timer = timer
@@ -98,6 +99,7 @@ class Cluster:
             raise StartupError(f"capture dir {base.capture_dir} set but the cluster was given no capture "
                                "(captures=minikafka.capture.recorder.CAPTURE)")
         self.captures = captures
+        self.request_metrics = request_metrics
         self.base_config = base
         self.data_dir: Path | None = Path(base.data_dir) if base.data_dir is not None else None
         if self.data_dir is not None:
@@ -182,7 +184,7 @@ class Cluster:
         if broker_id in self.brokers:
             return self.brokers[broker_id]
         broker = Broker(self.configs[broker_id], self.shared, clock=self.clock, timer=self.timer,
-                        captures=self.captures)
+                        captures=self.captures, request_metrics=self.request_metrics)
         await self._nursery.start(self._run_broker, broker)
         log.info("cluster: broker %d started on port %d", broker_id, broker.port)
         return broker

@@ -13,7 +13,7 @@ import pytest
 import trio
 from prometheus_client.parser import text_string_to_metric_families
 
-from minikafka.broker.broker import Broker, serve_broker
+from minikafka.broker.broker import Broker, RequestStats, serve_broker
 from minikafka.broker.broker_metrics import RESERVOIR_SIZE, TOPIC_METRICS, BrokerMetricsObserver, Histogram
 from minikafka.broker.cluster import serve_cluster
 from minikafka.broker.config import BrokerConfig
@@ -189,6 +189,24 @@ async def test_counters_move_with_produced_and_fetched_bytes(broker: Broker, con
                  if s.name == "kafka_network_requestmetrics_totaltimems" and s.labels["request"] == "Produce"}
     assert set(quantiles) == {"0.50", "0.75", "0.95", "0.98", "0.99", "0.999"}
     assert 0 < quantiles["0.50"] <= quantiles["0.99"] <= quantiles["0.999"]
+
+
+async def test_a_broker_without_request_metrics_counts_none_and_answers_alike() -> None:
+    """``request_metrics=False`` (``minikafka serve`` without an HTTP port: nobody can read them): the per-request
+    metrics are not counted, the other gauges are still there, and the requests are answered as with them."""
+    async with serve_broker(BrokerConfig(port=0), request_metrics=False) as broker:
+        assert not {type(o) for o in broker.apis.observers} & {BrokerMetricsObserver, RequestStats}
+        async with await KafkaConnection.connect("127.0.0.1", broker.port, client_id="quiet") as conn:
+            await create(conn, "q")
+            records = batch([b"x" * 100] * 3)
+            assert (await produce(conn, "q", records)).error_code == 0
+            assert len((await fetch(conn, "q")).records) == len(records)
+            await settle(conn)
+            assert broker.request_stats == {} and broker.request_count == 0
+            m = one(broker)
+            assert not m.find("kafka_network_requestmetrics_requests_total", request="Produce")
+            assert not m.find(TOPIC_METRIC.format("bytesin"), topic="q")
+            assert m.value("kafka_server_socket_server_metrics_connection_count", listener="PLAINTEXT") == 1
 
 
 async def test_failures_rejections_and_unknown_partitions(broker: Broker, conn: KafkaConnection) -> None:
