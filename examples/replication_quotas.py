@@ -137,7 +137,8 @@ def catch_up(cluster: ClusterThread, rate: float, fill_mb: float) -> dict[str, A
     for t, s, f in samples[::10]:
         print(f"  t={t:5.1f} s   slow {s / MB:6.2f} MB   fast {f / MB:6.2f} MB")
     if fast_done and slow_done and measured:
-        print(f"  'fast' caught up in {fast_done:.2f} s; 'slow' in {slow_done:.2f} s, {measured / MB:.2f} MB/s on average"
+        print(f"  'fast' caught up in {fast_done:.2f} s; 'slow' in {slow_done:.2f} s, "
+              f"{measured / MB:.2f} MB/s on average"
               + (f", {steady / MB:.2f} MB/s once the first window's allowance was spent" if steady else ""))
     else:
         raise SystemExit("broker 1 did not catch up in 60 s")

@@ -308,7 +308,8 @@ def main() -> None:
                     help="the share consumer's max.poll.records (default: librdkafka's)")
     ap.add_argument("-o", "--override", type=override, action="append", default=[], metavar="KEY=VALUE",
                     help="another server.properties key for the broker (repeatable), e.g. "
-                         "-o group.consumer.min.heartbeat.interval.ms=1000 -o group.consumer.heartbeat.interval.ms=1000")
+                         "-o group.consumer.min.heartbeat.interval.ms=1000 "
+                         "-o group.consumer.heartbeat.interval.ms=1000")
     ap.add_argument("--skip", choices=("read", "rebalance"), action="append", default=[],
                     help="leave out a part (repeatable)")
     args = ap.parse_args()

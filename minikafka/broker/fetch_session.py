@@ -318,7 +318,8 @@ class FetchContext:
         """(response session id, partitions to put in the response)."""
         return self.session_id, data
 
-    def peek_response(self, data: "OrderedDict[PartitionKey, FetchPartitionData]") -> "OrderedDict[PartitionKey, FetchPartitionData]":
+    def peek_response(self, data: "OrderedDict[PartitionKey, FetchPartitionData]"
+                      ) -> "OrderedDict[PartitionKey, FetchPartitionData]":
         """The partitions a response would carry, without touching session state (for sizing)."""
         return data
 

@@ -116,7 +116,8 @@ def options_from_args(args: argparse.Namespace) -> ReplayOptions:
     except ValueError as exc:
         raise SystemExit(f"minikafka replay: {exc}") from None
     host, port = bootstrap[0]
-    return ReplayOptions(host, port, bootstrap=bootstrap, speed=speed, max_in_flight=args.max_in_flight, timeout_s=args.timeout,
+    return ReplayOptions(host, port, bootstrap=bootstrap, speed=speed, max_in_flight=args.max_in_flight,
+                         timeout_s=args.timeout,
                          causality=args.causality, max_examples=args.examples, security=security_from_args(args),
                          scale=args.scale)
 

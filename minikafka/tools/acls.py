@@ -82,7 +82,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                      help="--list: only the ACLs of this principal; repeatable")
     who.add_argument("--producer", action="store_true",
                      help="producer ACLs: WRITE, DESCRIBE, CREATE on --topic, WRITE, DESCRIBE on --transactional-id")
-    who.add_argument("--consumer", action="store_true", help="consumer ACLs: READ, DESCRIBE on --topic, READ on --group")
+    who.add_argument("--consumer", action="store_true",
+                     help="consumer ACLs: READ, DESCRIBE on --topic, READ on --group")
     who.add_argument("--idempotent", action="store_true", help="with --producer: IDEMPOTENT_WRITE on the cluster")
     p.add_argument("--force", action="store_true", help="do not ask for confirmation")
     set_main(p, main)

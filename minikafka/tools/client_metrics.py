@@ -41,7 +41,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     action.add_argument("--list", action="store_true", help="List the client metrics resources.")
     p.add_argument("--name", default=None, help="Name of client metrics configuration resource.")
     p.add_argument("--generate-name", action="store_true", help="Generate a UUID to use as the name.")
-    p.add_argument("--interval", type=int, default=None, metavar="MS", help="The metrics push interval in milliseconds.")
+    p.add_argument("--interval", type=int, default=None, metavar="MS",
+                   help="The metrics push interval in milliseconds.")
     p.add_argument("--metrics", action="append", default=None, metavar="m1,m2",
                    help="Telemetry metric name prefixes 'm1,m2' (* for all).")
     p.add_argument("--match", action="append", default=None, metavar="k1=v1,k2=v2",

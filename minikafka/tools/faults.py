@@ -120,7 +120,8 @@ def describe(rule: dict[str, Any]) -> tuple[str, str]:
     """(what it matches, what it does) for one listed rule."""
     match = [f"{k}={rule[k]}" for k in ("api", "client_id", "topic", "partition", "broker") if rule.get(k) is not None]
     if rule.get("min_version") is not None or rule.get("max_version") is not None:
-        match.append(f"versions={rule.get('min_version') or 0}-{'' if rule.get('max_version') is None else rule['max_version']}")
+        top = "" if rule.get("max_version") is None else rule["max_version"]
+        match.append(f"versions={rule.get('min_version') or 0}-{top}")
     action = []
     if rule.get("latency_ms"):
         action.append(f"latency={rule['latency_ms']:g}ms")

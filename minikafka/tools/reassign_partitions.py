@@ -20,9 +20,10 @@ them once no reassignment is left, unless ``--preserve-throttles``.
 
 ``--command-config`` names the admin client's properties file (``security.protocol``, ``sasl.*``, ``ssl.*``).
 
-Deliberate differences: no ``--bootstrap-controller`` (brokers answer both APIs); ``log_dirs`` other than ``"any"`` (moving a replica between a broker's log directories) are refused,
-and ``--replica-alter-log-dirs-throttle`` with them; the throttles cleared are the two replication rates (not
-``replica.alter.log.dirs.io.max.bytes.per.second``, which minikafka's brokers do not configure).
+Deliberate differences: no ``--bootstrap-controller`` (brokers answer both APIs); ``log_dirs`` other than ``"any"``
+(moving a replica between a broker's log directories) are refused, and ``--replica-alter-log-dirs-throttle`` with
+them; the throttles cleared are the two replication rates (not ``replica.alter.log.dirs.io.max.bytes.per.second``,
+which minikafka's brokers do not configure).
 """
 
 from __future__ import annotations

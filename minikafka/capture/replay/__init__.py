@@ -88,7 +88,8 @@ from .runner import (SASL_API_KEYS, ReplaySync, connection_principal, group_conn
 
 __all__ = [
     "DEFAULT_EXAMPLES", "DEFAULT_MAX_IN_FLIGHT", "DEFAULT_TIMEOUT_S", "SASL_API_KEYS",
-    "ApiStats", "ConnKey", "ReplayOptions", "ReplayPlan", "ReplayReport", "ReplaySync", "ReplaySecurity", "SaslCredentials",
+    "ApiStats", "ConnKey", "ReplayOptions", "ReplayPlan", "ReplayReport", "ReplaySync", "ReplaySecurity",
+    "SaslCredentials",
     "connection_principal", "group_connections", "load_credentials", "parse_speed", "parse_target", "build_plan",
     "replay_capture", "replay_records", "rewrite_producer_ids", "run_replay", "run_replay_copies",
 ]

@@ -225,7 +225,8 @@ class ReplayReport:
             "unexpected_responses": self.unexpected_responses, "mappings": self.mappings,
             "long_polls_shortened": self.long_polls_shortened, "cross_dependencies": self.cross_dependencies,
             "dependency_timeouts": self.dependency_timeouts,
-            "routed": {api: {str(n): c for n, c in sorted(nodes.items())} for api, nodes in sorted(self.routed.items())},
+            "routed": {api: {str(n): c for n, c in sorted(nodes.items())}
+                       for api, nodes in sorted(self.routed.items())},
             "split": self.split, "unsplittable": self.unsplittable, "reconnects": self.reconnects,
             "copies": self.copies,
             "security": {
@@ -309,7 +310,8 @@ class ReplayReport:
         if expected:
             lines.append("expected differences (ignored): "
                          + ", ".join(f"{k} x{n}" for k, n in expected.most_common(8)))
-        mapped_counts = [f"{kind} {m['changed']}/{m['mapped']}" for kind, m in sorted(self.mappings.items()) if m["mapped"]]
+        mapped_counts = [f"{kind} {m['changed']}/{m['mapped']}" for kind, m in sorted(self.mappings.items())
+                         if m["mapped"]]
         if mapped_counts:
             lines.append("values mapped (changed/seen): " + ", ".join(mapped_counts))
         return "\n".join(lines)

@@ -383,7 +383,8 @@ class Fetcher:
             todo[tp] = (st.epoch, st.reset_strategy)
         if not todo:
             return
-        stamps = {tp: EARLIEST_TIMESTAMP if strat == "earliest" else LATEST_TIMESTAMP for tp, (_, strat) in todo.items()}
+        stamps = {tp: EARLIEST_TIMESTAMP if strat == "earliest" else LATEST_TIMESTAMP
+                  for tp, (_, strat) in todo.items()}
         found = await self.list_offsets(stamps)
         for tp, offset in found.items():
             epoch, strat = todo[tp]

@@ -33,7 +33,8 @@ class ProducerMetrics:
             return m.sensor(sname)
 
         self.batch_size = sensor("batch-size")
-        self.batch_size.add(name("batch-size-avg", "The average number of bytes sent per partition per-request."), Avg())
+        self.batch_size.add(name("batch-size-avg", "The average number of bytes sent per partition per-request."),
+                            Avg())
         self.batch_size.add(name("batch-size-max"), Max())
         self.compression_rate = sensor("compression-rate")
         self.compression_rate.add(name("compression-rate-avg"), Avg())
