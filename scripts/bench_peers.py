@@ -21,6 +21,9 @@ librdkafka's own default would be all; ``--depth`` sets the 5 in flight):
               connections in N processes): Fetch of an empty partition (max_wait_ms 0), Metadata of one
               topic, OffsetCommit of one partition (simple commit: generation -1)
   startup     start to accepting connections and idle RSS (brokers the bench starts)
+The produce and round-trip probes also give the broker's CPU per request (its process tree's CPU time over the
+probe, divided by its requests; where the bench knows the broker's process), which the machine's wake-up latency
+and the client's pace move less than the requests/s.
   throughput  1 KiB produce then consume MB/s (as scripts/bench broker)
 Each figure is a range min-max over ``--repeat`` runs; runs alternate between brokers (A B A B ...).
 """
@@ -68,6 +71,7 @@ def rows(acks: str, depth: int) -> list[Row]:
     return [
         Row("produce", "produce", f"single-record Produce requests/s (linger 0, 100 B, {depth} in flight, "
             f"acks={acks})", "k", True, ">= 0.8x the Go fake"),
+        Row("produce_cpu", "produce", "broker CPU per single-record Produce request, us", "us", False),
         Row("ack_p50", "ack", f"produce acknowledgement p50, ms (linger 0, one at a time, acks={acks})", "ms",
             False, "<= 0.07 ms"),
         Row("ack_p99", "ack", "produce acknowledgement p99, ms", "ms", False),
@@ -79,6 +83,8 @@ def rows(acks: str, depth: int) -> list[Row]:
             "in proportion"),
         Row("commit", "commit", f"OffsetCommit requests/s (one partition, {depth} in flight)", "k", True,
             "in proportion"),
+        *(Row(f"{kind}_cpu", kind, f"broker CPU per {name} request, us", "us", False)
+          for kind, name in (("fetch", "Fetch"), ("metadata", "Metadata"), ("commit", "OffsetCommit"))),
         Row("startup", "startup", "start to accepting connections, s", "s", False, "<= 0.25 s"),
         Row("rss", "startup", "idle RSS, MB", "MB", False, "<= 40 MB"),
         Row("produce_1k", "throughput", "1 KiB produce MB/s (acks=1)", "MB", True, ">= 1.2x the best peer"),
@@ -270,8 +276,10 @@ def run_once(broker: Broker, probes: list[str], args: argparse.Namespace, logs: 
             run.failed.append(name)
 
     def produce() -> None:
-        figures["produce"], per_request = single_record_produce(running.bootstrap, topic("produce"),
-                                                                counts.produce, args.acks)
+        name = topic("produce")
+        cpu0 = running.cpu()
+        figures["produce"], per_request = single_record_produce(running.bootstrap, name, counts.produce, args.acks)
+        cpu_per_request(figures, "produce_cpu", cpu0, running.cpu(), counts.produce)
         notes.append(f"{broker.name}: produce: {per_request:.2f} records per Produce request (librdkafka stats)")
 
     def ack() -> None:
@@ -298,6 +306,7 @@ def run_once(broker: Broker, probes: list[str], args: argparse.Namespace, logs: 
         if errors := check_sample(rt, result.sample):
             raise RuntimeError(f"{rt.name} v{rt.version} answered error codes {errors} under load")
         figures[kind] = result.rate
+        cpu_per_request(figures, f"{kind}_cpu", cpu0, cpu1, result.responses)
         client_share = result.client_cpu / result.seconds
         broker_share = None if cpu0 is None or cpu1 is None else (cpu1 - cpu0) / result.seconds
         idle = (machine1.idle - machine0.idle) / (sum(machine1) - sum(machine0) or 1)
@@ -331,6 +340,14 @@ def run_once(broker: Broker, probes: list[str], args: argparse.Namespace, logs: 
         del admin  # destroyed now, so it does not keep reconnecting to a stopped broker
         stop(broker, running)
     return run
+
+
+def cpu_per_request(figures: Figures, key: str, cpu0: float | None, cpu1: float | None, requests: int) -> None:
+    """``figures[key]``: the broker's CPU microseconds per request between two readings of its process tree's CPU
+    time (none when the bench does not know its process): a figure that the machine's wake-up latency and the
+    client's pace move less than the requests/s beside it."""
+    if cpu0 is not None and cpu1 is not None and requests:
+        figures[key] = (cpu1 - cpu0) / requests * 1e6
 
 
 def fmt(value: float, unit: str) -> str:

@@ -38,8 +38,10 @@ def test_bench_peers_prints_every_figure_for_minikafka_and_a_started_peer() -> N
     assert rows.pop("probe") == ["better", "minikafka", "other", "minikafka/other", "issue 27 target"]
     labels = [label.split(",")[0].split(" (")[0] for label in rows]
     assert labels == [
-        "single-record Produce requests/s", "produce acknowledgement p50", "produce acknowledgement p99",
-        "end-to-end p50", "end-to-end p99", "Fetch requests/s", "Metadata requests/s", "OffsetCommit requests/s",
+        "single-record Produce requests/s", "broker CPU per single-record Produce request",
+        "produce acknowledgement p50", "produce acknowledgement p99", "end-to-end p50", "end-to-end p99",
+        "Fetch requests/s", "Metadata requests/s", "OffsetCommit requests/s", "broker CPU per Fetch request",
+        "broker CPU per Metadata request", "broker CPU per OffsetCommit request",
         "start to accepting connections", "idle RSS", "1 KiB produce MB/s", "1 KiB consume MB/s"]
     for label, cells in rows.items():
         better, mine, theirs, ratio = cells[:4]
