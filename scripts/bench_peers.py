@@ -21,10 +21,10 @@ librdkafka's own default would be all; ``--depth`` sets the 5 in flight):
               connections in N processes): Fetch of an empty partition (max_wait_ms 0), Metadata of one
               topic, OffsetCommit of one partition (simple commit: generation -1)
   startup     start to accepting connections and idle RSS (brokers the bench starts)
+  throughput  1 KiB produce then consume MB/s (as scripts/bench broker)
 The produce and round-trip probes also give the broker's CPU per request (its process tree's CPU time over the
 probe, divided by its requests; where the bench knows the broker's process), which the machine's wake-up latency
 and the client's pace move less than the requests/s.
-  throughput  1 KiB produce then consume MB/s (as scripts/bench broker)
 Each figure is a range min-max over ``--repeat`` runs; runs alternate between brokers (A B A B ...).
 """
 

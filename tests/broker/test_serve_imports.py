@@ -52,7 +52,6 @@ def serve_until_ready(tmp_path: Path, report: str, *args: str, setup: str = "") 
     """Run the real ``minikafka serve [args]`` until it says it is ready, stop it with Ctrl-C (SIGINT) and
     return ``report`` (a Python expression over ``sys``, ``gc`` and what ``setup`` defined: Python run before
     the command) as it evaluated when the process exited."""
-    tmp_path.mkdir(parents=True, exist_ok=True)
     out, log = tmp_path / "report.txt", tmp_path / "stdout.txt"
     env = {**os.environ, "SERVE_SETUP": setup}
     with log.open("w") as stdout:
