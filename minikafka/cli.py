@@ -301,6 +301,8 @@ def _command(argv: list[str]) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the command ``argv`` says (default: the program's arguments; then the process ends after it)."""
+    program = argv is None
     argv = sys.argv[1:] if argv is None else argv
     command = _command(argv)
     if command != "serve":
@@ -348,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "analyze":
         from .analysis.run import run_analyze_command
 
-        return run_analyze_command(args)
+        return run_analyze_command(args, leave_session=program)
     if args.command == "replay":
         from .analysis import replay_job
         from .capture.replay_cli import run_replay_command

@@ -133,10 +133,14 @@ SHORT_RUN_MAX_BYTES = 256 << 20
 #: Settings for the queries of a small capture, by the request count under which each applies: no
 #: whole-stage code generation (compiling a query's generated code with Janino takes longer than running it
 #: interpreted over some thousand rows), no adaptive execution (re-planning each small query at every stage
-#: boundary costs more than it saves), and under fewer requests no code generation for expressions either
-#: (``factoryMode``: Spark's interpreted fallback as the only mode).
+#: boundary costs more than it saves), aggregations of objects (``percentile_approx``'s digests) kept in
+#: their hash map up to 100k groups per task (Spark sorts every row from 128 on), tables cached uncompressed
+#: (they are small: encoding their columns costs more than it saves), and under fewer requests no code
+#: generation for expressions either (``factoryMode``: Spark's interpreted fallback as the only mode).
 SMALL_INPUT_CONF: tuple[tuple[int, dict[str, str]], ...] = (
-    (200_000, {"spark.sql.codegen.wholeStage": "false", "spark.sql.adaptive.enabled": "false"}),
+    (200_000, {"spark.sql.codegen.wholeStage": "false", "spark.sql.adaptive.enabled": "false",
+               "spark.sql.objectHashAggregate.sortBased.fallbackThreshold": "100000",
+               "spark.sql.inMemoryColumnarStorage.compressed": "false"}),
     (20_000, {"spark.sql.codegen.factoryMode": "NO_CODEGEN"}),
 )
 
@@ -378,8 +382,10 @@ def analyze(paths: str | Path | Iterable[str | Path], out_dir: str | Path, jobs:
             info["seconds"] = round(clock.monotonic() - t0, 3)
             return info, sections
 
-        # Several jobs at once: most of a job's time is Spark planning its small queries, one at a time.
-        running = {name: job_pool.submit(run_one, name) for name in names if name in modules}
+        # Several jobs at once: most of a job's time is Spark planning its small queries, one at a time.  Jobs
+        # without input start last: they are short, and fill the cores while the last long one ends.
+        order = sorted((n for n in names if n in modules), key=lambda n: not has_input(modules[n], facts))
+        running = {name: job_pool.submit(run_one, name) for name in order}
         if on_progress is not None:
             on_progress(0, len(names), next(iter(running), ""))
         finished = len(names) - len(running)
@@ -451,8 +457,11 @@ def print_summary(summary: dict[str, Any], file: Any = None) -> None:
         print(f"report: {summary['report']}", file=file)
 
 
-def run_analyze_command(args: argparse.Namespace) -> int:
-    """Run the jobs, print a short summary and the report path; 1 if a job failed."""
+def run_analyze_command(args: argparse.Namespace, leave_session: bool = False) -> int:
+    """Run the jobs, print a short summary and the report path; 1 if a job failed.  ``leave_session``: the
+    process ends next, so a session this command created is left running: its JVM stops it as it exits, when
+    this process has gone (``spark.stop()`` takes about a second, most of it PySpark's accumulator server
+    waiting out its polling interval)."""
     from minikafka.analysis.cli import job_names, options_from_args
 
     missing = [p for p in args.paths if "://" not in p and not Path(p).exists()]
@@ -467,7 +476,7 @@ def run_analyze_command(args: argparse.Namespace) -> int:
     with ProgressDisplay("analysis jobs", enabled=progress_enabled(args.no_progress)) as bar:
         summary = analyze(args.paths, args.out, jobs=job_names(args), opts=opts, formats=formats,
                           report=not args.no_report, master=args.master, load_options=load_options,
-                          stop_session=True,
+                          stop_session=not leave_session,
                           on_progress=lambda done, total, job: bar.update(completed=done, total=total, status=job))
     print_summary(summary)
     return 1 if summary["failed"] else 0

@@ -171,8 +171,13 @@ def test_short_session_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     from minikafka.analysis.session import SHORT_RUN_JVM_OPTIONS, session_settings
 
     monkeypatch.setenv("MINIKAFKA_SPARK_CDS", "off")
-    assert session_settings("local[2]", short=True)["spark.driver.extraJavaOptions"] == SHORT_RUN_JVM_OPTIONS
+    short = session_settings("local[2]", short=True)
+    assert short["spark.driver.extraJavaOptions"] == SHORT_RUN_JVM_OPTIONS
+    assert short["spark.buffer.pageSize"] == "1m"
+    assert "-Xmn400m" in SHORT_RUN_JVM_OPTIONS.split()
     assert "spark.driver.extraJavaOptions" not in session_settings("local[2]")
+    assert "spark.buffer.pageSize" not in session_settings("local[2]")
+    assert session_settings("local[2]", {"spark.buffer.pageSize": "4m"}, short=True)["spark.buffer.pageSize"] == "4m"
     mine = {"spark.driver.extraJavaOptions": "-Xss4m"}
     assert session_settings("local[2]", mine, short=True)["spark.driver.extraJavaOptions"] == "-Xss4m"
     assert session_settings("local[3]")["spark.sql.shuffle.partitions"] == "3"
@@ -229,3 +234,32 @@ def test_class_data_sharing_archive(monkeypatch: pytest.MonkeyPatch, tmp_path: P
     assert sorted(p.name for p in tmp_path.iterdir()) == [archive.name]
     monkeypatch.setenv("MINIKAFKA_SPARK_CDS", "off")
     assert session.class_data_sharing() == ""
+
+
+def test_small_input_settings(spark: Any) -> None:
+    """A small capture's queries run without whole-stage code generation or adaptive execution, keep
+    ``percentile_approx``'s digests hashed and cache uncompressed; under 20k requests expressions are
+    interpreted too.  Only the keys the session does not set are changed, and they are put back after."""
+    from minikafka.analysis.run import _small_input_conf
+
+    keys = ("spark.sql.codegen.wholeStage", "spark.sql.objectHashAggregate.sortBased.fallbackThreshold",
+            "spark.sql.inMemoryColumnarStorage.compressed", "spark.sql.codegen.factoryMode")
+    before = {k: spark.conf.get(k, None) for k in keys}
+    restore = _small_input_conf(spark, 150_000)
+    assert restore is not None
+    try:
+        assert [spark.conf.get(k, None) for k in keys] == ["false", "100000", "false", before[keys[3]]]
+    finally:
+        restore()
+    assert {k: spark.conf.get(k, None) for k in keys} == before
+    assert _small_input_conf(spark, 250_000) is None
+    spark.conf.set("spark.sql.codegen.wholeStage", "true")
+    try:
+        restore = _small_input_conf(spark, 10_000)
+        assert restore is not None
+        assert spark.conf.get("spark.sql.codegen.wholeStage") == "true"
+        assert spark.conf.get("spark.sql.codegen.factoryMode") == "NO_CODEGEN"
+        restore()
+        assert spark.conf.get("spark.sql.codegen.wholeStage") == "true"
+    finally:
+        spark.conf.unset("spark.sql.codegen.wholeStage")

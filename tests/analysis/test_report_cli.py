@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import re
 import subprocess
 import sys
+import time
 import types
 from pathlib import Path
 from typing import Any
@@ -18,7 +20,7 @@ from traffic_helpers import CaptureRun, make_client_capture
 
 from minikafka.analysis import run as run_mod
 from minikafka.analysis.cli import add_arguments, options_from_args
-from minikafka.analysis.jobs import Section, latency, traffic
+from minikafka.analysis.jobs import Section, lag, latency, replication, traffic
 from minikafka.analysis.jobs.plots import Chart
 from minikafka.analysis.report import render_html
 from minikafka.cli import main as cli_main
@@ -30,6 +32,15 @@ BROKEN = "tl_broken_job"
 def client_run(tmp_path_factory: pytest.TempPathFactory) -> CaptureRun:
     pytest.importorskip("confluent_kafka")
     return make_client_capture(tmp_path_factory.mktemp("report"), n=200)
+
+
+def _running(pid: int) -> bool:
+    """Whether process ``pid`` runs (an orphan that exited may linger as a zombie until it is reaped)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
 
 
 @pytest.fixture
@@ -100,6 +111,39 @@ def test_analyze_unavailable_and_failing_jobs(spark: Any, client_run: CaptureRun
     assert "Jobs not available" in html and "no_such_job_module" in html and "A broken job" in html
 
 
+def test_jobs_without_input_start_last(spark: Any, client_run: CaptureRun, tmp_path: Path,
+                                       monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """A job with nothing to read in the capture starts after those with input (it is short: it fills the cores
+    while the last long one ends); the summary and the report keep the order asked."""
+    monkeypatch.setattr(run_mod, "JOB_THREADS", 1)  # one job at a time: they start in the order submitted
+    caplog.set_level(logging.INFO, logger=run_mod.log.name)
+    summary = run_mod.analyze(str(client_run.path), tmp_path / "o", jobs=["replication", "lag"], spark=spark,
+                              formats=("csv",), report=False)
+    assert not replication.has_input(summary["capture"]) and lag.has_input(summary["capture"])
+    started = [r.getMessage().removeprefix("running job ") for r in caplog.records
+               if r.getMessage().startswith("running job ")]
+    assert started == ["lag", "replication"]
+    assert list(summary["jobs"]) == ["replication", "lag"]
+    assert all(info["status"] == "ok" for info in summary["jobs"].values())
+
+
+def test_cli_leaves_its_session_only_as_the_program(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """``minikafka analyze`` run as the program leaves the session it made to its JVM (which stops it as the
+    process ends: ``test_analyze_cli_new_session``); called with arguments, in a process that goes on, it
+    stops it."""
+    seen: list[bool] = []
+
+    def command(args: argparse.Namespace, leave_session: bool = False) -> int:
+        seen.append(leave_session)
+        return 0
+
+    monkeypatch.setattr(run_mod, "run_analyze_command", command)
+    monkeypatch.setattr(sys, "argv", ["minikafka", "analyze", str(tmp_path), "--out", str(tmp_path / "o")])
+    assert cli_main() == 0
+    assert cli_main(["analyze", str(tmp_path), "--out", str(tmp_path / "o")]) == 0
+    assert seen == [True, False]
+
+
 def test_report_escapes_and_embeds() -> None:
     chart = Chart("c <i>", [0.0, 1.0, 2.0])
     chart.add("</script><b>x</b>", [1, float("nan"), 3])
@@ -157,7 +201,13 @@ def test_analyze_cli_new_session(spark: Any, client_run: CaptureRun, tmp_path: P
     assert "lookup_data_sources" not in r.stderr
     assert not re.search(r"\[(warning|info)\]\[cds", r.stdout + r.stderr)
     # The JVM writes its archive as it exits, after the command: a pending archive with its JVM's pid beside it.
-    assert len(list(cds.glob(".spark-*.pid"))) == 1
+    (pidfile,) = cds.glob(".spark-*.pid")
+    # The command left its session to the JVM, which stops it and exits once the command's process has gone.
+    jvm = int(pidfile.read_text(encoding="ascii"))
+    deadline = time.monotonic() + 120
+    while _running(jvm) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _running(jvm)
     here = run_mod.analyze(str(client_run.path), tmp_path / "here", jobs=["traffic", "latency"], spark=spark,
                            formats=("csv",), report=False)
     for job, info in here["jobs"].items():
