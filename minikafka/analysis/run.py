@@ -134,9 +134,9 @@ SHORT_RUN_MAX_BYTES = 256 << 20
 #: whole-stage code generation (compiling a query's generated code with Janino takes longer than running it
 #: interpreted over some thousand rows), no adaptive execution (re-planning each small query at every stage
 #: boundary costs more than it saves), aggregations of objects (``percentile_approx``'s digests) kept in
-#: their hash map up to 100k groups per task (Spark sorts every row from 128 on), tables cached uncompressed
-#: (they are small: encoding their columns costs more than it saves), and under fewer requests no code
-#: generation for expressions either (``factoryMode``: Spark's interpreted fallback as the only mode).
+#: their hash map up to 100k groups per task (Spark sorts every row from 128 groups on), tables cached
+#: uncompressed (they are small: encoding their columns costs more than it saves), and under fewer requests
+#: no code generation for expressions either (``factoryMode``: Spark's interpreted fallback as the only mode).
 SMALL_INPUT_CONF: tuple[tuple[int, dict[str, str]], ...] = (
     (200_000, {"spark.sql.codegen.wholeStage": "false", "spark.sql.adaptive.enabled": "false",
                "spark.sql.objectHashAggregate.sortBased.fallbackThreshold": "100000",

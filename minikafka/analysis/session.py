@@ -44,9 +44,9 @@ DEFAULT_CONF = {
 #: seconds never earns back C2's compilations), the serial collector (a small heap, few cores), a young
 #: generation that starts large (a run allocates gigabytes that die young: some 20 young collections instead
 #: of 60) and a metaspace that does not force a full collection as Spark's classes load.
-SHORT_RUN_JVM_OPTIONS = ("-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xms1g -Xmn400m -XX:MetaspaceSize=256m")
+SHORT_RUN_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xms1g -Xmn400m -XX:MetaspaceSize=256m"
 #: Spark settings for a short analysis: memory pages of 1 MiB (Spark sizes them from the heap and cores, some
-#: 16 MiB here, and every sort and aggregation of a small query allocates and zeroes one whole page).
+#: 16 MiB here, and every sort and aggregation of a small query allocates and zeroes at least one).
 SHORT_RUN_CONF = {"spark.buffer.pageSize": "1m"}
 
 
