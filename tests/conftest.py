@@ -57,6 +57,7 @@ def persistent_broker_thread(tmp_path: Path) -> Iterator[BrokerThread]:
 
 def pytest_configure(config: pytest.Config) -> None:
     logging.getLogger("kafka").setLevel(logging.WARNING)
+    config.pluginmanager.import_plugin("hang_watchdog")  # a hung test fails instead of stalling the run
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

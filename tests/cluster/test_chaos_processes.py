@@ -107,7 +107,7 @@ class CopyLoop:
                 self.committed[tp.partition].append(tp.offset)
 
     def _run(self) -> None:
-        from confluent_kafka import KafkaException
+        from confluent_kafka import KafkaException, TopicPartition
 
         consumer = None
         try:
@@ -120,7 +120,13 @@ class CopyLoop:
                     producer.begin_transaction()
                     for m in msgs:
                         producer.produce(self.target, value=m.value(), partition=m.partition())
-                    positions, group = consumer.position(consumer.assignment()), consumer.consumer_group_metadata()
+                    # Positions from the records read, not consumer.position(consumer.assignment()): those calls
+                    # keep the GIL while they wait for librdkafka's main thread and a partition's lock, which its
+                    # issue 5476's deadlock (a leader cut off mid-OffsetForLeaderEpoch) holds for ever, freezing
+                    # the whole test process (tests/hang_watchdog.py).
+                    last = {m.partition(): m.offset() for m in msgs}
+                    positions = [TopicPartition(self.source, p, offset + 1) for p, offset in sorted(last.items())]
+                    group = consumer.consumer_group_metadata()
                     waiting.bounded(lambda: producer.send_offsets_to_transaction(positions, group, 60), 90)
                     self._commit(producer)
                     self.commits += 1
