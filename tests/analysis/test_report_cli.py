@@ -9,7 +9,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 import types
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from typing import Any
 import pandas as pd
 import pytest
 from traffic_helpers import CaptureRun, make_client_capture
+from waiting import wait_for
 
 from minikafka.analysis import run as run_mod
 from minikafka.analysis.cli import add_arguments, options_from_args
@@ -204,10 +204,7 @@ def test_analyze_cli_new_session(spark: Any, client_run: CaptureRun, tmp_path: P
     (pidfile,) = cds.glob(".spark-*.pid")
     # The command left its session to the JVM, which stops it and exits once the command's process has gone.
     jvm = int(pidfile.read_text(encoding="ascii"))
-    deadline = time.monotonic() + 120
-    while _running(jvm) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not _running(jvm)
+    wait_for(lambda: not _running(jvm), 120, "the command's JVM to exit by itself", interval=0.1)
     here = run_mod.analyze(str(client_run.path), tmp_path / "here", jobs=["traffic", "latency"], spark=spark,
                            formats=("csv",), report=False)
     for job, info in here["jobs"].items():
