@@ -460,7 +460,7 @@ def print_summary(summary: dict[str, Any], file: Any = None) -> None:
 def run_analyze_command(args: argparse.Namespace, leave_session: bool = False) -> int:
     """Run the jobs, print a short summary and the report path; 1 if a job failed.  ``leave_session``: the
     process ends next, so a session this command created is left running: its JVM stops it as it exits, when
-    this process has gone (``spark.stop()`` takes about a second, most of it PySpark's accumulator server
+    this process has gone (``spark.stop()`` takes about a second, a third of it PySpark's accumulator server
     waiting out its polling interval)."""
     from minikafka.analysis.cli import job_names, options_from_args
 
