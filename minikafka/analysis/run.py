@@ -370,6 +370,7 @@ def analyze(paths: str | Path | Iterable[str | Path], out_dir: str | Path, jobs:
                 summary["jobs"][name] = {"title": name, "status": status, "stage": "import",
                                          "error": f"{type(exc).__name__}: {exc}", "tables": {}, "seconds": 0.0}
         props = spark.sparkContext._jsc.sc().getLocalProperties().clone()
+        with_input = {name: has_input(mod, facts) for name, mod in modules.items()}
 
         def run_one(name: str) -> tuple[dict[str, Any], list[Any]]:
             spark.sparkContext._jsc.sc().setLocalProperties(props.clone())  # the caller's job group, here too
@@ -377,14 +378,14 @@ def analyze(paths: str | Path | Iterable[str | Path], out_dir: str | Path, jobs:
             log.info("running job %s", name)
             mod = modules[name]
             # A job without input in this capture runs on empty tables: the same results, no scan.
-            info, sections = _run_job(name, mod, tables if has_input(mod, facts) else tables.empty(), opts, out,
+            info, sections = _run_job(name, mod, tables if with_input[name] else tables.empty(), opts, out,
                                       formats, report, pool, clock)
             info["seconds"] = round(clock.monotonic() - t0, 3)
             return info, sections
 
         # Several jobs at once: most of a job's time is Spark planning its small queries, one at a time.  Jobs
         # without input start last: they are short, and fill the cores while the last long one ends.
-        order = sorted((n for n in names if n in modules), key=lambda n: not has_input(modules[n], facts))
+        order = sorted((n for n in names if n in modules), key=lambda n: not with_input[n])
         running = {name: job_pool.submit(run_one, name) for name in order}
         if on_progress is not None:
             on_progress(0, len(names), next(iter(running), ""))
